@@ -1,0 +1,21 @@
+//! linerate's measurement kit: the discard sink (netserver's role), the stream benchmark
+//! (netperf TCP_STREAM / TCP_SENDFILE's role), CPU accounting, and the two-namespace
+//! topology the transmit measurements need.
+//!
+//! Benchmarks return plain data (serde-serializable results) and leave statistics to
+//! `linerate stat`; the binary prints them.
+
+#![forbid(unsafe_code)]
+
+pub mod cpu;
+pub mod netns;
+pub mod sink;
+pub mod stream;
+
+/// Set by SIGINT/SIGTERM handlers; long loops stop when it is set.
+pub type StopFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;
+
+/// True once a stop was asked for.
+pub fn stopped(flag: &StopFlag) -> bool {
+    flag.load(std::sync::atomic::Ordering::Relaxed)
+}

@@ -1,0 +1,150 @@
+//! The two-host topology of the transmit measurements: two network namespaces made for
+//! one run, joined by a veth pair with MTU 1500, sender 198.18.0.1, sink 198.18.0.2
+//! (RFC 2544's benchmarking range). Built with iproute2 and ethtool, removed when the
+//! [`Topology`] is dropped, including after an error or Ctrl-C.
+
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Address of the sending end.
+pub const SENDER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// Address of the sink end.
+pub const SINK_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+/// Why the topology could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum NetnsError {
+    /// Namespaces need root.
+    #[error("--netns needs root: it creates network namespaces and a veth pair")]
+    NotRoot,
+    /// A command failed.
+    #[error("{command}: {message}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// What it said.
+        message: String,
+    },
+}
+
+/// Two namespaces joined by a veth pair; removed on drop.
+#[derive(Debug)]
+pub struct Topology {
+    /// Namespace of the sender.
+    pub sender_ns: String,
+    /// Namespace of the sink.
+    pub sink_ns: String,
+    /// veth device in the sender's namespace.
+    pub sender_dev: String,
+    /// veth device in the sink's namespace.
+    pub sink_dev: String,
+    created: Vec<String>,
+}
+
+fn run(program: &str, args: &[&str]) -> Result<(), NetnsError> {
+    let command = format!("{program} {}", args.join(" "));
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .map_err(|e| NetnsError::Command {
+            command: command.clone(),
+            message: if e.kind() == std::io::ErrorKind::NotFound {
+                format!(
+                    "{program} is not installed (Debian package {})",
+                    if program == "ip" { "iproute2" } else { program }
+                )
+            } else {
+                e.to_string()
+            },
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(NetnsError::Command {
+            command,
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
+impl Topology {
+    /// Builds the topology. `tso` switches TSO and GSO on both veth ends (off: every
+    /// 1500-byte segment is built by the stack, as on a card without offload).
+    /// `sink_cpu`, when given, steers the sink's received packets to that CPU with RPS,
+    /// so the receive work is not charged to the sender's CPU.
+    pub fn create(tso: bool, sink_cpu: Option<usize>) -> Result<Topology, NetnsError> {
+        if linerate_sys::ns::effective_uid() != 0 {
+            return Err(NetnsError::NotRoot);
+        }
+        let id = std::process::id();
+        let mut t = Topology {
+            sender_ns: format!("lr{id}s"),
+            sink_ns: format!("lr{id}r"),
+            sender_dev: format!("lr{id}s0"),
+            sink_dev: format!("lr{id}r0"),
+            created: Vec::new(),
+        };
+        t.build(tso, sink_cpu)?;
+        Ok(t)
+    }
+
+    fn build(&mut self, tso: bool, sink_cpu: Option<usize>) -> Result<(), NetnsError> {
+        let (s, r) = (self.sender_ns.clone(), self.sink_ns.clone());
+        let (sd, rd) = (self.sender_dev.clone(), self.sink_dev.clone());
+        for ns in [&s, &r] {
+            run("ip", &["netns", "add", ns])?;
+            self.created.push(ns.clone());
+        }
+        run(
+            "ip",
+            &[
+                "link", "add", &sd, "netns", &s, "type", "veth", "peer", "name", &rd, "netns", &r,
+            ],
+        )?;
+        let sa = format!("{SENDER_ADDR}/30");
+        let ra = format!("{SINK_ADDR}/30");
+        for (ns, dev, addr) in [(&s, &sd, &sa), (&r, &rd, &ra)] {
+            run("ip", &["-n", ns, "addr", "add", addr, "dev", dev])?;
+            run("ip", &["-n", ns, "link", "set", dev, "mtu", "1500", "up"])?;
+            run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
+            let onoff = if tso { "on" } else { "off" };
+            run(
+                "ip",
+                &[
+                    "netns", "exec", ns, "ethtool", "-K", dev, "tso", onoff, "gso", onoff,
+                ],
+            )?;
+        }
+        if let Some(cpu) = sink_cpu {
+            let mask = format!("{:x}", 1u64 << cpu.min(63));
+            let path = format!("/sys/class/net/{rd}/queues/rx-0/rps_cpus");
+            run(
+                "ip",
+                &[
+                    "netns",
+                    "exec",
+                    &r,
+                    "sh",
+                    "-c",
+                    &format!("echo {mask} > {path}"),
+                ],
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The bind-mounted namespace file of `ns`, for `setns`.
+    pub fn path(ns: &str) -> PathBuf {
+        PathBuf::from("/var/run/netns").join(ns)
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        // Deleting a namespace removes the veth end inside it, and so the pair.
+        for ns in self.created.drain(..) {
+            let _ = run("ip", &["netns", "del", &ns]);
+        }
+    }
+}

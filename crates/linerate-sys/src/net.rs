@@ -1,0 +1,153 @@
+//! Socket calls the standard library and `socket2` do not offer: sends that never raise
+//! `SIGPIPE`, `MSG_MORE`, the send-queue fill (`SIOCOUTQ`, `SIOCOUTQNSD`) and integer
+//! socket options such as `TCP_NOTSENT_LOWAT`.
+
+use std::io::{self, IoSlice};
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+use crate::{cvt, cvt_size};
+
+/// Flags for [`send`] and [`sendv`]. `MSG_NOSIGNAL` is always added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SendFlags(libc::c_int);
+
+impl SendFlags {
+    /// No extra flags.
+    pub const NONE: SendFlags = SendFlags(0);
+    /// `MSG_MORE`: more data follows; the kernel holds a partial segment back.
+    pub const MORE: SendFlags = SendFlags(libc::MSG_MORE);
+    /// `MSG_DONTWAIT`: do not block even on a blocking socket.
+    pub const DONTWAIT: SendFlags = SendFlags(libc::MSG_DONTWAIT);
+
+    /// Both sets of flags.
+    pub const fn union(self, other: SendFlags) -> SendFlags {
+        SendFlags(self.0 | other.0)
+    }
+
+    pub(crate) const fn bits(self) -> libc::c_int {
+        self.0 | libc::MSG_NOSIGNAL
+    }
+}
+
+/// `send(2)` with `MSG_NOSIGNAL`: a vanished peer gives `EPIPE`, never `SIGPIPE`.
+pub fn send(fd: BorrowedFd<'_>, buf: &[u8], flags: SendFlags) -> io::Result<usize> {
+    // SAFETY: `buf` is a live slice for the call; the kernel copies from it before returning.
+    cvt_size(unsafe { libc::send(fd.as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags.bits()) })
+}
+
+/// `sendmsg(2)` of several buffers in one call (gather), with `MSG_NOSIGNAL`. At most
+/// `IOV_MAX` buffers are passed; the rest are left for the next call.
+pub fn sendv(fd: BorrowedFd<'_>, bufs: &[IoSlice<'_>], flags: SendFlags) -> io::Result<usize> {
+    let n = bufs.len().min(IOV_MAX);
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    // IoSlice is guaranteed ABI-compatible with iovec on Unix.
+    msg.msg_iov = bufs.as_ptr() as *mut libc::iovec;
+    msg.msg_iovlen = n as _;
+    // SAFETY: msg points at `n` live iovecs borrowed for the call; the kernel only reads them.
+    cvt_size(unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, flags.bits()) })
+}
+
+/// The kernel's limit on buffers per `sendmsg`/`writev` (`UIO_MAXIOV`).
+pub const IOV_MAX: usize = 1024;
+
+/// Bytes in the socket's send queue, sent or not, not yet acknowledged (`SIOCOUTQ`).
+pub fn send_queue_bytes(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    ioctl_int(fd, libc::TIOCOUTQ as _)
+}
+
+/// Bytes in the socket's send queue not yet sent (`SIOCOUTQNSD`).
+pub fn unsent_bytes(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    const SIOCOUTQNSD: libc::c_ulong = 0x894B;
+    ioctl_int(fd, SIOCOUTQNSD as _)
+}
+
+fn ioctl_int(fd: BorrowedFd<'_>, req: libc::Ioctl) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: both requests write exactly one int through the pointer, a live local.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), req, &mut n) })?;
+    Ok(n.max(0) as usize)
+}
+
+/// `SOL_SOCKET`, for [`getsockopt_int`]/[`setsockopt_int`].
+pub const SOL_SOCKET: libc::c_int = libc::SOL_SOCKET;
+/// `IPPROTO_TCP`, for [`getsockopt_int`]/[`setsockopt_int`].
+pub const IPPROTO_TCP: libc::c_int = libc::IPPROTO_TCP;
+/// `SO_SNDBUF` (the kernel reports twice what was set: it counts its own overhead).
+pub const SO_SNDBUF: libc::c_int = libc::SO_SNDBUF;
+/// `SO_RCVBUF`.
+pub const SO_RCVBUF: libc::c_int = libc::SO_RCVBUF;
+/// `TCP_NOTSENT_LOWAT`: the socket reports writable only while fewer unsent bytes than
+/// this are queued, and a send stops queueing once that many are unsent.
+pub const TCP_NOTSENT_LOWAT: libc::c_int = libc::TCP_NOTSENT_LOWAT;
+/// `TCP_NODELAY`.
+pub const TCP_NODELAY: libc::c_int = libc::TCP_NODELAY;
+/// `TCP_CORK`.
+pub const TCP_CORK: libc::c_int = libc::TCP_CORK;
+
+/// Reads an integer socket option.
+pub fn getsockopt_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<i32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are live locals sized for an int option.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    Ok(v)
+}
+
+/// Sets an integer socket option.
+pub fn setsockopt_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: i32,
+) -> io::Result<()> {
+    // SAFETY: the kernel reads one int from a live local.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// Waits up to `timeout_ms` (negative: forever) for any of `events` (`POLLIN`, `POLLOUT`)
+/// on one descriptor; returns the events the kernel reported (0 on timeout; `POLLERR` and
+/// `POLLHUP` are always reported). `EINTR` is returned as 0 so callers re-check their state.
+pub fn poll_one(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> io::Result<i16> {
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events,
+        revents: 0,
+    };
+    // SAFETY: one live pollfd, count 1.
+    match cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) }) {
+        Ok(_) => Ok(pfd.revents),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+/// `POLLIN`.
+pub const POLLIN: i16 = libc::POLLIN;
+/// `POLLOUT`.
+pub const POLLOUT: i16 = libc::POLLOUT;
+/// `POLLERR`: for a zero-copy socket, also "completions are waiting on the error queue".
+pub const POLLERR: i16 = libc::POLLERR;
+/// `POLLHUP`.
+pub const POLLHUP: i16 = libc::POLLHUP;

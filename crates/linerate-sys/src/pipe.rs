@@ -1,0 +1,78 @@
+//! Pipes and `splice(2)`: file → pipe → socket without a copy through user memory.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use crate::{cvt, cvt_size, to_off64};
+
+/// `SPLICE_F_MOVE`: a hint; pages are moved where the kernel can.
+pub const SPLICE_F_MOVE: u32 = libc::SPLICE_F_MOVE;
+/// `SPLICE_F_NONBLOCK`: do not block on the pipe.
+pub const SPLICE_F_NONBLOCK: u32 = libc::SPLICE_F_NONBLOCK;
+/// `SPLICE_F_MORE`: more data follows (like `MSG_MORE`).
+pub const SPLICE_F_MORE: u32 = libc::SPLICE_F_MORE;
+
+/// Creates a non-blocking, close-on-exec pipe: `(read end, write end)`.
+pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as libc::c_int; 2];
+    // SAFETY: `fds` is a valid array of two ints for the kernel to fill.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) })?;
+    // SAFETY: pipe2 succeeded, so both are fresh descriptors owned by nobody else.
+    let fds = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    Ok(fds)
+}
+
+/// Sets a pipe's capacity (`F_SETPIPE_SZ`); the kernel rounds up to a power of two pages
+/// and returns the capacity it chose.
+pub fn set_pipe_size(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> {
+    let bytes = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    // SAFETY: F_SETPIPE_SZ takes an int argument and touches no memory of ours.
+    let n = cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, bytes) })?;
+    Ok(n as usize)
+}
+
+/// Bytes waiting to be read in a pipe or socket (`FIONREAD`).
+pub fn readable_bytes(fd: BorrowedFd<'_>) -> io::Result<usize> {
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int to the pointer, which points at a live local.
+    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) })?;
+    Ok(n.max(0) as usize)
+}
+
+/// `splice(2)`: moves up to `len` bytes from `fd_in` to `fd_out`, one of which must be a
+/// pipe. An offset, when given, is used and advanced instead of the file position.
+pub fn splice(
+    fd_in: BorrowedFd<'_>,
+    off_in: Option<&mut u64>,
+    fd_out: BorrowedFd<'_>,
+    off_out: Option<&mut u64>,
+    len: usize,
+    flags: u32,
+) -> io::Result<usize> {
+    let mut oin = match &off_in {
+        Some(o) => Some(to_off64(**o)?),
+        None => None,
+    };
+    let mut oout = match &off_out {
+        Some(o) => Some(to_off64(**o)?),
+        None => None,
+    };
+    let pin = oin
+        .as_mut()
+        .map_or(std::ptr::null_mut(), |o| o as *mut libc::loff_t);
+    let pout = oout
+        .as_mut()
+        .map_or(std::ptr::null_mut(), |o| o as *mut libc::loff_t);
+    // SAFETY: the descriptors are borrowed for the call; each offset pointer is null or
+    // points at a live local that the kernel may update.
+    let n = cvt_size(unsafe {
+        libc::splice(fd_in.as_raw_fd(), pin, fd_out.as_raw_fd(), pout, len, flags)
+    })?;
+    if let (Some(o), Some(v)) = (off_in, oin) {
+        *o = v as u64;
+    }
+    if let (Some(o), Some(v)) = (off_out, oout) {
+        *o = v as u64;
+    }
+    Ok(n)
+}

@@ -1,0 +1,357 @@
+//! `MSG_ZEROCOPY` sends and their completions (seed 002 on Linux).
+//!
+//! A zero-copy send hands the kernel references to user pages; the pages must stay
+//! mapped and unchanged until the kernel says it has let go of them, by a notification
+//! on the socket's error queue. [`ZeroCopy`] keeps that promise for its callers: each
+//! send stores a clone of the buffer's [`Pinned`] handle, and the handle is dropped only
+//! when the notification covering that send has been read. No caller needs `unsafe`.
+//!
+//! The kernel numbers successful zero-copy sends on a socket 0, 1, 2, … (a call that
+//! queues nothing takes no number) and reports completions as inclusive ranges
+//! `[lo, hi]` of those numbers, usually in order but not always. A completion can carry
+//! the "copied" verdict: the kernel had to copy the data after all (loopback, a local
+//! receiver in another namespace, a device without scatter-gather), so zero-copy cost
+//! more than a plain send would have.
+//!
+//! A [`Mmap`] gives zero-copy sends of file ranges. Its contents are never exposed to
+//! Rust code: if the file shrinks under the mapping, the kernel's page pinning fails
+//! with `EFAULT` instead of this process taking `SIGBUS`.
+
+use std::collections::VecDeque;
+use std::io;
+use std::ops::Range;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::net::SendFlags;
+use crate::{cvt, cvt_size, to_off64};
+
+const SO_ZEROCOPY: libc::c_int = 60;
+const MSG_ZEROCOPY: libc::c_int = 0x400_0000;
+const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
+const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
+const SOL_IP: libc::c_int = 0;
+const IP_RECVERR: libc::c_int = 11;
+const SOL_IPV6: libc::c_int = 41;
+const IPV6_RECVERR: libc::c_int = 25;
+
+/// Turns `SO_ZEROCOPY` on or off for a socket. Needed before any `MSG_ZEROCOPY` send.
+pub fn set_zerocopy(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+    crate::net::setsockopt_int(fd, libc::SOL_SOCKET, SO_ZEROCOPY, i32::from(on))
+}
+
+/// A read-only shared mapping of a file range, only ever read by the kernel.
+#[derive(Debug)]
+pub struct Mmap {
+    addr: NonNull<libc::c_void>,
+    len: usize,
+}
+
+// SAFETY: the mapping is read-only and never dereferenced by Rust code; its address is
+// only passed to the kernel, which may do so from any thread.
+unsafe impl Send for Mmap {}
+// SAFETY: as above: shared references give no access to the contents.
+unsafe impl Sync for Mmap {}
+
+impl Mmap {
+    /// Maps `len` bytes of `file` from `offset`, which must be a multiple of the page size.
+    pub fn map(file: BorrowedFd<'_>, offset: u64, len: usize) -> io::Result<Mmap> {
+        if len == 0 || !offset.is_multiple_of(page_size() as u64) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "mapping needs a non-empty, page-aligned range",
+            ));
+        }
+        let off = to_off64(offset)?;
+        // SAFETY: a fresh read-only mapping chosen by the kernel overlaps nothing of ours;
+        // the descriptor is borrowed for the call (the mapping outlives it by design).
+        let p = unsafe {
+            libc::mmap64(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                off,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let addr = NonNull::new(p).ok_or_else(|| io::Error::other("mmap returned null"))?;
+        Ok(Mmap { addr, len })
+    }
+
+    /// Length of the mapping in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: empty mappings cannot be made.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for Mmap {
+    fn drop(&mut self) {
+        // SAFETY: addr/len are exactly what mmap returned, and the mapping is unmapped once.
+        unsafe {
+            libc::munmap(self.addr.as_ptr(), self.len);
+        }
+    }
+}
+
+/// The system page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no memory effects.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if n > 0 {
+        n as usize
+    } else {
+        4096
+    }
+}
+
+/// Memory that may be sent with `MSG_ZEROCOPY`: immutable while any handle exists.
+#[derive(Clone, Debug)]
+pub enum Pinned {
+    /// A heap buffer, shared and immutable.
+    Memory(Arc<[u8]>),
+    /// A file mapping.
+    Map(Arc<Mmap>),
+}
+
+impl Pinned {
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Pinned::Memory(b) => b.len(),
+            Pinned::Map(m) => m.len,
+        }
+    }
+
+    /// True when there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn base(&self) -> *const u8 {
+        match self {
+            Pinned::Memory(b) => b.as_ptr(),
+            Pinned::Map(m) => m.addr.as_ptr().cast::<u8>().cast_const(),
+        }
+    }
+}
+
+/// What one read of the error queue found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reaped {
+    /// Sends whose completion arrived.
+    pub completed: u64,
+    /// Of those, sends the kernel copied after all.
+    pub copied: u64,
+    /// Notifications read (each covers a range of sends).
+    pub notifications: u64,
+}
+
+/// Zero-copy sends on one socket and the buffers they still hold.
+///
+/// Use one `ZeroCopy` per socket, from the socket's first zero-copy send on: the
+/// kernel's numbering of sends is per socket.
+#[derive(Debug, Default)]
+pub struct ZeroCopy {
+    base_seq: u32,
+    in_flight: VecDeque<Option<Pinned>>,
+}
+
+impl ZeroCopy {
+    /// No sends yet.
+    pub fn new() -> ZeroCopy {
+        ZeroCopy::default()
+    }
+
+    /// Sends `range` of `buf` with `MSG_ZEROCOPY`. A handle to `buf` is kept until the
+    /// kernel's completion for this send is read by [`ZeroCopy::reap`].
+    pub fn send(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        buf: &Pinned,
+        range: Range<usize>,
+        flags: SendFlags,
+    ) -> io::Result<usize> {
+        if range.start > range.end || range.end > buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "range outside buffer",
+            ));
+        }
+        // SAFETY: range was checked to lie within buf; the pages stay valid and unchanged
+        // after the call because a clone of `buf` is stored below before any completion
+        // can be read, and Pinned gives no mutable access.
+        let ptr = unsafe { buf.base().add(range.start) };
+        // SAFETY: ptr..ptr+len lies within live, immutable memory held as described above.
+        let n = cvt_size(unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                ptr.cast(),
+                range.end - range.start,
+                flags.bits() | MSG_ZEROCOPY,
+            )
+        })?;
+        if n > 0 {
+            self.in_flight.push_back(Some(buf.clone()));
+        }
+        Ok(n)
+    }
+
+    /// Sends `range` of `buf` with a plain (copying) `send`, for sizes or sockets where
+    /// zero-copy does not pay. Nothing is retained: the kernel copies before returning.
+    pub fn send_copy(
+        fd: BorrowedFd<'_>,
+        buf: &Pinned,
+        range: Range<usize>,
+        flags: SendFlags,
+    ) -> io::Result<usize> {
+        if range.start > range.end || range.end > buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "range outside buffer",
+            ));
+        }
+        // SAFETY: range lies within buf, which the borrow keeps alive for the call; the
+        // kernel copies (and faults in, for a mapping: EFAULT, never SIGBUS) before returning.
+        let ptr = unsafe { buf.base().add(range.start) };
+        // SAFETY: as above.
+        cvt_size(unsafe {
+            libc::send(
+                fd.as_raw_fd(),
+                ptr.cast(),
+                range.end - range.start,
+                flags.bits(),
+            )
+        })
+    }
+
+    /// Sends whose completion has not arrived yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.iter().filter(|b| b.is_some()).count()
+    }
+
+    /// Reads every completion waiting on the socket's error queue, without blocking, and
+    /// releases the buffers of the completed sends. Errors other than "nothing waiting"
+    /// are returned; a pending socket error (say `ECONNRESET`) is returned as such.
+    pub fn reap(&mut self, fd: BorrowedFd<'_>) -> io::Result<Reaped> {
+        let mut out = Reaped::default();
+        loop {
+            match read_completion(fd)? {
+                None => return Ok(out),
+                Some(c) => {
+                    out.notifications += 1;
+                    let count = u64::from(c.hi.wrapping_sub(c.lo)) + 1;
+                    out.completed += count;
+                    if c.copied {
+                        out.copied += count;
+                    }
+                    self.release(c.lo, c.hi);
+                }
+            }
+        }
+    }
+
+    fn release(&mut self, lo: u32, hi: u32) {
+        let mut seq = lo;
+        loop {
+            let idx = seq.wrapping_sub(self.base_seq) as usize;
+            if let Some(slot) = self.in_flight.get_mut(idx) {
+                *slot = None;
+            }
+            if seq == hi {
+                break;
+            }
+            seq = seq.wrapping_add(1);
+        }
+        while let Some(None) = self.in_flight.front() {
+            self.in_flight.pop_front();
+            self.base_seq = self.base_seq.wrapping_add(1);
+        }
+    }
+}
+
+struct Completion {
+    lo: u32,
+    hi: u32,
+    copied: bool,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct SockExtendedErr {
+    ee_errno: u32,
+    ee_origin: u8,
+    ee_type: u8,
+    ee_code: u8,
+    ee_pad: u8,
+    ee_info: u32,
+    ee_data: u32,
+}
+
+fn read_completion(fd: BorrowedFd<'_>) -> io::Result<Option<Completion>> {
+    // Messages that carry no zero-copy notification are skipped.
+    loop {
+        if let Some(c) = read_error_message(fd)? {
+            return Ok(c);
+        }
+    }
+}
+
+/// Reads one error-queue message: `Ok(None)` for a message that is not a notification,
+/// `Ok(Some(None))` when the queue is empty.
+fn read_error_message(fd: BorrowedFd<'_>) -> io::Result<Option<Option<Completion>>> {
+    // u64 elements keep the control buffer aligned for cmsghdr.
+    let mut control = [0u64; 16];
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: msg points at a live control buffer of the stated size and no iovecs.
+    let r = cvt(unsafe {
+        libc::recvmsg(
+            fd.as_raw_fd(),
+            &mut msg,
+            libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
+        )
+    } as libc::c_int);
+    match r {
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Some(None)),
+        Err(e) => return Err(e),
+    }
+    // SAFETY: msg was filled by recvmsg; CMSG_FIRSTHDR/NXTHDR stay within msg_controllen.
+    let mut cmsg = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    while !cmsg.is_null() {
+        // SAFETY: cmsg is non-null and within the control buffer, as CMSG_* guarantee.
+        let (level, kind) = unsafe { ((*cmsg).cmsg_level, (*cmsg).cmsg_type) };
+        if (level == SOL_IP && kind == IP_RECVERR) || (level == SOL_IPV6 && kind == IPV6_RECVERR) {
+            // SAFETY: for these types the data is a sock_extended_err; read_unaligned
+            // copes with any alignment, and the kernel wrote at least that many bytes.
+            let ee: SockExtendedErr = unsafe {
+                std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<SockExtendedErr>())
+            };
+            if ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY && ee.ee_errno == 0 {
+                return Ok(Some(Some(Completion {
+                    lo: ee.ee_info,
+                    hi: ee.ee_data,
+                    copied: ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED != 0,
+                })));
+            }
+            if ee.ee_errno != 0 {
+                return Err(io::Error::from_raw_os_error(ee.ee_errno as i32));
+            }
+        }
+        // SAFETY: as for CMSG_FIRSTHDR above.
+        cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
+    }
+    Ok(None)
+}

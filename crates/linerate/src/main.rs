@@ -1,0 +1,392 @@
+//! The `linerate` binary: thin over the library crates. Errors print one line naming the
+//! cause; usage errors exit 64, other failures 2.
+
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use linerate_bench::sink::{Discard, Sink, SinkConfig, SinkReport};
+use linerate_bench::stream::{
+    self, Limit, NetnsSettings, StreamConfig, StreamResult, StreamSource,
+};
+use linerate_bench::StopFlag;
+use linerate_tx::{Strategy, TxConfig};
+
+/// Exit status for usage errors (sysexits' EX_USAGE).
+const EXIT_USAGE: u8 = 64;
+/// Exit status for failures.
+const EXIT_FAILURE: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "linerate",
+    version,
+    about = "Move file and memory bytes onto TCP connections at the lowest CPU cost Linux allows"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Accept connections and discard what arrives (netserver's role).
+    Sink(SinkArgs),
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        bench: Bench,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum Bench {
+    /// One TCP stream from a file or memory by one transmit strategy (netperf
+    /// TCP_STREAM / TCP_SENDFILE). With no arguments: 10 s of batched sendfile of a
+    /// generated 64 MiB file to a sink started on loopback.
+    Stream(StreamArgs),
+}
+
+#[derive(Args, Debug)]
+struct SinkArgs {
+    /// Address to listen on (port 0 picks a free port; the first output line says which).
+    #[arg(long, default_value = "127.0.0.1:12865")]
+    listen: SocketAddr,
+    /// How to discard: read (into a buffer) or splice (socket → pipe → /dev/null).
+    #[arg(long, default_value = "read", value_parser = parse_discard)]
+    discard: Discard,
+    /// SO_RCVBUF of accepted connections (bytes; K, M suffixes).
+    #[arg(short = 'S', long = "rcvbuf", value_name = "BYTES", value_parser = parse_positive_size)]
+    rcvbuf: Option<usize>,
+    /// Pin the sink to this CPU.
+    #[arg(long, value_name = "N")]
+    cpu: Option<usize>,
+    /// Exit after this many connections.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    connections: Option<u64>,
+    /// Print only the "listening on" line, no per-connection reports.
+    #[arg(long)]
+    quiet: bool,
+    /// Per-connection reports as JSON lines.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct StreamArgs {
+    /// Sink to send to (a running `linerate sink`); default: start one on loopback.
+    #[arg(
+        short = 'H',
+        long = "host",
+        value_name = "HOST:PORT",
+        conflicts_with = "netns"
+    )]
+    host: Option<SocketAddr>,
+    /// Seconds to send for.
+    #[arg(short = 'l', long = "length", value_name = "SECONDS", default_value = "10", value_parser = parse_seconds, conflicts_with = "bytes")]
+    length: Duration,
+    /// Send this many bytes instead of sending for a time.
+    #[arg(short = 'n', long = "bytes", value_name = "BYTES", value_parser = parse_positive_size_u64)]
+    bytes: Option<u64>,
+    /// File to send (sent whole, repeatedly); default: a generated temporary file.
+    #[arg(
+        short = 'F',
+        long = "file",
+        value_name = "PATH",
+        conflicts_with = "memory"
+    )]
+    file: Option<PathBuf>,
+    /// Send from a memory buffer instead of a file.
+    #[arg(long)]
+    memory: bool,
+    /// Size of the generated file or memory buffer.
+    #[arg(long, value_name = "BYTES", default_value = "64M", value_parser = parse_positive_size_u64)]
+    size: u64,
+    /// Transmit strategy: copy, sendfile-4k, sendfile, sendfile-chunk-SIZE, splice, zerocopy.
+    #[arg(long, default_value = "sendfile", value_parser = parse_strategy)]
+    strategy: Strategy,
+    /// With --strategy sendfile: fixed-size calls of this many bytes until EAGAIN
+    /// (h2o 64K, lighttpd 256K, nginx 2M) instead of batched calls.
+    #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
+    chunk: Option<usize>,
+    /// Sender SO_SNDBUF (bytes; K, M suffixes). Default: the kernel's autotuning.
+    #[arg(short = 's', value_name = "BYTES", value_parser = parse_positive_size)]
+    sndbuf: Option<usize>,
+    /// Sink SO_RCVBUF, for a sink started here.
+    #[arg(short = 'S', value_name = "BYTES", value_parser = parse_positive_size)]
+    rcvbuf: Option<usize>,
+    /// Cap on bytes per call (netperf's send size).
+    #[arg(short = 'm', value_name = "BYTES", value_parser = parse_positive_size)]
+    send_size: Option<usize>,
+    /// TCP_NOTSENT_LOWAT for the batched strategies (0: leave the socket's); default:
+    /// the send buffer size, so the socket wakes when half of it has drained.
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    lowat: Option<usize>,
+    /// Runtime switch for zero-copy sends.
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set)]
+    zerocopy: bool,
+    /// Smallest send made with MSG_ZEROCOPY; smaller ones are copied.
+    #[arg(long, value_name = "BYTES", default_value = "16K", value_parser = parse_size)]
+    zerocopy_min: usize,
+    /// How a sink started here discards: read or splice.
+    #[arg(long, default_value = "read", value_parser = parse_discard)]
+    discard: Discard,
+    /// Pin the sender to this CPU (default 0 when there are two CPUs or more).
+    #[arg(long, value_name = "N")]
+    cpu_sender: Option<usize>,
+    /// Pin a sink started here to this CPU (default 1 when there are two CPUs or more).
+    #[arg(long, value_name = "N")]
+    cpu_sink: Option<usize>,
+    /// Pin nothing.
+    #[arg(long, conflicts_with_all = ["cpu_sender", "cpu_sink"])]
+    no_pin: bool,
+    /// Send between two network namespaces made for the run, over a veth pair (MTU
+    /// 1500, 198.18.0.1 → 198.18.0.2). Needs root.
+    #[arg(long)]
+    netns: bool,
+    /// With --netns: TSO and GSO on the veth pair.
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
+    tso: bool,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let n = linerate_tx::parse_size(s)?;
+    usize::try_from(n).map_err(|_| format!("'{s}' is too large"))
+}
+
+fn parse_positive_size(s: &str) -> Result<usize, String> {
+    match parse_size(s)? {
+        0 => Err("must be at least 1 byte".into()),
+        n if n > i32::MAX as usize => Err(format!("'{s}' is too large")),
+        n => Ok(n),
+    }
+}
+
+fn parse_positive_size_u64(s: &str) -> Result<u64, String> {
+    match linerate_tx::parse_size(s)? {
+        0 => Err("must be at least 1 byte".into()),
+        n => Ok(n),
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !(v > 0.0 && v <= 86_400.0) {
+        return Err("must be more than 0 and at most 86400 seconds".into());
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+fn parse_strategy(s: &str) -> Result<Strategy, String> {
+    s.parse()
+        .map_err(|e: linerate_tx::ParseStrategyError| e.to_string())
+}
+
+fn parse_discard(s: &str) -> Result<Discard, String> {
+    s.parse()
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("'{s}': expected on or off")),
+    }
+}
+
+fn stop_flag() -> anyhow::Result<StopFlag> {
+    let flag: StopFlag = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&flag))
+            .context("installing signal handlers")?;
+    }
+    Ok(flag)
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    let r = match cli.command {
+        Command::Sink(a) => run_sink(a),
+        Command::Bench {
+            bench: Bench::Stream(a),
+        } => run_stream(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("linerate: {e:#}");
+            ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+fn usage_error(msg: &str) -> ExitCode {
+    eprintln!("linerate: {msg}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+fn run_sink(a: SinkArgs) -> anyhow::Result<ExitCode> {
+    let stop = stop_flag()?;
+    if let Some(c) = a.cpu {
+        linerate_sys::cpu::pin_thread_to_cpu(c).with_context(|| format!("--cpu {c}"))?;
+    }
+    let sink = Sink::bind(SinkConfig {
+        listen: a.listen,
+        discard: a.discard,
+        rcvbuf: a.rcvbuf,
+        max_connections: a.connections,
+    })
+    .with_context(|| format!("cannot listen on {}", a.listen))?;
+    println!("listening on {}", sink.local_addr()?);
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    let (quiet, json) = (a.quiet, a.json);
+    let report = move |r: &SinkReport| {
+        if quiet {
+            return;
+        }
+        if json {
+            println!("{}", serde_json::to_string(r).unwrap_or_default());
+        } else {
+            let mbps = r.bytes as f64 * 8.0 / r.elapsed_seconds.max(1e-9) / 1e6;
+            println!(
+                "{}: {} bytes in {:.2} s ({:.2} 10^6bits/s), cpu {:.3} s user {:.3} s system",
+                r.peer, r.bytes, r.elapsed_seconds, mbps, r.cpu_user_seconds, r.cpu_system_seconds
+            );
+        }
+    };
+    sink.run(&stop, &report)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
+    let mut strategy = a.strategy;
+    if let Some(chunk) = a.chunk {
+        if strategy != Strategy::SendfileBatched {
+            return Ok(usage_error("--chunk goes with --strategy sendfile only"));
+        }
+        strategy = Strategy::SendfileChunked { chunk_bytes: chunk };
+    }
+    if a.memory && a.size > isize::MAX as u64 {
+        return Ok(usage_error("--size is too large for a memory buffer"));
+    }
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    for (flag, cpu) in [("--cpu-sender", a.cpu_sender), ("--cpu-sink", a.cpu_sink)] {
+        if let Some(c) = cpu {
+            if c >= cpus {
+                return Ok(usage_error(&format!(
+                    "{flag} {c}: this machine has CPUs 0 to {}",
+                    cpus - 1
+                )));
+            }
+        }
+    }
+    let pin_default = !a.no_pin && cpus >= 2;
+    let cfg = StreamConfig {
+        target: a.host,
+        limit: match a.bytes {
+            Some(n) => Limit::Bytes(n),
+            None => Limit::Time(a.length),
+        },
+        source: match (&a.file, a.memory) {
+            (Some(p), _) => StreamSource::File(p.clone()),
+            (None, true) => StreamSource::Memory(a.size as usize),
+            (None, false) => StreamSource::TempFile(a.size),
+        },
+        tx: TxConfig {
+            strategy,
+            max_call_bytes: a.send_size,
+            zerocopy: a.zerocopy,
+            zerocopy_min_bytes: a.zerocopy_min,
+            notsent_lowat: a.lowat,
+        },
+        sndbuf: a.sndbuf,
+        rcvbuf: a.rcvbuf,
+        sender_cpu: a.cpu_sender.or(pin_default.then_some(0)),
+        sink_cpu: a.cpu_sink.or(pin_default.then_some(1)),
+        discard: a.discard,
+        netns: a.netns.then_some(NetnsSettings { tso: a.tso }),
+        linerate_exe: std::env::current_exe().context("cannot find the linerate binary")?,
+    };
+    let stop = stop_flag()?;
+    let r = stream::run(&cfg, &stop)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print_stream(&r);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_stream(r: &StreamResult) {
+    println!("STREAM {} over {}, from {}", r.strategy, r.path, r.source);
+    println!("Recv     Send     Send                           Sender            Receiver          Machine ({} CPUs)", r.machine.cpus);
+    println!("Socket   Socket   Message  Elapsed               CPU     Demand    CPU     Demand    Util    Demand   softirq");
+    println!("Size     Size     Size     Time     Throughput   % one   us/KB     % one   us/KB     %       us/KB    secs");
+    println!("bytes    bytes    bytes    secs.    10^6bits/s");
+    let (rc, rd) = match &r.receiver {
+        Some(c) => (
+            format!("{:.2}", c.percent_of_one_cpu),
+            format!("{:.3}", c.service_demand_us_per_kb),
+        ),
+        None => ("-".into(), "-".into()),
+    };
+    println!(
+        "{:<8} {:<8} {:<8} {:<8.2} {:<12.2} {:<7.2} {:<9.3} {:<7} {:<9} {:<7.2} {:<8.3} {:.2}",
+        r.recv_socket_bytes,
+        r.send_socket_bytes,
+        r.send_size_bytes,
+        r.elapsed_seconds,
+        r.throughput_mbps,
+        r.sender.percent_of_one_cpu,
+        r.sender.service_demand_us_per_kb,
+        rc,
+        rd,
+        r.machine.utilization_percent,
+        r.machine.service_demand_us_per_kb,
+        r.machine.softirq_seconds,
+    );
+    let c = &r.counters;
+    println!(
+        "engine: {} bytes, {} syscalls ({:.1}/MB), {} wake-ups ({:.1}/MB), {} EAGAIN ({:.2}/MB), {} short sends, {} space queries",
+        c.bytes, c.syscalls, r.per_mb.syscalls, c.wakeups, r.per_mb.wakeups, c.eagain, r.per_mb.eagain, c.short_sends, c.space_queries
+    );
+    if c.zc_sends + c.zc_copy_sends > 0 {
+        println!(
+            "zero-copy: {} sends, {} completions, {} copied by the kernel, {} ENOBUFS, {} copied sends{}",
+            c.zc_sends,
+            c.zc_completions,
+            c.zc_copied,
+            c.zc_enobufs,
+            c.zc_copy_sends,
+            if c.zc_disabled > 0 { ", switched off: it did not pay" } else { "" }
+        );
+    }
+    if c.degraded > 0 {
+        println!(
+            "note: {} transmit(s) could not use {} and copied instead",
+            c.degraded, r.strategy
+        );
+    }
+}
