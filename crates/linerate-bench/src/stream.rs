@@ -146,6 +146,10 @@ pub struct PerMegabyte {
 pub struct StreamResult {
     /// Strategy name.
     pub strategy: String,
+    /// Call sizing of the batched strategies.
+    pub sizing: String,
+    /// `TCP_NOTSENT_LOWAT` asked for (`None`: derived from the send buffer).
+    pub notsent_lowat: Option<usize>,
     /// "loopback", "netns tso on", "netns tso off", or "remote".
     pub path: String,
     /// Where the bytes came from ("file PATH", "memory").
@@ -459,6 +463,8 @@ fn send(
     let per = |x: u64| if mb > 0.0 { x as f64 / mb } else { 0.0 };
     Ok(StreamResult {
         strategy: cfg.tx.strategy.to_string(),
+        sizing: cfg.tx.sizing.to_string(),
+        notsent_lowat: cfg.tx.notsent_lowat,
         path: String::new(),
         source: String::new(),
         recv_socket_bytes: report.as_ref().map_or(0, |r| r.rcvbuf_bytes),

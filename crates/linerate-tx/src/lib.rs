@@ -25,4 +25,4 @@ mod transmit;
 pub use counters::Counters;
 pub use source::Source;
 pub use strategy::{format_size, parse_size, ParseStrategyError, Strategy};
-pub use transmit::{Progress, Transmit, TxConfig, TxError, TxSocket};
+pub use transmit::{Progress, Sizing, Transmit, TxConfig, TxError, TxSocket};

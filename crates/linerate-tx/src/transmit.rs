@@ -37,6 +37,8 @@ pub struct TxConfig {
     /// Sends smaller than this are copied even in zero-copy mode: below it, the page
     /// pinning and the completion cost more than the copy they save.
     pub zerocopy_min_bytes: usize,
+    /// How the batched strategies size each call.
+    pub sizing: Sizing,
     /// Wake-up hysteresis for the batched strategies, as `TCP_NOTSENT_LOWAT`: `None`
     /// derives it from the send buffer (see [`TxSocket::new`]); `Some(0)` leaves the
     /// socket as it is.
@@ -50,6 +52,7 @@ impl Default for TxConfig {
             max_call_bytes: None,
             zerocopy: true,
             zerocopy_min_bytes: 16 * 1024,
+            sizing: Sizing::Remaining,
             notsent_lowat: None,
         }
     }
@@ -61,6 +64,43 @@ impl TxConfig {
         TxConfig {
             strategy,
             ..TxConfig::default()
+        }
+    }
+}
+
+/// How a batched strategy sizes each call on a writable event.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Sizing {
+    /// Ask for everything left (capped by `max_call_bytes`): the kernel queues what fits,
+    /// including space freed by ACKs while the call runs, and returns short when the
+    /// buffer is full. One call per wake-up.
+    #[default]
+    Remaining,
+    /// Seed 000 taken literally: ask for the free space measured just before the call
+    /// (`SO_SNDBUF` less `SIOCOUTQ`), and call again while a call fills all of it. On
+    /// Linux, ACKs processed on another CPU free space during the call, so calls come out
+    /// small and many; kept to measure that.
+    FreeSpace,
+}
+
+impl std::fmt::Display for Sizing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Sizing::Remaining => "remaining",
+            Sizing::FreeSpace => "free-space",
+        })
+    }
+}
+
+impl std::str::FromStr for Sizing {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "remaining" => Ok(Sizing::Remaining),
+            "free-space" => Ok(Sizing::FreeSpace),
+            _ => Err(format!(
+                "unknown sizing '{s}' (expected remaining or free-space)"
+            )),
         }
     }
 }
@@ -212,6 +252,16 @@ impl TxSocket {
 
     fn zerocopy_on(&self) -> bool {
         self.zc.is_some() && self.counters.zc_disabled == 0
+    }
+
+    /// Bytes to ask of the next call of a batched strategy, before the caps: by
+    /// [`Sizing`], everything (no query) or the free space (at least a page, so a call is
+    /// always made and either queues bytes or sees `EAGAIN`).
+    fn call_budget(&mut self, fd: BorrowedFd<'_>) -> Result<usize, TxError> {
+        match self.config.sizing {
+            Sizing::Remaining => Ok(usize::MAX),
+            Sizing::FreeSpace => Ok(self.free_space(fd)?.max(PAGE_BYTES)),
+        }
     }
 
     /// Free send space: the send-buffer ceiling less what is queued (`SIOCOUTQ`).
@@ -545,10 +595,8 @@ impl Transmit {
             }
             let file = Arc::clone(file);
             let mut at = offset + self.sent;
-            let space = sock.free_space(fd)?;
-            let want = rem
-                .min(space.max(PAGE_BYTES) as u64)
-                .min(sock.cap(usize::MAX) as u64) as usize;
+            let space = sock.call_budget(fd)?;
+            let want = rem.min(space as u64).min(sock.cap(usize::MAX) as u64) as usize;
             match call(&mut sock.counters, || {
                 sendfile(fd, file.as_fd(), &mut at, want)
             })? {
@@ -560,7 +608,7 @@ impl Transmit {
                         sock.counters.short_sends += 1;
                         return Ok(Progress::Blocked);
                     }
-                    if n >= space {
+                    if sock.config.sizing == Sizing::FreeSpace && n >= space {
                         // It all fit: the buffer may have grown under autotuning.
                         sock.refresh_sndbuf(fd)?;
                     }
@@ -588,10 +636,11 @@ impl Transmit {
                     return Ok(Progress::Done);
                 }
                 let file = Arc::clone(file);
-                let space = sock.free_space(fd)?;
+                let space = sock.call_budget(fd)?;
                 let want = rem
-                    .min(space.max(PAGE_BYTES) as u64)
-                    .min(sock.cap(PIPE_BYTES) as u64) as usize;
+                    .min(space as u64)
+                    .min(sock.cap(PIPE_BYTES).min(PIPE_BYTES) as u64)
+                    as usize;
                 let mut at = offset + self.sent;
                 let Some(p) = self.pipe.as_ref() else {
                     unreachable!("the pipe was taken above")
@@ -678,10 +727,8 @@ impl Transmit {
                 return Ok(Progress::Done);
             }
             let (region, start, stop) = self.zc_region()?;
-            let space = sock.free_space(fd)?;
-            let want = (stop - start)
-                .min(space.max(PAGE_BYTES))
-                .min(sock.cap(usize::MAX));
+            let space = sock.call_budget(fd)?;
+            let want = (stop - start).min(space).min(sock.cap(usize::MAX));
             let more = self.remaining() > want as u64;
             let flags = if more {
                 SendFlags::MORE

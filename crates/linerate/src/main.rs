@@ -125,6 +125,10 @@ struct StreamArgs {
     /// Cap on bytes per call (netperf's send size).
     #[arg(short = 'm', value_name = "BYTES", value_parser = parse_positive_size)]
     send_size: Option<usize>,
+    /// How the batched strategies size a call: remaining (everything left, the kernel
+    /// takes what fits) or free-space (SO_SNDBUF less SIOCOUTQ, measured before each call).
+    #[arg(long, default_value = "remaining")]
+    sizing: linerate_tx::Sizing,
     /// TCP_NOTSENT_LOWAT for the batched strategies (0: leave the socket's); default:
     /// the send buffer size, so the socket wakes when half of it has drained.
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
@@ -319,6 +323,7 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
             max_call_bytes: a.send_size,
             zerocopy: a.zerocopy,
             zerocopy_min_bytes: a.zerocopy_min,
+            sizing: a.sizing,
             notsent_lowat: a.lowat,
         },
         sndbuf: a.sndbuf,
