@@ -9,6 +9,7 @@
 
 pub mod cpu;
 pub mod netns;
+pub mod series;
 pub mod sink;
 pub mod stream;
 

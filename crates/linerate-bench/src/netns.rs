@@ -117,7 +117,7 @@ impl Topology {
             )?;
         }
         if let Some(cpu) = sink_cpu {
-            let mask = format!("{:x}", 1u64 << cpu.min(63));
+            let mask = rps_mask(cpu);
             let path = format!("/sys/class/net/{rd}/queues/rx-0/rps_cpus");
             run(
                 "ip",
@@ -140,11 +140,37 @@ impl Topology {
     }
 }
 
+/// The `rps_cpus` mask selecting one CPU: comma-separated 32-bit hex words, most
+/// significant first, as the kernel's bitmap parser reads them.
+fn rps_mask(cpu: usize) -> String {
+    let words = cpu / 32 + 1;
+    (0..words)
+        .rev()
+        .map(|w| {
+            let bits: u32 = if w == cpu / 32 { 1 << (cpu % 32) } else { 0 };
+            format!("{bits:08x}")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
 impl Drop for Topology {
     fn drop(&mut self) {
         // Deleting a namespace removes the veth end inside it, and so the pair.
         for ns in self.created.drain(..) {
             let _ = run("ip", &["netns", "del", &ns]);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rps_masks() {
+        assert_eq!(super::rps_mask(0), "00000001");
+        assert_eq!(super::rps_mask(1), "00000002");
+        assert_eq!(super::rps_mask(31), "80000000");
+        assert_eq!(super::rps_mask(32), "00000001,00000000");
+        assert_eq!(super::rps_mask(70), "00000040,00000000,00000000");
     }
 }

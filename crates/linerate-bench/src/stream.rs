@@ -229,29 +229,46 @@ fn start_sink(cfg: &StreamConfig, topo: Option<&Topology>) -> Result<SinkChild, 
         cmd.args(["--cpu", &c.to_string()]);
     }
     cmd.stdout(Stdio::piped()).stdin(Stdio::null());
-    let mut child = cmd.spawn().map_err(|e| {
+    let child = cmd.spawn().map_err(|e| {
         StreamError::Sink(format!("cannot start {}: {e}", cfg.linerate_exe.display()))
     })?;
-    let stdout = child
+    // From here on the guard kills the sink on every way out.
+    let mut guard = SinkChild {
+        child,
+        addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+    };
+    let stdout = guard
+        .child
         .stdout
         .take()
         .ok_or_else(|| StreamError::Sink("no stdout".into()))?;
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line)?;
-    let addr = line
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let r = BufReader::new(stdout).read_line(&mut line).map(|_| line);
+        let _ = tx.send(r);
+    });
+    let line = match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(StreamError::Sink(
+                "did not say where it listens within 10 s".into(),
+            ))
+        }
+    };
+    match line
         .trim()
         .strip_prefix("listening on ")
-        .and_then(|a| a.parse().ok());
-    match addr {
-        Some(addr) => Ok(SinkChild { child, addr }),
-        None => {
-            let _ = child.kill();
-            let _ = child.wait();
-            Err(StreamError::Sink(format!(
-                "did not start (said {:?})",
-                line.trim()
-            )))
+        .and_then(|a| a.parse().ok())
+    {
+        Some(addr) => {
+            guard.addr = addr;
+            Ok(guard)
         }
+        None => Err(StreamError::Sink(format!(
+            "did not start (said {:?})",
+            line.trim()
+        ))),
     }
 }
 

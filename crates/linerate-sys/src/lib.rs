@@ -21,6 +21,7 @@ pub mod net;
 pub mod ns;
 pub mod pipe;
 pub mod sendfile;
+pub mod term;
 pub mod zerocopy;
 
 use std::io;

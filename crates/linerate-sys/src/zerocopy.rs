@@ -25,7 +25,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::net::SendFlags;
-use crate::{cvt, cvt_size, to_off64};
+use crate::{cvt_size, to_off64};
 
 const SO_ZEROCOPY: libc::c_int = 60;
 const MSG_ZEROCOPY: libc::c_int = 0x400_0000;
@@ -36,7 +36,7 @@ const IP_RECVERR: libc::c_int = 11;
 const SOL_IPV6: libc::c_int = 41;
 const IPV6_RECVERR: libc::c_int = 25;
 
-/// Turns `SO_ZEROCOPY` on or off for a socket. Needed before any `MSG_ZEROCOPY` send.
+/// Turns `SO_ZEROCOPY` on or off for a socket ([`ZeroCopy::new`] turns it on).
 pub fn set_zerocopy(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
     crate::net::setsockopt_int(fd, libc::SOL_SOCKET, SO_ZEROCOPY, i32::from(on))
 }
@@ -158,18 +158,43 @@ pub struct Reaped {
 
 /// Zero-copy sends on one socket and the buffers they still hold.
 ///
-/// Use one `ZeroCopy` per socket, from the socket's first zero-copy send on: the
-/// kernel's numbering of sends is per socket.
-#[derive(Debug, Default)]
+/// Made for one socket by [`ZeroCopy::new`], which turns `SO_ZEROCOPY` on: the kernel
+/// numbers zero-copy sends per socket, so a tracker refuses any other descriptor.
+///
+/// Dropping a tracker with completions still owed (an error, an abandoned connection)
+/// leaks the heap buffers of those sends instead of freeing them: the kernel may still
+/// transmit or retransmit from their pages, and freed memory would be reused. File
+/// mappings are unmapped as usual; their pages belong to the page cache and stay valid.
+#[derive(Debug)]
 pub struct ZeroCopy {
+    fd: libc::c_int,
     base_seq: u32,
     in_flight: VecDeque<Option<Pinned>>,
+    totals: Reaped,
 }
 
 impl ZeroCopy {
-    /// No sends yet.
-    pub fn new() -> ZeroCopy {
-        ZeroCopy::default()
+    /// Turns `SO_ZEROCOPY` on for `fd` and tracks its zero-copy sends from now on. Make
+    /// it before the socket's first zero-copy send.
+    pub fn new(fd: BorrowedFd<'_>) -> io::Result<ZeroCopy> {
+        set_zerocopy(fd, true)?;
+        Ok(ZeroCopy {
+            fd: fd.as_raw_fd(),
+            base_seq: 0,
+            in_flight: VecDeque::new(),
+            totals: Reaped::default(),
+        })
+    }
+
+    fn check_fd(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        if fd.as_raw_fd() == self.fd {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "zero-copy tracker used with another socket",
+            ))
+        }
     }
 
     /// Sends `range` of `buf` with `MSG_ZEROCOPY`. A handle to `buf` is kept until the
@@ -181,6 +206,7 @@ impl ZeroCopy {
         range: Range<usize>,
         flags: SendFlags,
     ) -> io::Result<usize> {
+        self.check_fd(fd)?;
         if range.start > range.end || range.end > buf.len() {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -189,7 +215,8 @@ impl ZeroCopy {
         }
         // SAFETY: range was checked to lie within buf; the pages stay valid and unchanged
         // after the call because a clone of `buf` is stored below before any completion
-        // can be read, and Pinned gives no mutable access.
+        // can be read, Pinned gives no mutable access, and Drop leaks rather than frees
+        // buffers still owed.
         let ptr = unsafe { buf.base().add(range.start) };
         // SAFETY: ptr..ptr+len lies within live, immutable memory held as described above.
         let n = cvt_size(unsafe {
@@ -200,6 +227,7 @@ impl ZeroCopy {
                 flags.bits() | MSG_ZEROCOPY,
             )
         })?;
+        // SO_ZEROCOPY is on (new() set it), so every call that queued bytes took a number.
         if n > 0 {
             self.in_flight.push_back(Some(buf.clone()));
         }
@@ -239,20 +267,29 @@ impl ZeroCopy {
         self.in_flight.iter().filter(|b| b.is_some()).count()
     }
 
+    /// Everything read from the error queue so far.
+    pub fn totals(&self) -> Reaped {
+        self.totals
+    }
+
     /// Reads every completion waiting on the socket's error queue, without blocking, and
-    /// releases the buffers of the completed sends. Errors other than "nothing waiting"
-    /// are returned; a pending socket error (say `ECONNRESET`) is returned as such.
-    pub fn reap(&mut self, fd: BorrowedFd<'_>) -> io::Result<Reaped> {
-        let mut out = Reaped::default();
+    /// releases the buffers of the completed sends. Returns the error-queue reads made.
+    /// Messages that are not zero-copy notifications are skipped. The totals count every
+    /// notification read, also when a later read fails.
+    pub fn reap(&mut self, fd: BorrowedFd<'_>) -> io::Result<u64> {
+        self.check_fd(fd)?;
+        let mut reads = 0;
         loop {
-            match read_completion(fd)? {
-                None => return Ok(out),
-                Some(c) => {
-                    out.notifications += 1;
+            reads += 1;
+            match read_error_message(fd)? {
+                ErrorMessage::Empty => return Ok(reads),
+                ErrorMessage::Other => {}
+                ErrorMessage::Completion(c) => {
                     let count = u64::from(c.hi.wrapping_sub(c.lo)) + 1;
-                    out.completed += count;
+                    self.totals.notifications += 1;
+                    self.totals.completed += count;
                     if c.copied {
-                        out.copied += count;
+                        self.totals.copied += count;
                     }
                     self.release(c.lo, c.hi);
                 }
@@ -279,6 +316,23 @@ impl ZeroCopy {
     }
 }
 
+impl Drop for ZeroCopy {
+    fn drop(&mut self) {
+        for p in self.in_flight.drain(..).flatten() {
+            if let Pinned::Memory(buf) = p {
+                // The kernel may still read these pages: leak rather than free them.
+                std::mem::forget(buf);
+            }
+        }
+    }
+}
+
+enum ErrorMessage {
+    Empty,
+    Other,
+    Completion(Completion),
+}
+
 struct Completion {
     lo: u32,
     hi: u32,
@@ -297,18 +351,8 @@ struct SockExtendedErr {
     ee_data: u32,
 }
 
-fn read_completion(fd: BorrowedFd<'_>) -> io::Result<Option<Completion>> {
-    // Messages that carry no zero-copy notification are skipped.
-    loop {
-        if let Some(c) = read_error_message(fd)? {
-            return Ok(c);
-        }
-    }
-}
-
-/// Reads one error-queue message: `Ok(None)` for a message that is not a notification,
-/// `Ok(Some(None))` when the queue is empty.
-fn read_error_message(fd: BorrowedFd<'_>) -> io::Result<Option<Option<Completion>>> {
+/// Reads one error-queue message.
+fn read_error_message(fd: BorrowedFd<'_>) -> io::Result<ErrorMessage> {
     // u64 elements keep the control buffer aligned for cmsghdr.
     let mut control = [0u64; 16];
     // SAFETY: msghdr is plain data; all-zero is a valid empty header.
@@ -316,16 +360,16 @@ fn read_error_message(fd: BorrowedFd<'_>) -> io::Result<Option<Option<Completion
     msg.msg_control = control.as_mut_ptr().cast();
     msg.msg_controllen = std::mem::size_of_val(&control) as _;
     // SAFETY: msg points at a live control buffer of the stated size and no iovecs.
-    let r = cvt(unsafe {
+    let r = cvt_size(unsafe {
         libc::recvmsg(
             fd.as_raw_fd(),
             &mut msg,
             libc::MSG_ERRQUEUE | libc::MSG_DONTWAIT,
         )
-    } as libc::c_int);
+    });
     match r {
         Ok(_) => {}
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Some(None)),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(ErrorMessage::Empty),
         Err(e) => return Err(e),
     }
     // SAFETY: msg was filled by recvmsg; CMSG_FIRSTHDR/NXTHDR stay within msg_controllen.
@@ -340,18 +384,15 @@ fn read_error_message(fd: BorrowedFd<'_>) -> io::Result<Option<Option<Completion
                 std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<SockExtendedErr>())
             };
             if ee.ee_origin == SO_EE_ORIGIN_ZEROCOPY && ee.ee_errno == 0 {
-                return Ok(Some(Some(Completion {
+                return Ok(ErrorMessage::Completion(Completion {
                     lo: ee.ee_info,
                     hi: ee.ee_data,
                     copied: ee.ee_code & SO_EE_CODE_ZEROCOPY_COPIED != 0,
-                })));
-            }
-            if ee.ee_errno != 0 {
-                return Err(io::Error::from_raw_os_error(ee.ee_errno as i32));
+                }));
             }
         }
         // SAFETY: as for CMSG_FIRSTHDR above.
         cmsg = unsafe { libc::CMSG_NXTHDR(&msg, cmsg) };
     }
-    Ok(None)
+    Ok(ErrorMessage::Other)
 }

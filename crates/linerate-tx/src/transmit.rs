@@ -196,8 +196,8 @@ impl TxSocket {
         }
         if sock.config.strategy == Strategy::Zerocopy && sock.config.zerocopy {
             sock.counters.syscalls += 1;
-            match zerocopy::set_zerocopy(fd, true) {
-                Ok(()) => sock.zc = Some(ZeroCopy::new()),
+            match ZeroCopy::new(fd) {
+                Ok(zc) => sock.zc = Some(zc),
                 Err(e) => {
                     tracing::info!("SO_ZEROCOPY refused ({e}); this socket copies");
                     sock.counters.zc_disabled = 1;
@@ -230,12 +230,14 @@ impl TxSocket {
         let Some(zc) = self.zc.as_mut() else {
             return Ok(());
         };
-        self.counters.syscalls += 1;
-        let r = zc.reap(fd)?;
-        // Each notification read is one call; the last call found the queue empty.
-        self.counters.syscalls += r.notifications;
-        self.counters.zc_completions += r.completed;
-        self.counters.zc_copied += r.copied;
+        let before = zc.totals();
+        let r = zc.reap(fd);
+        let after = zc.totals();
+        // Count what was read even when a later read failed.
+        self.counters.zc_completions += after.completed - before.completed;
+        self.counters.zc_copied += after.copied - before.copied;
+        self.counters.syscalls += r.as_ref().map_or(1, |reads| *reads);
+        r?;
         if self.counters.zc_disabled == 0
             && self.counters.zc_completions >= ZC_PROBE_SENDS
             && self.counters.zc_copied * 2 > self.counters.zc_completions
@@ -347,8 +349,9 @@ pub struct Transmit {
     /// `splice`: the pipe and how many bytes it holds (read from the file, not yet sent).
     pipe: Option<Pipe>,
     pipe_held: usize,
-    /// `zerocopy` of a file: the mapped window and the file offset it starts at.
-    window: Option<(Pinned, u64)>,
+    /// `zerocopy` of a file: the mapped window, the file offset it starts at, and how
+    /// many of its bytes the file held when it was mapped.
+    window: Option<(Pinned, u64, usize)>,
     degraded_noted: bool,
 }
 
@@ -700,19 +703,26 @@ impl Transmit {
             Source::File { file, offset, len } => {
                 let pos = offset + self.sent;
                 let end = offset + len;
-                let covered = matches!(&self.window, Some((w, base)) if pos >= *base && pos < *base + w.len() as u64);
+                let covered = matches!(&self.window, Some((_, base, limit)) if pos >= *base && pos < *base + *limit as u64);
                 if !covered {
+                    // The bytes of a mapping past the end of the file read as zeros up to
+                    // the page's end: map only what the file holds now, so a file that
+                    // shrank is reported, never padded.
+                    let file_len = file.metadata().map_err(TxError::Io)?.len();
+                    if file_len <= pos {
+                        return Err(self.truncated());
+                    }
                     let page = zerocopy::page_size() as u64;
                     let base = pos - pos % page;
-                    let wlen = (end - base).min(ZC_MAP_WINDOW_BYTES as u64) as usize;
+                    let wlen = (end.min(file_len) - base).min(ZC_MAP_WINDOW_BYTES as u64) as usize;
                     let map = Mmap::map(file.as_fd(), base, wlen)?;
-                    self.window = Some((Pinned::Map(Arc::new(map)), base));
+                    self.window = Some((Pinned::Map(Arc::new(map)), base, wlen));
                 }
-                let Some((w, base)) = &self.window else {
+                let Some((w, base, limit)) = &self.window else {
                     unreachable!("the window was mapped above")
                 };
                 let start = (pos - base) as usize;
-                let stop = ((end - base) as usize).min(w.len());
+                let stop = ((end - base) as usize).min(*limit);
                 Ok((w.clone(), start, stop))
             }
         }
@@ -723,12 +733,24 @@ impl Transmit {
     fn zerocopy(&mut self, fd: BorrowedFd<'_>, sock: &mut TxSocket) -> Result<Progress, TxError> {
         loop {
             if self.remaining() == 0 {
-                self.window = None;
+                if self.window.take().is_some() {
+                    // A shrink after the last window was mapped may have sent a zeroed
+                    // page tail: say so rather than report success.
+                    let (file, offset, len) = self.file();
+                    if file.metadata().map_err(TxError::Io)?.len() < offset + len {
+                        return Err(self.truncated());
+                    }
+                }
                 return Ok(Progress::Done);
             }
             let (region, start, stop) = self.zc_region()?;
             let space = sock.call_budget(fd)?;
-            let want = (stop - start).min(space).min(sock.cap(usize::MAX));
+            // Pinning is charged for the whole request (RLIMIT_MEMLOCK, optmem), and the
+            // socket takes at most a buffer's worth: ask no more than that.
+            let want = (stop - start)
+                .min(space)
+                .min(sock.cap(usize::MAX))
+                .min(sock.sndbuf_bytes.max(PAGE_BYTES));
             let more = self.remaining() > want as u64;
             let flags = if more {
                 SendFlags::MORE
@@ -748,10 +770,16 @@ impl Transmit {
                         result = Some(Call::Did(n));
                     }
                     Err(TxError::Io(e)) if e.raw_os_error() == Some(105) => {
-                        // ENOBUFS: too many completions owed (optmem). Collect them and
-                        // copy this one.
+                        // ENOBUFS: too many completions owed (optmem), or the pages
+                        // cannot be pinned (RLIMIT_MEMLOCK without CAP_IPC_LOCK).
+                        // Collect completions and copy this one; if nothing was owed,
+                        // no zero-copy send of this size can succeed: stop trying.
                         sock.counters.zc_enobufs += 1;
                         sock.reap(fd)?;
+                        if sock.completions_owed() == 0 && sock.counters.zc_disabled == 0 {
+                            tracing::info!("zero-copy sends refused with ENOBUFS while none were owed; copying from now on");
+                            sock.counters.zc_disabled = 1;
+                        }
                     }
                     Err(TxError::Io(e)) if e.raw_os_error() == Some(14) => {
                         return Err(self.efault(e))

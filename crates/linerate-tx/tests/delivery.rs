@@ -459,3 +459,52 @@ fn batched_sendfile_makes_far_fewer_calls_than_page_at_a_time() {
         "batched {new:?} vs 4k {old:?}"
     );
 }
+
+#[test]
+fn splice_never_reuses_a_pipe_still_holding_bytes() {
+    // A reset leaves the splice pipe holding bytes read from the file but never sent.
+    // If that pipe went back to the per-thread pool, the next transmit on this thread
+    // would send those stale bytes first.
+    let stale = pattern(8 << 20, 29);
+    let (_t1, f1) = file_with(&stale);
+    let (tx_conn, rx_conn) = pair_with(Some(16 * 1024), Some(32 * 1024));
+    let reader = thread::spawn(move || {
+        let mut rx = rx_conn;
+        let mut buf = [0u8; 65536];
+        let mut n = 0;
+        while n < 50_000 {
+            n += rx.read(&mut buf).unwrap();
+        }
+        socket2::SockRef::from(&rx)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+    });
+    let mut sock = TxSocket::new(tx_conn.as_fd(), TxConfig::new(Strategy::Splice)).unwrap();
+    let mut tx = Transmit::new(Source::File {
+        file: f1,
+        offset: 0,
+        len: stale.len() as u64,
+    });
+    assert!(matches!(
+        drive(&tx_conn, &mut sock, &mut tx),
+        Err(TxError::PeerGone(_))
+    ));
+    drop(tx);
+    reader.join().unwrap();
+
+    let fresh = pattern(300_000, 31);
+    let (_t2, f2) = file_with(&fresh);
+    let (got, _) = send_and_collect(
+        Strategy::Splice,
+        Source::File {
+            file: f2,
+            offset: 0,
+            len: fresh.len() as u64,
+        },
+        None,
+    );
+    assert!(
+        got == fresh,
+        "stale pipe bytes leaked into the next transmit"
+    );
+}

@@ -37,8 +37,16 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// ministat, byte for byte: `linerate stat [-Anqs] [-C column] [-c confidence]
+    /// [-d delimiters] [-w width] [file ...]` (see `linerate stat -h` for its usage).
+    #[command(disable_help_flag = true)]
+    Stat {
+        /// ministat's options and files.
+        #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
+        args: Vec<String>,
+    },
     /// Accept connections and discard what arrives (netserver's role).
-    Sink(SinkArgs),
+    Sink(Box<SinkArgs>),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -50,8 +58,10 @@ enum Command {
 enum Bench {
     /// One TCP stream from a file or memory by one transmit strategy (netperf
     /// TCP_STREAM / TCP_SENDFILE). With no arguments: 10 s of batched sendfile of a
-    /// generated 64 MiB file to a sink started on loopback.
-    Stream(StreamArgs),
+    /// generated 64 MiB file to a sink started on loopback. With -i and --compare:
+    /// variants run interleaved and are compared by Student's t (ministat).
+    #[command(args_override_self = true)]
+    Stream(Box<StreamArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -158,9 +168,37 @@ struct StreamArgs {
     /// With --netns: TSO and GSO on the veth pair.
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
     tso: bool,
+    /// Runs per variant (at least 3 for statistics); variants are interleaved.
+    #[arg(short = 'i', long = "iterations", value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    iterations: u32,
+    /// Variants to compare, comma-separated; each is a strategy name and/or options
+    /// that override the others: "sendfile-4k,sendfile" or "-s 32K,-s 128K".
+    #[arg(long, value_name = "A,B[,...]")]
+    compare: Option<String>,
+    /// Write each metric's samples here, one ministat file per variant and metric.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Confidence of the comparisons: 80, 90, 95, 98, 99 or 99.5.
+    #[arg(short = 'c', long = "confidence", default_value = "95", value_parser = parse_confidence)]
+    confidence: linerate_stat::Confidence,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// `bench stream`'s arguments alone, to parse a --compare variant over the others.
+#[derive(Parser, Debug)]
+#[command(name = "linerate bench stream", args_override_self = true)]
+struct StreamOnly {
+    #[command(flatten)]
+    args: StreamArgs,
+}
+
+fn parse_confidence(s: &str) -> Result<linerate_stat::Confidence, String> {
+    s.parse::<f64>()
+        .ok()
+        .and_then(linerate_stat::Confidence::from_percent)
+        .ok_or_else(|| format!("'{s}': the t table has 80, 90, 95, 98, 99 and 99.5"))
 }
 
 fn parse_size(s: &str) -> Result<usize, String> {
@@ -220,6 +258,11 @@ fn stop_flag() -> anyhow::Result<StopFlag> {
 }
 
 fn main() -> ExitCode {
+    // `stat` parses its own arguments exactly as ministat's getopt does.
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("stat") {
+        return run_stat(&args[2..]);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -229,16 +272,44 @@ fn main() -> ExitCode {
         }
     };
     let r = match cli.command {
-        Command::Sink(a) => run_sink(a),
+        Command::Stat { args } => Ok(run_stat(&args)),
+        Command::Sink(a) => run_sink(*a),
         Command::Bench {
             bench: Bench::Stream(a),
-        } => run_stream(a),
+        } => run_stream(*a),
     };
     match r {
         Ok(code) => code,
         Err(e) => {
             eprintln!("linerate: {e:#}");
             ExitCode::from(EXIT_FAILURE)
+        }
+    }
+}
+
+fn run_stat(args: &[String]) -> ExitCode {
+    use std::io::{IsTerminal, Write};
+    use std::os::fd::AsFd;
+    let stdout = std::io::stdout();
+    let tty = stdout.is_terminal();
+    let mut stdin = || -> Box<dyn std::io::BufRead> { Box::new(std::io::stdin().lock()) };
+    let env = linerate_stat::cli::Environment {
+        terminal_columns: tty.then(|| linerate_sys::term::terminal_columns(stdout.as_fd())),
+        columns_var: std::env::var("COLUMNS").ok(),
+        posixly_correct: std::env::var_os("POSIXLY_CORRECT").is_some(),
+        stdin: &mut stdin,
+    };
+    let out = linerate_stat::cli::run(args, env);
+    let _ = std::io::stderr().write_all(out.stderr.as_bytes());
+    let mut lock = stdout.lock();
+    // A closed pipe (| head) is not an error worth a message.
+    let _ = lock
+        .write_all(out.stdout.as_bytes())
+        .and_then(|()| lock.flush());
+    match out.exit {
+        linerate_stat::cli::Exit::Code(c) => ExitCode::from(c as u8),
+        linerate_stat::cli::Exit::Crash => {
+            linerate_sys::term::die_of_signal(linerate_sys::term::SIGSEGV)
         }
     }
 }
@@ -282,32 +353,31 @@ fn run_sink(a: SinkArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
+/// A `bench stream` configuration from its arguments, or a usage error.
+fn stream_config(a: &StreamArgs) -> Result<StreamConfig, String> {
     let mut strategy = a.strategy;
     if let Some(chunk) = a.chunk {
         if strategy != Strategy::SendfileBatched {
-            return Ok(usage_error("--chunk goes with --strategy sendfile only"));
+            return Err("--chunk goes with --strategy sendfile only".into());
         }
         strategy = Strategy::SendfileChunked { chunk_bytes: chunk };
     }
     if a.memory && a.size > isize::MAX as u64 {
-        return Ok(usage_error("--size is too large for a memory buffer"));
+        return Err("--size is too large for a memory buffer".into());
     }
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let cpus = linerate_bench::cpu::online_cpus();
     for (flag, cpu) in [("--cpu-sender", a.cpu_sender), ("--cpu-sink", a.cpu_sink)] {
         if let Some(c) = cpu {
             if c >= cpus {
-                return Ok(usage_error(&format!(
+                return Err(format!(
                     "{flag} {c}: this machine has CPUs 0 to {}",
                     cpus - 1
-                )));
+                ));
             }
         }
     }
     let pin_default = !a.no_pin && cpus >= 2;
-    let cfg = StreamConfig {
+    Ok(StreamConfig {
         target: a.host,
         limit: match a.bytes {
             Some(n) => Limit::Bytes(n),
@@ -332,14 +402,197 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
         sink_cpu: a.cpu_sink.or(pin_default.then_some(1)),
         discard: a.discard,
         netns: a.netns.then_some(NetnsSettings { tso: a.tso }),
-        linerate_exe: std::env::current_exe().context("cannot find the linerate binary")?,
+        linerate_exe: std::env::current_exe()
+            .map_err(|e| format!("cannot find the linerate binary: {e}"))?,
+    })
+}
+
+/// The words of one --compare variant: a leading bare word is a strategy.
+fn variant_words(variant: &str) -> Vec<String> {
+    let mut words: Vec<String> = variant.split_whitespace().map(str::to_string).collect();
+    if words.first().is_some_and(|w| !w.starts_with('-')) {
+        words.insert(0, "--strategy".into());
+    }
+    words
+}
+
+fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
+    let base = match stream_config(&a) {
+        Ok(c) => c,
+        Err(e) => return Ok(usage_error(&e)),
     };
     let stop = stop_flag()?;
-    let r = stream::run(&cfg, &stop)?;
+    if a.compare.is_none() && a.iterations == 1 {
+        let r = stream::run(&base, &stop)?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            print_stream(&r);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.iterations < 3 {
+        return Ok(usage_error(
+            "-i: statistics need at least 3 runs per variant",
+        ));
+    }
+    // Each variant is the command line with the variant's words last (they win).
+    let argv: Vec<String> = std::env::args().collect();
+    let given: Vec<String> = argv
+        .iter()
+        .position(|w| w == "stream")
+        .map(|i| argv[i + 1..].to_vec())
+        .unwrap_or_default();
+    let labels: Vec<String> = match &a.compare {
+        Some(list) => list.split(',').map(|v| v.trim().to_string()).collect(),
+        None => vec![base.tx.strategy.to_string()],
+    };
+    if a.compare.is_some() && (labels.len() < 2 || labels.iter().any(String::is_empty)) {
+        return Ok(usage_error(
+            "--compare needs two or more non-empty variants, comma-separated",
+        ));
+    }
+    if labels.len() > 7 {
+        return Ok(usage_error(
+            "--compare: at most 7 variants (ministat's limit)",
+        ));
+    }
+    let mut configs = Vec::new();
+    for label in &labels {
+        let mut words = vec!["stream".to_string()];
+        words.extend(given.iter().cloned());
+        words.extend(variant_words(label));
+        let parsed = match StreamOnly::try_parse_from(&words) {
+            Ok(p) => p.args,
+            Err(e) => {
+                return Ok(usage_error(&format!(
+                    "--compare variant '{label}': {}",
+                    e.kind()
+                )))
+            }
+        };
+        match stream_config(&parsed) {
+            Ok(c) => configs.push(c),
+            Err(e) => return Ok(usage_error(&format!("--compare variant '{label}': {e}"))),
+        }
+    }
+    let total = a.iterations as usize * configs.len();
+    let mut done = 0;
+    let runs = linerate_bench::series::interleave(
+        &configs,
+        a.iterations as usize,
+        &stop,
+        |cfg, round| {
+            let r = stream::run(cfg, &stop)?;
+            done += 1;
+            if !a.json {
+                eprintln!(
+                    "[{done}/{total}] round {} {}: {:.2} 10^6bits/s, sender {:.3} us/KB",
+                    round + 1,
+                    r.strategy,
+                    r.throughput_mbps,
+                    r.sender.service_demand_us_per_kb
+                );
+            }
+            Ok::<_, stream::StreamError>(r)
+        },
+    )?;
+    type Extract = fn(&StreamResult) -> f64;
+    let metrics: [(&str, &str, Extract, bool); 6] = [
+        ("throughput", "10^6bits/s", |r| r.throughput_mbps, true),
+        (
+            "sender_sd",
+            "sender us/KB",
+            |r| r.sender.service_demand_us_per_kb,
+            true,
+        ),
+        (
+            "receiver_sd",
+            "receiver us/KB",
+            |r| r.receiver.map_or(0.0, |c| c.service_demand_us_per_kb),
+            false,
+        ),
+        (
+            "machine_sd",
+            "machine us/KB",
+            |r| r.machine.service_demand_us_per_kb,
+            false,
+        ),
+        ("syscalls_per_mb", "calls/MB", |r| r.per_mb.syscalls, false),
+        ("wakeups_per_mb", "wake-ups/MB", |r| r.per_mb.wakeups, false),
+    ];
+    let mut samples = serde_json::Map::new();
+    let mut verdicts = Vec::new();
+    let mut reports = serde_json::Map::new();
+    for (metric, unit, extract, judged) in metrics {
+        let sets: Vec<linerate_bench::series::Samples> = labels
+            .iter()
+            .zip(&runs)
+            .map(|(l, rs)| linerate_bench::series::Samples {
+                variant: l.clone(),
+                values: rs.iter().map(extract).collect(),
+            })
+            .collect();
+        let mut names = labels.clone();
+        if let Some(dir) = &a.out {
+            names = sets
+                .iter()
+                .map(|s| {
+                    linerate_bench::series::write_samples(dir, metric, s)
+                        .map(|p| p.display().to_string())
+                })
+                .collect::<Result<_, _>>()
+                .with_context(|| format!("--out {}", dir.display()))?;
+        }
+        if judged {
+            if let Some((text, v)) =
+                linerate_bench::series::judge(metric, &sets, &names, a.confidence)
+            {
+                if !a.json {
+                    println!("{metric} ({unit}):\n{text}");
+                }
+                reports.insert(metric.to_string(), text.into());
+                verdicts.extend(v);
+            }
+        }
+        samples.insert(metric.to_string(), serde_json::to_value(&sets)?);
+    }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        let out = serde_json::json!({
+            "variants": labels,
+            "iterations": a.iterations,
+            "confidence": a.confidence.percent(),
+            "samples": samples,
+            "verdicts": verdicts,
+            "reports": reports,
+            "runs": runs,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print_stream(&r);
+        for v in &verdicts {
+            let c = &v.comparison;
+            println!(
+                "{} {}: {} vs {}: {}",
+                v.metric,
+                if c.significant {
+                    "differs"
+                } else {
+                    "no difference proven"
+                },
+                v.variant,
+                v.baseline,
+                if c.significant {
+                    format!(
+                        "{:+.2}% +/- {:.2}% at {}% confidence",
+                        c.percent,
+                        c.percent_interval.abs(),
+                        c.confidence
+                    )
+                } else {
+                    format!("at {}% confidence", c.confidence)
+                }
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

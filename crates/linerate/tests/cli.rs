@@ -264,18 +264,25 @@ fn netns_runs_between_two_namespaces_and_cleans_up() {
         return;
     }
     for tso in ["on", "off"] {
-        let v = json(&run(&[
-            "bench", "stream", "--netns", "--tso", tso, "-n", "4M", "--size", "1M", "--json",
-        ]));
+        let child = linerate()
+            .args([
+                "bench", "stream", "--netns", "--tso", tso, "-n", "4M", "--size", "1M", "--json",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let v = json(&child.wait_with_output().unwrap());
         assert_eq!(v["path"], format!("netns tso {tso}"));
         assert_eq!(v["sink_bytes"], 4 << 20);
+        let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let ns = String::from_utf8_lossy(&ns.stdout);
+        assert!(
+            !ns.contains(&format!("lr{pid}")),
+            "namespaces left behind: {ns}"
+        );
     }
-    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let me = String::from_utf8_lossy(&ns.stdout);
-    assert!(
-        !me.lines().any(|l| l.starts_with("lr") && l.contains('s')),
-        "namespaces left behind: {me}"
-    );
 }
 
 #[test]
@@ -287,4 +294,170 @@ fn netns_as_an_unprivileged_user_says_it_needs_root() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--netns needs root"), "{err}");
+}
+
+#[test]
+fn ctrl_c_removes_namespaces_and_the_temporary_file() {
+    if !is_root() {
+        eprintln!("skipped: --netns needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let child = linerate()
+        .args(["bench", "stream", "--netns", "-l", "60", "--size", "4M"])
+        .env("TMPDIR", tmp.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let ns_name = format!("lr{pid}s");
+    // Wait until the run is under way: its namespace exists.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        if String::from_utf8_lossy(&list.stdout).contains(&ns_name) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never created its namespace"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let killed = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("interrupted"), "{err}");
+    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    assert!(
+        !list.contains(&format!("lr{pid}")),
+        "namespaces left behind: {list}"
+    );
+    let links = Command::new("ip").args(["link", "show"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&links.stdout).contains(&format!("lr{pid}")),
+        "veth left behind"
+    );
+    let left: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    assert!(left.is_empty(), "temporary files left behind: {left:?}");
+}
+
+#[test]
+fn compare_interleaves_variants_and_prints_verdicts() {
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "bench",
+        "stream",
+        "-n",
+        "2M",
+        "--size",
+        "1M",
+        "-i",
+        "3",
+        "--compare",
+        "sendfile-4k,sendfile",
+        "--out",
+        out_dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    let v = json(&out);
+    assert_eq!(
+        v["variants"],
+        serde_json::json!(["sendfile-4k", "sendfile"])
+    );
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0][0]["strategy"], "sendfile-4k");
+    assert_eq!(runs[1][2]["strategy"], "sendfile");
+    assert_eq!(
+        v["samples"]["throughput"][1]["values"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    let verdicts = v["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 2, "throughput and sender service demand");
+    assert!(verdicts
+        .iter()
+        .all(|x| x["comparison"]["significant"].is_boolean()));
+    assert!(v["reports"]["sender_sd"].as_str().unwrap().contains("Avg"));
+    // The sample files are ministat input: linerate stat reads them.
+    let a = out_dir.path().join("sendfile-4k.sender_sd");
+    let b = out_dir.path().join("sendfile.sender_sd");
+    assert_eq!(std::fs::read_to_string(&a).unwrap().lines().count(), 3);
+    let st = run(&["stat", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert!(st.status.success());
+    assert!(String::from_utf8_lossy(&st.stdout).contains("confidence"));
+}
+
+#[test]
+fn compare_human_output_ends_with_the_statistics() {
+    let out = run(&[
+        "bench",
+        "stream",
+        "-n",
+        "1M",
+        "--size",
+        "1M",
+        "-i",
+        "3",
+        "--compare",
+        "copy,-m 16K",
+        "-c",
+        "90",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("throughput (10^6bits/s):"), "{text}");
+    assert!(text.contains("sender_sd (sender us/KB):"), "{text}");
+    assert!(
+        text.contains("90.0% confidence") || text.contains("at 90% confidence"),
+        "{text}"
+    );
+}
+
+#[test]
+fn compare_refuses_bad_variants_before_running() {
+    assert_fails(
+        &["bench", "stream", "-i", "2", "--compare", "copy,sendfile"],
+        64,
+        "-i",
+    );
+    assert_fails(
+        &["bench", "stream", "-i", "3", "--compare", "copy"],
+        64,
+        "--compare",
+    );
+    assert_fails(
+        &["bench", "stream", "-i", "3", "--compare", "copy,mmap"],
+        64,
+        "mmap",
+    );
+    assert_fails(
+        &[
+            "bench",
+            "stream",
+            "-i",
+            "3",
+            "-c",
+            "97",
+            "--compare",
+            "copy,sendfile",
+        ],
+        64,
+        "-c",
+    );
 }

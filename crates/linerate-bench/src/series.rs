@@ -1,0 +1,173 @@
+//! Repeated, interleaved benchmark runs and their statistics: the method of DESIGN.md
+//! (A B A B …, at least five of each, Student's t at a stated confidence) for every
+//! benchmark. Samples are written as ministat-compatible files; comparisons come from
+//! `linerate-stat`, so no other code computes means or intervals.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use linerate_stat::{compare, Comparison, Confidence, DataSet, ReportOptions};
+use serde::Serialize;
+
+/// The samples of one metric for one variant.
+#[derive(Clone, Debug, Serialize)]
+pub struct Samples {
+    /// The variant's label.
+    pub variant: String,
+    /// One value per run, in run order.
+    pub values: Vec<f64>,
+}
+
+/// One variant against the first (the baseline) for one metric.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    /// The metric's name.
+    pub metric: String,
+    /// The baseline variant.
+    pub baseline: String,
+    /// The variant compared with it.
+    pub variant: String,
+    /// Mean of the baseline.
+    pub baseline_mean: f64,
+    /// Mean of the variant.
+    pub variant_mean: f64,
+    /// Student's t comparison (difference = variant - baseline).
+    pub comparison: Comparison,
+}
+
+/// Runs `run(variant, round)` for `rounds` rounds, each round over every variant in
+/// order (A B C A B C …), stopping at the first error or when `stop` says so.
+pub fn interleave<V, T, E>(
+    variants: &[V],
+    rounds: usize,
+    stop: &crate::StopFlag,
+    mut run: impl FnMut(&V, usize) -> Result<T, E>,
+) -> Result<Vec<Vec<T>>, E>
+where
+    E: From<crate::stream::StreamError>,
+{
+    let mut out: Vec<Vec<T>> = variants
+        .iter()
+        .map(|_| Vec::with_capacity(rounds))
+        .collect();
+    for round in 0..rounds {
+        for (i, v) in variants.iter().enumerate() {
+            if crate::stopped(stop) {
+                return Err(crate::stream::StreamError::Interrupted.into());
+            }
+            out[i].push(run(v, round)?);
+        }
+    }
+    Ok(out)
+}
+
+/// A file name for `variant`'s samples of `metric`: the label with anything but
+/// letters, digits, `-` and `.` made `_`.
+pub fn sample_file_name(variant: &str, metric: &str) -> String {
+    let slug: String = variant
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("{slug}.{metric}")
+}
+
+/// Writes one value per line (ministat's input) to `dir/<variant>.<metric>`.
+pub fn write_samples(dir: &Path, metric: &str, s: &Samples) -> io::Result<PathBuf> {
+    std::fs::create_dir_all(dir)?;
+    let path = dir.join(sample_file_name(&s.variant, metric));
+    let mut text = String::new();
+    for v in &s.values {
+        text.push_str(&format!("{v}\n"));
+    }
+    std::fs::write(&path, text)?;
+    Ok(path)
+}
+
+/// ministat's report of `sets` (named by `names`, the first the baseline) and the
+/// verdicts of each later set against the first. `None` when a set has fewer than three
+/// values.
+pub fn judge(
+    metric: &str,
+    sets: &[Samples],
+    names: &[String],
+    confidence: Confidence,
+) -> Option<(String, Vec<Verdict>)> {
+    let data: Vec<DataSet> = sets
+        .iter()
+        .zip(names)
+        .map(|(s, n)| DataSet::from_values(n, s.values.clone()))
+        .collect::<Option<_>>()?;
+    let opts = ReportOptions {
+        confidence,
+        ..ReportOptions::default()
+    };
+    // Benchmark values are finite and the width is ordinary: ministat's crash cases
+    // cannot occur; fall back to the table alone if they somehow do.
+    let text = linerate_stat::render(&data, &opts)
+        .or_else(|_| {
+            linerate_stat::render(
+                &data,
+                &ReportOptions {
+                    plot: false,
+                    ..opts
+                },
+            )
+        })
+        .ok()?;
+    let verdicts = data
+        .iter()
+        .zip(sets)
+        .skip(1)
+        .map(|(d, s)| Verdict {
+            metric: metric.to_string(),
+            baseline: sets[0].variant.clone(),
+            variant: s.variant.clone(),
+            baseline_mean: data[0].avg(),
+            variant_mean: d.avg(),
+            comparison: compare(&data[0], d, confidence),
+        })
+        .collect();
+    Some((text, verdicts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_file_safe() {
+        assert_eq!(
+            sample_file_name("sendfile --sizing free-space", "sd"),
+            "sendfile_--sizing_free-space.sd"
+        );
+    }
+
+    #[test]
+    fn verdicts_come_from_the_t_test() {
+        let a = Samples {
+            variant: "a".into(),
+            values: vec![10.0, 11.0, 10.5, 10.2, 10.8],
+        };
+        let b = Samples {
+            variant: "b".into(),
+            values: vec![20.0, 21.0, 20.5, 20.2, 20.8],
+        };
+        let c = Samples {
+            variant: "c".into(),
+            values: vec![10.1, 11.1, 10.4, 10.3, 10.7],
+        };
+        let names: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
+        let (text, v) = judge("x", &[a, b, c], &names, Confidence::default()).unwrap();
+        assert!(text.contains("Difference at 95.0% confidence"));
+        assert!(text.contains("No difference proven at 95.0% confidence"));
+        assert!(v[0].comparison.significant);
+        assert!(!v[1].comparison.significant);
+        assert_eq!(v[0].baseline, "a");
+    }
+}

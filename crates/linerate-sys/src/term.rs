@@ -1,0 +1,26 @@
+//! Terminal size and dying of a signal: what `linerate stat` needs to behave as ministat.
+
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// Columns of the terminal `fd` refers to (`TIOCGWINSZ`), if it is one.
+pub fn terminal_columns(fd: BorrowedFd<'_>) -> Option<u16> {
+    // SAFETY: winsize is plain data; all-zero is valid.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ writes one winsize through the pointer, a live local.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, &mut ws) };
+    (r == 0).then_some(ws.ws_col)
+}
+
+/// Ends the process by `signal` with its default action (a core-dumping signal such as
+/// `SIGSEGV` gives the shell status 128 + signal), as a program that crashes would.
+pub fn die_of_signal(signal: i32) -> ! {
+    // SAFETY: SIG_DFL is a valid disposition; raise only delivers the signal.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+    std::process::abort()
+}
+
+/// `SIGSEGV`.
+pub const SIGSEGV: i32 = libc::SIGSEGV;
