@@ -366,3 +366,39 @@ fn quiet_leaves_out_legend_and_header() {
         "x   3             1             3             2             2             1\n"
     );
 }
+
+#[test]
+fn terminal_width_follows_columns_and_the_window_as_ministat_does() {
+    if !require_ministat() {
+        return;
+    }
+    // util-linux `script` gives each program a pseudo-terminal as standard output.
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux script is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let a = write(dir.path(), "a", "1\n2\n3\n5\n8\n");
+    let b = write(dir.path(), "b", "2\n3\n4\n6\n9\n");
+    let exe = env!("CARGO_BIN_EXE_linerate");
+    for columns in ["COLUMNS=50", "COLUMNS=abc", "COLUMNS=", "unset COLUMNS;"] {
+        let in_pty = |cmd: String| {
+            Command::new("script")
+                .args([
+                    "-qec",
+                    &format!("stty cols 60 rows 20; {columns} {cmd}"),
+                    "/dev/null",
+                ])
+                .current_dir(dir.path())
+                .output()
+                .unwrap()
+        };
+        let theirs = in_pty(format!("ministat {a} {b}"));
+        let ours = in_pty(format!("{exe} stat {a} {b}"));
+        assert_eq!(
+            String::from_utf8_lossy(&theirs.stdout),
+            String::from_utf8_lossy(&ours.stdout),
+            "{columns}"
+        );
+    }
+}
