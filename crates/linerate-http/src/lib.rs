@@ -1,0 +1,101 @@
+//! Sans-I/O HTTP/1.1 for `linerate serve`: bytes in, decisions out. No system calls,
+//! no clock reads (the caller passes the time), so every rule of HTTP-BEHAVIOUR.md that
+//! lives here is tested with literal bytes.
+//!
+//! - [`request`]: the request head (parsed by `httparse`, with the policy checks it does
+//!   not make: bare LF, limits, `Host`, body framing, methods) and the chunked body
+//!   skipper;
+//! - [`range`]: `Range: bytes=` into the ranges to send;
+//! - [`conditional`]: validators and the `If-*` preconditions;
+//! - [`path`]: request target to a path under the document root;
+//! - [`response`]: response heads.
+//!
+//! # Non-goals
+//! HTTP/2, request bodies beyond discarding them, content codings.
+
+#![forbid(unsafe_code)]
+
+pub mod conditional;
+pub mod path;
+pub mod range;
+pub mod request;
+pub mod response;
+
+/// The status codes the server answers with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// 200
+    Ok,
+    /// 206
+    PartialContent,
+    /// 301
+    MovedPermanently,
+    /// 304
+    NotModified,
+    /// 400
+    BadRequest,
+    /// 404
+    NotFound,
+    /// 405
+    MethodNotAllowed,
+    /// 408
+    RequestTimeout,
+    /// 412
+    PreconditionFailed,
+    /// 414
+    UriTooLong,
+    /// 416
+    RangeNotSatisfiable,
+    /// 431
+    HeaderFieldsTooLarge,
+    /// 500
+    InternalServerError,
+    /// 501
+    NotImplemented,
+    /// 503
+    ServiceUnavailable,
+}
+
+impl Status {
+    /// The numeric code.
+    pub fn code(self) -> u16 {
+        match self {
+            Status::Ok => 200,
+            Status::PartialContent => 206,
+            Status::MovedPermanently => 301,
+            Status::NotModified => 304,
+            Status::BadRequest => 400,
+            Status::NotFound => 404,
+            Status::MethodNotAllowed => 405,
+            Status::RequestTimeout => 408,
+            Status::PreconditionFailed => 412,
+            Status::UriTooLong => 414,
+            Status::RangeNotSatisfiable => 416,
+            Status::HeaderFieldsTooLarge => 431,
+            Status::InternalServerError => 500,
+            Status::NotImplemented => 501,
+            Status::ServiceUnavailable => 503,
+        }
+    }
+
+    /// The reason phrase.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Status::Ok => "OK",
+            Status::PartialContent => "Partial Content",
+            Status::MovedPermanently => "Moved Permanently",
+            Status::NotModified => "Not Modified",
+            Status::BadRequest => "Bad Request",
+            Status::NotFound => "Not Found",
+            Status::MethodNotAllowed => "Method Not Allowed",
+            Status::RequestTimeout => "Request Timeout",
+            Status::PreconditionFailed => "Precondition Failed",
+            Status::UriTooLong => "URI Too Long",
+            Status::RangeNotSatisfiable => "Range Not Satisfiable",
+            Status::HeaderFieldsTooLarge => "Request Header Fields Too Large",
+            Status::InternalServerError => "Internal Server Error",
+            Status::NotImplemented => "Not Implemented",
+            Status::ServiceUnavailable => "Service Unavailable",
+        }
+    }
+}

@@ -1,0 +1,841 @@
+//! Request heads: `httparse` for the grammar, and around it the policies of
+//! HTTP-BEHAVIOUR.md that it leaves to us: bare LF, size limits, `Host`, body framing,
+//! methods, connection persistence. Parsing is restartable: call [`parse`] again with
+//! more bytes; a request that arrives one byte per write gets the same answer.
+
+use crate::Status;
+
+/// Size limits of a request head.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Request line, without its CRLF (414 beyond).
+    pub request_line_bytes: usize,
+    /// Header fields, without the request line (431 beyond).
+    pub header_bytes: usize,
+    /// Number of header fields (431 beyond).
+    pub header_fields: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            request_line_bytes: 8 * 1024,
+            header_bytes: 16 * 1024,
+            header_fields: 100,
+        }
+    }
+}
+
+/// Request methods the server knows. Any other token (including lower-case ones) is
+/// answered 501.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// GET
+    Get,
+    /// HEAD
+    Head,
+    /// POST
+    Post,
+    /// PUT
+    Put,
+    /// DELETE
+    Delete,
+    /// OPTIONS
+    Options,
+    /// TRACE
+    Trace,
+    /// CONNECT
+    Connect,
+    /// PATCH
+    Patch,
+}
+
+impl Method {
+    fn from_token(t: &str) -> Option<Method> {
+        Some(match t {
+            "GET" => Method::Get,
+            "HEAD" => Method::Head,
+            "POST" => Method::Post,
+            "PUT" => Method::Put,
+            "DELETE" => Method::Delete,
+            "OPTIONS" => Method::Options,
+            "TRACE" => Method::Trace,
+            "CONNECT" => Method::Connect,
+            "PATCH" => Method::Patch,
+            _ => return None,
+        })
+    }
+
+    /// The method's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Options => "OPTIONS",
+            Method::Trace => "TRACE",
+            Method::Connect => "CONNECT",
+            Method::Patch => "PATCH",
+        }
+    }
+}
+
+/// HTTP version of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    /// HTTP/1.0
+    Http10,
+    /// HTTP/1.1
+    Http11,
+}
+
+/// How the request's body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Body {
+    /// No body.
+    None,
+    /// `Content-Length` bytes.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+}
+
+/// A parsed, validated request head.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// The method.
+    pub method: Method,
+    /// The version.
+    pub version: Version,
+    /// The path of the target, still percent-encoded; empty for CONNECT and `*`.
+    pub path: String,
+    /// The query, without `?`.
+    pub query: Option<String>,
+    /// The authority: of an absolute-form target if there is one, else `Host`.
+    pub host: Option<String>,
+    /// Whether the connection stays open after the response.
+    pub keep_alive: bool,
+    /// How the body is framed.
+    pub body: Body,
+    /// `Range`.
+    pub range: Option<String>,
+    /// `If-Match` (several fields joined with ", ").
+    pub if_match: Option<String>,
+    /// `If-None-Match` (several fields joined with ", ").
+    pub if_none_match: Option<String>,
+    /// `If-Modified-Since`.
+    pub if_modified_since: Option<String>,
+    /// `If-Unmodified-Since`.
+    pub if_unmodified_since: Option<String>,
+    /// `If-Range`.
+    pub if_range: Option<String>,
+}
+
+/// What the bytes so far amount to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Parse {
+    /// The head is not complete yet.
+    Incomplete,
+    /// A head of `head_len` bytes; the body (if any) follows.
+    Complete {
+        /// The request.
+        request: Box<Request>,
+        /// Bytes of the head, final CRLF CRLF included.
+        head_len: usize,
+    },
+    /// Answer `status` and close the connection.
+    Invalid {
+        /// The status to answer.
+        status: Status,
+        /// Why, for the log.
+        reason: &'static str,
+    },
+}
+
+fn invalid(status: Status, reason: &'static str) -> Parse {
+    Parse::Invalid { status, reason }
+}
+
+/// Parses the request head at the start of `buf`.
+pub fn parse(buf: &[u8], limits: &Limits) -> Parse {
+    // RFC 9112 lets a server ignore empty lines before the request line.
+    let mut start = 0;
+    while buf[start..].starts_with(b"\r\n") {
+        start += 2;
+    }
+    let head_end = find(&buf[start..], b"\r\n\r\n").map(|i| start + i + 4);
+    let scan_end = head_end.unwrap_or(buf.len());
+    for i in start..scan_end {
+        if buf[i] == b'\n' && (i == 0 || buf[i - 1] != b'\r') {
+            return invalid(Status::BadRequest, "bare LF");
+        }
+    }
+    let line_end = find(&buf[start..scan_end], b"\r\n").map(|i| start + i);
+    let line_len = line_end.unwrap_or(scan_end) - start;
+    if line_len > limits.request_line_bytes {
+        return invalid(Status::UriTooLong, "request line too long");
+    }
+    let fields_len = match line_end {
+        Some(e) => scan_end - (e + 2),
+        None => 0,
+    };
+    if fields_len > limits.header_bytes + 2 {
+        return invalid(Status::HeaderFieldsTooLarge, "header block too large");
+    }
+    let Some(head_len) = head_end else {
+        return Parse::Incomplete;
+    };
+    let mut headers = vec![httparse::EMPTY_HEADER; limits.header_fields + 1];
+    let mut req = httparse::Request::new(&mut headers);
+    match req.parse(&buf[start..head_len]) {
+        Ok(httparse::Status::Complete(_)) => {}
+        Ok(httparse::Status::Partial) => return invalid(Status::BadRequest, "malformed head"),
+        Err(httparse::Error::TooManyHeaders) => {
+            return invalid(Status::HeaderFieldsTooLarge, "too many header fields")
+        }
+        Err(_) => return invalid(Status::BadRequest, "malformed head"),
+    }
+    if req.headers.len() > limits.header_fields {
+        return invalid(Status::HeaderFieldsTooLarge, "too many header fields");
+    }
+    let version = match req.version {
+        Some(0) => Version::Http10,
+        Some(1) => Version::Http11,
+        _ => return invalid(Status::BadRequest, "bad version"),
+    };
+    let Some(method) = req.method.and_then(Method::from_token) else {
+        return invalid(Status::NotImplemented, "unknown method");
+    };
+    let target = req.path.unwrap_or("");
+    let (authority, path_and_query) = match split_target(method, target) {
+        Ok(t) => t,
+        Err(reason) => return invalid(Status::BadRequest, reason),
+    };
+    let (path, query) = match path_and_query.split_once('?') {
+        Some((p, q)) => (p.to_string(), Some(q.to_string())),
+        None => (path_and_query.to_string(), None),
+    };
+
+    let mut host: Option<&str> = None;
+    let mut host_count = 0;
+    let mut content_length: Option<u64> = None;
+    let mut codings: Vec<String> = Vec::new();
+    let mut saw_te = false;
+    let mut close = false;
+    let mut keep_alive_token = false;
+    let mut r = Request {
+        method,
+        version,
+        path,
+        query,
+        host: None,
+        keep_alive: false,
+        body: Body::None,
+        range: None,
+        if_match: None,
+        if_none_match: None,
+        if_modified_since: None,
+        if_unmodified_since: None,
+        if_range: None,
+    };
+    for h in req.headers.iter() {
+        let Ok(value) = std::str::from_utf8(h.value) else {
+            // obs-text is allowed in values, but none of the fields we read may carry it.
+            if is_field(h.name, &["host", "content-length", "transfer-encoding"]) {
+                return invalid(Status::BadRequest, "non-ASCII value");
+            }
+            continue;
+        };
+        let value = value.trim_matches([' ', '\t']);
+        let name = h.name;
+        if name.eq_ignore_ascii_case("host") {
+            host_count += 1;
+            host = Some(value);
+        } else if name.eq_ignore_ascii_case("content-length") {
+            if content_length.is_some() {
+                return invalid(Status::BadRequest, "duplicate Content-Length");
+            }
+            match parse_content_length(value) {
+                Some(n) => content_length = Some(n),
+                None => return invalid(Status::BadRequest, "bad Content-Length"),
+            }
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            saw_te = true;
+            for c in value.split(',') {
+                let c = c.trim_matches([' ', '\t']);
+                if c.is_empty() || !c.bytes().all(is_tchar) {
+                    return invalid(Status::BadRequest, "bad Transfer-Encoding");
+                }
+                codings.push(c.to_ascii_lowercase());
+            }
+        } else if name.eq_ignore_ascii_case("connection") {
+            for t in value.split(',') {
+                let t = t.trim_matches([' ', '\t']);
+                close |= t.eq_ignore_ascii_case("close");
+                keep_alive_token |= t.eq_ignore_ascii_case("keep-alive");
+            }
+        } else if name.eq_ignore_ascii_case("range") {
+            r.range = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case("if-match") {
+            append(&mut r.if_match, value);
+        } else if name.eq_ignore_ascii_case("if-none-match") {
+            append(&mut r.if_none_match, value);
+        } else if name.eq_ignore_ascii_case("if-modified-since") {
+            r.if_modified_since = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case("if-unmodified-since") {
+            r.if_unmodified_since = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case("if-range") {
+            r.if_range = Some(value.to_string());
+        }
+    }
+    if version == Version::Http11 && host_count != 1 {
+        return invalid(Status::BadRequest, "HTTP/1.1 needs exactly one Host");
+    }
+    if host_count > 1 {
+        return invalid(Status::BadRequest, "more than one Host");
+    }
+    if let Some(h) = host {
+        if !valid_host(h) {
+            return invalid(Status::BadRequest, "invalid Host");
+        }
+    }
+    r.host = match authority {
+        Some(a) => Some(a.to_string()),
+        None => host.filter(|h| !h.is_empty()).map(str::to_string),
+    };
+    if saw_te {
+        if content_length.is_some() {
+            return invalid(Status::BadRequest, "Content-Length with Transfer-Encoding");
+        }
+        if version == Version::Http10 {
+            return invalid(Status::BadRequest, "Transfer-Encoding in HTTP/1.0");
+        }
+        if codings.iter().any(|c| c != "chunked") {
+            return invalid(Status::NotImplemented, "unsupported transfer coding");
+        }
+        if codings.len() != 1 {
+            return invalid(Status::BadRequest, "chunked applied twice");
+        }
+        r.body = Body::Chunked;
+    } else if let Some(n) = content_length {
+        r.body = if n == 0 { Body::None } else { Body::Length(n) };
+    }
+    r.keep_alive = match version {
+        Version::Http11 => !close,
+        Version::Http10 => keep_alive_token && !close,
+    };
+    Parse::Complete {
+        request: Box::new(r),
+        head_len,
+    }
+}
+
+fn is_field(name: &str, names: &[&str]) -> bool {
+    names.iter().any(|n| name.eq_ignore_ascii_case(n))
+}
+
+fn append(slot: &mut Option<String>, value: &str) {
+    match slot {
+        Some(s) => {
+            s.push_str(", ");
+            s.push_str(value);
+        }
+        None => *slot = Some(value.to_string()),
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// `(authority of an absolute-form target, path and query)`.
+fn split_target(method: Method, target: &str) -> Result<(Option<&str>, &str), &'static str> {
+    if target.starts_with('/') {
+        return Ok((None, target));
+    }
+    if method == Method::Connect {
+        // authority-form; answered 405 by the server.
+        return Ok((None, ""));
+    }
+    if target == "*" {
+        return if method == Method::Options {
+            Ok((None, ""))
+        } else {
+            Err("asterisk-form outside OPTIONS")
+        };
+    }
+    let lower = target
+        .get(..8)
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    let rest = if lower.starts_with("http://") {
+        &target[7..]
+    } else if lower.starts_with("https://") {
+        &target[8..]
+    } else {
+        return Err("bad request target");
+    };
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    if authority.is_empty() || authority.contains('@') || !valid_host(authority) {
+        return Err("bad authority in target");
+    }
+    let pq = &rest[end..];
+    Ok((Some(authority), if pq.is_empty() { "/" } else { pq }))
+}
+
+/// 1 to 19 ASCII digits: no sign, no list, no hex, nothing that could overflow.
+fn parse_content_length(v: &str) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// `uri-host [ ":" port ]`: a reg-name, IPv4 address or bracketed IP literal.
+fn valid_host(h: &str) -> bool {
+    let valid_port = |p: &str| p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit());
+    if h.is_empty() {
+        return true;
+    }
+    if let Some(rest) = h.strip_prefix('[') {
+        let Some((lit, after)) = rest.split_once(']') else {
+            return false;
+        };
+        let lit_ok = !lit.is_empty()
+            && lit
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() || b == b':' || b == b'.');
+        return lit_ok && (after.is_empty() || after.strip_prefix(':').is_some_and(valid_port));
+    }
+    let (name, port) = match h.rsplit_once(':') {
+        Some((n, p)) => (n, Some(p)),
+        None => (h, None),
+    };
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b))
+        && port.is_none_or(valid_port)
+}
+
+/// Skips a chunked body, sans I/O: feed it bytes, it says how many belong to the body.
+#[derive(Clone, Debug, Default)]
+pub struct ChunkedSkipper {
+    state: ChunkState,
+    size: u64,
+    size_digits: u8,
+    trailer_line_len: usize,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum ChunkState {
+    #[default]
+    Size,
+    Extension,
+    SizeLf,
+    Data,
+    DataCr,
+    DataLf,
+    TrailerStart,
+    TrailerLine,
+    TrailerLf,
+    FinalLf,
+    Done,
+}
+
+/// A malformed chunked body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BadChunk;
+
+impl ChunkedSkipper {
+    /// A skipper at the start of a body.
+    pub fn new() -> ChunkedSkipper {
+        ChunkedSkipper::default()
+    }
+
+    /// True once the whole body, trailers included, has been seen.
+    pub fn is_done(&self) -> bool {
+        self.state == ChunkState::Done
+    }
+
+    /// Consumes body bytes from the start of `buf`; returns how many were body. Stops at
+    /// the end of the body (the rest is the next request).
+    pub fn feed(&mut self, buf: &[u8]) -> Result<usize, BadChunk> {
+        use ChunkState::*;
+        let mut i = 0;
+        while i < buf.len() && self.state != Done {
+            let b = buf[i];
+            match self.state {
+                Size => {
+                    if let Some(d) = (b as char).to_digit(16) {
+                        if self.size_digits == 16 {
+                            return Err(BadChunk);
+                        }
+                        self.size = self.size * 16 + u64::from(d);
+                        self.size_digits += 1;
+                    } else if self.size_digits == 0 {
+                        return Err(BadChunk);
+                    } else if b == b';' || b == b' ' || b == b'\t' {
+                        self.state = Extension;
+                    } else if b == b'\r' {
+                        self.state = SizeLf;
+                    } else {
+                        return Err(BadChunk);
+                    }
+                    i += 1;
+                }
+                Extension => {
+                    if b == b'\r' {
+                        self.state = SizeLf;
+                    } else if b == b'\n' || (b < 0x20 && b != b'\t') {
+                        return Err(BadChunk);
+                    }
+                    i += 1;
+                }
+                SizeLf => {
+                    if b != b'\n' {
+                        return Err(BadChunk);
+                    }
+                    i += 1;
+                    self.state = if self.size == 0 { TrailerStart } else { Data };
+                }
+                Data => {
+                    let take =
+                        (buf.len() - i).min(usize::try_from(self.size).unwrap_or(usize::MAX));
+                    i += take;
+                    self.size -= take as u64;
+                    if self.size == 0 {
+                        self.state = DataCr;
+                    }
+                }
+                DataCr => {
+                    if b != b'\r' {
+                        return Err(BadChunk);
+                    }
+                    i += 1;
+                    self.state = DataLf;
+                }
+                DataLf => {
+                    if b != b'\n' {
+                        return Err(BadChunk);
+                    }
+                    i += 1;
+                    self.size_digits = 0;
+                    self.state = Size;
+                }
+                TrailerStart => {
+                    i += 1;
+                    if b == b'\r' {
+                        self.state = FinalLf;
+                    } else if b == b'\n' {
+                        return Err(BadChunk);
+                    } else {
+                        self.trailer_line_len = 1;
+                        self.state = TrailerLine;
+                    }
+                }
+                TrailerLine => {
+                    i += 1;
+                    self.trailer_line_len += 1;
+                    if self.trailer_line_len > 8192 || b == b'\n' {
+                        return Err(BadChunk);
+                    }
+                    if b == b'\r' {
+                        self.state = TrailerLf;
+                    }
+                }
+                TrailerLf => {
+                    if b != b'\n' {
+                        return Err(BadChunk);
+                    }
+                    i += 1;
+                    self.state = TrailerStart;
+                }
+                FinalLf => {
+                    if b != b'\n' {
+                        return Err(BadChunk);
+                    }
+                    i += 1;
+                    self.state = Done;
+                }
+                Done => {}
+            }
+        }
+        Ok(i)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Parses `raw` whole, and again fed one byte at a time (as a server re-parses
+    /// after each read); both must agree.
+    fn both(raw: &[u8]) -> Parse {
+        let whole = parse(raw, &Limits::default());
+        let mut fed = Parse::Incomplete;
+        for n in 1..=raw.len() {
+            fed = parse(&raw[..n], &Limits::default());
+            if fed != Parse::Incomplete {
+                break;
+            }
+        }
+        assert_eq!(
+            whole,
+            fed,
+            "whole and byte-at-a-time differ for {:?}",
+            String::from_utf8_lossy(raw)
+        );
+        whole
+    }
+
+    fn status(raw: &str) -> Option<u16> {
+        match both(raw.as_bytes()) {
+            Parse::Invalid { status, .. } => Some(status.code()),
+            Parse::Complete { .. } => None,
+            Parse::Incomplete => Some(0),
+        }
+    }
+
+    fn ok(raw: &str) -> Request {
+        match both(raw.as_bytes()) {
+            Parse::Complete { request, head_len } => {
+                assert!(head_len <= raw.len());
+                *request
+            }
+            other => panic!("{raw:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_plain_get() {
+        let r = ok("GET /a/b?x=1 HTTP/1.1\r\nHost: example.com\r\n\r\n");
+        assert_eq!(r.method, Method::Get);
+        assert_eq!(r.path, "/a/b");
+        assert_eq!(r.query.as_deref(), Some("x=1"));
+        assert_eq!(r.host.as_deref(), Some("example.com"));
+        assert!(r.keep_alive);
+        assert_eq!(r.body, Body::None);
+    }
+
+    #[test]
+    fn bare_lf_anywhere_is_400() {
+        assert_eq!(status("GET / HTTP/1.1\nHost: a\r\n\r\n"), Some(400));
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a\n\r\n"), Some(400));
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\n\n"), Some(400));
+    }
+
+    #[test]
+    fn malformed_heads_are_400() {
+        for raw in [
+            "GET / HTTP/1.1\r\nHost: a\r\nX-Folded: a\r\n b\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nBad@Name: x\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nX: a\x00b\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nX: a\rb\r\n\r\n",
+            "G ET / HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET / HTTP/1.0 x\r\n\r\n",
+            "GET / HTTP/10.0\r\n\r\n",
+            "GET / HTTP/2.0\r\nHost: a\r\n\r\n",
+            "GET foo HTTP/1.1\r\nHost: a\r\n\r\n",
+        ] {
+            assert_eq!(status(raw), Some(400), "{raw:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_and_lower_case_methods_are_501() {
+        assert_eq!(status("get / HTTP/1.1\r\nHost: a\r\n\r\n"), Some(501));
+        assert_eq!(status("BREW / HTTP/1.1\r\nHost: a\r\n\r\n"), Some(501));
+        assert_eq!(
+            ok("POST / HTTP/1.1\r\nHost: a\r\n\r\n").method,
+            Method::Post
+        );
+        assert_eq!(
+            ok("CONNECT a:443 HTTP/1.1\r\nHost: a\r\n\r\n").method,
+            Method::Connect
+        );
+    }
+
+    #[test]
+    fn host_rules() {
+        assert_eq!(status("GET / HTTP/1.1\r\n\r\n"), Some(400));
+        assert_eq!(
+            status("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"),
+            Some(400)
+        );
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), Some(400));
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"), Some(400));
+        assert_eq!(
+            status("GET / HTTP/1.1\r\nHost: a:99999x\r\n\r\n"),
+            Some(400)
+        );
+        assert_eq!(ok("GET / HTTP/1.0\r\n\r\n").host, None);
+        assert_eq!(
+            ok("GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n")
+                .host
+                .as_deref(),
+            Some("[::1]:8080")
+        );
+        let r = ok("GET http://other.example:81/p?q HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(r.host.as_deref(), Some("other.example:81"));
+        assert_eq!(r.path, "/p");
+        assert_eq!(r.query.as_deref(), Some("q"));
+    }
+
+    #[test]
+    fn body_framing() {
+        let h = "GET / HTTP/1.1\r\nHost: a\r\n";
+        assert_eq!(
+            ok(&format!("{h}Content-Length: 5\r\n\r\n")).body,
+            Body::Length(5)
+        );
+        assert_eq!(
+            ok(&format!("{h}Transfer-Encoding: chunked\r\n\r\n")).body,
+            Body::Chunked
+        );
+        for bad in [
+            "+5",
+            "5, 6",
+            "0x10",
+            "12345678901234567890",
+            "-1",
+            "",
+            "5 5",
+        ] {
+            assert_eq!(
+                status(&format!("{h}Content-Length: {bad}\r\n\r\n")),
+                Some(400),
+                "{bad}"
+            );
+        }
+        assert_eq!(
+            status(&format!(
+                "{h}Content-Length: 5\r\nContent-Length: 5\r\n\r\n"
+            )),
+            Some(400)
+        );
+        assert_eq!(
+            status(&format!(
+                "{h}Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )),
+            Some(400)
+        );
+        assert_eq!(
+            status(&format!("{h}Transfer-Encoding: gzip, chunked\r\n\r\n")),
+            Some(501)
+        );
+        assert_eq!(
+            status(&format!("{h}Transfer-Encoding: chunked, chunked\r\n\r\n")),
+            Some(400)
+        );
+        assert_eq!(
+            status(&format!("{h}Transfer-Encoding: ,\r\n\r\n")),
+            Some(400)
+        );
+    }
+
+    #[test]
+    fn persistence() {
+        assert!(!ok("GET / HTTP/1.0\r\n\r\n").keep_alive);
+        assert!(ok("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").keep_alive);
+        assert!(!ok("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n").keep_alive);
+        assert!(!ok("GET / HTTP/1.1\r\nHost: a\r\nConnection: x, Close\r\n\r\n").keep_alive);
+    }
+
+    #[test]
+    fn limits() {
+        let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(9000));
+        assert_eq!(
+            parse(long.as_bytes(), &Limits::default()),
+            invalid(Status::UriTooLong, "request line too long")
+        );
+        // Without ever seeing the end of the line, too.
+        let partial = format!("GET /{}", "a".repeat(9000));
+        assert!(matches!(
+            parse(partial.as_bytes(), &Limits::default()),
+            Parse::Invalid {
+                status: Status::UriTooLong,
+                ..
+            }
+        ));
+        let big = format!(
+            "GET / HTTP/1.1\r\nHost: a\r\nX: {}\r\n\r\n",
+            "b".repeat(17000)
+        );
+        assert!(matches!(
+            parse(big.as_bytes(), &Limits::default()),
+            Parse::Invalid {
+                status: Status::HeaderFieldsTooLarge,
+                ..
+            }
+        ));
+        let many: String = (0..101).map(|i| format!("X-{i}: v\r\n")).collect();
+        let raw = format!("GET / HTTP/1.1\r\nHost: a\r\n{many}\r\n");
+        assert!(matches!(
+            parse(raw.as_bytes(), &Limits::default()),
+            Parse::Invalid {
+                status: Status::HeaderFieldsTooLarge,
+                ..
+            }
+        ));
+        let hundred: String = (0..99).map(|i| format!("X-{i}: v\r\n")).collect();
+        let raw = format!("GET / HTTP/1.1\r\nHost: a\r\n{hundred}\r\n");
+        assert!(matches!(
+            parse(raw.as_bytes(), &Limits::default()),
+            Parse::Complete { .. }
+        ));
+    }
+
+    #[test]
+    fn pipelined_heads_are_taken_one_at_a_time() {
+        let two = b"GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\n";
+        let Parse::Complete { request, head_len } = parse(two, &Limits::default()) else {
+            panic!()
+        };
+        assert_eq!(request.path, "/1");
+        let Parse::Complete { request, .. } = parse(&two[head_len..], &Limits::default()) else {
+            panic!()
+        };
+        assert_eq!(request.path, "/2");
+    }
+
+    #[test]
+    fn chunked_bodies_are_skipped_exactly() {
+        let body = b"5\r\nhello\r\n3;ext=1\r\nabc\r\n0\r\nTrailer: x\r\n\r\nGET /next";
+        let mut s = ChunkedSkipper::new();
+        let n = s.feed(body).unwrap();
+        assert!(s.is_done());
+        assert_eq!(&body[n..], b"GET /next");
+        // One byte at a time.
+        let mut s = ChunkedSkipper::new();
+        let mut total = 0;
+        for b in body.iter() {
+            if s.is_done() {
+                break;
+            }
+            total += s.feed(std::slice::from_ref(b)).unwrap();
+        }
+        assert_eq!(total, n);
+        for bad in [
+            &b"x\r\n"[..],
+            b"5\r\nhelloXX",
+            b"5\nhello",
+            b"11111111111111111\r\n",
+        ] {
+            assert_eq!(
+                ChunkedSkipper::new().feed(bad),
+                Err(BadChunk),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+}

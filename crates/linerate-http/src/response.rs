@@ -1,0 +1,158 @@
+//! Response heads, and the framing of `multipart/byteranges` bodies, as bytes.
+
+use std::time::SystemTime;
+
+use crate::range::ByteRange;
+use crate::Status;
+
+/// A response head being built.
+#[derive(Clone, Debug)]
+pub struct Head {
+    buf: Vec<u8>,
+}
+
+impl Head {
+    /// Status line, `Server` and `Date`.
+    pub fn new(status: Status, date: &str) -> Head {
+        let mut buf = Vec::with_capacity(256);
+        buf.extend_from_slice(
+            format!("HTTP/1.1 {} {}\r\n", status.code(), status.reason()).as_bytes(),
+        );
+        buf.extend_from_slice(b"Server: linerate\r\nDate: ");
+        buf.extend_from_slice(date.as_bytes());
+        buf.extend_from_slice(b"\r\n");
+        Head { buf }
+    }
+
+    /// Adds a field. The caller passes only values it made or validated.
+    pub fn field(&mut self, name: &str, value: &str) -> &mut Head {
+        self.buf.extend_from_slice(name.as_bytes());
+        self.buf.extend_from_slice(b": ");
+        self.buf.extend_from_slice(value.as_bytes());
+        self.buf.extend_from_slice(b"\r\n");
+        self
+    }
+
+    /// `Content-Length`.
+    pub fn content_length(&mut self, n: u64) -> &mut Head {
+        self.field("Content-Length", &n.to_string())
+    }
+
+    /// Ends the head: `Connection: close` when the connection will close, then the
+    /// empty line.
+    pub fn finish(mut self, keep_alive: bool) -> Vec<u8> {
+        if !keep_alive {
+            self.buf.extend_from_slice(b"Connection: close\r\n");
+        }
+        self.buf.extend_from_slice(b"\r\n");
+        self.buf
+    }
+}
+
+/// An HTTP date (IMF-fixdate).
+pub fn http_date(t: SystemTime) -> String {
+    httpdate::fmt_http_date(t)
+}
+
+/// `Content-Type` for a file name, from its extension.
+pub fn content_type(name: &str) -> &'static str {
+    mime_guess::from_path(name)
+        .first_raw()
+        .unwrap_or("application/octet-stream")
+}
+
+/// `Content-Range` of one part: `bytes START-END/LEN`.
+pub fn content_range(r: ByteRange, len: u64) -> String {
+    format!("bytes {}-{}/{}", r.start, r.end - 1, len)
+}
+
+/// The framing of a `multipart/byteranges` body: each part's header (to send before
+/// the part's bytes) and the closing delimiter, with the exact total length.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Multipart {
+    /// The boundary.
+    pub boundary: String,
+    /// Per range: the bytes to send before its data.
+    pub part_heads: Vec<Vec<u8>>,
+    /// The bytes after the last part.
+    pub trailer: Vec<u8>,
+    /// The whole body's length.
+    pub content_length: u64,
+}
+
+impl Multipart {
+    /// Frames `ranges` of a `len`-byte representation of `content_type`; `boundary` must
+    /// not occur in the content (callers make it from random bits).
+    pub fn new(ranges: &[ByteRange], len: u64, content_type: &str, boundary: &str) -> Multipart {
+        let part_heads: Vec<Vec<u8>> = ranges
+            .iter()
+            .map(|r| {
+                format!(
+                    "\r\n--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: {}\r\n\r\n",
+                    content_range(*r, len)
+                )
+                .into_bytes()
+            })
+            .collect();
+        let trailer = format!("\r\n--{boundary}--\r\n").into_bytes();
+        let content_length = part_heads.iter().map(|h| h.len() as u64).sum::<u64>()
+            + ranges.iter().map(ByteRange::len).sum::<u64>()
+            + trailer.len() as u64;
+        Multipart {
+            boundary: boundary.to_string(),
+            part_heads,
+            trailer,
+            content_length,
+        }
+    }
+
+    /// The `Content-Type` of the whole response.
+    pub fn content_type(&self) -> String {
+        format!("multipart/byteranges; boundary={}", self.boundary)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn head_bytes() {
+        let mut h = Head::new(Status::Ok, "Sun, 06 Nov 1994 08:49:37 GMT");
+        h.content_length(5).field("Content-Type", "text/plain");
+        assert_eq!(
+            String::from_utf8(h.finish(false)).unwrap(),
+            "HTTP/1.1 200 OK\r\nServer: linerate\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 5\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn types() {
+        assert_eq!(content_type("a.html"), "text/html");
+        assert_eq!(content_type("a.css"), "text/css");
+        assert_eq!(content_type("noext"), "application/octet-stream");
+    }
+
+    #[test]
+    fn multipart_length_is_exact() {
+        let ranges = [
+            ByteRange {
+                start: 500,
+                end: 600,
+            },
+            ByteRange { start: 0, end: 10 },
+        ];
+        let m = Multipart::new(&ranges, 1000, "text/plain", "B0UND");
+        let mut body = Vec::new();
+        for (h, r) in m.part_heads.iter().zip(&ranges) {
+            body.extend_from_slice(h);
+            body.extend(std::iter::repeat_n(b'x', r.len() as usize));
+        }
+        body.extend_from_slice(&m.trailer);
+        assert_eq!(body.len() as u64, m.content_length);
+        assert!(
+            String::from_utf8_lossy(&m.part_heads[0]).contains("Content-Range: bytes 500-599/1000")
+        );
+        assert_eq!(m.content_type(), "multipart/byteranges; boundary=B0UND");
+    }
+}
