@@ -78,3 +78,16 @@ pub fn clock_ticks_per_second() -> u64 {
         100
     }
 }
+
+/// The CPUs the calling thread may run on (its affinity mask), in order.
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is a plain bit array; all-zero is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is the calling thread; `set` is a live, writable cpu_set_t of the
+    // size passed.
+    cvt(unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) })?;
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: every index is below CPU_SETSIZE.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}

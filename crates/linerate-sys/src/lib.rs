@@ -17,6 +17,8 @@
 //!   reference to each buffer until its completion is read, so callers need no `unsafe`.
 
 pub mod cpu;
+pub mod epoll;
+pub mod fs;
 pub mod net;
 pub mod ns;
 pub mod pipe;

@@ -45,6 +45,8 @@ enum Command {
         #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },
+    /// Serve DIR over HTTP/1.1 (GET and HEAD of static files) on the transmit engine.
+    Serve(Box<ServeArgs>),
     /// Accept connections and discard what arrives (netserver's role).
     Sink(Box<SinkArgs>),
     /// Benchmarks.
@@ -62,6 +64,61 @@ enum Bench {
     /// variants run interleaved and are compared by Student's t (ministat).
     #[command(args_override_self = true)]
     Stream(Box<StreamArgs>),
+}
+
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// Document root.
+    #[arg(default_value = ".")]
+    dir: PathBuf,
+    /// Address to listen on; repeat for several (port 0: a free port; each bound
+    /// address is printed as "listening on ADDR").
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
+    listen: Vec<SocketAddr>,
+    /// Worker threads, each pinned to a CPU with its own listener (default: one per CPU).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    workers: Option<u32>,
+    /// Do not pin workers to CPUs.
+    #[arg(long)]
+    no_pin: bool,
+    /// Strategy for file bodies: copy, sendfile, splice or zerocopy (also sendfile-4k
+    /// and sendfile-chunk-SIZE, for measurement).
+    #[arg(long, default_value = "sendfile", value_parser = parse_strategy)]
+    transmit: Strategy,
+    /// Files up to this size are kept in memory per worker and sent with their head in
+    /// one sendmsg.
+    #[arg(long, value_name = "BYTES", default_value = "16K", value_parser = parse_size)]
+    small_file: usize,
+    /// Longest request line (414 beyond).
+    #[arg(long, value_name = "BYTES", default_value = "8K", value_parser = parse_positive_size)]
+    max_request_line: usize,
+    /// Largest header block (431 beyond).
+    #[arg(long, value_name = "BYTES", default_value = "16K", value_parser = parse_positive_size)]
+    max_header_bytes: usize,
+    /// Most header fields (431 beyond).
+    #[arg(long, value_name = "N", default_value = "100", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    max_header_fields: u32,
+    /// Close a keep-alive connection idle this long.
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
+    idle_timeout: Duration,
+    /// A request head must arrive whole within this long of its first byte.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    header_timeout: Duration,
+    /// Close a response that makes no send progress this long.
+    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
+    send_timeout: Duration,
+    /// After SIGTERM or SIGINT, in-flight responses get this long.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    shutdown_timeout: Duration,
+    /// Serve dot-files and dot-directories (404 otherwise).
+    #[arg(long)]
+    dotfiles: bool,
+    /// List directories that have no index.html.
+    #[arg(long)]
+    autoindex: bool,
+    /// Access log in Common Log Format: stdout, off, or a file to append to.
+    #[arg(long, value_name = "stdout|off|FILE", default_value = "stdout")]
+    access_log: String,
 }
 
 #[derive(Args, Debug)]
@@ -273,6 +330,7 @@ fn main() -> ExitCode {
     };
     let r = match cli.command {
         Command::Stat { args } => Ok(run_stat(&args)),
+        Command::Serve(a) => run_serve(*a),
         Command::Sink(a) => run_sink(*a),
         Command::Bench {
             bench: Bench::Stream(a),
@@ -317,6 +375,42 @@ fn run_stat(args: &[String]) -> ExitCode {
 fn usage_error(msg: &str) -> ExitCode {
     eprintln!("linerate: {msg}");
     ExitCode::from(EXIT_USAGE)
+}
+
+fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
+    let mut cfg = linerate_server::Config::new(a.dir.clone());
+    cfg.listen = a.listen;
+    if let Some(w) = a.workers {
+        cfg.workers = w as usize;
+    }
+    cfg.pin = !a.no_pin;
+    cfg.transmit = a.transmit;
+    cfg.small_file_bytes = a.small_file as u64;
+    cfg.limits = linerate_http::request::Limits {
+        request_line_bytes: a.max_request_line,
+        header_bytes: a.max_header_bytes,
+        header_fields: a.max_header_fields as usize,
+    };
+    cfg.idle_timeout = a.idle_timeout;
+    cfg.header_timeout = a.header_timeout;
+    cfg.send_timeout = a.send_timeout;
+    cfg.shutdown_timeout = a.shutdown_timeout;
+    cfg.dotfiles = a.dotfiles;
+    cfg.autoindex = a.autoindex;
+    cfg.access_log = match a.access_log.as_str() {
+        "off" => linerate_server::AccessLog::Off,
+        "stdout" => linerate_server::AccessLog::Stdout,
+        "" => return Ok(usage_error("--access-log: give stdout, off or a file")),
+        p => linerate_server::AccessLog::File(PathBuf::from(p)),
+    };
+    let stop = stop_flag()?;
+    let announce = |addr: SocketAddr| {
+        use std::io::Write;
+        println!("listening on {addr}");
+        let _ = std::io::stdout().flush();
+    };
+    linerate_server::serve(cfg, stop, &announce)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_sink(a: SinkArgs) -> anyhow::Result<ExitCode> {

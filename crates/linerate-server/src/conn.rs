@@ -1,0 +1,422 @@
+//! One connection: bytes in, parsed requests, an output queue of responses, bytes out.
+//!
+//! Reading stops while the queue holds [`MAX_QUEUED`] responses, so a client that
+//! pipelines without reading cannot grow the server's memory. Consecutive byte parts
+//! across queued responses go out in one `sendmsg` of at most `IOV_MAX - 1` buffers (one
+//! kept for a next head, as seed 001 reserves a segment); file parts go through the
+//! transmit engine. The socket is registered edge-triggered, so each call reads and
+//! writes until the kernel says `EAGAIN` (or the engine says the buffer is full).
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Read};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::fd::AsFd;
+use std::time::{Instant, SystemTime};
+
+use linerate_http::request::{self, Body, ChunkedSkipper, Parse};
+use linerate_sys::net::{self, SendFlags, IOV_MAX};
+use linerate_tx::{Progress, Source, Transmit, TxConfig, TxError, TxSocket};
+
+use crate::site::{Part, Response, Site};
+
+/// Responses queued per connection before it stops reading.
+pub(crate) const MAX_QUEUED: usize = 32;
+/// Bytes gathered into one `sendmsg` at most.
+const GATHER_BYTES: usize = 1 << 20;
+/// Bytes read per call.
+const READ_BYTES: usize = 16 * 1024;
+
+enum Skip {
+    Length(u64),
+    Chunked(ChunkedSkipper),
+}
+
+/// What the worker should do with the connection after an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum After {
+    /// Keep it.
+    Keep,
+    /// Close it.
+    Close,
+    /// Close it with a reset: bytes queued in the socket must not be delivered.
+    Reset,
+}
+
+pub(crate) struct Conn {
+    pub sock: TcpStream,
+    pub peer: SocketAddr,
+    tx: TxSocket,
+    inbuf: Vec<u8>,
+    skip: Option<Skip>,
+    queue: VecDeque<Response>,
+    /// Bytes of the first part of the first response already sent.
+    front_sent: usize,
+    transmit: Option<Transmit>,
+    /// Responses sent but not yet logged.
+    finished: Vec<Response>,
+    /// The peer will send no more.
+    read_closed: bool,
+    /// No more requests are read (an error, or `Connection: close`).
+    stop_reading: bool,
+    /// Our side was shut down; input is being drained before the close.
+    pub draining_since: Option<Instant>,
+    /// When the current incomplete request head started arriving.
+    pub head_started: Option<Instant>,
+    /// Last time bytes moved either way.
+    pub last_activity: Instant,
+}
+
+impl Conn {
+    pub fn new(
+        sock: TcpStream,
+        peer: SocketAddr,
+        tx: TxConfig,
+        now: Instant,
+    ) -> Result<Conn, TxError> {
+        let tx = TxSocket::new(sock.as_fd(), tx)?;
+        Ok(Conn {
+            sock,
+            peer,
+            tx,
+            inbuf: Vec::new(),
+            skip: None,
+            queue: VecDeque::new(),
+            front_sent: 0,
+            transmit: None,
+            finished: Vec::new(),
+            read_closed: false,
+            stop_reading: false,
+            draining_since: None,
+            head_started: None,
+            last_activity: now,
+        })
+    }
+
+    /// Nothing in flight and nothing half-received: an idle keep-alive connection.
+    pub fn is_idle(&self) -> bool {
+        self.queue.is_empty()
+            && self.transmit.is_none()
+            && self.inbuf.is_empty()
+            && self.skip.is_none()
+    }
+
+    /// Responses queued or being sent.
+    pub fn busy(&self) -> bool {
+        !self.queue.is_empty() || self.transmit.is_some()
+    }
+
+    /// Called on readiness (and after shutdown starts): reads, answers, writes.
+    pub fn drive(
+        &mut self,
+        site: &mut Site,
+        error_event: bool,
+        now: Instant,
+        log: &mut dyn FnMut(&Conn, &Response),
+    ) -> After {
+        if error_event {
+            if let Err(e) = self.tx.reap(self.sock.as_fd()) {
+                return after_error(&e);
+            }
+        }
+        if self.draining_since.is_some() {
+            return self.drain_input();
+        }
+        loop {
+            match self.flush(now, log) {
+                Ok(true) => return After::Keep, // blocked on a full socket
+                Ok(false) => {}
+                Err(e) => return after_error(&e),
+            }
+            if self.stop_reading || self.read_closed || self.queue.len() >= MAX_QUEUED {
+                break;
+            }
+            match self.read_some(now) {
+                Ok(0) => break,
+                Ok(_) => {
+                    if !self.process(site, now) {
+                        // Nothing complete yet; read on while bytes come.
+                        continue;
+                    }
+                }
+                Err(_) => return After::Close,
+            }
+        }
+        if self.busy() {
+            return After::Keep;
+        }
+        if self.stop_reading || self.read_closed {
+            if self.read_closed {
+                return After::Close;
+            }
+            // Half-close, then drain what the client still sends, so it reads our last
+            // response instead of a reset.
+            let _ = self.sock.shutdown(Shutdown::Write);
+            self.draining_since = Some(now);
+            return self.drain_input();
+        }
+        After::Keep
+    }
+
+    fn drain_input(&mut self) -> After {
+        let mut buf = [0u8; 4096];
+        loop {
+            match (&self.sock).read(&mut buf) {
+                Ok(0) => return After::Close,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return After::Keep,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return After::Close,
+            }
+        }
+    }
+
+    /// Reads until `EAGAIN` or the head-size limit; returns bytes read (0: none now).
+    fn read_some(&mut self, now: Instant) -> io::Result<usize> {
+        let mut total = 0;
+        loop {
+            let old = self.inbuf.len();
+            self.inbuf.resize(old + READ_BYTES, 0);
+            let r = (&self.sock).read(&mut self.inbuf[old..]);
+            match r {
+                Ok(0) => {
+                    self.inbuf.truncate(old);
+                    self.read_closed = true;
+                    return Ok(total);
+                }
+                Ok(n) => {
+                    self.inbuf.truncate(old + n);
+                    total += n;
+                    self.last_activity = now;
+                    if n < READ_BYTES {
+                        // Most likely drained; the next edge brings more.
+                        return Ok(total);
+                    }
+                    if self.inbuf.len() > 64 * 1024 {
+                        return Ok(total);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.inbuf.truncate(old);
+                    return Ok(total);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.inbuf.truncate(old),
+                Err(e) => {
+                    self.inbuf.truncate(old);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Parses what was read into responses; true if any was queued.
+    fn process(&mut self, site: &mut Site, now: Instant) -> bool {
+        let sys_now = SystemTime::now();
+        let mut consumed = 0;
+        let mut queued = false;
+        let limits = site.limits();
+        while !self.stop_reading && self.queue.len() < MAX_QUEUED && consumed < self.inbuf.len() {
+            let buf = &self.inbuf[consumed..];
+            if let Some(skip) = &mut self.skip {
+                match skip {
+                    Skip::Length(left) => {
+                        let n = (*left).min(buf.len() as u64);
+                        *left -= n;
+                        consumed += n as usize;
+                        if *left == 0 {
+                            self.skip = None;
+                        }
+                    }
+                    Skip::Chunked(c) => match c.feed(buf) {
+                        Ok(n) => {
+                            consumed += n;
+                            if c.is_done() {
+                                self.skip = None;
+                            }
+                        }
+                        Err(_) => {
+                            let r = site.error(
+                                linerate_http::Status::BadRequest,
+                                false,
+                                &[],
+                                "-".into(),
+                                sys_now,
+                            );
+                            self.queue.push_back(r);
+                            self.stop_reading = true;
+                            self.skip = None;
+                            queued = true;
+                        }
+                    },
+                }
+                continue;
+            }
+            match request::parse(buf, &limits) {
+                Parse::Incomplete => {
+                    self.head_started.get_or_insert(now);
+                    break;
+                }
+                Parse::Complete { request, head_len } => {
+                    consumed += head_len;
+                    self.head_started = None;
+                    self.skip = match request.body {
+                        Body::None => None,
+                        Body::Length(n) => Some(Skip::Length(n)),
+                        Body::Chunked => Some(Skip::Chunked(ChunkedSkipper::new())),
+                    };
+                    let r = site.respond(&request, sys_now);
+                    if r.close {
+                        self.stop_reading = true;
+                    }
+                    self.queue.push_back(r);
+                    queued = true;
+                }
+                Parse::Invalid { status, .. } => {
+                    let r = site.error(status, false, &[], "-".into(), sys_now);
+                    self.queue.push_back(r);
+                    self.stop_reading = true;
+                    self.head_started = None;
+                    queued = true;
+                }
+            }
+        }
+        self.inbuf.drain(..consumed);
+        if self.stop_reading {
+            self.inbuf.clear();
+        }
+        queued
+    }
+
+    /// Sends queued responses; `Ok(true)` when the socket is full.
+    fn flush(
+        &mut self,
+        now: Instant,
+        log: &mut dyn FnMut(&Conn, &Response),
+    ) -> Result<bool, TxError> {
+        loop {
+            if let Some(t) = &mut self.transmit {
+                let before = t.sent();
+                let p = t.advance(self.sock.as_fd(), &mut self.tx)?;
+                if t.sent() > before {
+                    self.last_activity = now;
+                }
+                match p {
+                    Progress::Blocked => return Ok(true),
+                    Progress::Done => {
+                        self.transmit = None;
+                        if let Some(front) = self.queue.front_mut() {
+                            front.parts.pop_front();
+                        }
+                        self.front_sent = 0;
+                        self.finish_done(log);
+                        continue;
+                    }
+                }
+            }
+            self.finish_done(log);
+            let Some(front) = self.queue.front() else {
+                return Ok(false);
+            };
+            if let Some(Part::File(f, off, len)) = front.parts.front() {
+                self.transmit = Some(Transmit::new(Source::File {
+                    file: std::sync::Arc::clone(f),
+                    offset: off + self.front_sent as u64,
+                    len: len - self.front_sent as u64,
+                }));
+                continue;
+            }
+            // Gather byte parts, across pipelined responses, up to a file part.
+            let mut slices: Vec<IoSlice<'_>> = Vec::new();
+            let mut bytes = 0usize;
+            let mut file_follows = false;
+            'gather: for (ri, resp) in self.queue.iter().enumerate() {
+                for (pi, part) in resp.parts.iter().enumerate() {
+                    let skip = if ri == 0 && pi == 0 {
+                        self.front_sent
+                    } else {
+                        0
+                    };
+                    let s: &[u8] = match part {
+                        Part::Bytes(b) => &b[skip..],
+                        Part::Shared(b, start, end) => &b[start + skip..*end],
+                        Part::File(..) => {
+                            file_follows = true;
+                            break 'gather;
+                        }
+                    };
+                    if !s.is_empty() {
+                        slices.push(IoSlice::new(s));
+                        bytes += s.len();
+                    }
+                    if slices.len() >= IOV_MAX - 1 || bytes >= GATHER_BYTES {
+                        break 'gather;
+                    }
+                }
+            }
+            if slices.is_empty() {
+                continue;
+            }
+            let flags = if file_follows {
+                SendFlags::MORE
+            } else {
+                SendFlags::NONE
+            };
+            let n = match net::sendv(self.sock.as_fd(), &slices, flags) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            drop(slices);
+            self.last_activity = now;
+            self.consume(n);
+        }
+    }
+
+    /// Marks `n` sent bytes off the front of the queue; finished responses move to
+    /// `finished` for the log.
+    fn consume(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some(front) = self.queue.front_mut() else {
+                return;
+            };
+            let Some(part) = front.parts.front() else {
+                if let Some(r) = self.queue.pop_front() {
+                    self.finished.push(r);
+                }
+                continue;
+            };
+            let left = part.len() as usize - self.front_sent;
+            if n < left {
+                self.front_sent += n;
+                return;
+            }
+            n -= left;
+            front.parts.pop_front();
+            self.front_sent = 0;
+            if front.parts.is_empty() {
+                if let Some(r) = self.queue.pop_front() {
+                    self.finished.push(r);
+                }
+            }
+        }
+    }
+
+    fn finish_done(&mut self, log: &mut dyn FnMut(&Conn, &Response)) {
+        let finished = std::mem::take(&mut self.finished);
+        for r in &finished {
+            log(self, r);
+        }
+        while self.queue.front().is_some_and(|r| r.parts.is_empty()) {
+            if let Some(r) = self.queue.pop_front() {
+                log(self, &r);
+            }
+        }
+    }
+}
+
+fn after_error(e: &TxError) -> After {
+    match e {
+        TxError::Truncated { .. } => After::Reset,
+        _ => After::Close,
+    }
+}

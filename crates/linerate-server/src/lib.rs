@@ -1,0 +1,23 @@
+//! `linerate serve`: an HTTP/1.1 static-file server on the linerate transmit engine.
+//!
+//! Thread per core: each worker is pinned to a CPU, has its own `SO_REUSEPORT` listener,
+//! its own event loop (through the [`driver::Driver`] trait; epoll now), its own
+//! open-file cache and its connections, which never migrate. No locks on the request
+//! path.
+//!
+//! A response is a list of parts: bytes (heads, small files from the per-worker cache)
+//! and file ranges. Consecutive byte parts, across pipelined responses, go out in one
+//! `sendmsg` of at most `IOV_MAX` buffers (seed 001); a file range goes through the
+//! engine (`sendfile` by default) after its head was sent with `MSG_MORE` (seed 003).
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+mod conn;
+pub mod driver;
+mod files;
+mod site;
+pub mod worker;
+
+pub use config::{AccessLog, Config};
+pub use worker::{serve, ServeError};

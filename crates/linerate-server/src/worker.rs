@@ -1,0 +1,398 @@
+//! Workers: one thread per CPU, each with its own listeners (`SO_REUSEPORT`), event
+//! loop, open-file cache and connections. Listeners are bound before any worker starts,
+//! so a bad address fails the start, not a worker.
+
+use std::fs::File;
+use std::io::{self, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use linerate_tx::TxConfig;
+use socket2::{Domain, Socket, Type};
+
+use crate::config::{AccessLog, Config};
+use crate::conn::{After, Conn};
+use crate::driver::{Driver, EpollDriver, Interest, Ready};
+use crate::files::FileCache;
+use crate::site::{Response, Site};
+
+/// Why the server could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The document root.
+    #[error("{}: {source}", path.display())]
+    Root {
+        /// The path given.
+        path: std::path::PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// A listen address.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// The access log file.
+    #[error("access log {}: {source}", path.display())]
+    Log {
+        /// The path.
+        path: std::path::PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// Anything else.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+const TICK: Duration = Duration::from_millis(100);
+/// How long input is drained after our side shut down.
+const DRAIN: Duration = Duration::from_secs(2);
+/// How long accepting pauses after EMFILE/ENFILE.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
+
+fn listener(addr: SocketAddr) -> io::Result<TcpListener> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    Ok(s.into())
+}
+
+/// Serves `cfg` until `stop` is set; then finishes in-flight responses (up to the
+/// shutdown timeout) and returns. `on_listen` hears each bound address once.
+pub fn serve(
+    cfg: Config,
+    stop: Arc<AtomicBool>,
+    on_listen: &dyn Fn(SocketAddr),
+) -> Result<(), ServeError> {
+    let root_err = |source| ServeError::Root {
+        path: cfg.root.clone(),
+        source,
+    };
+    let root = File::open(&cfg.root).map_err(root_err)?;
+    if !root.metadata().map_err(root_err)?.is_dir() {
+        return Err(root_err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a directory",
+        )));
+    }
+    // Bind every listener of every worker now. Port 0 is resolved by the first worker's
+    // socket and reused by the others.
+    let workers = cfg.workers.max(1);
+    let mut per_worker: Vec<Vec<TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
+    for &addr in &cfg.listen {
+        if addr.port() != 0 {
+            // Our listeners share their port by SO_REUSEPORT, and so could another
+            // server's: a probe without it fails if anyone holds the port at all.
+            let probe = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+            probe.set_reuse_address(true)?;
+            probe
+                .bind(&addr.into())
+                .map_err(|source| ServeError::Listen { addr, source })?;
+        }
+        let first = listener(addr).map_err(|source| ServeError::Listen { addr, source })?;
+        let bound = first.local_addr()?;
+        per_worker[0].push(first);
+        for w in per_worker.iter_mut().skip(1) {
+            w.push(listener(bound).map_err(|source| ServeError::Listen {
+                addr: bound,
+                source,
+            })?);
+        }
+        on_listen(bound);
+    }
+    let log_file = match &cfg.access_log {
+        AccessLog::File(p) => Some(Arc::new(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .map_err(|source| ServeError::Log {
+                    path: p.clone(),
+                    source,
+                })?,
+        )),
+        _ => None,
+    };
+    let cfg = Arc::new(cfg);
+    // Workers are pinned within the CPUs this process may use (taskset, cgroups).
+    let cpus = linerate_sys::cpu::allowed_cpus()
+        .ok()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| vec![0]);
+    std::thread::scope(|scope| -> Result<(), ServeError> {
+        let mut handles = Vec::new();
+        for (i, listeners) in per_worker.into_iter().enumerate() {
+            let cfg = Arc::clone(&cfg);
+            let cpus = cpus.clone();
+            let stop = Arc::clone(&stop);
+            let root = root.try_clone()?;
+            let log_file = log_file.clone();
+            handles.push(scope.spawn(move || -> io::Result<()> {
+                if cfg.pin {
+                    // Best effort: a restricted affinity mask is not fatal.
+                    let _ = linerate_sys::cpu::pin_thread_to_cpu(cpus[i % cpus.len()]);
+                }
+                Worker::new(cfg, OwnedFd::from(root), listeners, log_file)?.run(&stop)
+            }));
+        }
+        for h in handles {
+            match h.join() {
+                Ok(r) => r?,
+                Err(_) => return Err(ServeError::Io(io::Error::other("a worker panicked"))),
+            }
+        }
+        Ok(())
+    })
+}
+
+struct Worker {
+    cfg: Arc<Config>,
+    driver: EpollDriver,
+    listeners: Vec<Option<TcpListener>>,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    site: Site,
+    accept_paused_until: Option<Instant>,
+    log: Option<Box<dyn Write>>,
+    tx: TxConfig,
+}
+
+impl Worker {
+    fn new(
+        cfg: Arc<Config>,
+        root: OwnedFd,
+        listeners: Vec<TcpListener>,
+        log_file: Option<Arc<File>>,
+    ) -> io::Result<Worker> {
+        let mut driver = EpollDriver::new()?;
+        for (i, l) in listeners.iter().enumerate() {
+            driver.register(l.as_fd(), i as u64, Interest::Accept)?;
+        }
+        let cache = FileCache::new(root, cfg.open_file_cache_entries, cfg.small_file_bytes);
+        let log: Option<Box<dyn Write>> = match (&cfg.access_log, log_file) {
+            (AccessLog::Off, _) => None,
+            (AccessLog::Stdout, _) => Some(Box::new(io::BufWriter::new(io::stdout()))),
+            (AccessLog::File(_), Some(f)) => Some(Box::new(io::BufWriter::new(SharedFile(f)))),
+            (AccessLog::File(_), None) => None,
+        };
+        Ok(Worker {
+            tx: TxConfig::new(cfg.transmit),
+            site: Site::new(Arc::clone(&cfg), cache),
+            cfg,
+            driver,
+            listeners: listeners.into_iter().map(Some).collect(),
+            conns: Vec::new(),
+            free: Vec::new(),
+            accept_paused_until: None,
+            log,
+        })
+    }
+
+    fn run(mut self, stop: &AtomicBool) -> io::Result<()> {
+        let mut ready: Vec<Ready> = Vec::with_capacity(256);
+        let mut last_tick = Instant::now();
+        let mut shutdown_deadline: Option<Instant> = None;
+        loop {
+            ready.clear();
+            self.driver.wait(&mut ready, TICK)?;
+            let now = Instant::now();
+            for ev in ready.drain(..) {
+                let t = ev.token as usize;
+                if t < self.listeners.len() {
+                    self.accept(t, now);
+                } else {
+                    self.event(t - self.listeners.len(), ev.error, now);
+                }
+            }
+            if now.duration_since(last_tick) >= TICK {
+                last_tick = now;
+                self.tick(now);
+            }
+            if shutdown_deadline.is_none() && stop.load(Ordering::Relaxed) {
+                shutdown_deadline = Some(now + self.cfg.shutdown_timeout);
+                self.begin_shutdown(now);
+            }
+            if let Some(d) = shutdown_deadline {
+                // Idle connections go at once; the rest when done or at the deadline.
+                for i in 0..self.conns.len() {
+                    if self.conns[i].as_ref().is_some_and(|c| !c.busy()) || now >= d {
+                        self.close(i, After::Close);
+                    }
+                }
+                if self.conns.iter().all(Option::is_none) {
+                    if let Some(l) = self.log.as_mut() {
+                        let _ = l.flush();
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    fn begin_shutdown(&mut self, _now: Instant) {
+        for l in self.listeners.iter_mut() {
+            if let Some(sock) = l.take() {
+                let _ = self.driver.deregister(sock.as_fd());
+            }
+        }
+    }
+
+    fn accept(&mut self, li: usize, now: Instant) {
+        if self.accept_paused_until.is_some() {
+            return;
+        }
+        loop {
+            let Some(l) = self.listeners[li].as_ref() else {
+                return;
+            };
+            let fd = match linerate_sys::fs::accept_nonblocking(l.as_fd()) {
+                Ok(fd) => fd,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if matches!(e.raw_os_error(), Some(24) | Some(23)) => {
+                    // EMFILE/ENFILE: stop accepting for a moment instead of spinning on a
+                    // listener that stays readable; existing connections go on.
+                    self.pause_accepting(now);
+                    return;
+                }
+                Err(_) => return,
+            };
+            let sock = TcpStream::from(fd);
+            let peer = sock
+                .peer_addr()
+                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+            let Ok(conn) = Conn::new(sock, peer, self.tx.clone(), now) else {
+                continue;
+            };
+            let idx = match self.free.pop() {
+                Some(i) => i,
+                None => {
+                    self.conns.push(None);
+                    self.conns.len() - 1
+                }
+            };
+            let token = (idx + self.listeners.len()) as u64;
+            if self
+                .driver
+                .register(conn.sock.as_fd(), token, Interest::Connection)
+                .is_err()
+            {
+                self.free.push(idx);
+                continue;
+            }
+            self.conns[idx] = Some(conn);
+            // Edge-triggered: data that came with the connection must be read now.
+            self.event(idx, false, now);
+        }
+    }
+
+    fn pause_accepting(&mut self, now: Instant) {
+        self.accept_paused_until = Some(now + ACCEPT_PAUSE);
+        for l in self.listeners.iter().flatten() {
+            let _ = self.driver.deregister(l.as_fd());
+        }
+    }
+
+    fn event(&mut self, idx: usize, error: bool, now: Instant) {
+        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
+            return;
+        };
+        let log = &mut self.log;
+        let mut write_log = |c: &Conn, r: &Response| {
+            if let Some(l) = log.as_mut() {
+                let _ = writeln!(
+                    l,
+                    "{} - - [{}] \"{}\" {} {}",
+                    c.peer.ip(),
+                    clf_date(SystemTime::now()),
+                    r.request_line,
+                    r.status.code(),
+                    r.body_bytes
+                );
+            }
+        };
+        let after = conn.drive(&mut self.site, error, now, &mut write_log);
+        if after != After::Keep {
+            self.close(idx, after);
+        }
+    }
+
+    fn close(&mut self, idx: usize, how: After) {
+        if let Some(c) = self.conns[idx].take() {
+            let _ = self.driver.deregister(c.sock.as_fd());
+            if how == After::Reset {
+                let _ = linerate_sys::fs::reset_on_close(c.sock.as_fd());
+            }
+            self.free.push(idx);
+        }
+    }
+
+    fn tick(&mut self, now: Instant) {
+        if self.accept_paused_until.is_some_and(|t| now >= t) {
+            self.accept_paused_until = None;
+            for (i, l) in self.listeners.iter().enumerate() {
+                if let Some(l) = l {
+                    let _ = self.driver.register(l.as_fd(), i as u64, Interest::Accept);
+                }
+            }
+        }
+        let cfg = Arc::clone(&self.cfg);
+        for i in 0..self.conns.len() {
+            let Some(c) = self.conns[i].as_ref() else {
+                continue;
+            };
+            let expired = if let Some(d) = c.draining_since {
+                now.duration_since(d) >= DRAIN
+            } else if let Some(h) = c.head_started {
+                now.duration_since(h) >= cfg.header_timeout
+            } else if c.busy() {
+                now.duration_since(c.last_activity) >= cfg.send_timeout
+            } else if c.is_idle() {
+                now.duration_since(c.last_activity) >= cfg.idle_timeout
+            } else {
+                // A body being skipped: as a header in progress.
+                now.duration_since(c.last_activity) >= cfg.header_timeout
+            };
+            if expired {
+                self.close(i, After::Close);
+            }
+        }
+        if let Some(l) = self.log.as_mut() {
+            let _ = l.flush();
+        }
+    }
+}
+
+/// A log file shared by the workers; each line goes in one `write` of an append-mode
+/// file, so lines never interleave.
+struct SharedFile(Arc<File>);
+
+impl Write for SharedFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self.0).write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `[10/Oct/2000:13:55:36 +0000]`'s inside, from an HTTP date.
+fn clf_date(t: SystemTime) -> String {
+    // "Sun, 06 Nov 1994 08:49:37 GMT"
+    let d = httpdate::fmt_http_date(t);
+    let f: Vec<&str> = d.split_whitespace().collect();
+    match f.as_slice() {
+        [_, day, mon, year, time, _] => format!("{day}/{mon}/{year}:{time} +0000"),
+        _ => d,
+    }
+}

@@ -1,0 +1,211 @@
+//! `linerate serve` started as a user would, with curl-like raw requests: the basics
+//! every transmit strategy must get right, and the start-up errors. The full
+//! HTTP-BEHAVIOUR.md suite is in serve_http.rs.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Server {
+    fn start(root: &std::path::Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args([
+                "serve",
+                root.to_str().unwrap(),
+                "--listen",
+                "127.0.0.1:0",
+                "--workers",
+                "1",
+                "--access-log",
+                "off",
+            ])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .expect("announces its address")
+            .to_string();
+        Server { child, addr }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+fn exchange(addr: &str, req: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    s.write_all(req).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    out
+}
+
+fn split(resp: &[u8]) -> (String, Vec<u8>) {
+    let i = resp
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head")
+        + 4;
+    (
+        String::from_utf8_lossy(&resp[..i]).into_owned(),
+        resp[i..].to_vec(),
+    )
+}
+
+#[test]
+fn every_transmit_strategy_serves_small_large_and_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(dir.path().join("big.bin"), &big).unwrap();
+    std::fs::write(dir.path().join("a.txt"), b"hello\n").unwrap();
+    for t in ["copy", "sendfile", "splice", "zerocopy", "sendfile-4k"] {
+        let s = Server::start(dir.path(), &["--transmit", t]);
+        let (head, body) = split(&exchange(
+            &s.addr,
+            b"GET /big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ));
+        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{t}: {head}");
+        assert!(head.contains("Content-Length: 3000000\r\n"), "{t}: {head}");
+        assert!(body == big, "{t}: body differs ({} bytes)", body.len());
+        let (head, body) = split(&exchange(&s.addr, b"GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-1999\r\nConnection: close\r\n\r\n"));
+        assert!(
+            head.starts_with("HTTP/1.1 206 Partial Content\r\n"),
+            "{t}: {head}"
+        );
+        assert!(
+            head.contains("Content-Range: bytes 1000-1999/3000000\r\n"),
+            "{t}: {head}"
+        );
+        assert_eq!(body, &big[1000..2000], "{t}");
+        // Small file, pipelined twice, the second closing.
+        let out = exchange(&s.addr, b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nHEAD /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let text = String::from_utf8_lossy(&out);
+        assert_eq!(
+            text.matches("HTTP/1.1 200 OK\r\n").count(),
+            3,
+            "{t}: {text}"
+        );
+        assert_eq!(
+            text.matches("hello\n").count(),
+            2,
+            "{t}: HEAD has no body: {text}"
+        );
+    }
+}
+
+#[test]
+fn errors_and_redirects() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("d")).unwrap();
+    std::fs::write(dir.path().join("d/index.html"), b"<p>i</p>").unwrap();
+    let s = Server::start(dir.path(), &[]);
+    let (head, _) = split(&exchange(
+        &s.addr,
+        b"GET /missing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ));
+    assert!(head.starts_with("HTTP/1.1 404 Not Found\r\n"), "{head}");
+    let (head, _) = split(&exchange(
+        &s.addr,
+        b"GET /d?x=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ));
+    assert!(
+        head.starts_with("HTTP/1.1 301 ") && head.contains("Location: /d/?x=1\r\n"),
+        "{head}"
+    );
+    let (head, body) = split(&exchange(
+        &s.addr,
+        b"GET /d/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ));
+    assert!(head.contains("Content-Type: text/html\r\n"), "{head}");
+    assert_eq!(body, b"<p>i</p>");
+    let (head, _) = split(&exchange(
+        &s.addr,
+        b"POST /d/ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+    ));
+    assert!(
+        head.starts_with("HTTP/1.1 405 ") && head.contains("Allow: GET, HEAD\r\n"),
+        "{head}"
+    );
+    let (head, body) = split(&exchange(&s.addr, b"GET / HTTP/1.1\nHost: x\r\n\r\n"));
+    assert!(
+        head.starts_with("HTTP/1.1 400 ") && head.contains("Connection: close\r\n"),
+        "{head}"
+    );
+    assert_eq!(body, b"400 Bad Request\n");
+    let (head, body) = split(&exchange(
+        &s.addr,
+        b"HEAD /missing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ));
+    assert!(
+        head.starts_with("HTTP/1.1 404 ") && head.contains("Content-Length: 14\r\n"),
+        "{head}"
+    );
+    assert!(body.is_empty(), "HEAD error with a body");
+}
+
+#[test]
+fn bad_configuration_fails_before_serving() {
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", "/nonexistent/root", "--listen", "127.0.0.1:0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/root"));
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", dir.path().to_str().unwrap(), "--listen", &addr])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&addr));
+    // Another linerate on the port: SO_REUSEPORT must not let a second server share it.
+    let first = Server::start(dir.path(), &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args([
+            "serve",
+            dir.path().to_str().unwrap(),
+            "--listen",
+            &first.addr,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Address already in use"));
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", "--workers", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+}
