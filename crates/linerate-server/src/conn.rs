@@ -56,6 +56,9 @@ pub(crate) struct Conn {
     finished: Vec<Response>,
     /// The peer will send no more.
     read_closed: bool,
+    /// A read may find bytes: a readable edge came, or the last read filled its buffer.
+    /// After a short read the socket is drained and the next edge says when to read.
+    may_read: bool,
     /// No more requests are read (an error, or `Connection: close`).
     stop_reading: bool,
     /// Our side was shut down; input is being drained before the close.
@@ -85,6 +88,7 @@ impl Conn {
             transmit: None,
             finished: Vec::new(),
             read_closed: false,
+            may_read: true,
             stop_reading: false,
             draining_since: None,
             head_started: None,
@@ -109,10 +113,14 @@ impl Conn {
     pub fn drive(
         &mut self,
         site: &mut Site,
+        readable: bool,
         error_event: bool,
         now: Instant,
         log: &mut dyn FnMut(&Conn, &Response),
     ) -> After {
+        if readable {
+            self.may_read = true;
+        }
         if error_event {
             if let Err(e) = self.tx.reap(self.sock.as_fd()) {
                 return after_error(&e);
@@ -128,6 +136,13 @@ impl Conn {
                 Err(e) => return after_error(&e),
             }
             if self.stop_reading || self.read_closed || self.queue.len() >= MAX_QUEUED {
+                break;
+            }
+            if !self.may_read {
+                // Bytes already read but not yet parsed (the queue was full) come first.
+                if !self.inbuf.is_empty() && self.process(site, now) {
+                    continue;
+                }
                 break;
             }
             match self.read_some(now) {
@@ -188,7 +203,8 @@ impl Conn {
                     total += n;
                     self.last_activity = now;
                     if n < READ_BYTES {
-                        // Most likely drained; the next edge brings more.
+                        // Drained: the next edge brings more.
+                        self.may_read = false;
                         return Ok(total);
                     }
                     if self.inbuf.len() > 64 * 1024 {
@@ -197,6 +213,7 @@ impl Conn {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.inbuf.truncate(old);
+                    self.may_read = false;
                     return Ok(total);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => self.inbuf.truncate(old),

@@ -211,7 +211,7 @@ impl Worker {
                 if t < self.listeners.len() {
                     self.accept(t, now);
                 } else {
-                    self.event(t - self.listeners.len(), ev.error, now);
+                    self.event(t - self.listeners.len(), ev.readable, ev.error, now);
                 }
             }
             if now.duration_since(last_tick) >= TICK {
@@ -292,7 +292,7 @@ impl Worker {
             }
             self.conns[idx] = Some(conn);
             // Edge-triggered: data that came with the connection must be read now.
-            self.event(idx, false, now);
+            self.event(idx, true, false, now);
         }
     }
 
@@ -303,7 +303,7 @@ impl Worker {
         }
     }
 
-    fn event(&mut self, idx: usize, error: bool, now: Instant) {
+    fn event(&mut self, idx: usize, readable: bool, error: bool, now: Instant) {
         let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
             return;
         };
@@ -321,7 +321,7 @@ impl Worker {
                 );
             }
         };
-        let after = conn.drive(&mut self.site, error, now, &mut write_log);
+        let after = conn.drive(&mut self.site, readable, error, now, &mut write_log);
         if after != After::Keep {
             self.close(idx, after);
         }
