@@ -114,6 +114,8 @@ impl Site {
         now: SystemTime,
         head_only: bool,
     ) -> Response {
+        // A client that sends a bad request gets no second chance on this connection.
+        let keep_alive = keep_alive && status != Status::BadRequest;
         let body = format!("{} {}\n", status.code(), status.reason()).into_bytes();
         let mut h = Head::new(status, self.date(now));
         h.field("Content-Type", "text/plain");

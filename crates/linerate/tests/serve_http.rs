@@ -1,0 +1,2310 @@
+//! `linerate serve` over real sockets, raw bytes in and exact bytes out: one or more
+//! checks per line of HTTP-BEHAVIOUR.md.
+//!
+//! - request parsing and framing (bare LF, obs-fold, bad names and values, bad request
+//!   lines, methods, `Host`, absolute-form, `Content-Length`/`Transfer-Encoding`, bodies
+//!   that must not be taken for requests), whole and one byte per write;
+//! - limits (request line 414, header block and field count 431);
+//! - connections (1,000 pipelined requests in order, memory bounded while the client does
+//!   not read, HTTP/1.0 and 1.1 persistence, half-close, resets mid-response);
+//! - files (`ETag` across a same-size rewrite in the same second, `Last-Modified`,
+//!   `Content-Type`, `Date`), `Range` (single, suffix, clamped, unsatisfiable, invalid,
+//!   multipart, many ranges), conditionals (`If-None-Match`, `If-Match`,
+//!   `If-(Un)Modified-Since` in the three date formats, `If-Range`), HEAD;
+//! - directories and paths (redirects, index, `%2F`, `..`, `%00`, bad escapes, dotfiles,
+//!   symbolic links in and out of the root, FIFOs and sockets, `--dotfiles`, `--autoindex`);
+//! - files truncated, replaced or deleted during a send;
+//! - header, idle and send deadlines, running out of descriptors (via `prlimit`),
+//!   SIGTERM with a response in flight;
+//! - the GET/Range/HEAD checks, offsets past 4 GiB included, once per transmit strategy.
+//!
+//! The harness starts the binary on `127.0.0.1:0` in a temporary document root, takes the
+//! address from its first stdout line (`listening on ADDR`) and sends SIGTERM when dropped.
+//! Every response read is checked for what all responses carry: an `HTTP/1.1` status line,
+//! `Server: linerate`, a current `Date`, `Content-Length` (none on 304), no chunking, and
+//! for errors a short `text/plain` body.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::os::unix::fs::{symlink, FileExt};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const STRATEGIES: [&str; 4] = ["copy", "sendfile", "splice", "zerocopy"];
+const MIB: usize = 1 << 20;
+/// Statuses whose responses carry a short `text/plain` body.
+const ERROR_STATUSES: [u16; 8] = [400, 404, 405, 412, 414, 416, 431, 501];
+
+// ---------------------------------------------------------------------------------------
+// The server process
+
+/// A running `linerate serve`, stopped with SIGTERM when dropped.
+struct Server {
+    child: Option<Child>,
+    addr: SocketAddr,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+impl Server {
+    /// `linerate serve ROOT --listen 127.0.0.1:0 --workers 1 --access-log off EXTRA...`
+    fn start(root: &Path, extra: &[&str]) -> Server {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .arg("serve")
+            .arg(root)
+            .args([
+                "--listen",
+                "127.0.0.1:0",
+                "--workers",
+                "1",
+                "--access-log",
+                "off",
+            ])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("linerate serve starts");
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let mut err_pipe = child.stderr.take().expect("stderr piped");
+        let sink = Arc::clone(&stderr);
+        thread::spawn(move || {
+            let mut chunk = [0u8; 4096];
+            loop {
+                match err_pipe.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => sink.lock().unwrap().extend_from_slice(&chunk[..n]),
+                }
+            }
+        });
+        let mut out = BufReader::new(child.stdout.take().expect("stdout piped"));
+        let mut first = String::new();
+        out.read_line(&mut first).expect("reads stdout");
+        let addr: SocketAddr = match first.trim_end().strip_prefix("listening on ") {
+            Some(a) => a.parse().expect("announces a socket address"),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                thread::sleep(Duration::from_millis(100));
+                let err = String::from_utf8_lossy(&stderr.lock().unwrap()).into_owned();
+                panic!("first stdout line {first:?} (args {extra:?}); stderr:\n{err}");
+            }
+        };
+        // Keep draining stdout so the server never writes into a full pipe.
+        thread::spawn(move || {
+            let _ = io::copy(&mut out, &mut io::sink());
+        });
+        Server {
+            child: Some(child),
+            addr,
+            stderr,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("server not yet reaped").id()
+    }
+
+    fn conn(&self) -> Conn {
+        Conn::open(self.addr)
+    }
+
+    fn sigterm(&self) {
+        let ok = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill -TERM {} failed", self.pid());
+    }
+
+    /// Waits up to `limit` for the process to exit.
+    fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let start = Instant::now();
+        loop {
+            let status = self
+                .child
+                .as_mut()
+                .expect("server not yet reaped")
+                .try_wait()
+                .expect("try_wait");
+            if let Some(st) = status {
+                self.child = None;
+                return Some(st);
+            }
+            if start.elapsed() > limit {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn running(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => c.try_wait().expect("try_wait").is_none(),
+            None => false,
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(pid) = self.child.as_ref().map(Child::id) {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(pid.to_string())
+                .status();
+            let start = Instant::now();
+            while let Some(c) = self.child.as_mut() {
+                match c.try_wait() {
+                    Ok(None) if start.elapsed() < Duration::from_secs(5) => {
+                        thread::sleep(Duration::from_millis(20))
+                    }
+                    Ok(None) | Err(_) => {
+                        let _ = c.kill();
+                        let _ = c.wait();
+                        self.child = None;
+                    }
+                    Ok(Some(_)) => self.child = None,
+                }
+            }
+        }
+        if thread::panicking() {
+            eprintln!(
+                "linerate serve stderr:\n{}",
+                String::from_utf8_lossy(&self.stderr.lock().unwrap())
+            );
+        }
+    }
+}
+
+/// The server process and its direct children (in case workers are processes).
+fn family(pid: u32) -> Vec<u32> {
+    let mut pids = vec![pid];
+    let parent = pid.to_string();
+    if let Ok(dir) = fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(n) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Ok(st) = fs::read_to_string(format!("/proc/{n}/status")) {
+                if st
+                    .lines()
+                    .any(|l| l.strip_prefix("PPid:").is_some_and(|p| p.trim() == parent))
+                {
+                    pids.push(n);
+                }
+            }
+        }
+    }
+    pids
+}
+
+/// Resident memory of the server's processes, KiB.
+fn family_rss_kib(pid: u32) -> u64 {
+    family(pid)
+        .iter()
+        .map(|p| {
+            fs::read_to_string(format!("/proc/{p}/status"))
+                .ok()
+                .and_then(|s| {
+                    s.lines().find_map(|l| {
+                        l.strip_prefix("VmRSS:").map(|v| {
+                            v.trim()
+                                .trim_end_matches("kB")
+                                .trim()
+                                .parse::<u64>()
+                                .unwrap_or(0)
+                        })
+                    })
+                })
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// Open file descriptors of the server's processes.
+fn family_fd_count(pid: u32) -> usize {
+    family(pid)
+        .iter()
+        .map(|p| {
+            fs::read_dir(format!("/proc/{p}/fd"))
+                .map(|d| d.count())
+                .unwrap_or(0)
+        })
+        .sum()
+}
+
+/// CPU time (user + system) of the server's processes, seconds.
+fn family_cpu_seconds(pid: u32) -> f64 {
+    let ticks_per_second: f64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0);
+    family(pid)
+        .iter()
+        .map(|p| {
+            let stat = fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+            // After the command name: state is field 3, utime 14, stime 15.
+            let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let field = |i: usize| {
+                fields
+                    .get(i)
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0)
+            };
+            (field(11) + field(12)) / ticks_per_second
+        })
+        .sum()
+}
+
+/// The highest descriptor number open in process `pid`.
+fn max_fd(pid: u32) -> u64 {
+    fs::read_dir(format!("/proc/{pid}/fd"))
+        .expect("/proc/PID/fd")
+        .flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<u64>().ok()))
+        .max()
+        .unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------------------------
+// Files
+
+fn docroot() -> tempfile::TempDir {
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// Writes `data` at `rel` under `root`, making directories.
+fn put(root: &Path, rel: &str, data: &[u8]) {
+    let p = root.join(rel);
+    if let Some(d) = p.parent() {
+        fs::create_dir_all(d).unwrap();
+    }
+    fs::write(p, data).unwrap();
+}
+
+/// Deterministic bytes that differ from offset to offset (xorshift64).
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v = vec![0u8; len.div_ceil(8) * 8];
+    for word in v.chunks_exact_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        word.copy_from_slice(&x.to_le_bytes());
+    }
+    v.truncate(len);
+    v
+}
+
+/// Equality of byte strings too long to print: says where they first differ.
+fn assert_bytes_eq(got: &[u8], want: &[u8], what: &str) {
+    if got != want {
+        let at = got
+            .iter()
+            .zip(want)
+            .position(|(a, b)| a != b)
+            .unwrap_or(got.len().min(want.len()));
+        panic!(
+            "{what}: got {} bytes, want {}; first difference at offset {at}",
+            got.len(),
+            want.len()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// HTTP dates (IMF-fixdate, RFC 850, asctime)
+
+const DAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+const LONG_DAYS: [&str; 7] = [
+    "Sunday",
+    "Monday",
+    "Tuesday",
+    "Wednesday",
+    "Thursday",
+    "Friday",
+    "Saturday",
+];
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// (weekday 0 = Sunday, day, month 1-12, year, hour, minute, second) of a Unix time.
+fn broken_down(t: i64) -> (usize, i64, usize, i64, i64, i64, i64) {
+    let days = t.div_euclid(86_400);
+    let secs = t.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    let wday = (days + 4).rem_euclid(7) as usize;
+    (
+        wday,
+        d,
+        m as usize,
+        y,
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+    )
+}
+
+fn imf_date(t: i64) -> String {
+    let (w, d, mo, y, h, mi, s) = broken_down(t);
+    format!(
+        "{}, {d:02} {} {y} {h:02}:{mi:02}:{s:02} GMT",
+        DAYS[w],
+        MONTHS[mo - 1]
+    )
+}
+
+fn rfc850_date(t: i64) -> String {
+    let (w, d, mo, y, h, mi, s) = broken_down(t);
+    format!(
+        "{}, {d:02}-{}-{:02} {h:02}:{mi:02}:{s:02} GMT",
+        LONG_DAYS[w],
+        MONTHS[mo - 1],
+        y % 100
+    )
+}
+
+fn asctime_date(t: i64) -> String {
+    let (w, d, mo, y, h, mi, s) = broken_down(t);
+    format!(
+        "{} {} {d:>2} {h:02}:{mi:02}:{s:02} {y}",
+        DAYS[w],
+        MONTHS[mo - 1]
+    )
+}
+
+/// An IMF-fixdate (the only format a server may send) as a Unix time.
+fn parse_imf_date(s: &str) -> Option<i64> {
+    let f: Vec<&str> = s.split(' ').collect();
+    if s.len() != 29 || f.len() != 6 || f[5] != "GMT" || f[1].len() != 2 || f[3].len() != 4 {
+        return None;
+    }
+    let wday = DAYS.iter().position(|d| f[0] == format!("{d},"))?;
+    let day: i64 = f[1].parse().ok()?;
+    let mon = MONTHS.iter().position(|m| *m == f[2])? as i64 + 1;
+    let year: i64 = f[3].parse().ok()?;
+    let hms = f[4]
+        .split(':')
+        .map(|x| if x.len() == 2 { x.parse().ok() } else { None })
+        .collect::<Option<Vec<i64>>>()?;
+    if hms.len() != 3 || hms[0] > 23 || hms[1] > 59 || hms[2] > 60 || !(1..=31).contains(&day) {
+        return None;
+    }
+    let days = days_from_civil(year, mon, day);
+    if (days + 4).rem_euclid(7) as usize != wday {
+        return None;
+    }
+    Some(days * 86_400 + hms[0] * 3600 + hms[1] * 60 + hms[2])
+}
+
+fn secs_of(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+fn unix_now() -> i64 {
+    secs_of(SystemTime::now())
+}
+
+// ---------------------------------------------------------------------------------------
+// Responses
+
+/// A parsed response.
+struct Response {
+    status: u16,
+    reason: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.status, self.reason)?;
+        for (n, v) in &self.headers {
+            write!(f, "\n  {n}: {v}")?;
+        }
+        let shown = &self.body[..self.body.len().min(200)];
+        write!(
+            f,
+            "\n  [{} body bytes] {:?}",
+            self.body.len(),
+            String::from_utf8_lossy(shown)
+        )
+    }
+}
+
+impl Response {
+    /// The field `name` (any case); it must not appear twice.
+    fn header(&self, name: &str) -> Option<&str> {
+        let mut all = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str());
+        let first = all.next();
+        assert!(all.next().is_none(), "{name} twice in {self:?}");
+        first
+    }
+
+    fn must(&self, name: &str) -> &str {
+        self.header(name)
+            .unwrap_or_else(|| panic!("no {name} in {self:?}"))
+    }
+
+    fn content_length(&self) -> Option<u64> {
+        self.header("content-length")
+            .map(|v| v.parse().unwrap_or_else(|_| panic!("Content-Length {v:?}")))
+    }
+
+    /// The server says it will close the connection.
+    fn closes(&self) -> bool {
+        self.header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"))
+    }
+
+    /// All fields but `Date`, names lower-cased, sorted.
+    fn headers_except_date(&self) -> Vec<(String, String)> {
+        let mut v: Vec<(String, String)> = self
+            .headers
+            .iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case("date"))
+            .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Parses the response at the start of `buf`; `head`: it answers a HEAD (no body). None
+/// while incomplete. Checks what every response carries.
+fn parse_response(buf: &[u8], head: bool) -> Option<(Response, usize)> {
+    let end = find(buf, b"\r\n\r\n")? + 4;
+    let text = std::str::from_utf8(&buf[..end - 4]).unwrap_or_else(|_| {
+        panic!(
+            "response head not UTF-8: {:?}",
+            String::from_utf8_lossy(&buf[..end])
+        )
+    });
+    let mut lines = text.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let (code, reason) = status_line
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|r| r.split_once(' '))
+        .unwrap_or_else(|| panic!("status line {status_line:?}"));
+    assert!(
+        code.len() == 3 && code.bytes().all(|b| b.is_ascii_digit()) && !reason.is_empty(),
+        "status line {status_line:?}"
+    );
+    let mut headers = Vec::new();
+    for line in lines {
+        let (n, v) = line
+            .split_once(':')
+            .unwrap_or_else(|| panic!("header line {line:?} in {text:?}"));
+        assert!(
+            !n.is_empty() && n.bytes().all(|b| b.is_ascii_graphic()),
+            "header name {n:?}"
+        );
+        assert!(!line.contains(['\r', '\n']), "bare CR or LF in {line:?}");
+        headers.push((n.to_string(), v.trim_matches([' ', '\t']).to_string()));
+    }
+    let mut r = Response {
+        status: code.parse().unwrap(),
+        reason: reason.to_string(),
+        headers,
+        body: Vec::new(),
+    };
+    assert!(
+        r.header("transfer-encoding").is_none(),
+        "responses are never chunked: {r:?}"
+    );
+    let len = if r.status == 304 {
+        assert!(
+            r.header("content-length").is_none(),
+            "a 304 has no Content-Length: {r:?}"
+        );
+        0
+    } else {
+        let cl = r
+            .content_length()
+            .unwrap_or_else(|| panic!("no Content-Length: {r:?}"));
+        if head {
+            0
+        } else {
+            usize::try_from(cl).unwrap()
+        }
+    };
+    if buf.len() < end + len {
+        return None;
+    }
+    r.body = buf[end..end + len].to_vec();
+    check_common(&r);
+    Some((r, end + len))
+}
+
+/// What every response carries.
+fn check_common(r: &Response) {
+    assert_eq!(r.header("server"), Some("linerate"), "{r:?}");
+    let date = r.must("date");
+    let t = parse_imf_date(date).unwrap_or_else(|| panic!("Date {date:?} is no IMF-fixdate"));
+    assert!((t - unix_now()).abs() <= 30, "Date {date:?} is not now");
+    if ERROR_STATUSES.contains(&r.status) {
+        let ct = r.header("content-type").unwrap_or("");
+        assert!(
+            ct.starts_with("text/plain"),
+            "error without text/plain: {r:?}"
+        );
+        assert!(
+            r.content_length().unwrap_or(0) > 0,
+            "error without a body: {r:?}"
+        );
+    }
+    if r.status == 405 {
+        assert_eq!(r.header("allow"), Some("GET, HEAD"), "{r:?}");
+    }
+}
+
+/// Back-to-back responses filling `buf` exactly; `heads[i]`: the i-th answers a HEAD
+/// (missing entries: GET).
+fn parse_all(buf: &[u8], heads: &[bool]) -> Vec<Response> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < buf.len() {
+        let head = heads.get(out.len()).copied().unwrap_or(false);
+        match parse_response(&buf[at..], head) {
+            Some((r, n)) => {
+                out.push(r);
+                at += n;
+            }
+            None => panic!(
+                "incomplete response after {} complete ones: {:?}",
+                out.len(),
+                String::from_utf8_lossy(&buf[at..buf.len().min(at + 400)])
+            ),
+        }
+    }
+    out
+}
+
+/// What a comparison of two answers looks at: status, `Connection: close`, body.
+fn answers(rs: &[Response]) -> Vec<(u16, bool, Vec<u8>)> {
+    rs.iter()
+        .map(|r| (r.status, r.closes(), r.body.clone()))
+        .collect()
+}
+
+/// `bytes FIRST-LAST/LEN` into its numbers.
+fn content_range(v: &str) -> (u64, u64, u64) {
+    let parse = || -> Option<(u64, u64, u64)> {
+        let (span, len) = v.strip_prefix("bytes ")?.split_once('/')?;
+        let (a, b) = span.split_once('-')?;
+        Some((a.parse().ok()?, b.parse().ok()?, len.parse().ok()?))
+    };
+    let (a, b, len) = parse().unwrap_or_else(|| panic!("Content-Range {v:?}"));
+    assert!(a <= b && b < len, "Content-Range {v:?} out of bounds");
+    (a, b, len)
+}
+
+/// The parts of a `multipart/byteranges` body: (Content-Range, Content-Type, data), each
+/// part's length taken from its Content-Range and the framing checked byte by byte.
+fn multipart_parts(r: &Response) -> Vec<(String, String, Vec<u8>)> {
+    let ct = r.must("content-type");
+    let boundary = ct
+        .strip_prefix("multipart/byteranges; boundary=")
+        .unwrap_or_else(|| panic!("not multipart/byteranges: {r:?}"))
+        .trim_matches('"');
+    assert!(!boundary.is_empty(), "empty boundary: {r:?}");
+    let delimiter = format!("\r\n--{boundary}").into_bytes();
+    // The first delimiter's CRLF may be left out.
+    let body: Vec<u8> = if r.body.starts_with(&delimiter[2..]) {
+        [&b"\r\n"[..], &r.body[..]].concat()
+    } else {
+        r.body.clone()
+    };
+    assert!(
+        body.starts_with(&delimiter),
+        "body does not open with the boundary: {r:?}"
+    );
+    let mut parts = Vec::new();
+    let mut at = delimiter.len();
+    loop {
+        let rest = &body[at..];
+        if rest.starts_with(b"--") {
+            assert!(
+                rest == b"--\r\n" || rest == b"--",
+                "bytes after the close delimiter: {:?}",
+                String::from_utf8_lossy(rest)
+            );
+            return parts;
+        }
+        assert!(
+            rest.starts_with(b"\r\n"),
+            "no CRLF after a delimiter: {:?}",
+            String::from_utf8_lossy(&rest[..rest.len().min(100)])
+        );
+        let head_end = find(rest, b"\r\n\r\n").expect("a part head");
+        assert!(head_end > 2, "a part without fields");
+        let head = std::str::from_utf8(&rest[2..head_end]).expect("ASCII part head");
+        let (mut range, mut ctype) = (None, None);
+        for line in head.split("\r\n") {
+            let (n, v) = line
+                .split_once(':')
+                .unwrap_or_else(|| panic!("part field {line:?}"));
+            if n.eq_ignore_ascii_case("content-range") {
+                range = Some(v.trim().to_string());
+            } else if n.eq_ignore_ascii_case("content-type") {
+                ctype = Some(v.trim().to_string());
+            }
+        }
+        let range = range.unwrap_or_else(|| panic!("a part without Content-Range: {head:?}"));
+        let ctype = ctype.unwrap_or_else(|| panic!("a part without Content-Type: {head:?}"));
+        let (first, last, _) = content_range(&range);
+        let len = usize::try_from(last - first + 1).unwrap();
+        let data_start = head_end + 4;
+        assert!(rest.len() >= data_start + len, "part {range} cut short");
+        let data = rest[data_start..data_start + len].to_vec();
+        assert!(
+            rest[data_start + len..].starts_with(&delimiter),
+            "part {range} is not followed by the boundary"
+        );
+        parts.push((range, ctype, data));
+        at += data_start + len + delimiter.len();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Connections
+
+/// `METHOD TARGET HTTP/1.1`, `Host: t`, then `extra` (whole lines, CRLF included).
+fn req(method: &str, target: &str, extra: &str) -> Vec<u8> {
+    format!("{method} {target} HTTP/1.1\r\nHost: t\r\n{extra}\r\n").into_bytes()
+}
+
+fn connect(addr: SocketAddr) -> TcpStream {
+    let s = TcpStream::connect(addr).expect("connects");
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.set_write_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.set_nodelay(true).unwrap();
+    s
+}
+
+/// Reads until EOF, after `got`; a reset or a 5 s silence fails the test.
+fn read_until_eof(s: &mut TcpStream, mut got: Vec<u8>) -> Vec<u8> {
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        match s.read(&mut chunk) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => panic!(
+                "{e} instead of EOF, after {} bytes: {:?}",
+                got.len(),
+                String::from_utf8_lossy(&got[..got.len().min(400)])
+            ),
+        }
+    }
+}
+
+/// Writes `request` on a new connection, half-closes if asked, and reads until EOF.
+fn raw(addr: SocketAddr, request: &[u8], half_close: bool) -> Vec<u8> {
+    let mut s = connect(addr);
+    s.write_all(request).expect("request written");
+    if half_close {
+        s.shutdown(Shutdown::Write).expect("half-close");
+    }
+    read_until_eof(&mut s, Vec::new())
+}
+
+/// [`raw`] with the request written one byte per write (TCP_NODELAY: a segment each). A
+/// refused write (the server answered and closed) ends the writing.
+fn raw_bytewise(addr: SocketAddr, request: &[u8]) -> Vec<u8> {
+    let mut s = connect(addr);
+    for b in request {
+        if s.write_all(std::slice::from_ref(b)).is_err() {
+            break;
+        }
+        let _ = s.flush();
+        thread::sleep(Duration::from_micros(300));
+    }
+    read_until_eof(&mut s, Vec::new())
+}
+
+/// One request the server must refuse with `status`, `Connection: close`, then a clean
+/// close (never a reset before or after the response).
+fn expect_refused(addr: SocketAddr, request: &[u8], status: u16) -> Response {
+    let rs = parse_all(&raw(addr, request, false), &[]);
+    let what = String::from_utf8_lossy(&request[..request.len().min(120)]).into_owned();
+    assert_eq!(rs.len(), 1, "{what:?}: {rs:?}");
+    assert_eq!(rs[0].status, status, "{what:?}: {:?}", rs[0]);
+    assert!(
+        rs[0].closes(),
+        "{what:?}: no Connection: close: {:?}",
+        rs[0]
+    );
+    rs.into_iter().next().unwrap()
+}
+
+/// How a read of a body ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum End {
+    /// All the bytes asked for arrived.
+    Open,
+    Eof,
+    Reset,
+}
+
+/// A client connection that reads responses one at a time.
+struct Conn {
+    s: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    fn open(addr: SocketAddr) -> Conn {
+        Conn {
+            s: connect(addr),
+            buf: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.s.write_all(bytes).expect("request written");
+    }
+
+    /// Reads more; false at EOF. Errors and 5 s of silence fail the test.
+    fn fill(&mut self) -> bool {
+        let mut chunk = vec![0u8; 256 * 1024];
+        loop {
+            match self.s.read(&mut chunk) {
+                Ok(0) => return false,
+                Ok(n) => {
+                    self.buf.extend_from_slice(&chunk[..n]);
+                    return true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => panic!(
+                    "reading a response: {e}, {} bytes buffered: {:?}",
+                    self.buf.len(),
+                    String::from_utf8_lossy(&self.buf[..self.buf.len().min(300)])
+                ),
+            }
+        }
+    }
+
+    fn response_to(&mut self, head: bool) -> Response {
+        loop {
+            if let Some((r, n)) = parse_response(&self.buf, head) {
+                self.buf.drain(..n);
+                return r;
+            }
+            if !self.fill() {
+                panic!(
+                    "EOF inside a response: {:?}",
+                    String::from_utf8_lossy(&self.buf[..self.buf.len().min(400)])
+                );
+            }
+        }
+    }
+
+    fn response(&mut self) -> Response {
+        self.response_to(false)
+    }
+
+    fn get(&mut self, target: &str, extra: &str) -> Response {
+        self.send(&req("GET", target, extra));
+        self.response()
+    }
+
+    fn head(&mut self, target: &str, extra: &str) -> Response {
+        self.send(&req("HEAD", target, extra));
+        self.response_to(true)
+    }
+
+    /// The next thing is a clean close, with no byte before it.
+    fn expect_eof(&mut self) {
+        let rest = read_until_eof(&mut self.s, std::mem::take(&mut self.buf));
+        assert!(
+            rest.is_empty(),
+            "{} bytes instead of EOF: {:?}",
+            rest.len(),
+            String::from_utf8_lossy(&rest[..rest.len().min(400)])
+        );
+    }
+
+    /// A response head; its body is left for [`Conn::read_upto`].
+    fn read_head(&mut self) -> Response {
+        loop {
+            if let Some(end) = find(&self.buf, b"\r\n\r\n") {
+                let (r, n) = parse_response(&self.buf[..end + 4], true).expect("a whole head");
+                self.buf.drain(..n);
+                return r;
+            }
+            assert!(self.fill(), "EOF before a response head");
+        }
+    }
+
+    /// Up to `n` more bytes; fewer only if the connection ends first.
+    fn read_upto(&mut self, n: usize) -> (Vec<u8>, End) {
+        let mut out: Vec<u8> = if self.buf.len() > n {
+            self.buf.drain(..n).collect()
+        } else {
+            std::mem::take(&mut self.buf)
+        };
+        let mut chunk = vec![0u8; 256 * 1024];
+        while out.len() < n {
+            let want = (n - out.len()).min(chunk.len());
+            match self.s.read(&mut chunk[..want]) {
+                Ok(0) => return (out, End::Eof),
+                Ok(k) => out.extend_from_slice(&chunk[..k]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return (out, End::Reset),
+                Err(e) => panic!("reading a body: {e} after {} bytes", out.len()),
+            }
+        }
+        (out, End::Open)
+    }
+}
+
+/// One GET on a new connection with `Connection: close`; the server must close after.
+fn fetch(addr: SocketAddr, target: &str, extra: &str) -> Response {
+    let mut c = Conn::open(addr);
+    let r = c.get(target, &format!("{extra}Connection: close\r\n"));
+    assert!(
+        r.closes(),
+        "{target}: close asked for, not announced: {r:?}"
+    );
+    c.expect_eof();
+    r
+}
+
+/// A 206 with one range `first-last` of `total` holding `want`.
+fn expect_range(
+    c: &mut Conn,
+    target: &str,
+    spec: &str,
+    first: u64,
+    last: u64,
+    total: u64,
+    want: &[u8],
+) {
+    let r = c.get(target, &format!("Range: {spec}\r\n"));
+    assert_eq!(r.status, 206, "{target} {spec}: {r:?}");
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes {first}-{last}/{total}").as_str()),
+        "{target} {spec}"
+    );
+    assert_eq!(
+        r.content_length(),
+        Some(last - first + 1),
+        "{target} {spec}"
+    );
+    assert_eq!(r.header("accept-ranges"), Some("bytes"), "{target} {spec}");
+    assert!(r.header("etag").is_some(), "{target} {spec}: {r:?}");
+    assert_bytes_eq(&r.body, want, &format!("{target} {spec}"));
+}
+
+/// A multipart/byteranges 206 with exactly the parts `want`, in that order.
+fn expect_parts(r: &Response, ctype: &str, content: &[u8], want: &[(u64, u64)]) {
+    assert_eq!(r.status, 206, "{r:?}");
+    assert!(r.header("content-range").is_none(), "{r:?}");
+    let parts = multipart_parts(r);
+    assert_eq!(parts.len(), want.len(), "{r:?}");
+    for ((range, pct, data), &(a, b)) in parts.iter().zip(want) {
+        assert_eq!(range, &format!("bytes {a}-{b}/{}", content.len()));
+        assert_eq!(pct, ctype, "part Content-Type");
+        assert_bytes_eq(data, &content[a as usize..=b as usize], range);
+    }
+}
+
+/// Any correct answer to a satisfiable Range on `content`: 200 with everything, or 206
+/// whose parts each hold what their Content-Range names.
+fn check_any_range_answer(r: &Response, content: &[u8]) {
+    let len = content.len() as u64;
+    let slice = |range: &str| {
+        let (a, b, total) = content_range(range);
+        assert_eq!(total, len, "{range}");
+        &content[a as usize..=b as usize]
+    };
+    match r.status {
+        200 => assert_bytes_eq(&r.body, content, "200 to a Range"),
+        206 if r.must("content-type").starts_with("multipart/byteranges") => {
+            let parts = multipart_parts(r);
+            assert!(
+                !parts.is_empty() && parts.len() <= 16,
+                "{} parts",
+                parts.len()
+            );
+            for (range, _, data) in &parts {
+                assert_bytes_eq(data, slice(range), range);
+            }
+        }
+        206 => assert_bytes_eq(&r.body, slice(r.must("content-range")), "single part"),
+        s => panic!("status {s} for a satisfiable Range: {r:?}"),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Parsing and framing
+
+/// Requests refused with their status, then closed.
+const BAD_REQUESTS: &[(&str, u16)] = &[
+    ("GET /f.txt HTTP/1.1\nHost: t\r\n\r\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: t\n\r\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: t\r\n\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: t\r\nX-Folded: a\r\n b\r\n\r\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost : t\r\n\r\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: t\r\nBad@Name: x\r\n\r\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: t\r\nX: a\0b\r\n\r\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: t\r\nX: a\rb\r\n\r\n", 400),
+    ("G ET /f.txt HTTP/1.1\r\nHost: t\r\n\r\n", 400),
+    ("GET /f.txt HTTP/1.0 x\r\n\r\n", 400),
+    ("GET /f.txt HTTP/10.0\r\n\r\n", 400),
+    ("get /f.txt HTTP/1.1\r\nHost: t\r\n\r\n", 501),
+    ("BREW /f.txt HTTP/1.1\r\nHost: t\r\n\r\n", 501),
+    ("GET /f.txt HTTP/1.1\r\n\r\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: t\r\nHost: u\r\n\r\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: t u\r\n\r\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: t/u\r\n\r\n", 400),
+    (
+        "GET /f.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        400,
+    ),
+    (
+        "GET /f.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\nhello",
+        400,
+    ),
+    ("GET /f.txt HTTP/1.1\r\nHost: t\r\nContent-Length: +5\r\n\r\nhello", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 5, 6\r\n\r\nhello", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 0x10\r\n\r\n", 400),
+    (
+        "GET /f.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 12345678901234567890\r\n\r\n",
+        400,
+    ),
+    (
+        "GET /f.txt HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+        501,
+    ),
+];
+
+#[test]
+fn malformed_requests_are_refused_then_closed_also_one_byte_per_write() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let server = Server::start(root.path(), &[]);
+    for &(request, status) in BAD_REQUESTS {
+        let whole = expect_refused(server.addr, request.as_bytes(), status);
+        let bytewise = parse_all(&raw_bytewise(server.addr, request.as_bytes()), &[]);
+        assert_eq!(
+            answers(&bytewise),
+            answers(std::slice::from_ref(&whole)),
+            "{request:?} one byte per write"
+        );
+    }
+    let r = fetch(server.addr, "/f.txt", "");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"F\n"[..]));
+}
+
+#[test]
+fn methods_hosts_targets_and_request_bodies() {
+    let root = docroot();
+    for (name, body) in [
+        ("a.txt", "A\n"),
+        ("b.txt", "B smuggled\n"),
+        ("c.txt", "C\n"),
+        ("f.txt", "F\n"),
+    ] {
+        put(root.path(), name, body.as_bytes());
+    }
+    let server = Server::start(root.path(), &[]);
+    let addr = server.addr;
+
+    // Known methods other than GET and HEAD on a file: 405 with Allow (checked for every
+    // 405 by the parser).
+    for (m, target) in [
+        ("POST", "/f.txt"),
+        ("PUT", "/f.txt"),
+        ("DELETE", "/f.txt"),
+        ("TRACE", "/f.txt"),
+        ("CONNECT", "/f.txt"),
+        ("CONNECT", "t:443"),
+    ] {
+        let mut c = Conn::open(addr);
+        c.send(&req(m, target, ""));
+        let r = c.response();
+        assert_eq!(r.status, 405, "{m} {target}: {r:?}");
+    }
+
+    // HTTP/1.0 without Host is served (and closed: no keep-alive asked for).
+    let rs = parse_all(&raw(addr, b"GET /f.txt HTTP/1.0\r\n\r\n", false), &[]);
+    assert_eq!(answers(&rs), vec![(200, true, b"F\n".to_vec())]);
+
+    // Absolute-form target: served from its path whatever the authority.
+    let rs = parse_all(
+        &raw(
+            addr,
+            b"GET http://other.example:8080/f.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+            false,
+        ),
+        &[],
+    );
+    assert_eq!(answers(&rs), vec![(200, true, b"F\n".to_vec())]);
+
+    // Bodies on GET are read and discarded; a body that looks like a request is never
+    // answered as one.
+    let smuggled = "GET /b.txt HTTP/1.1\r\nHost: t\r\n\r\n";
+    let last = "GET /c.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let framed = [
+        format!(
+            "GET /a.txt HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n{smuggled}{last}",
+            smuggled.len()
+        ),
+        format!(
+            "GET /a.txt HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{smuggled}\r\n0\r\n\r\n{last}",
+            smuggled.len()
+        ),
+        format!(
+            "GET /a.txt HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n4;name=value\r\n{}\r\n{:x}\r\n{}\r\n0\r\nX-Trailer: 1\r\n\r\n{last}",
+            &smuggled[..4],
+            smuggled.len() - 4,
+            &smuggled[4..]
+        ),
+    ];
+    let want = vec![(200, false, b"A\n".to_vec()), (200, true, b"C\n".to_vec())];
+    for request in &framed {
+        let whole = parse_all(&raw(addr, request.as_bytes(), false), &[]);
+        assert_eq!(answers(&whole), want, "{request:?}");
+        let bytewise = parse_all(&raw_bytewise(addr, request.as_bytes()), &[]);
+        assert_eq!(answers(&bytewise), want, "{request:?} one byte per write");
+    }
+    // The same for a plain GET, one byte per write.
+    let plain = b"GET /f.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let rs = parse_all(&raw_bytewise(addr, plain), &[]);
+    assert_eq!(answers(&rs), vec![(200, true, b"F\n".to_vec())]);
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. Limits
+
+#[test]
+fn request_line_and_header_block_limits() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let server = Server::start(root.path(), &[]);
+    let addr = server.addr;
+
+    // A request line of exactly `len` bytes (CRLF not counted).
+    let line = |len: usize| {
+        let q = "q".repeat(len - "GET /f.txt? HTTP/1.1".len());
+        format!("GET /f.txt?{q} HTTP/1.1")
+    };
+    let at_limit = format!("{}\r\nHost: t\r\nConnection: close\r\n\r\n", line(8192));
+    let rs = parse_all(&raw(addr, at_limit.as_bytes(), false), &[]);
+    assert_eq!(answers(&rs), vec![(200, true, b"F\n".to_vec())]);
+    let over = format!("{}\r\nHost: t\r\n\r\n", line(8193));
+    expect_refused(addr, over.as_bytes(), 414);
+    // Also before the line ends.
+    let mut c = Conn::open(addr);
+    c.send(format!("GET /{}", "a".repeat(9000)).as_bytes());
+    let r = c.response();
+    assert_eq!(r.status, 414, "{r:?}");
+    assert!(r.closes());
+    c.expect_eof();
+
+    // Header block: 16 KiB.
+    let with_fields = |fields: &str| {
+        format!("GET /f.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n{fields}\r\n")
+    };
+    let big = |n: usize| format!("X-Big: {}\r\n", "b".repeat(n));
+    let rs = parse_all(&raw(addr, with_fields(&big(15_000)).as_bytes(), false), &[]);
+    assert_eq!(answers(&rs), vec![(200, true, b"F\n".to_vec())]);
+    expect_refused(addr, with_fields(&big(17_000)).as_bytes(), 431);
+    let mut c = Conn::open(addr);
+    c.send(
+        format!(
+            "GET /f.txt HTTP/1.1\r\nHost: t\r\nX-Big: {}",
+            "b".repeat(20_000)
+        )
+        .as_bytes(),
+    );
+    let r = c.response();
+    assert_eq!(r.status, 431, "a header block that never ends: {r:?}");
+    assert!(r.closes());
+    c.expect_eof();
+
+    // 100 fields (Host and Connection included) pass, 101 do not.
+    let fields = |n: usize| -> String { (0..n).map(|i| format!("X-{i}: v\r\n")).collect() };
+    let rs = parse_all(&raw(addr, with_fields(&fields(98)).as_bytes(), false), &[]);
+    assert_eq!(answers(&rs), vec![(200, true, b"F\n".to_vec())]);
+    expect_refused(addr, with_fields(&fields(99)).as_bytes(), 431);
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Connections
+
+#[test]
+fn a_thousand_pipelined_requests_are_answered_in_order() {
+    let root = docroot();
+    for i in 0..10 {
+        put(
+            root.path(),
+            &format!("f{i}.txt"),
+            format!("file number {i}\n").as_bytes(),
+        );
+    }
+    let server = Server::start(root.path(), &[]);
+    let mut all = Vec::new();
+    for i in 0..1000 {
+        let close = if i == 999 {
+            "Connection: close\r\n"
+        } else {
+            ""
+        };
+        all.extend(req("GET", &format!("/f{}.txt?n={i}", i % 10), close));
+    }
+    let mut s = connect(server.addr);
+    let mut w = s.try_clone().unwrap();
+    let writer = thread::spawn(move || w.write_all(&all).expect("requests written"));
+    let got = read_until_eof(&mut s, Vec::new());
+    writer.join().unwrap();
+    let rs = parse_all(&got, &[]);
+    assert_eq!(rs.len(), 1000);
+    for (i, r) in rs.iter().enumerate() {
+        assert_eq!(r.status, 200, "response {i}: {r:?}");
+        assert_eq!(
+            r.body,
+            format!("file number {}\n", i % 10).into_bytes(),
+            "response {i} out of order"
+        );
+        assert_eq!(r.closes(), i == 999, "response {i}: {r:?}");
+    }
+}
+
+#[test]
+fn pipelined_responses_the_client_does_not_read_do_not_pile_up_in_memory() {
+    let root = docroot();
+    let content = pattern(128 << 10, 3);
+    put(root.path(), "m.bin", &content);
+    // copy: the strategy that holds file bytes in user space.
+    let server = Server::start(root.path(), &["--transmit", "copy"]);
+    let before = family_rss_kib(server.pid());
+    let mut c = server.conn();
+    let mut reqs = Vec::new();
+    for i in 0..1000 {
+        let close = if i == 999 {
+            "Connection: close\r\n"
+        } else {
+            ""
+        };
+        reqs.extend(req("GET", &format!("/m.bin?{i}"), close));
+    }
+    let mut w = c.s.try_clone().unwrap();
+    let writer = thread::spawn(move || w.write_all(&reqs).expect("requests written"));
+    // 125 MiB of answers are due; the client reads none for a while.
+    thread::sleep(Duration::from_millis(800));
+    let during = family_rss_kib(server.pid());
+    assert!(
+        during < before + 64 * 1024,
+        "server RSS grew from {before} KiB to {during} KiB with the output queue full"
+    );
+    for i in 0..1000 {
+        let r = c.response();
+        assert_eq!(r.status, 200, "response {i}");
+        assert_bytes_eq(&r.body, &content, &format!("response {i}"));
+    }
+    c.expect_eof();
+    writer.join().unwrap();
+}
+
+#[test]
+fn persistence_follows_version_and_connection() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let server = Server::start(root.path(), &[]);
+    let addr = server.addr;
+
+    // HTTP/1.0: one response, then close.
+    let rs = parse_all(&raw(addr, b"GET /f.txt HTTP/1.0\r\n\r\n", false), &[]);
+    assert_eq!(answers(&rs), vec![(200, true, b"F\n".to_vec())]);
+
+    // HTTP/1.0 with keep-alive: stays open until a request without it.
+    let mut c = Conn::open(addr);
+    for _ in 0..2 {
+        c.send(b"GET /f.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+        let r = c.response();
+        assert_eq!((r.status, r.closes()), (200, false), "{r:?}");
+    }
+    c.send(b"GET /f.txt HTTP/1.0\r\n\r\n");
+    let r = c.response();
+    assert_eq!((r.status, r.closes()), (200, true), "{r:?}");
+    c.expect_eof();
+
+    // HTTP/1.1: stays open until `close` (any case, any place in the list).
+    for close in ["Connection: close\r\n", "Connection: x, Close\r\n"] {
+        let mut c = Conn::open(addr);
+        for _ in 0..3 {
+            let r = c.get("/f.txt", "");
+            assert_eq!((r.status, r.closes()), (200, false), "{r:?}");
+        }
+        let r = c.get("/f.txt", close);
+        assert_eq!((r.status, r.closes()), (200, true), "{close:?}: {r:?}");
+        c.expect_eof();
+    }
+}
+
+#[test]
+fn a_half_closed_client_gets_the_whole_response() {
+    let root = docroot();
+    let big = pattern(5 * MIB, 4);
+    put(root.path(), "big", &big);
+    put(root.path(), "f.txt", b"F\n");
+    let server = Server::start(root.path(), &[]);
+
+    let rs = parse_all(&raw(server.addr, &req("GET", "/big", ""), true), &[]);
+    assert_eq!(rs.len(), 1);
+    assert_eq!(rs[0].status, 200);
+    assert_bytes_eq(&rs[0].body, &big, "half-closed client");
+
+    // Two pipelined requests, then the half-close: both answered, then EOF.
+    let mut c = server.conn();
+    c.send(&[req("GET", "/big", ""), req("GET", "/f.txt", "")].concat());
+    c.s.shutdown(Shutdown::Write).unwrap();
+    let r = c.response();
+    assert_eq!(r.status, 200);
+    assert_bytes_eq(&r.body, &big, "first of two, half-closed");
+    let r = c.response();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"F\n"[..]));
+    c.expect_eof();
+}
+
+/// GETs a big file, reads a little, and drops the socket with unread data (a reset).
+fn reset_mid_response(addr: SocketAddr) {
+    let mut c = Conn::open(addr);
+    c.send(&req("GET", "/big", ""));
+    let h = c.read_head();
+    assert_eq!(h.status, 200);
+    let (b, end) = c.read_upto(64 << 10);
+    assert_eq!((b.len(), end), (64 << 10, End::Open));
+}
+
+#[test]
+fn clients_resetting_mid_response_cost_nothing() {
+    let root = docroot();
+    let big = pattern(5 * MIB, 6);
+    put(root.path(), "big", &big);
+    let mut server = Server::start(root.path(), &[]);
+    for _ in 0..3 {
+        reset_mid_response(server.addr);
+    }
+    thread::sleep(Duration::from_millis(300));
+    let baseline = family_fd_count(server.pid());
+    for _ in 0..30 {
+        reset_mid_response(server.addr);
+    }
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut fds = family_fd_count(server.pid());
+    while fds > baseline + 2 && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+        fds = family_fd_count(server.pid());
+    }
+    assert!(
+        fds <= baseline + 2,
+        "{fds} descriptors open after 30 resets, {baseline} before"
+    );
+    assert!(server.running(), "the server died (SIGPIPE?)");
+    let mut c = server.conn();
+    let r = c.get("/big", "");
+    assert_eq!(r.status, 200);
+    assert_bytes_eq(&r.body, &big, "after the resets");
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Files
+
+#[test]
+fn validators_content_types_and_dates() {
+    let root = docroot();
+    put(root.path(), "page.html", b"<p>hi</p>\n");
+    put(root.path(), "notes.txt", b"notes\n");
+    put(root.path(), "blob", &[0, 1, 2, 3]);
+    let server = Server::start(root.path(), &[]);
+    let mut c = server.conn();
+    let mut etags = Vec::new();
+    for (target, ctype, body) in [
+        ("/page.html", "text/html", &b"<p>hi</p>\n"[..]),
+        ("/notes.txt", "text/plain", &b"notes\n"[..]),
+        ("/blob", "application/octet-stream", &[0u8, 1, 2, 3][..]),
+    ] {
+        let r = c.get(target, "");
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.body, body, "{target}");
+        assert_eq!(r.header("content-type"), Some(ctype), "{target}");
+        assert_eq!(r.header("accept-ranges"), Some("bytes"), "{target}");
+        let etag = r.must("etag");
+        assert!(
+            etag.len() > 2
+                && etag.starts_with('"')
+                && etag.ends_with('"')
+                && !etag[1..etag.len() - 1].contains('"'),
+            "{target}: a strong, quoted ETag: {etag}"
+        );
+        etags.push(etag.to_string());
+        let mtime = fs::metadata(root.path().join(&target[1..]))
+            .unwrap()
+            .modified()
+            .unwrap();
+        assert_eq!(
+            r.header("last-modified"),
+            Some(imf_date(secs_of(mtime)).as_str()),
+            "{target}"
+        );
+    }
+    etags.sort();
+    etags.dedup();
+    assert_eq!(etags.len(), 3, "three files, three ETags");
+
+    // A same-size rewrite within the same second changes the ETag, not Last-Modified.
+    let path = root.path().join("same.txt");
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        assert!(tries <= 5, "could not rewrite within one second");
+        fs::write(&path, b"first version\n").unwrap();
+        let before = fs::metadata(&path).unwrap().modified().unwrap();
+        let r1 = c.get("/same.txt", "");
+        assert_eq!(r1.body, b"first version\n");
+        // Past the coarse clock's tick, so the nanoseconds differ.
+        thread::sleep(Duration::from_millis(20));
+        fs::write(&path, b"other version\n").unwrap();
+        let after = fs::metadata(&path).unwrap().modified().unwrap();
+        let r2 = c.get("/same.txt", "");
+        assert_eq!(r2.body, b"other version\n");
+        if secs_of(before) != secs_of(after) {
+            continue;
+        }
+        assert_ne!(before, after, "the filesystem kept the mtime");
+        assert_ne!(r1.must("etag"), r2.must("etag"), "same-size rewrite");
+        assert_eq!(r1.must("last-modified"), r2.must("last-modified"));
+        break;
+    }
+
+    // Date on errors too (checked by the parser on every response).
+    let r = fetch(server.addr, "/missing", "");
+    assert_eq!(r.status, 404);
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Ranges
+
+#[test]
+fn byte_ranges() {
+    let root = docroot();
+    let content = pattern(1000, 5);
+    put(root.path(), "r.txt", &content);
+    let server = Server::start(root.path(), &[]);
+    let addr = server.addr;
+    let mut c = server.conn();
+
+    for (spec, a, b) in [
+        ("bytes=0-8", 0, 8),
+        ("bytes=-10", 990, 999),
+        ("bytes=990-", 990, 999),
+        ("bytes=990-5000", 990, 999),
+        ("bytes=0-0", 0, 0),
+        ("bytes=999-999", 999, 999),
+        ("bytes=-5000", 0, 999),
+        ("bytes=5-5, 2000-3000", 5, 5),
+    ] {
+        expect_range(
+            &mut c,
+            "/r.txt",
+            spec,
+            a,
+            b,
+            1000,
+            &content[a as usize..=b as usize],
+        );
+    }
+
+    for spec in ["bytes=1000-", "bytes=2000-3000,5000-", "bytes=-0"] {
+        let r = fetch(addr, "/r.txt", &format!("Range: {spec}\r\n"));
+        assert_eq!(r.status, 416, "{spec}: {r:?}");
+        assert_eq!(r.header("content-range"), Some("bytes */1000"), "{spec}");
+    }
+
+    for spec in ["bytes=7-1", "bytes=abc", "items=0-1", "bytes="] {
+        let r = c.get("/r.txt", &format!("Range: {spec}\r\n"));
+        assert_eq!(r.status, 200, "{spec}: {r:?}");
+        assert!(r.header("content-range").is_none(), "{spec}");
+        assert_bytes_eq(&r.body, &content, spec);
+    }
+
+    // Several ranges: multipart, request order, exact length (the next response on the
+    // connection parses only if it is).
+    let r = c.get("/r.txt", "Range: bytes=500-599,0-9\r\n");
+    expect_parts(&r, "text/plain", &content, &[(500, 599), (0, 9)]);
+    let r = c.get("/r.txt", "Range: bytes=0-0,998-999,100-199\r\n");
+    expect_parts(
+        &r,
+        "text/plain",
+        &content,
+        &[(0, 0), (998, 999), (100, 199)],
+    );
+    expect_range(&mut c, "/r.txt", "bytes=0-8", 0, 8, 1000, &content[..9]);
+
+    // Range only applies to GET.
+    let h = c.head("/r.txt", "Range: bytes=0-8\r\n");
+    assert_eq!(h.status, 200, "{h:?}");
+    assert_eq!(h.content_length(), Some(1000));
+    assert!(h.header("content-range").is_none());
+
+    // Many, overlapping or oversized ranges: coalesced or 200, never O(ranges x file).
+    let singles: Vec<String> = (0..1000).map(|i| format!("{i}-{i}")).collect();
+    let spread: Vec<String> = (0..40).map(|i| format!("{0}-{0}", i * 20)).collect();
+    let seventeen: Vec<String> = (0..17).map(|i| format!("{0}-{0}", i * 50)).collect();
+    let whole = vec!["0-".to_string(); 16];
+    for spec in [
+        singles.join(","),
+        spread.join(","),
+        seventeen.join(","),
+        whole.join(","),
+        "0-9,5-19,100-109".to_string(),
+        "0-499,250-999".to_string(),
+    ] {
+        let r = fetch(addr, "/r.txt", &format!("Range: bytes={spec}\r\n"));
+        check_any_range_answer(&r, &content);
+        assert!(
+            r.body.len() <= 4 * content.len(),
+            "{} body bytes for a 1000-byte file and Range {spec:.60}",
+            r.body.len()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Conditionals
+
+fn expect_not_modified(c: &mut Conn, extra: &str, etag: &str, lm: &str) {
+    let r = c.get("/c.txt", extra);
+    assert_eq!(r.status, 304, "{extra:?}: {r:?}");
+    assert_eq!(r.header("etag"), Some(etag), "{extra:?}");
+    assert_eq!(r.header("last-modified"), Some(lm), "{extra:?}");
+    assert!(r.body.is_empty());
+}
+
+#[test]
+fn conditional_requests() {
+    let root = docroot();
+    let body = b"conditional body\n";
+    put(root.path(), "c.txt", body);
+    // An hour old, so Last-Modified is a strong validator for If-Range.
+    let hour_ago = SystemTime::now() - Duration::from_secs(3600);
+    File::options()
+        .write(true)
+        .open(root.path().join("c.txt"))
+        .unwrap()
+        .set_modified(hour_ago)
+        .unwrap();
+    let server = Server::start(root.path(), &[]);
+    let addr = server.addr;
+    let mut c = server.conn();
+    let r = c.get("/c.txt", "");
+    assert_eq!(r.status, 200, "{r:?}");
+    let etag = r.must("etag").to_string();
+    let lm = r.must("last-modified").to_string();
+    let lm_t = parse_imf_date(&lm).unwrap();
+    assert_eq!(lm_t, secs_of(hour_ago));
+
+    let plain_200 = |c: &mut Conn, extra: &str| {
+        let r = c.get("/c.txt", extra);
+        assert_eq!(r.status, 200, "{extra:?}: {r:?}");
+        assert_eq!(r.body, body, "{extra:?}");
+    };
+
+    // If-None-Match: weak comparison, lists, `*`.
+    for inm in [
+        etag.clone(),
+        format!("\"nope\", {etag}"),
+        format!("\"a\",\"b\" , {etag}"),
+        "*".to_string(),
+        format!("W/{etag}"),
+    ] {
+        expect_not_modified(&mut c, &format!("If-None-Match: {inm}\r\n"), &etag, &lm);
+    }
+    plain_200(&mut c, "If-None-Match: \"nope\"\r\n");
+    plain_200(&mut c, "If-None-Match: W/\"nope\", \"other\"\r\n");
+
+    // A 304 has no body: the next pipelined response parses.
+    let inm = format!("If-None-Match: {etag}\r\n");
+    c.send(&[req("GET", "/c.txt", &inm), req("GET", "/c.txt", "")].concat());
+    assert_eq!(c.response().status, 304);
+    let r = c.response();
+    assert_eq!((r.status, r.body.as_slice()), (200, &body[..]));
+
+    // If-Match: strong comparison.
+    for im in ["\"nope\"".to_string(), format!("W/{etag}")] {
+        let r = fetch(addr, "/c.txt", &format!("If-Match: {im}\r\n"));
+        assert_eq!(r.status, 412, "If-Match {im}: {r:?}");
+    }
+    plain_200(&mut c, &format!("If-Match: {etag}\r\n"));
+    plain_200(&mut c, "If-Match: *\r\n");
+
+    // Dates in the three formats.
+    let formats: [fn(i64) -> String; 3] = [imf_date, rfc850_date, asctime_date];
+    for f in formats {
+        expect_not_modified(
+            &mut c,
+            &format!("If-Modified-Since: {}\r\n", f(lm_t)),
+            &etag,
+            &lm,
+        );
+        expect_not_modified(
+            &mut c,
+            &format!("If-Modified-Since: {}\r\n", f(lm_t + 60)),
+            &etag,
+            &lm,
+        );
+        plain_200(&mut c, &format!("If-Modified-Since: {}\r\n", f(lm_t - 1)));
+        plain_200(&mut c, &format!("If-Unmodified-Since: {}\r\n", f(lm_t)));
+        let ius = format!("If-Unmodified-Since: {}\r\n", f(lm_t - 1));
+        let r = fetch(addr, "/c.txt", &ius);
+        assert_eq!(r.status, 412, "{ius:?}: {r:?}");
+    }
+    // If-None-Match decides over If-Modified-Since.
+    plain_200(
+        &mut c,
+        &format!(
+            "If-None-Match: \"nope\"\r\nIf-Modified-Since: {}\r\n",
+            imf_date(lm_t)
+        ),
+    );
+
+    // If-Range: a strong validator lets the Range apply; anything else sends it all.
+    let range = "Range: bytes=0-4\r\n";
+    for good in [etag.clone(), lm.clone()] {
+        let r = c.get("/c.txt", &format!("{range}If-Range: {good}\r\n"));
+        assert_eq!(r.status, 206, "If-Range {good}: {r:?}");
+        assert_eq!(
+            r.header("content-range"),
+            Some(format!("bytes 0-4/{}", body.len()).as_str())
+        );
+        assert_eq!(r.body, &body[..5]);
+    }
+    for bad in [
+        "\"wrong\"".to_string(),
+        format!("W/{etag}"),
+        imf_date(lm_t - 1),
+    ] {
+        plain_200(&mut c, &format!("{range}If-Range: {bad}\r\n"));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 7. HEAD
+
+#[test]
+fn head_has_the_headers_of_get_and_no_body() {
+    let root = docroot();
+    let page = [&b"<html>"[..], &pattern(3000, 7)[..]].concat();
+    put(root.path(), "page.html", &page);
+    let server = Server::start(root.path(), &[]);
+    let addr = server.addr;
+    let mut c = server.conn();
+
+    let g = c.get("/page.html", "");
+    let h = c.head("/page.html", "");
+    assert_eq!(g.status, 200);
+    assert_eq!(h.headers_except_date(), g.headers_except_date());
+    assert_eq!(h.content_length(), Some(page.len() as u64));
+    let hr = c.head("/page.html", "Range: bytes=0-9\r\n");
+    assert_eq!(hr.headers_except_date(), g.headers_except_date());
+
+    // Errors too.
+    let missing_get = fetch(addr, "/missing.html", "");
+    let mut m = Conn::open(addr);
+    let missing_head = m.head("/missing.html", "Connection: close\r\n");
+    m.expect_eof();
+    assert_eq!(missing_get.status, 404);
+    assert_eq!(
+        missing_head.headers_except_date(),
+        missing_get.headers_except_date()
+    );
+
+    // Pipelined after a HEAD: the next response still parses.
+    let pipeline = [
+        req("HEAD", "/page.html", ""),
+        req("GET", "/page.html", ""),
+        req("HEAD", "/page.html", "Range: bytes=0-9\r\n"),
+        req("GET", "/page.html", "Connection: close\r\n"),
+    ]
+    .concat();
+    let rs = parse_all(&raw(addr, &pipeline, false), &[true, false, true, false]);
+    assert_eq!(rs.len(), 4);
+    for (i, r) in rs.iter().enumerate() {
+        assert_eq!(r.status, 200, "{i}: {r:?}");
+        assert_eq!(r.content_length(), Some(page.len() as u64), "{i}");
+        if i % 2 == 0 {
+            assert!(r.body.is_empty());
+        } else {
+            assert_bytes_eq(&r.body, &page, "GET after HEAD");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 8. Directories and paths
+
+#[test]
+fn directories_paths_dotfiles_symlinks_and_special_files() {
+    let root = docroot();
+    let r = root.path();
+    put(r, "f.txt", b"F\n");
+    put(r, "dir/index.html", b"<p>index</p>\n");
+    put(r, "dir/.secret", b"secret\n");
+    put(r, "noindex/file.txt", b"file\n");
+    put(r, "noindex/.dot", b"dot\n");
+    put(r, "a/b", b"a slash b\n");
+    put(r, ".hidden", b"hidden\n");
+    put(r, ".git/config", b"[core]\n");
+    fs::create_dir(r.join("sub")).unwrap();
+    symlink("f.txt", r.join("link-in")).unwrap();
+    symlink("../f.txt", r.join("sub/up")).unwrap();
+    symlink("/etc/passwd", r.join("link-out")).unwrap();
+    symlink(
+        "../../../../../../../../../../etc/passwd",
+        r.join("link-up"),
+    )
+    .unwrap();
+    let outside = docroot();
+    put(outside.path(), "x.txt", b"outside\n");
+    symlink(outside.path(), r.join("link-outdir")).unwrap();
+    let made = Command::new("mkfifo")
+        .arg(r.join("fifo"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let _sock = std::os::unix::net::UnixListener::bind(r.join("sock")).unwrap();
+
+    {
+        let server = Server::start(r, &[]);
+        let addr = server.addr;
+        let mut c = server.conn();
+
+        for (target, location) in [("/dir", "/dir/"), ("/dir?x=1", "/dir/?x=1")] {
+            let m = c.get(target, "");
+            assert_eq!(m.status, 301, "{target}: {m:?}");
+            assert_eq!(m.header("location"), Some(location), "{target}");
+        }
+        for target in [
+            "/dir/",
+            "/dir/?x=1",
+            "/dir/index.html",
+            "/dir//./index.html",
+        ] {
+            let i = c.get(target, "");
+            assert_eq!(i.status, 200, "{target}: {i:?}");
+            assert_eq!(i.body, b"<p>index</p>\n", "{target}");
+            assert_eq!(i.header("content-type"), Some("text/html"), "{target}");
+        }
+        for (target, body) in [
+            ("/a/b", &b"a slash b\n"[..]),
+            ("/dir/../f.txt", &b"F\n"[..]),
+            ("/%66.txt", &b"F\n"[..]),
+            ("/link-in", &b"F\n"[..]),
+            ("/sub/up", &b"F\n"[..]),
+        ] {
+            let g = c.get(target, "");
+            assert_eq!(
+                (g.status, g.body.as_slice()),
+                (200, body),
+                "{target}: {g:?}"
+            );
+        }
+
+        for target in [
+            "/noindex/",
+            "/a%2Fb",
+            "/a%2fb",
+            "/.hidden",
+            "/.git/config",
+            "/dir/.secret",
+            "/dir/%2esecret",
+            "/link-out",
+            "/link-up",
+            "/link-outdir/x.txt",
+            "/missing",
+        ] {
+            let g = fetch(addr, target, "");
+            assert_eq!(g.status, 404, "{target}: {g:?}");
+        }
+        for target in [
+            "/../f.txt",
+            "/dir/../../f.txt",
+            "/%2e%2e/f.txt",
+            "/f.txt%00",
+            "/%00",
+            "/%zz",
+            "/f.txt%2",
+            "/f%",
+        ] {
+            expect_refused(addr, &req("GET", target, ""), 400);
+        }
+        for target in ["/fifo", "/sock"] {
+            let t = Instant::now();
+            let g = fetch(addr, target, "");
+            assert_eq!(g.status, 404, "{target}: {g:?}");
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "{target} took {:?}",
+                t.elapsed()
+            );
+        }
+        let g = fetch(addr, "/f.txt", "");
+        assert_eq!((g.status, g.body.as_slice()), (200, &b"F\n"[..]));
+    }
+
+    {
+        let server = Server::start(r, &["--dotfiles"]);
+        for (target, body) in [
+            ("/.hidden", &b"hidden\n"[..]),
+            ("/.git/config", &b"[core]\n"[..]),
+            ("/dir/.secret", &b"secret\n"[..]),
+        ] {
+            let g = fetch(server.addr, target, "");
+            assert_eq!(
+                (g.status, g.body.as_slice()),
+                (200, body),
+                "{target}: {g:?}"
+            );
+        }
+        // Escaping the root stays refused.
+        assert_eq!(fetch(server.addr, "/link-out", "").status, 404);
+    }
+
+    {
+        let server = Server::start(r, &["--autoindex"]);
+        let l = fetch(server.addr, "/noindex/", "");
+        assert_eq!(l.status, 200, "{l:?}");
+        let listing = String::from_utf8_lossy(&l.body);
+        assert!(listing.contains("file.txt"), "{listing}");
+        assert!(!listing.contains(".dot"), "a dotfile listed: {listing}");
+        let i = fetch(server.addr, "/dir/", "");
+        assert_eq!(i.body, b"<p>index</p>\n", "index.html wins over a listing");
+        let m = fetch(server.addr, "/noindex", "");
+        assert_eq!((m.status, m.header("location")), (301, Some("/noindex/")));
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 9. While sending
+
+#[test]
+fn a_file_truncated_during_a_send_gives_a_prefix_then_a_close() {
+    let root = docroot();
+    let content = pattern(64 * MIB, 41);
+    let path = root.path().join("big.bin");
+    fs::write(&path, &content).unwrap();
+    put(root.path(), "f.txt", b"F\n");
+    let server = Server::start(root.path(), &[]);
+    let mut c = server.conn();
+    c.send(&req("GET", "/big.bin", ""));
+    let h = c.read_head();
+    assert_eq!(
+        (h.status, h.content_length()),
+        (200, Some(content.len() as u64))
+    );
+    let mut got = Vec::new();
+    for _ in 0..16 {
+        let (b, end) = c.read_upto(64 << 10);
+        assert_eq!(end, End::Open);
+        got.extend_from_slice(&b);
+        thread::sleep(Duration::from_millis(5));
+    }
+    OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(2 * MIB as u64)
+        .unwrap();
+    // Reads until the connection ends (EOF or reset).
+    let (rest, _end) = c.read_upto(usize::MAX);
+    got.extend_from_slice(&rest);
+    assert!(
+        got.len() < content.len(),
+        "all {} bytes arrived though the file shrank to 2 MiB",
+        got.len()
+    );
+    let prefix = got.len().min(2 * MIB);
+    assert_bytes_eq(&got[..prefix], &content[..prefix], "before the new end");
+    // Past the new end, bytes already queued may be zeros (README), nothing else.
+    if let Some(i) = (prefix..got.len()).find(|&i| got[i] != 0 && got[i] != content[i]) {
+        panic!("byte {i} past the new end is neither the old byte nor zero");
+    }
+    let r = fetch(server.addr, "/f.txt", "");
+    assert_eq!(r.status, 200);
+}
+
+#[test]
+fn a_file_replaced_or_deleted_during_a_send_is_served_from_the_open_file() {
+    let root = docroot();
+    let old = pattern(16 * MIB, 21);
+    let new = pattern(16 * MIB, 22);
+    let path = root.path().join("big.bin");
+    fs::write(&path, &old).unwrap();
+    let server = Server::start(root.path(), &[]);
+    let mut c = server.conn();
+
+    // Replaced by a rename.
+    c.send(&req("GET", "/big.bin", ""));
+    let h = c.read_head();
+    assert_eq!(
+        (h.status, h.content_length()),
+        (200, Some(old.len() as u64))
+    );
+    let (mut got, end) = c.read_upto(MIB);
+    assert_eq!(end, End::Open);
+    let tmp = root.path().join("big.bin.new");
+    fs::write(&tmp, &new).unwrap();
+    fs::rename(&tmp, &path).unwrap();
+    let (rest, end) = c.read_upto(old.len() - got.len());
+    got.extend_from_slice(&rest);
+    assert_eq!(end, End::Open, "cut after {} bytes", got.len());
+    assert_bytes_eq(&got, &old, "replaced during the send");
+
+    // The next request gets the new file; deleted during its send, it is served whole.
+    c.send(&req("GET", "/big.bin", ""));
+    let h = c.read_head();
+    assert_eq!(
+        (h.status, h.content_length()),
+        (200, Some(new.len() as u64))
+    );
+    let (mut got, end) = c.read_upto(MIB);
+    assert_eq!(end, End::Open);
+    fs::remove_file(&path).unwrap();
+    let (rest, end) = c.read_upto(new.len() - got.len());
+    got.extend_from_slice(&rest);
+    assert_eq!(end, End::Open, "cut after {} bytes", got.len());
+    assert_bytes_eq(&got, &new, "deleted during the send");
+
+    assert_eq!(fetch(server.addr, "/big.bin", "").status, 404);
+}
+
+// ---------------------------------------------------------------------------------------
+// 10. Exhaustion and lifecycle
+
+#[test]
+fn slowloris_is_cut_by_the_header_deadline_while_others_are_served() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let server = Server::start(
+        root.path(),
+        &["--header-timeout", "1", "--idle-timeout", "30"],
+    );
+    let slow = connect(server.addr);
+    let mut reader = slow.try_clone().unwrap();
+    let mut writer = slow;
+    let closed = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+
+    let reader_closed = Arc::clone(&closed);
+    let reader_thread = thread::spawn(move || {
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        let end = loop {
+            match reader.read(&mut chunk) {
+                Ok(0) => break Ok(()),
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        reader_closed.store(true, Ordering::SeqCst);
+        (started.elapsed(), got, end)
+    });
+    let writer_closed = Arc::clone(&closed);
+    let writer_thread = thread::spawn(move || {
+        let head = b"GET /f.txt HTTP/1.1\r\nHost: t\r\nX-Slow: ";
+        for &b in head.iter().chain(std::iter::repeat(&b'a')).take(40) {
+            if writer_closed.load(Ordering::SeqCst) || writer.write_all(&[b]).is_err() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(300));
+        }
+    });
+
+    let mut served = 0;
+    while !closed.load(Ordering::SeqCst) && started.elapsed() < Duration::from_secs(6) {
+        let t = Instant::now();
+        let r = fetch(server.addr, "/f.txt", "");
+        assert_eq!(r.status, 200);
+        assert!(
+            t.elapsed() < Duration::from_millis(800),
+            "a normal client waited {:?} beside the slowloris",
+            t.elapsed()
+        );
+        served += 1;
+        thread::sleep(Duration::from_millis(100));
+    }
+    let (elapsed, got, end) = reader_thread.join().unwrap();
+    writer_thread.join().unwrap();
+    match end {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {}
+        Err(e) => panic!("the slowloris was not closed within 5 s: {e}"),
+    }
+    assert!(
+        elapsed >= Duration::from_millis(900) && elapsed <= Duration::from_secs(3),
+        "slowloris closed after {elapsed:?} with --header-timeout 1"
+    );
+    if !got.is_empty() {
+        let rs = parse_all(&got, &[]);
+        assert_eq!(rs.len(), 1, "{rs:?}");
+        assert_eq!(rs[0].status, 408, "{:?}", rs[0]);
+    }
+    assert!(served >= 3, "only {served} requests served meanwhile");
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_idle_timeout() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let server = Server::start(
+        root.path(),
+        &["--idle-timeout", "1", "--header-timeout", "30"],
+    );
+    let mut c = server.conn();
+    let r = c.get("/f.txt", "");
+    assert_eq!((r.status, r.closes()), (200, false));
+    let t = Instant::now();
+    c.expect_eof();
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(700) && waited <= Duration::from_secs(3),
+        "idle keep-alive connection closed after {waited:?} with --idle-timeout 1"
+    );
+
+    // A connection that never sends a byte is idle too.
+    let mut quiet = server.conn();
+    let t = Instant::now();
+    quiet.expect_eof();
+    assert!(
+        t.elapsed() <= Duration::from_secs(3),
+        "silent connection closed after {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn a_reader_that_stops_reading_is_closed_by_the_send_deadline() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let len = 64 * MIB;
+    File::create(root.path().join("zeros"))
+        .unwrap()
+        .set_len(len as u64)
+        .unwrap();
+    let server = Server::start(root.path(), &["--send-timeout", "1"]);
+    let mut stalled = server.conn();
+    stalled.send(&req("GET", "/zeros", ""));
+    // The stalled reader holds nobody up.
+    thread::sleep(Duration::from_millis(1000));
+    let t = Instant::now();
+    assert_eq!(fetch(server.addr, "/f.txt", "").status, 200);
+    assert!(
+        t.elapsed() < Duration::from_millis(800),
+        "{:?}",
+        t.elapsed()
+    );
+    thread::sleep(Duration::from_millis(1500));
+    let h = stalled.read_head();
+    assert_eq!((h.status, h.content_length()), (200, Some(len as u64)));
+    let (body, end) = stalled.read_upto(len);
+    assert_ne!(
+        end,
+        End::Open,
+        "all 64 MiB arrived: no progress for 2.5 s did not close the connection"
+    );
+    assert!(body.len() < len);
+    assert!(body.iter().all(|&b| b == 0), "bytes other than the file's");
+}
+
+#[test]
+fn sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0() {
+    let root = docroot();
+    let big = pattern(64 * MIB, 31);
+    put(root.path(), "big.bin", &big);
+    put(root.path(), "f.txt", b"F\n");
+    let mut server = Server::start(root.path(), &[]);
+    let addr = server.addr;
+
+    let mut idle = server.conn();
+    assert_eq!(idle.get("/f.txt", "").status, 200);
+    let mut c = server.conn();
+    c.send(&req("GET", "/big.bin", ""));
+    let h = c.read_head();
+    assert_eq!(
+        (h.status, h.content_length()),
+        (200, Some(big.len() as u64))
+    );
+    let (mut got, end) = c.read_upto(MIB);
+    assert_eq!(end, End::Open);
+
+    server.sigterm();
+    let t = Instant::now();
+    idle.expect_eof();
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "idle connection closed {:?} after SIGTERM",
+        t.elapsed()
+    );
+
+    // New connections are no longer served.
+    let late = thread::spawn(move || -> Vec<u8> {
+        let Ok(mut s) = TcpStream::connect(addr) else {
+            return Vec::new();
+        };
+        s.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+        let _ = s.write_all(b"GET /f.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        let mut got = Vec::new();
+        let _ = s.read_to_end(&mut got);
+        got
+    });
+
+    let (rest, end) = c.read_upto(big.len() - got.len());
+    got.extend_from_slice(&rest);
+    assert_eq!(end, End::Open, "response cut after {} bytes", got.len());
+    assert_bytes_eq(&got, &big, "the response in flight at SIGTERM");
+    let (after, end) = c.read_upto(usize::MAX);
+    assert!(after.is_empty(), "{} bytes after the response", after.len());
+    assert_eq!(end, End::Eof);
+
+    let status = server
+        .wait_exit(Duration::from_secs(10))
+        .expect("exits after SIGTERM");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    let late = late.join().unwrap();
+    assert!(
+        !late.starts_with(b"HTTP/1.1 200"),
+        "a connection made after SIGTERM was served"
+    );
+}
+
+#[test]
+fn out_of_descriptors_no_accept_busy_loop_and_accepting_resumes() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let server = Server::start(root.path(), &[]);
+    let mut existing = server.conn();
+    assert_eq!(existing.get("/f.txt", "").status, 200);
+    thread::sleep(Duration::from_millis(200));
+    // Room for 8 more descriptors in each of the server's processes.
+    for p in family(server.pid()) {
+        let limit = max_fd(p) + 1 + 8;
+        let ok = Command::new("prlimit")
+            .arg("--pid")
+            .arg(p.to_string())
+            .arg(format!("--nofile={limit}:{limit}"))
+            .status()
+            .expect("prlimit runs")
+            .success();
+        assert!(ok, "prlimit --pid {p} failed");
+    }
+    let crowd: Vec<TcpStream> = (0..40).map(|_| connect(server.addr)).collect();
+    thread::sleep(Duration::from_millis(500));
+    let cpu_before = family_cpu_seconds(server.pid());
+    thread::sleep(Duration::from_secs(1));
+    let burned = family_cpu_seconds(server.pid()) - cpu_before;
+    assert!(
+        burned < 0.3,
+        "{burned:.2} s of CPU in 1 s spent out of descriptors: an accept busy-loop"
+    );
+
+    // The connection made before is still answered (503 if no descriptor is left to
+    // open the file with).
+    let t = Instant::now();
+    let r = existing.get("/f.txt", "");
+    assert!(r.status == 200 || r.status == 503, "{r:?}");
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    if r.closes() {
+        existing.expect_eof();
+        existing = server.conn();
+    }
+
+    // Descriptors free up: accepting resumes.
+    drop(crowd);
+    let t = Instant::now();
+    let r = fetch(server.addr, "/f.txt", "");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"F\n"[..]));
+    assert!(
+        t.elapsed() < Duration::from_secs(3),
+        "a new connection waited {:?}",
+        t.elapsed()
+    );
+    let r = existing.get("/f.txt", "");
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+// ---------------------------------------------------------------------------------------
+// 11. Every transmit strategy
+
+#[test]
+fn every_transmit_strategy_serves_gets_ranges_heads_and_offsets_past_4_gib() {
+    let root = docroot();
+    let small = pattern(1000, 11);
+    let mid = pattern(5 * MIB, 12);
+    put(root.path(), "small.txt", &small);
+    put(root.path(), "mid", &mid);
+    put(root.path(), "empty.txt", b"");
+    let sparse_len: u64 = 5 << 30;
+    let marker_at: u64 = (4 << 30) + 100;
+    let marker = b"past-4-GiB";
+    let f = File::create(root.path().join("sparse")).unwrap();
+    f.set_len(sparse_len).unwrap();
+    f.write_all_at(marker, marker_at).unwrap();
+    drop(f);
+
+    for s in STRATEGIES {
+        let server = Server::start(root.path(), &["--transmit", s]);
+        let mut c = server.conn();
+
+        let g = c.get("/small.txt", "");
+        assert_eq!(g.status, 200, "{s}: {g:?}");
+        assert_eq!(g.header("content-type"), Some("text/plain"), "{s}");
+        assert_bytes_eq(&g.body, &small, s);
+        let h = c.head("/small.txt", "");
+        assert_eq!(h.headers_except_date(), g.headers_except_date(), "{s}");
+
+        let m = c.get("/mid", "");
+        assert_eq!(m.status, 200, "{s}");
+        assert_eq!(
+            m.header("content-type"),
+            Some("application/octet-stream"),
+            "{s}"
+        );
+        assert_bytes_eq(&m.body, &mid, &format!("{s}: 5 MiB"));
+
+        let e = c.get("/empty.txt", "");
+        assert_eq!((e.status, e.content_length()), (200, Some(0)), "{s}");
+
+        expect_range(&mut c, "/small.txt", "bytes=0-8", 0, 8, 1000, &small[..9]);
+        expect_range(
+            &mut c,
+            "/small.txt",
+            "bytes=-10",
+            990,
+            999,
+            1000,
+            &small[990..],
+        );
+        expect_range(
+            &mut c,
+            "/small.txt",
+            "bytes=990-",
+            990,
+            999,
+            1000,
+            &small[990..],
+        );
+        expect_range(
+            &mut c,
+            "/mid",
+            "bytes=1000000-3999999",
+            1_000_000,
+            3_999_999,
+            mid.len() as u64,
+            &mid[1_000_000..4_000_000],
+        );
+        let r = c.get("/small.txt", "Range: bytes=500-599,0-9\r\n");
+        expect_parts(&r, "text/plain", &small, &[(500, 599), (0, 9)]);
+
+        // Offsets past 4 GiB of a sparse 5 GiB file.
+        let hs = c.head("/sparse", "");
+        assert_eq!(hs.content_length(), Some(sparse_len), "{s}");
+        let past = marker_at + marker.len() as u64 - 1;
+        expect_range(
+            &mut c,
+            "/sparse",
+            &format!("bytes={marker_at}-{past}"),
+            marker_at,
+            past,
+            sparse_len,
+            marker,
+        );
+        expect_range(
+            &mut c,
+            "/sparse",
+            "bytes=-4",
+            sparse_len - 4,
+            sparse_len - 1,
+            sparse_len,
+            &[0; 4],
+        );
+        let r = c.get(
+            "/sparse",
+            &format!("Range: bytes={marker_at}-{past},0-1\r\n"),
+        );
+        assert_eq!(r.status, 206, "{s}: {r:?}");
+        let parts = multipart_parts(&r);
+        assert_eq!(parts.len(), 2, "{s}");
+        assert_eq!(parts[0].0, format!("bytes {marker_at}-{past}/{sparse_len}"));
+        assert_eq!(parts[0].2, marker, "{s}");
+        assert_eq!(parts[1].0, format!("bytes 0-1/{sparse_len}"));
+        assert_eq!(parts[1].2, [0, 0], "{s}");
+
+        // Pipelined: a range, a HEAD, a GET, then the close.
+        c.send(
+            &[
+                req("GET", "/small.txt", "Range: bytes=10-19\r\n"),
+                req("HEAD", "/mid", ""),
+                req("GET", "/small.txt", "Connection: close\r\n"),
+            ]
+            .concat(),
+        );
+        let r = c.response();
+        assert_eq!((r.status, r.body.as_slice()), (206, &small[10..20]), "{s}");
+        let r = c.response_to(true);
+        assert_eq!(
+            (r.status, r.content_length()),
+            (200, Some(mid.len() as u64)),
+            "{s}"
+        );
+        let r = c.response();
+        assert_eq!(r.status, 200, "{s}");
+        assert!(r.closes(), "{s}");
+        assert_bytes_eq(&r.body, &small, s);
+        c.expect_eof();
+    }
+}
