@@ -95,7 +95,9 @@ pub fn evaluate(value: &str, len: u64) -> RangeDecision {
                 end: last.map_or(len, |l| l.saturating_add(1).min(len)),
             }),
             Spec::FromTo(..) => None,
+            // A suffix of nothing, or of an empty file, selects no byte.
             Spec::Suffix(0) => None,
+            Spec::Suffix(_) if len == 0 => None,
             Spec::Suffix(n) => Some(ByteRange {
                 start: len.saturating_sub(n),
                 end: len,
@@ -191,6 +193,14 @@ mod tests {
             evaluate("bytes=2000-3000,5000-", 1000),
             RangeDecision::Unsatisfiable
         );
+    }
+
+    /// Found by the `range` fuzz target: `bytes=-N` on an empty file gave the empty
+    /// range 0..0, whose `Content-Range` end (`end - 1`) underflowed.
+    #[test]
+    fn regression_suffix_range_of_an_empty_file_is_unsatisfiable() {
+        assert_eq!(evaluate("bytes=-11111", 0), RangeDecision::Unsatisfiable);
+        assert_eq!(evaluate("bytes=-1,0-", 0), RangeDecision::Unsatisfiable);
     }
 
     #[test]

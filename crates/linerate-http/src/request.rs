@@ -165,24 +165,38 @@ pub fn parse(buf: &[u8], limits: &Limits) -> Parse {
     while buf[start..].starts_with(b"\r\n") {
         start += 2;
     }
-    let head_end = find(&buf[start..], b"\r\n\r\n").map(|i| start + i + 4);
-    let scan_end = head_end.unwrap_or(buf.len());
-    for i in start..scan_end {
-        if buf[i] == b'\n' && (i == 0 || buf[i - 1] != b'\r') {
-            return invalid(Status::BadRequest, "bare LF");
+    // One forward scan, so the first violation in byte order decides, whether the bytes
+    // came at once or one at a time: a bare LF (400), a request line past its limit
+    // (414), a header block past its limit (431).
+    let mut in_line = true;
+    let mut fields_start = 0;
+    let mut line_start = start;
+    let mut head_end = None;
+    for i in start..buf.len() {
+        let b = buf[i];
+        if b == b'\n' {
+            if i == 0 || buf[i - 1] != b'\r' {
+                return invalid(Status::BadRequest, "bare LF");
+            }
+            if in_line {
+                in_line = false;
+                fields_start = i + 1;
+            } else if i == line_start + 1 {
+                head_end = Some(i + 1);
+                break;
+            }
+            line_start = i + 1;
+            continue;
         }
-    }
-    let line_end = find(&buf[start..scan_end], b"\r\n").map(|i| start + i);
-    let line_len = line_end.unwrap_or(scan_end) - start;
-    if line_len > limits.request_line_bytes {
-        return invalid(Status::UriTooLong, "request line too long");
-    }
-    let fields_len = match line_end {
-        Some(e) => scan_end - (e + 2),
-        None => 0,
-    };
-    if fields_len > limits.header_bytes + 2 {
-        return invalid(Status::HeaderFieldsTooLarge, "header block too large");
+        // A CR waiting for its LF does not count yet.
+        let pending_cr = usize::from(b == b'\r');
+        if in_line {
+            if i + 1 - start - pending_cr > limits.request_line_bytes {
+                return invalid(Status::UriTooLong, "request line too long");
+            }
+        } else if i + 1 - fields_start - pending_cr > limits.header_bytes {
+            return invalid(Status::HeaderFieldsTooLarge, "header block too large");
+        }
     }
     let Some(head_len) = head_end else {
         return Parse::Incomplete;
@@ -344,10 +358,6 @@ fn append(slot: &mut Option<String>, value: &str) {
         }
         None => *slot = Some(value.to_string()),
     }
-}
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 /// `(authority of an absolute-form target, path and query)`.
@@ -791,6 +801,33 @@ mod tests {
         assert!(matches!(
             parse(raw.as_bytes(), &Limits::default()),
             Parse::Complete { .. }
+        ));
+    }
+
+    #[test]
+    fn the_first_violation_in_byte_order_decides() {
+        // A bare LF after the request line's limit: 414 whole and byte by byte.
+        let raw = format!("GET /{}\n", "a".repeat(9000));
+        assert_eq!(status(&raw), Some(414));
+        // A bare LF before the limit: 400 both ways.
+        let raw = format!("GET /a\n{}", "a".repeat(9000));
+        assert_eq!(status(&raw), Some(400));
+        // A line exactly at the limit, its CR last, is fine.
+        let limits = Limits {
+            request_line_bytes: 16,
+            ..Limits::default()
+        };
+        let line = b"GET /12345 HTTP/1.1"[..16].to_vec();
+        let mut raw = line.clone();
+        raw.extend_from_slice(b"\r");
+        assert_eq!(parse(&raw, &limits), Parse::Incomplete);
+        raw.extend_from_slice(b"x");
+        assert!(matches!(
+            parse(&raw, &limits),
+            Parse::Invalid {
+                status: Status::UriTooLong,
+                ..
+            }
         ));
     }
 
