@@ -19,6 +19,15 @@ pub enum AccessLog {
     File(PathBuf),
 }
 
+/// The access log's line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Common Log Format.
+    Clf,
+    /// One JSON object per line.
+    Json,
+}
+
 /// Everything `serve` needs.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -51,6 +60,8 @@ pub struct Config {
     pub autoindex: bool,
     /// Access log.
     pub access_log: AccessLog,
+    /// Access log line format.
+    pub log_format: LogFormat,
     /// Open files kept per worker.
     pub open_file_cache_entries: usize,
 }
@@ -73,7 +84,95 @@ impl Config {
             dotfiles: false,
             autoindex: false,
             access_log: AccessLog::Stdout,
+            log_format: LogFormat::Clf,
             open_file_cache_entries: 10_000,
         }
+    }
+}
+
+/// The settings a TOML configuration file may hold; each is also a command-line flag,
+/// which wins. Unknown keys are refused.
+#[derive(Clone, Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct FileConfig {
+    /// Document root.
+    pub root: Option<PathBuf>,
+    /// Listen addresses.
+    pub listen: Option<Vec<SocketAddr>>,
+    /// Worker threads.
+    pub workers: Option<usize>,
+    /// Pin workers to CPUs.
+    pub pin: Option<bool>,
+    /// Strategy name for file bodies.
+    pub transmit: Option<String>,
+    /// Small-file size: bytes, or a string like "16K".
+    pub small_file: Option<Size>,
+    /// Request line limit.
+    pub max_request_line: Option<Size>,
+    /// Header block limit.
+    pub max_header_bytes: Option<Size>,
+    /// Header field count limit.
+    pub max_header_fields: Option<usize>,
+    /// Seconds.
+    pub idle_timeout: Option<f64>,
+    /// Seconds.
+    pub header_timeout: Option<f64>,
+    /// Seconds.
+    pub send_timeout: Option<f64>,
+    /// Seconds.
+    pub shutdown_timeout: Option<f64>,
+    /// Serve dot-files.
+    pub dotfiles: Option<bool>,
+    /// Directory listings.
+    pub autoindex: Option<bool>,
+    /// "stdout", "off" or a file path.
+    pub access_log: Option<String>,
+    /// "clf" or "json".
+    pub log_format: Option<String>,
+}
+
+/// A byte count in a configuration file: a number, or a string with K, M or G.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(untagged)]
+pub enum Size {
+    /// Bytes.
+    Bytes(u64),
+    /// "16K" and the like.
+    Text(String),
+}
+
+impl Size {
+    /// The byte count.
+    pub fn bytes(&self) -> Result<u64, String> {
+        match self {
+            Size::Bytes(n) => Ok(*n),
+            Size::Text(t) => linerate_tx::parse_size(t),
+        }
+    }
+}
+
+impl FileConfig {
+    /// Reads and checks a configuration file.
+    pub fn load(path: &std::path::Path) -> Result<FileConfig, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_parse_and_unknown_keys_are_refused() {
+        let c: FileConfig = toml::from_str(
+            "root = \"/srv\"\nlisten = [\"127.0.0.1:80\"]\nsmall-file = \"32K\"\nmax-header-bytes = 8192\nidle-timeout = 1.5\n",
+        )
+        .unwrap();
+        assert_eq!(c.small_file.unwrap().bytes().unwrap(), 32768);
+        assert_eq!(c.max_header_bytes.unwrap().bytes().unwrap(), 8192);
+        assert_eq!(c.idle_timeout, Some(1.5));
+        let e = toml::from_str::<FileConfig>("wrokers = 2\n").unwrap_err();
+        assert!(e.message().contains("wrokers"), "{}", e.message());
     }
 }

@@ -19,5 +19,5 @@ mod files;
 mod site;
 pub mod worker;
 
-pub use config::{AccessLog, Config};
+pub use config::{AccessLog, Config, FileConfig, LogFormat};
 pub use worker::{serve, ServeError};

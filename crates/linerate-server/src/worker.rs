@@ -308,17 +308,29 @@ impl Worker {
             return;
         };
         let log = &mut self.log;
+        let json = self.cfg.log_format == crate::config::LogFormat::Json;
         let mut write_log = |c: &Conn, r: &Response| {
             if let Some(l) = log.as_mut() {
-                let _ = writeln!(
-                    l,
-                    "{} - - [{}] \"{}\" {} {}",
-                    c.peer.ip(),
-                    clf_date(SystemTime::now()),
-                    r.request_line,
-                    r.status.code(),
-                    r.body_bytes
-                );
+                let _ = if json {
+                    let line = serde_json::json!({
+                        "time": httpdate::fmt_http_date(SystemTime::now()),
+                        "remote": c.peer.ip().to_string(),
+                        "request": r.request_line,
+                        "status": r.status.code(),
+                        "bytes": r.body_bytes,
+                    });
+                    writeln!(l, "{line}")
+                } else {
+                    writeln!(
+                        l,
+                        "{} - - [{}] \"{}\" {} {}",
+                        c.peer.ip(),
+                        clf_date(SystemTime::now()),
+                        r.request_line,
+                        r.status.code(),
+                        r.body_bytes
+                    )
+                };
             }
         };
         let after = conn.drive(&mut self.site, readable, error, now, &mut write_log);

@@ -68,57 +68,65 @@ enum Bench {
 
 #[derive(Args, Debug)]
 struct ServeArgs {
-    /// Document root.
-    #[arg(default_value = ".")]
-    dir: PathBuf,
+    /// Document root [default: the current directory].
+    dir: Option<PathBuf>,
+    /// TOML file with any of the settings below (keys as the flags, without the dashes:
+    /// root, listen, workers, pin, transmit, small-file, max-request-line,
+    /// max-header-bytes, max-header-fields, idle-timeout, header-timeout, send-timeout,
+    /// shutdown-timeout, dotfiles, autoindex, access-log, log-format). Flags win.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Address to listen on; repeat for several (port 0: a free port; each bound
-    /// address is printed as "listening on ADDR").
-    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
+    /// address is printed as "listening on ADDR") [default: 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR:PORT")]
     listen: Vec<SocketAddr>,
-    /// Worker threads, each pinned to a CPU with its own listener (default: one per CPU).
+    /// Worker threads, each pinned to a CPU with its own listener [default: one per CPU].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     workers: Option<u32>,
     /// Do not pin workers to CPUs.
     #[arg(long)]
     no_pin: bool,
     /// Strategy for file bodies: copy, sendfile, splice or zerocopy (also sendfile-4k
-    /// and sendfile-chunk-SIZE, for measurement).
-    #[arg(long, default_value = "sendfile", value_parser = parse_strategy)]
-    transmit: Strategy,
+    /// and sendfile-chunk-SIZE, for measurement) [default: sendfile].
+    #[arg(long, value_parser = parse_strategy)]
+    transmit: Option<Strategy>,
     /// Files up to this size are kept in memory per worker and sent with their head in
-    /// one sendmsg.
-    #[arg(long, value_name = "BYTES", default_value = "16K", value_parser = parse_size)]
-    small_file: usize,
-    /// Longest request line (414 beyond).
-    #[arg(long, value_name = "BYTES", default_value = "8K", value_parser = parse_positive_size)]
-    max_request_line: usize,
-    /// Largest header block (431 beyond).
-    #[arg(long, value_name = "BYTES", default_value = "16K", value_parser = parse_positive_size)]
-    max_header_bytes: usize,
-    /// Most header fields (431 beyond).
-    #[arg(long, value_name = "N", default_value = "100", value_parser = clap::value_parser!(u32).range(1..=10000))]
-    max_header_fields: u32,
-    /// Close a keep-alive connection idle this long.
-    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
-    idle_timeout: Duration,
-    /// A request head must arrive whole within this long of its first byte.
-    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
-    header_timeout: Duration,
-    /// Close a response that makes no send progress this long.
-    #[arg(long, value_name = "SECONDS", default_value = "60", value_parser = parse_seconds)]
-    send_timeout: Duration,
-    /// After SIGTERM or SIGINT, in-flight responses get this long.
-    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
-    shutdown_timeout: Duration,
+    /// one sendmsg [default: 16K].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    small_file: Option<usize>,
+    /// Longest request line, 414 beyond [default: 8K].
+    #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
+    max_request_line: Option<usize>,
+    /// Largest header block, 431 beyond [default: 16K].
+    #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
+    max_header_bytes: Option<usize>,
+    /// Most header fields, 431 beyond [default: 100].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
+    max_header_fields: Option<u32>,
+    /// Close a keep-alive connection idle this long [default: 60].
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    idle_timeout: Option<Duration>,
+    /// A request head must arrive whole within this long of its first byte [default: 10].
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    header_timeout: Option<Duration>,
+    /// Close a response that makes no send progress this long [default: 60].
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    send_timeout: Option<Duration>,
+    /// After SIGTERM or SIGINT, in-flight responses get this long [default: 10].
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    shutdown_timeout: Option<Duration>,
     /// Serve dot-files and dot-directories (404 otherwise).
     #[arg(long)]
     dotfiles: bool,
     /// List directories that have no index.html.
     #[arg(long)]
     autoindex: bool,
-    /// Access log in Common Log Format: stdout, off, or a file to append to.
-    #[arg(long, value_name = "stdout|off|FILE", default_value = "stdout")]
-    access_log: String,
+    /// Access log: stdout, off, or a file to append to [default: stdout].
+    #[arg(long, value_name = "stdout|off|FILE")]
+    access_log: Option<String>,
+    /// Access log lines: clf (Common Log Format) or json [default: clf].
+    #[arg(long, value_name = "clf|json")]
+    log_format: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -378,30 +386,163 @@ fn usage_error(msg: &str) -> ExitCode {
 }
 
 fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
-    let mut cfg = linerate_server::Config::new(a.dir.clone());
-    cfg.listen = a.listen;
-    if let Some(w) = a.workers {
-        cfg.workers = w as usize;
-    }
-    cfg.pin = !a.no_pin;
-    cfg.transmit = a.transmit;
-    cfg.small_file_bytes = a.small_file as u64;
-    cfg.limits = linerate_http::request::Limits {
-        request_line_bytes: a.max_request_line,
-        header_bytes: a.max_header_bytes,
-        header_fields: a.max_header_fields as usize,
+    // Flags win over the configuration file, which wins over the defaults.
+    let file = match &a.config {
+        Some(p) => match linerate_server::FileConfig::load(p) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("linerate: --config {e}");
+                return Ok(ExitCode::from(EXIT_FAILURE));
+            }
+        },
+        None => linerate_server::FileConfig::default(),
     };
-    cfg.idle_timeout = a.idle_timeout;
-    cfg.header_timeout = a.header_timeout;
-    cfg.send_timeout = a.send_timeout;
-    cfg.shutdown_timeout = a.shutdown_timeout;
-    cfg.dotfiles = a.dotfiles;
-    cfg.autoindex = a.autoindex;
-    cfg.access_log = match a.access_log.as_str() {
+    let bad = |key: &str, e: String| -> anyhow::Result<ExitCode> {
+        eprintln!("linerate: --config: {key}: {e}");
+        Ok(ExitCode::from(EXIT_FAILURE))
+    };
+    let dir = a
+        .dir
+        .clone()
+        .or(file.root.clone())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let mut cfg = linerate_server::Config::new(dir);
+    if !a.listen.is_empty() {
+        cfg.listen = a.listen.clone();
+    } else if let Some(l) = &file.listen {
+        if l.is_empty() {
+            return bad("listen", "needs at least one address".into());
+        }
+        cfg.listen = l.clone();
+    }
+    match (a.workers, file.workers) {
+        (Some(w), _) => cfg.workers = w as usize,
+        (None, Some(0)) => return bad("workers", "must be at least 1".into()),
+        (None, Some(w)) => cfg.workers = w,
+        (None, None) => {}
+    }
+    cfg.pin = !a.no_pin && file.pin.unwrap_or(true);
+    match (a.transmit, &file.transmit) {
+        (Some(t), _) => cfg.transmit = t,
+        (None, Some(t)) => match parse_strategy(t) {
+            Ok(t) => cfg.transmit = t,
+            Err(e) => return bad("transmit", e),
+        },
+        (None, None) => {}
+    }
+    let size = |flag: Option<usize>,
+                key: &str,
+                v: &Option<linerate_server::config::Size>,
+                default: usize|
+     -> Result<usize, String> {
+        match (flag, v) {
+            (Some(n), _) => Ok(n),
+            (None, Some(s)) => s
+                .bytes()
+                .map(|n| n as usize)
+                .map_err(|e| format!("{key}: {e}")),
+            (None, None) => Ok(default),
+        }
+    };
+    let limits = (|| -> Result<_, String> {
+        Ok(linerate_http::request::Limits {
+            request_line_bytes: size(
+                a.max_request_line,
+                "max-request-line",
+                &file.max_request_line,
+                cfg.limits.request_line_bytes,
+            )?,
+            header_bytes: size(
+                a.max_header_bytes,
+                "max-header-bytes",
+                &file.max_header_bytes,
+                cfg.limits.header_bytes,
+            )?,
+            header_fields: a
+                .max_header_fields
+                .map(|n| n as usize)
+                .or(file.max_header_fields)
+                .unwrap_or(cfg.limits.header_fields),
+        })
+    })();
+    match limits {
+        Ok(l) if l.request_line_bytes > 0 && l.header_bytes > 0 && l.header_fields > 0 => {
+            cfg.limits = l
+        }
+        Ok(_) => return bad("limits", "must be at least 1".into()),
+        Err(e) => return bad("limits", e),
+    }
+    match size(
+        a.small_file,
+        "small-file",
+        &file.small_file,
+        cfg.small_file_bytes as usize,
+    ) {
+        Ok(n) => cfg.small_file_bytes = n as u64,
+        Err(e) => return bad("small-file", e),
+    }
+    for (key, flag, from_file, slot) in [
+        (
+            "idle-timeout",
+            a.idle_timeout,
+            file.idle_timeout,
+            &mut cfg.idle_timeout,
+        ),
+        (
+            "header-timeout",
+            a.header_timeout,
+            file.header_timeout,
+            &mut cfg.header_timeout,
+        ),
+        (
+            "send-timeout",
+            a.send_timeout,
+            file.send_timeout,
+            &mut cfg.send_timeout,
+        ),
+        (
+            "shutdown-timeout",
+            a.shutdown_timeout,
+            file.shutdown_timeout,
+            &mut cfg.shutdown_timeout,
+        ),
+    ] {
+        match (flag, from_file) {
+            (Some(d), _) => *slot = d,
+            (None, Some(secs)) => match parse_seconds(&secs.to_string()) {
+                Ok(d) => *slot = d,
+                Err(e) => return bad(key, e),
+            },
+            (None, None) => {}
+        }
+    }
+    cfg.dotfiles = a.dotfiles || file.dotfiles.unwrap_or(false);
+    cfg.autoindex = a.autoindex || file.autoindex.unwrap_or(false);
+    let access_log = a
+        .access_log
+        .clone()
+        .or(file.access_log.clone())
+        .unwrap_or_else(|| "stdout".into());
+    cfg.access_log = match access_log.as_str() {
         "off" => linerate_server::AccessLog::Off,
         "stdout" => linerate_server::AccessLog::Stdout,
         "" => return Ok(usage_error("--access-log: give stdout, off or a file")),
         p => linerate_server::AccessLog::File(PathBuf::from(p)),
+    };
+    cfg.log_format = match a
+        .log_format
+        .as_deref()
+        .or(file.log_format.as_deref())
+        .unwrap_or("clf")
+    {
+        "clf" => linerate_server::LogFormat::Clf,
+        "json" => linerate_server::LogFormat::Json,
+        other if a.log_format.is_some() => {
+            return Ok(usage_error(&format!(
+                "--log-format {other}: give clf or json"
+            )))
+        }
+        other => return bad("log-format", format!("'{other}': give clf or json")),
     };
     let stop = stop_flag()?;
     let announce = |addr: SocketAddr| {

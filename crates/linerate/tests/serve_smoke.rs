@@ -209,3 +209,84 @@ fn bad_configuration_fails_before_serving() {
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
 }
+
+#[test]
+fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    std::fs::write(root.join("sub/x.txt"), b"x").unwrap();
+    let log = dir.path().join("access.log");
+    let conf = dir.path().join("linerate.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "root = {:?}\nautoindex = true\naccess-log = {:?}\nlog-format = \"json\"\nmax-header-fields = 5\nlisten = [\"127.0.0.1:1\"]\n",
+            root.to_str().unwrap(),
+            log.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    // The file's listen address (port 1, privileged and unused) is overridden by the flag.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args([
+            "serve",
+            "--config",
+            conf.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let s = Server {
+        child,
+        addr: line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap()
+            .to_string(),
+    };
+    // autoindex from the file: a listing of /sub/.
+    let (head, body) = split(&exchange(
+        &s.addr,
+        b"GET /sub/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ));
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert!(String::from_utf8_lossy(&body).contains("x.txt"));
+    // max-header-fields = 5 from the file.
+    let many: String = (0..6).map(|i| format!("X-{i}: v\r\n")).collect();
+    let (head, _) = split(&exchange(
+        &s.addr,
+        format!("GET /sub/x.txt HTTP/1.1\r\nHost: x\r\n{many}\r\n").as_bytes(),
+    ));
+    assert!(head.starts_with("HTTP/1.1 431 "), "{head}");
+    drop(s);
+    // JSON lines in the file the configuration named.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(first["status"], 200);
+    assert_eq!(first["request"], "GET /sub/ HTTP/1.1");
+
+    std::fs::write(&conf, "wrokers = 2\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", "--config", conf.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("wrokers") && err.lines().count() == 1, "{err}");
+    assert!(out.stdout.is_empty(), "served despite a bad configuration");
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", "--config", "/nonexistent.toml"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.toml"));
+}
