@@ -104,6 +104,12 @@ impl Conn {
             && self.skip.is_none()
     }
 
+    fn release_buffers(&mut self) {
+        self.inbuf = Vec::new();
+        self.queue = VecDeque::new();
+        self.finished = Vec::new();
+    }
+
     /// Responses queued or being sent.
     pub fn busy(&self) -> bool {
         !self.queue.is_empty() || self.transmit.is_some()
@@ -158,6 +164,11 @@ impl Conn {
         }
         if self.busy() {
             return After::Keep;
+        }
+        if self.is_idle() {
+            // An idle keep-alive connection holds no buffers: memory scales with the
+            // work in flight, not with the connections open.
+            self.release_buffers();
         }
         if self.stop_reading || self.read_closed {
             if self.read_closed {

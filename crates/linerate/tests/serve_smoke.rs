@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 
 struct Server {
     child: Child,
@@ -289,4 +289,129 @@ fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.toml"));
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn idle_keep_alive_connections_hold_no_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.txt"), vec![b'a'; 2000]).unwrap();
+    let s = Server::start(dir.path(), &[]);
+    let pid = s.child.id();
+    // Warm up allocator and caches with a few connections first.
+    let mut conns: Vec<TcpStream> = Vec::new();
+    let get = |c: &mut TcpStream| {
+        c.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut buf = vec![0u8; 4096];
+        let mut got = 0;
+        while !buf[..got].windows(4).any(|w| w == b"\r\n\r\n") || got < 2000 {
+            got += c.read(&mut buf[got..]).unwrap();
+        }
+    };
+    for _ in 0..20 {
+        let mut c = TcpStream::connect(&s.addr).unwrap();
+        get(&mut c);
+        conns.push(c);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let before = rss_kib(pid);
+    for _ in 0..500 {
+        let mut c = TcpStream::connect(&s.addr).unwrap();
+        get(&mut c);
+        conns.push(c);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let after = rss_kib(pid);
+    let per_conn = (after.saturating_sub(before)) * 1024 / 500;
+    // A connection that kept its 16 KiB read buffer would cost well over this.
+    assert!(
+        per_conn < 8 * 1024,
+        "{per_conn} bytes of memory per idle connection ({before} -> {after} KiB)"
+    );
+}
+
+fn curl(args: &[&str]) -> Output {
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "20"])
+        .args(args)
+        .output();
+    match out {
+        Ok(o) => o,
+        Err(e) if std::env::var_os("CI").is_some() => panic!("curl is needed in CI: {e}"),
+        Err(e) => panic!("curl: {e} (apt-get install curl)"),
+    }
+}
+
+#[test]
+fn curl_downloads_ranges_heads_and_revalidates() {
+    let dir = tempfile::tempdir().unwrap();
+    let big: Vec<u8> = (0..5_000_000u32).map(|i| (i % 253) as u8).collect();
+    std::fs::write(dir.path().join("big.bin"), &big).unwrap();
+    std::fs::write(dir.path().join("page.html"), b"<p>page</p>").unwrap();
+    let s = Server::start(dir.path(), &[]);
+    let url = |p: &str| format!("http://{}/{p}", s.addr);
+    let out_file = dir.path().join("download");
+    let o = curl(&[
+        "-o",
+        out_file.to_str().unwrap(),
+        "-w",
+        "%{http_code} %{size_download}",
+        &url("big.bin"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "200 5000000");
+    assert!(std::fs::read(&out_file).unwrap() == big);
+    let o = curl(&["-r", "100-199", &url("big.bin")]);
+    assert_eq!(o.stdout, &big[100..200]);
+    let o = curl(&["-I", &url("page.html")]);
+    let head = String::from_utf8_lossy(&o.stdout).to_lowercase();
+    assert!(head.starts_with("http/1.1 200"), "{head}");
+    assert!(
+        head.contains("content-type: text/html") && head.contains("content-length: 11"),
+        "{head}"
+    );
+    // curl -z sends If-Modified-Since from the file's own mtime: 304, nothing downloaded.
+    let o = curl(&[
+        "-z",
+        dir.path().join("page.html").to_str().unwrap(),
+        "-w",
+        "%{http_code} %{size_download}",
+        "-o",
+        "/dev/null",
+        &url("page.html"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "304 0");
+    // HTTP/1.0 and a 404.
+    let o = curl(&[
+        "--http1.0",
+        "-w",
+        "%{http_code}",
+        "-o",
+        "/dev/null",
+        &url("missing"),
+    ]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "404");
+    // Several URLs over one keep-alive connection: curl reports reusing it.
+    let o = curl(&[
+        "-v",
+        "-o",
+        "/dev/null",
+        "-o",
+        "/dev/null",
+        &url("page.html"),
+        &url("page.html"),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Re-using existing connection"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
 }
