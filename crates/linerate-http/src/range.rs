@@ -135,6 +135,37 @@ pub fn evaluate(value: &str, len: u64) -> RangeDecision {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever the field, what is sent lies inside the file, in at most MAX_RANGES
+        /// parts, never totalling more than the file; a single valid range is exact.
+        #[test]
+        fn ranges_stay_inside_the_file(
+            specs in prop::collection::vec((proptest::option::of(0u64..2000), proptest::option::of(0u64..2000)), 1..40),
+            len in 0u64..1500,
+        ) {
+            let field = specs
+                .iter()
+                .map(|(a, b)| format!("{}-{}", a.map(|x| x.to_string()).unwrap_or_default(), b.map(|x| x.to_string()).unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(",");
+            match evaluate(&format!("bytes={field}"), len) {
+                RangeDecision::Partial(rs) => {
+                    prop_assert!(!rs.is_empty() && rs.len() <= MAX_RANGES);
+                    let total: u64 = rs.iter().map(ByteRange::len).sum();
+                    prop_assert!(total <= len);
+                    for r in &rs {
+                        prop_assert!(r.start < r.end && r.end <= len);
+                    }
+                    if let [(Some(a), Some(b))] = specs[..] {
+                        prop_assert_eq!(&rs, &vec![ByteRange { start: a, end: (b + 1).min(len) }]);
+                    }
+                }
+                RangeDecision::Full | RangeDecision::Unsatisfiable => {}
+            }
+        }
+    }
 
     fn r(start: u64, end: u64) -> ByteRange {
         ByteRange { start, end }

@@ -415,3 +415,40 @@ fn curl_downloads_ranges_heads_and_revalidates() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn a_rust_http_client_gets_files_ranges_and_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    std::fs::write(dir.path().join("d.bin"), &data).unwrap();
+    let s = Server::start(dir.path(), &["--transmit", "splice"]);
+    let agent = ureq::AgentBuilder::new().build();
+    let url = format!("http://{}/d.bin", s.addr);
+    for _ in 0..3 {
+        // The agent keeps the connection alive between these.
+        let r = agent.get(&url).call().unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.header("accept-ranges"), Some("bytes"));
+        let etag = r.header("etag").unwrap().to_string();
+        let mut body = Vec::new();
+        r.into_reader().read_to_end(&mut body).unwrap();
+        assert!(body == data);
+        let r = agent.get(&url).set("Range", "bytes=-100").call().unwrap();
+        assert_eq!(r.status(), 206);
+        assert_eq!(
+            r.header("content-range"),
+            Some("bytes 199900-199999/200000")
+        );
+        let mut tail = Vec::new();
+        r.into_reader().read_to_end(&mut tail).unwrap();
+        assert_eq!(tail, &data[199_900..]);
+        match agent.get(&url).set("If-None-Match", &etag).call() {
+            Ok(r) => assert_eq!(r.status(), 304),
+            Err(e) => panic!("conditional GET: {e}"),
+        }
+    }
+    match agent.get(&format!("http://{}/nope", s.addr)).call() {
+        Err(ureq::Error::Status(404, r)) => assert_eq!(r.into_string().unwrap(), "404 Not Found\n"),
+        other => panic!("expected 404, got {other:?}"),
+    }
+}
