@@ -23,8 +23,8 @@ use crate::site::{Part, Response, Site};
 pub(crate) const MAX_QUEUED: usize = 32;
 /// Bytes gathered into one `sendmsg` at most.
 const GATHER_BYTES: usize = 1 << 20;
-/// Bytes read per call.
-const READ_BYTES: usize = 16 * 1024;
+/// Bytes read per call (the worker's scratch buffer).
+pub(crate) const READ_BYTES: usize = 16 * 1024;
 
 enum Skip {
     Length(u64),
@@ -119,6 +119,7 @@ impl Conn {
     pub fn drive(
         &mut self,
         site: &mut Site,
+        scratch: &mut [u8],
         readable: bool,
         error_event: bool,
         now: Instant,
@@ -151,7 +152,7 @@ impl Conn {
                 }
                 break;
             }
-            match self.read_some(now) {
+            match self.read_some(scratch, now) {
                 Ok(0) => break,
                 Ok(_) => {
                     if !self.process(site, now) {
@@ -197,23 +198,21 @@ impl Conn {
     }
 
     /// Reads until `EAGAIN` or the head-size limit; returns bytes read (0: none now).
-    fn read_some(&mut self, now: Instant) -> io::Result<usize> {
+    /// Reads land in the worker's `scratch` buffer and only what arrived is copied into
+    /// the connection's own, so a request costs no zero-filled buffer of its own.
+    fn read_some(&mut self, scratch: &mut [u8], now: Instant) -> io::Result<usize> {
         let mut total = 0;
         loop {
-            let old = self.inbuf.len();
-            self.inbuf.resize(old + READ_BYTES, 0);
-            let r = (&self.sock).read(&mut self.inbuf[old..]);
-            match r {
+            match (&self.sock).read(scratch) {
                 Ok(0) => {
-                    self.inbuf.truncate(old);
                     self.read_closed = true;
                     return Ok(total);
                 }
                 Ok(n) => {
-                    self.inbuf.truncate(old + n);
+                    self.inbuf.extend_from_slice(&scratch[..n]);
                     total += n;
                     self.last_activity = now;
-                    if n < READ_BYTES {
+                    if n < scratch.len() {
                         // Drained: the next edge brings more.
                         self.may_read = false;
                         return Ok(total);
@@ -223,15 +222,11 @@ impl Conn {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.inbuf.truncate(old);
                     self.may_read = false;
                     return Ok(total);
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.inbuf.truncate(old),
-                Err(e) => {
-                    self.inbuf.truncate(old);
-                    return Err(e);
-                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
             }
         }
     }

@@ -165,6 +165,8 @@ struct Worker {
     accept_paused_until: Option<Instant>,
     log: Option<Box<dyn Write>>,
     tx: TxConfig,
+    /// Where every connection's reads land first.
+    scratch: Vec<u8>,
 }
 
 impl Worker {
@@ -195,6 +197,7 @@ impl Worker {
             free: Vec::new(),
             accept_paused_until: None,
             log,
+            scratch: vec![0; crate::conn::READ_BYTES],
         })
     }
 
@@ -333,7 +336,14 @@ impl Worker {
                 };
             }
         };
-        let after = conn.drive(&mut self.site, readable, error, now, &mut write_log);
+        let after = conn.drive(
+            &mut self.site,
+            &mut self.scratch,
+            readable,
+            error,
+            now,
+            &mut write_log,
+        );
         if after != After::Keep {
             self.close(idx, after);
         }
