@@ -63,8 +63,10 @@ fn usage(whine: &str, stderr: String) -> Outcome {
     }
 }
 
-/// C `strtol(s, &end, 10)` then `(int)`: `None` when characters are left over.
-fn strtol_int(s: &str) -> Option<i32> {
+/// C's integer prefix as `strtol(s, &end, 10)` reads it: white space, a sign, decimal
+/// digits, saturating at the `long` range. `None` without a digit; else the value and
+/// whether characters follow it.
+fn c_integer(s: &str) -> Option<(i64, bool)> {
     let t = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
     let (neg, digits) = match t.as_bytes().first() {
         Some(b'-') => (true, &t[1..]),
@@ -73,36 +75,30 @@ fn strtol_int(s: &str) -> Option<i32> {
     };
     let n = digits.bytes().take_while(u8::is_ascii_digit).count();
     if n == 0 {
-        // No conversion: end is the start of the string, junk unless it is empty.
-        return if s.is_empty() { Some(0) } else { None };
-    }
-    if n != digits.len() {
         return None;
     }
-    let v: i64 = match digits[..n].parse::<i64>() {
+    let v = match digits[..n].parse::<i64>() {
         Ok(v) if neg => -v,
         Ok(v) => v,
         Err(_) if neg => i64::MIN,
         Err(_) => i64::MAX,
     };
-    Some(v as i32)
+    Some((v, n != digits.len()))
 }
 
-/// C `atoi`.
-fn atoi(s: &str) -> i64 {
-    let t = s.trim_start_matches([' ', '\t', '\n', '\x0b', '\x0c', '\r']);
-    let (neg, digits) = match t.as_bytes().first() {
-        Some(b'-') => (true, &t[1..]),
-        Some(b'+') => (false, &t[1..]),
-        _ => (false, t),
-    };
-    let n = digits.bytes().take_while(u8::is_ascii_digit).count();
-    let v = digits[..n].parse::<i64>().unwrap_or(0) as i32 as i64;
-    if neg {
-        -v
-    } else {
-        v
+/// `strtol` then `(int)`, as ministat reads `-C` and `-w`: `None` when characters are
+/// left over (an empty string converts to 0 with nothing left over).
+fn strtol_int(s: &str) -> Option<i32> {
+    match c_integer(s) {
+        None if s.is_empty() => Some(0),
+        None | Some((_, true)) => None,
+        Some((v, false)) => Some(v as i32),
     }
+}
+
+/// C `atoi`: `(int)strtol`, 0 without digits.
+fn atoi(s: &str) -> i64 {
+    c_integer(s).map_or(0, |(v, _)| i64::from(v as i32))
 }
 
 /// Runs ministat on `args` (without the program name).

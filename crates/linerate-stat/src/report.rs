@@ -147,9 +147,10 @@ fn plot(sets: &[DataSet], o: &ReportOptions) -> Result<String, Crash> {
     let mut bars: Vec<Vec<u8>> = vec![vec![0; cols]; nbars];
     for (k, s) in sets.iter().enumerate() {
         let val = (k + 1) as u8;
+        // Each point's column and its place in the run of points sharing that column.
+        let mut placed = Vec::with_capacity(s.n());
         let mut prev: Option<usize> = None;
         let mut j = 0usize;
-        let mut deepest = 1usize;
         for &p in s.points() {
             let x = col(p)?;
             if Some(x) == prev {
@@ -158,8 +159,9 @@ fn plot(sets: &[DataSet], o: &ReportOptions) -> Result<String, Crash> {
                 j = 1;
                 prev = Some(x);
             }
-            deepest = deepest.max(j);
+            placed.push((x, j));
         }
+        let deepest = placed.iter().map(|&(_, j)| j).max().unwrap_or(1).max(1);
         let m = deepest + 1;
         if m > height {
             if cols == 0 && k > 0 {
@@ -177,16 +179,7 @@ fn plot(sets: &[DataSet], o: &ReportOptions) -> Result<String, Crash> {
         // earlier sets above it are not printed.
         height = m;
         if cols > 0 {
-            let mut prev: Option<usize> = None;
-            let mut j = 0usize;
-            for &p in s.points() {
-                let x = col(p)?;
-                if Some(x) == prev {
-                    j += 1;
-                } else {
-                    j = 1;
-                    prev = Some(x);
-                }
+            for &(x, j) in &placed {
                 grid[j][x] |= val;
             }
             let b = &mut bars[if o.separate_bars { k } else { 0 }];
