@@ -45,7 +45,9 @@ pub(crate) enum After {
 pub(crate) struct Conn {
     pub sock: TcpStream,
     pub peer: SocketAddr,
-    tx: TxSocket,
+    tx_config: TxConfig,
+    /// The engine's state for this socket, made when the first file part goes out.
+    tx: Option<TxSocket>,
     inbuf: Vec<u8>,
     skip: Option<Skip>,
     queue: VecDeque<Response>,
@@ -70,17 +72,12 @@ pub(crate) struct Conn {
 }
 
 impl Conn {
-    pub fn new(
-        sock: TcpStream,
-        peer: SocketAddr,
-        tx: TxConfig,
-        now: Instant,
-    ) -> Result<Conn, TxError> {
-        let tx = TxSocket::new(sock.as_fd(), tx)?;
-        Ok(Conn {
+    pub fn new(sock: TcpStream, peer: SocketAddr, tx_config: TxConfig, now: Instant) -> Conn {
+        Conn {
             sock,
             peer,
-            tx,
+            tx_config,
+            tx: None,
             inbuf: Vec::new(),
             skip: None,
             queue: VecDeque::new(),
@@ -93,7 +90,7 @@ impl Conn {
             draining_since: None,
             head_started: None,
             last_activity: now,
-        })
+        }
     }
 
     /// Nothing in flight and nothing half-received: an idle keep-alive connection.
@@ -129,8 +126,10 @@ impl Conn {
             self.may_read = true;
         }
         if error_event {
-            if let Err(e) = self.tx.reap(self.sock.as_fd()) {
-                return after_error(&e);
+            if let Some(tx) = self.tx.as_mut() {
+                if let Err(e) = tx.reap(self.sock.as_fd()) {
+                    return after_error(&e);
+                }
             }
         }
         if self.draining_since.is_some() {
@@ -318,7 +317,15 @@ impl Conn {
         loop {
             if let Some(t) = &mut self.transmit {
                 let before = t.sent();
-                let p = t.advance(self.sock.as_fd(), &mut self.tx)?;
+                // The engine's per-socket setup costs system calls; connections that
+                // only ever send bytes parts (small files, errors) never pay them.
+                let tx = match &mut self.tx {
+                    Some(tx) => tx,
+                    None => self
+                        .tx
+                        .insert(TxSocket::new(self.sock.as_fd(), self.tx_config.clone())?),
+                };
+                let p = t.advance(self.sock.as_fd(), tx)?;
                 if t.sent() > before {
                     self.last_activity = now;
                 }

@@ -21,6 +21,8 @@ pub(crate) struct Entry {
     pub file: Arc<File>,
     pub meta: FileMeta,
     pub validators: Validators,
+    /// `Last-Modified`, formatted once per opened file.
+    pub last_modified: String,
     pub content_type: &'static str,
     /// The whole contents, for files up to the small-file size.
     pub small: Option<Arc<[u8]>>,
@@ -87,8 +89,10 @@ impl FileCache {
         let small = (fm.size <= self.small_bytes)
             .then(|| read_whole(&file, fm.size))
             .flatten();
+        let validators = Validators::new(fm.ino, fm.size, mtime);
         let e = Rc::new(Entry {
-            validators: Validators::new(fm.ino, fm.size, mtime),
+            last_modified: validators.last_modified_http(),
+            validators,
             content_type: linerate_http::response::content_type(&name),
             meta: fm,
             file: Arc::new(file),

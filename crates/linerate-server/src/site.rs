@@ -52,6 +52,8 @@ pub(crate) struct Site {
     date: String,
     date_at: u64,
     boundary_seed: u64,
+    /// An access log is written.
+    logging: bool,
 }
 
 impl Site {
@@ -61,6 +63,7 @@ impl Site {
             .map_or(1, |d| d.as_nanos() as u64)
             | 1;
         Site {
+            logging: cfg.access_log != crate::config::AccessLog::Off,
             cfg,
             cache,
             date: String::new(),
@@ -140,20 +143,25 @@ impl Site {
 
     /// The response to `req`.
     pub fn respond(&mut self, req: &Request, now: SystemTime) -> Response {
-        let line = format!(
-            "{} {}{} HTTP/1.{}",
-            req.method.as_str(),
-            req.path,
-            req.query
-                .as_ref()
-                .map(|q| format!("?{q}"))
-                .unwrap_or_default(),
-            if req.version == linerate_http::request::Version::Http11 {
-                1
-            } else {
-                0
-            }
-        );
+        // Only the access log reads this; with the log off no request pays for it.
+        let line = if !self.logging {
+            String::new()
+        } else {
+            format!(
+                "{} {}{} HTTP/1.{}",
+                req.method.as_str(),
+                req.path,
+                req.query
+                    .as_ref()
+                    .map(|q| format!("?{q}"))
+                    .unwrap_or_default(),
+                if req.version == linerate_http::request::Version::Http11 {
+                    1
+                } else {
+                    0
+                }
+            )
+        };
         let keep = req.keep_alive;
         if !matches!(req.method, Method::Get | Method::Head) {
             return self.error(
@@ -268,7 +276,7 @@ impl Site {
             if_modified_since: req.if_modified_since.as_deref(),
             if_unmodified_since: req.if_unmodified_since.as_deref(),
         };
-        let last_modified = v.last_modified_http();
+        let last_modified = &e.last_modified;
         match conditional::evaluate(&cond, v, true) {
             Precondition::Failed => {
                 return self.error_for(
@@ -283,7 +291,7 @@ impl Site {
             Precondition::NotModified => {
                 let mut h = Head::new(Status::NotModified, self.date(now));
                 h.field("ETag", &v.etag)
-                    .field("Last-Modified", &last_modified);
+                    .field("Last-Modified", last_modified);
                 let head = h.finish(keep);
                 return Response {
                     parts: [Part::Bytes(head)].into(),
@@ -369,7 +377,7 @@ impl Site {
         }
         h.content_length(body_len)
             .field("ETag", &v.etag)
-            .field("Last-Modified", &last_modified)
+            .field("Last-Modified", last_modified)
             .field("Accept-Ranges", "bytes");
         let head = h.finish(keep);
         if !send_body {

@@ -274,9 +274,7 @@ impl Worker {
             let peer = sock
                 .peer_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-            let Ok(conn) = Conn::new(sock, peer, self.tx.clone(), now) else {
-                continue;
-            };
+            let conn = Conn::new(sock, peer, self.tx.clone(), now);
             let idx = match self.free.pop() {
                 Some(i) => i,
                 None => {

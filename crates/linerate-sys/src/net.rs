@@ -1,5 +1,5 @@
 //! Socket calls the standard library and `socket2` do not offer: sends that never raise
-//! `SIGPIPE`, `MSG_MORE`, the send-queue fill (`SIOCOUTQ`, `SIOCOUTQNSD`) and integer
+//! `SIGPIPE`, `MSG_MORE`, the send-queue fill (`SIOCOUTQ`) and integer
 //! socket options such as `TCP_NOTSENT_LOWAT`.
 
 use std::io::{self, IoSlice};
@@ -56,12 +56,6 @@ pub fn send_queue_bytes(fd: BorrowedFd<'_>) -> io::Result<usize> {
     ioctl_int(fd, libc::TIOCOUTQ as _)
 }
 
-/// Bytes in the socket's send queue not yet sent (`SIOCOUTQNSD`).
-pub fn unsent_bytes(fd: BorrowedFd<'_>) -> io::Result<usize> {
-    const SIOCOUTQNSD: libc::c_ulong = 0x894B;
-    ioctl_int(fd, SIOCOUTQNSD as _)
-}
-
 fn ioctl_int(fd: BorrowedFd<'_>, req: libc::Ioctl) -> io::Result<usize> {
     let mut n: libc::c_int = 0;
     // SAFETY: both requests write exactly one int through the pointer, a live local.
@@ -80,10 +74,6 @@ pub const SO_RCVBUF: libc::c_int = libc::SO_RCVBUF;
 /// `TCP_NOTSENT_LOWAT`: the socket reports writable only while fewer unsent bytes than
 /// this are queued, and a send stops queueing once that many are unsent.
 pub const TCP_NOTSENT_LOWAT: libc::c_int = libc::TCP_NOTSENT_LOWAT;
-/// `TCP_NODELAY`.
-pub const TCP_NODELAY: libc::c_int = libc::TCP_NODELAY;
-/// `TCP_CORK`.
-pub const TCP_CORK: libc::c_int = libc::TCP_CORK;
 
 /// Reads an integer socket option.
 pub fn getsockopt_int(

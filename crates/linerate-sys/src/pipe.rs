@@ -31,14 +31,6 @@ pub fn set_pipe_size(fd: BorrowedFd<'_>, bytes: usize) -> io::Result<usize> {
     Ok(n as usize)
 }
 
-/// Bytes waiting to be read in a pipe or socket (`FIONREAD`).
-pub fn readable_bytes(fd: BorrowedFd<'_>) -> io::Result<usize> {
-    let mut n: libc::c_int = 0;
-    // SAFETY: FIONREAD writes one int to the pointer, which points at a live local.
-    cvt(unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n) })?;
-    Ok(n.max(0) as usize)
-}
-
 /// `splice(2)`: moves up to `len` bytes from `fd_in` to `fd_out`, one of which must be a
 /// pipe. An offset, when given, is used and advanced instead of the file position.
 pub fn splice(

@@ -34,22 +34,3 @@ pub struct Counters {
     /// (for example sendfile of a memory buffer).
     pub degraded: u64,
 }
-
-impl Counters {
-    /// Adds another socket's counts into these.
-    pub fn add(&mut self, o: &Counters) {
-        self.syscalls += o.syscalls;
-        self.bytes += o.bytes;
-        self.eagain += o.eagain;
-        self.short_sends += o.short_sends;
-        self.wakeups += o.wakeups;
-        self.space_queries += o.space_queries;
-        self.zc_sends += o.zc_sends;
-        self.zc_completions += o.zc_completions;
-        self.zc_copied += o.zc_copied;
-        self.zc_enobufs += o.zc_enobufs;
-        self.zc_copy_sends += o.zc_copy_sends;
-        self.zc_disabled += o.zc_disabled;
-        self.degraded += o.degraded;
-    }
-}
