@@ -103,6 +103,42 @@ pub fn process_cpu(pid: u32) -> io::Result<Duration> {
     ))
 }
 
+/// User plus system CPU of process `pid` and every live descendant (nginx's master and
+/// its workers, for example): the `children` lists under `/proc/PID/task/*/` are walked
+/// at the moment of the call. A descendant that exits between two readings takes its
+/// time with it, so measure servers whose processes live for the whole run.
+pub fn process_tree_cpu(pid: u32) -> io::Result<Duration> {
+    let mut total = process_cpu(pid)?;
+    let mut todo = children(pid);
+    let mut seen = vec![pid];
+    while let Some(p) = todo.pop() {
+        if seen.contains(&p) {
+            continue;
+        }
+        seen.push(p);
+        // A child may exit between the listing and the reading; it no longer counts.
+        if let Ok(t) = process_cpu(p) {
+            total += t;
+            todo.extend(children(p));
+        }
+    }
+    Ok(total)
+}
+
+/// The child processes of `pid`, over all its threads.
+fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        if let Ok(s) = fs::read_to_string(t.path().join("children")) {
+            out.extend(s.split_whitespace().filter_map(|w| w.parse::<u32>().ok()));
+        }
+    }
+    out
+}
+
 /// A CPU figure for one side of a measurement.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct CpuFigure {
@@ -162,6 +198,31 @@ mod tests {
             1.0
         );
         assert_eq!(service_demand(Duration::from_secs(1), 0), 0.0);
+    }
+
+    #[test]
+    fn process_tree_counts_children() {
+        // A child that burns CPU shows in the tree's figure but not in our own.
+        let mut child = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; sleep 5",
+            ])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(1500));
+        // Both parts first, then the whole: each figure only grows.
+        let me = std::process::id();
+        let kid = process_cpu(child.id()).unwrap();
+        let own = process_cpu(me).unwrap();
+        let tree = process_tree_cpu(me).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(kid > Duration::ZERO, "the child burned no CPU");
+        assert!(
+            tree >= own + kid,
+            "tree {tree:?} < own {own:?} + child {kid:?}"
+        );
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! linerate's measurement kit: the discard sink (netserver's role), the stream benchmark
 //! (netperf TCP_STREAM / TCP_SENDFILE's role), CPU accounting, and the two-namespace
-//! topology the transmit measurements need.
+//! topology the transmit measurements need, and the HTTP load generator (wrk's role).
 //!
 //! Benchmarks return plain data (serde-serializable results) and leave statistics to
 //! `linerate stat`; the binary prints them.
@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cpu;
+pub mod http;
 pub mod netns;
 pub mod series;
 pub mod sink;

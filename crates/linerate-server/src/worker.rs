@@ -271,6 +271,10 @@ impl Worker {
                 Err(_) => return,
             };
             let sock = TcpStream::from(fd);
+            // No Nagle: a response's last partial segment must not wait for the ACK of
+            // the segments before it, which a client may delay 40 ms. Heads are held
+            // back with MSG_MORE where a body follows, so no small segments result.
+            let _ = sock.set_nodelay(true);
             let peer = sock
                 .peer_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));

@@ -48,6 +48,26 @@ pub fn sendv(fd: BorrowedFd<'_>, bufs: &[IoSlice<'_>], flags: SendFlags) -> io::
     cvt_size(unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, flags.bits()) })
 }
 
+/// Receives and throws away up to `scratch.len()` bytes without copying them
+/// (`recv(2)` with `MSG_TRUNC | MSG_DONTWAIT`: on TCP the kernel frees the bytes and
+/// never writes the buffer). Returns how many bytes were discarded; 0 means the peer
+/// closed. A load generator that only counts response bodies pays no copy for them.
+pub fn recv_discard(fd: BorrowedFd<'_>, scratch: &mut [u8]) -> io::Result<usize> {
+    // SAFETY: `scratch` is a live, writable slice of the length passed; whether or not the
+    // kernel writes it (TCP with MSG_TRUNC does not), it stays within those bytes.
+    cvt_size(unsafe {
+        libc::recv(
+            fd.as_raw_fd(),
+            scratch.as_mut_ptr().cast(),
+            scratch.len(),
+            libc::MSG_TRUNC | libc::MSG_DONTWAIT,
+        )
+    })
+}
+
+/// `EINPROGRESS`: a non-blocking `connect` has started.
+pub const EINPROGRESS: i32 = libc::EINPROGRESS;
+
 /// The kernel's limit on buffers per `sendmsg`/`writev` (`UIO_MAXIOV`).
 pub const IOV_MAX: usize = 1024;
 

@@ -3,6 +3,8 @@
 
 #![forbid(unsafe_code)]
 
+mod http_cmd;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -64,6 +66,15 @@ enum Bench {
     /// variants run interleaved and are compared by Student's t (ministat).
     #[command(args_override_self = true)]
     Stream(Box<StreamArgs>),
+    /// HTTP/1.1 load (wrk's role): keep-alive or a connection per request, pipelining,
+    /// a paced open loop (-R), latency percentiles, status and error counts, verified
+    /// lengths, and the server's CPU per request with --server-pid. With -i and
+    /// --compare: variants run interleaved and are compared by Student's t (ministat).
+    #[command(args_override_self = true)]
+    Http(Box<http_cmd::HttpArgs>),
+    /// Write the file sets `bench http` asks for: one file per size, and/or the
+    /// SpecWeb99-style static mix.
+    Files(http_cmd::FilesArgs),
 }
 
 #[derive(Args, Debug)]
@@ -238,7 +249,7 @@ struct StreamArgs {
     iterations: u32,
     /// Variants to compare, comma-separated; each is a strategy name and/or options
     /// that override the others: "sendfile-4k,sendfile" or "-s 32K,-s 128K".
-    #[arg(long, value_name = "A,B[,...]")]
+    #[arg(long, value_name = "A,B[,...]", allow_hyphen_values = true)]
     compare: Option<String>,
     /// Write each metric's samples here, one ministat file per variant and metric.
     #[arg(long, value_name = "DIR")]
@@ -284,6 +295,10 @@ fn parse_positive_size_u64(s: &str) -> Result<u64, String> {
         0 => Err("must be at least 1 byte".into()),
         n => Ok(n),
     }
+}
+
+fn parse_size_u64(s: &str) -> Result<u64, String> {
+    linerate_tx::parse_size(s)
 }
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
@@ -343,6 +358,12 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: Bench::Stream(a),
         } => run_stream(*a),
+        Command::Bench {
+            bench: Bench::Http(a),
+        } => http_cmd::run_http(*a),
+        Command::Bench {
+            bench: Bench::Files(a),
+        } => http_cmd::run_files(a),
     };
     match r {
         Ok(code) => code,
@@ -672,26 +693,11 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     // Each variant is the command line with the variant's words last (they win).
-    let argv: Vec<String> = std::env::args().collect();
-    let given: Vec<String> = argv
-        .iter()
-        .position(|w| w == "stream")
-        .map(|i| argv[i + 1..].to_vec())
-        .unwrap_or_default();
-    let labels: Vec<String> = match &a.compare {
-        Some(list) => list.split(',').map(|v| v.trim().to_string()).collect(),
-        None => vec![base.tx.strategy.to_string()],
+    let given = words_after("stream");
+    let labels = match variant_labels(a.compare.as_deref(), &base.tx.strategy.to_string()) {
+        Ok(l) => l,
+        Err(e) => return Ok(usage_error(&e)),
     };
-    if a.compare.is_some() && (labels.len() < 2 || labels.iter().any(String::is_empty)) {
-        return Ok(usage_error(
-            "--compare needs two or more non-empty variants, comma-separated",
-        ));
-    }
-    if labels.len() > 7 {
-        return Ok(usage_error(
-            "--compare: at most 7 variants (ministat's limit)",
-        ));
-    }
     let mut configs = Vec::new();
     for label in &labels {
         let mut words = vec!["stream".to_string()];
@@ -804,7 +810,40 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        for v in &verdicts {
+        print_verdicts(&verdicts);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The words of the command line after the subcommand `name`.
+fn words_after(name: &str) -> Vec<String> {
+    let argv: Vec<String> = std::env::args().collect();
+    argv.iter()
+        .position(|w| w == name)
+        .map(|i| argv[i + 1..].to_vec())
+        .unwrap_or_default()
+}
+
+/// The variants of `--compare A,B,...` (two to seven, none empty), or the one label
+/// `single` when there is no --compare.
+fn variant_labels(compare: Option<&str>, single: &str) -> Result<Vec<String>, String> {
+    let Some(list) = compare else {
+        return Ok(vec![single.to_string()]);
+    };
+    let labels: Vec<String> = list.split(',').map(|v| v.trim().to_string()).collect();
+    if labels.len() < 2 || labels.iter().any(String::is_empty) {
+        return Err("--compare needs two or more non-empty variants, comma-separated".into());
+    }
+    if labels.len() > 7 {
+        return Err("--compare: at most 7 variants (ministat's limit)".into());
+    }
+    Ok(labels)
+}
+
+/// One line per verdict: which metric, which variants, and the difference if proven.
+fn print_verdicts(verdicts: &[linerate_bench::series::Verdict]) {
+    {
+        for v in verdicts {
             let c = &v.comparison;
             println!(
                 "{} {}: {} vs {}: {}",
@@ -829,7 +868,6 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
             );
         }
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 fn print_stream(r: &StreamResult) {

@@ -4,51 +4,10 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-impl Server {
-    fn start(root: &std::path::Path, extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
-            .args([
-                "serve",
-                root.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-                "--workers",
-                "1",
-                "--access-log",
-                "off",
-            ])
-            .args(extra)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect("announces its address")
-            .to_string();
-        Server { child, addr }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let _ = self.child.wait();
-    }
-}
+mod util;
+use util::Server;
 
 fn exchange(addr: &str, req: &[u8]) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).unwrap();

@@ -1,0 +1,836 @@
+//! One load-generating thread: an epoll loop over its share of the connections.
+//!
+//! Each connection keeps up to `pipeline` requests in flight, written together in one
+//! send; responses are framed by `Content-Length` (parsed with `httparse`) and their
+//! bodies are thrown away with `recv(MSG_TRUNC)`, which frees the bytes in the kernel
+//! without copying them, unless `--checksum` asks for them to be read and hashed. The
+//! client's own cost per response is a head parse and a few system calls, so a single
+//! pinned thread can load a server that is faster than most clients.
+//!
+//! Latency runs from a request's start to its response's last byte. With a target rate
+//! the start is the moment the schedule said the request should go, not when it went:
+//! a stalled server is charged for the requests it held up (no coordinated omission).
+//! With `--close` it includes the connection set-up.
+//!
+//! Written by hand: no client library offers pipelining, a paced open loop and copy-free
+//! body discard together, and these are what make the numbers trustworthy.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use linerate_sys::epoll::{self, Epoll, Event};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::workload::{Picker, Workload};
+use super::{Errors, Limit};
+
+/// Largest response head accepted.
+const MAX_HEAD: usize = 16 * 1024;
+/// Read buffer per connection: room for a head and many small pipelined responses.
+const READ_BUF: usize = 64 * 1024;
+/// Scratch for discarded bodies (never written by the kernel; see `recv_discard`).
+const DISCARD_CHUNK: usize = 4 << 20;
+/// Reads per readiness event before other connections get a turn.
+const READS_PER_EVENT: usize = 32;
+/// Pause before reconnecting after a failed connection.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(10);
+
+/// What every thread shares.
+pub(crate) struct Shared {
+    pub target: SocketAddr,
+    pub workload: Arc<Workload>,
+    /// Request bytes per item, ready to send.
+    pub requests: Vec<Vec<u8>>,
+    pub pipeline: usize,
+    pub close: bool,
+    pub checksum: bool,
+    pub timeout: Duration,
+    pub seed: u64,
+    pub limit: Limit,
+    /// Requests started so far over all threads (for `-n`).
+    pub issued: AtomicU64,
+    /// Responses completed so far over all threads (for progress).
+    pub completed: AtomicU64,
+    pub stop: crate::StopFlag,
+}
+
+/// One thread's tallies.
+pub(crate) struct ThreadStats {
+    pub latency_us: Histogram<u64>,
+    pub requests: u64,
+    pub body_bytes: u64,
+    pub bytes: u64,
+    pub statuses: BTreeMap<u16, u64>,
+    pub errors: Errors,
+    pub connections: u64,
+    pub first_error: Option<String>,
+}
+
+impl ThreadStats {
+    fn new() -> ThreadStats {
+        ThreadStats {
+            // 1 µs to 100 s at three significant digits.
+            latency_us: Histogram::new_with_bounds(1, 100_000_000, 3)
+                .expect("valid histogram bounds"),
+            requests: 0,
+            body_bytes: 0,
+            bytes: 0,
+            statuses: BTreeMap::new(),
+            errors: Errors::default(),
+            connections: 0,
+            first_error: None,
+        }
+    }
+
+    fn error(&mut self, kind: fn(&mut Errors) -> &mut u64, what: impl FnOnce() -> String) {
+        *kind(&mut self.errors) += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(what());
+        }
+    }
+}
+
+/// A request sent and not yet answered.
+#[derive(Clone, Copy)]
+struct Inflight {
+    item: usize,
+    /// Start of the request, ns since the run's start.
+    start_ns: u64,
+}
+
+/// The response being read.
+struct Body {
+    status: u16,
+    /// Body bytes still to come.
+    remaining: u64,
+    /// Body length announced.
+    len: u64,
+    close: bool,
+    crc: Option<crc32fast::Hasher>,
+}
+
+enum State {
+    /// No socket; may connect at this time (ns).
+    Idle { at_ns: u64 },
+    /// Non-blocking connect under way.
+    Connecting,
+    /// Connected.
+    Open,
+}
+
+struct Conn {
+    sock: Option<Socket>,
+    state: State,
+    out: Vec<u8>,
+    out_pos: usize,
+    inflight: VecDeque<Inflight>,
+    rbuf: Vec<u8>,
+    rstart: usize,
+    rend: usize,
+    body: Option<Body>,
+    picker: Picker,
+    /// Rate mode: when this connection's next request is due (ns).
+    next_due_ns: u64,
+    /// Rate mode: ns between this connection's requests.
+    interval_ns: u64,
+    /// Last send or receive progress (ns), for the timeout.
+    last_progress_ns: u64,
+    /// The server said `Connection: close`: no more requests on this socket.
+    draining: bool,
+    /// Whether `OUT` is in the epoll interest.
+    want_out: bool,
+}
+
+pub(crate) fn run_thread(
+    shared: &Shared,
+    conns: usize,
+    first_conn: usize,
+    total_conns: usize,
+    rate_per_conn: Option<f64>,
+    start: Instant,
+    end: Option<Instant>,
+) -> io::Result<ThreadStats> {
+    let mut t = Thread {
+        shared,
+        start,
+        stats: ThreadStats::new(),
+        epoll: Epoll::new(conns.max(1))?,
+        events: Vec::with_capacity(conns.max(1)),
+        scratch: vec![0u8; DISCARD_CHUNK],
+        conns: Vec::with_capacity(conns),
+        crcs: BTreeMap::new(),
+    };
+    for i in 0..conns {
+        let global = first_conn + i;
+        let (interval_ns, first_due) = match rate_per_conn {
+            Some(r) => {
+                let iv = (1e9 / r).max(1.0) as u64;
+                // Spread the connections' schedules over one interval.
+                (iv, iv * global as u64 / total_conns.max(1) as u64)
+            }
+            None => (0, 0),
+        };
+        t.conns.push(Conn {
+            sock: None,
+            state: State::Idle { at_ns: first_due },
+            out: Vec::new(),
+            out_pos: 0,
+            inflight: VecDeque::new(),
+            rbuf: vec![0u8; READ_BUF],
+            rstart: 0,
+            rend: 0,
+            body: None,
+            picker: shared.workload.picker(shared.seed, global),
+            next_due_ns: first_due,
+            interval_ns,
+            last_progress_ns: 0,
+            draining: false,
+            want_out: false,
+        });
+    }
+    t.run(end)?;
+    Ok(t.stats)
+}
+
+struct Thread<'a> {
+    shared: &'a Shared,
+    start: Instant,
+    stats: ThreadStats,
+    epoll: Epoll,
+    events: Vec<Event>,
+    scratch: Vec<u8>,
+    conns: Vec<Conn>,
+    /// Checksums of the first body seen per item whose content is not known in advance.
+    crcs: BTreeMap<usize, (u64, u32)>,
+}
+
+impl Thread<'_> {
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    fn run(&mut self, end: Option<Instant>) -> io::Result<()> {
+        let end_ns = end.map(|e| e.saturating_duration_since(self.start).as_nanos() as u64);
+        let mut last_sweep = 0u64;
+        loop {
+            if crate::stopped(&self.shared.stop) {
+                break;
+            }
+            let now = self.now_ns();
+            if end_ns.is_some_and(|e| now >= e) {
+                break;
+            }
+            // Start connections and due requests.
+            let mut next_wake = end_ns.unwrap_or(u64::MAX);
+            for i in 0..self.conns.len() {
+                next_wake = next_wake.min(self.service(i, now));
+            }
+            if !self.may_issue() && self.conns.iter().all(|c| c.inflight.is_empty()) {
+                break; // -n reached and everything answered
+            }
+            if now.saturating_sub(last_sweep) > 100_000_000 {
+                last_sweep = now;
+                self.sweep_timeouts(now);
+            }
+            // Wake for the earliest due time, the end, or a timeout check (rounded up to
+            // epoll's milliseconds: a paced request may go up to 1 ms late, and its
+            // latency counts that).
+            let wait_ns = next_wake.saturating_sub(now).min(100_000_000);
+            let timeout_ms = wait_ns.div_ceil(1_000_000) as i32;
+            self.events.clear();
+            self.epoll.wait(&mut self.events, timeout_ms)?;
+            let events = std::mem::take(&mut self.events);
+            for ev in &events {
+                self.on_event(ev.token as usize, ev.events);
+            }
+            self.events = events;
+        }
+        Ok(())
+    }
+
+    /// Connects an idle connection whose time has come and sends due requests; returns
+    /// when this connection next needs attention without an event (ns).
+    fn service(&mut self, i: usize, now: u64) -> u64 {
+        if let State::Idle { at_ns } = self.conns[i].state {
+            if at_ns == u64::MAX || at_ns > now {
+                return at_ns;
+            }
+            if !self.may_issue() {
+                self.conns[i].state = State::Idle { at_ns: u64::MAX };
+                return u64::MAX;
+            }
+            self.connect(i, now);
+            return u64::MAX;
+        }
+        if matches!(self.conns[i].state, State::Open) && self.conns[i].interval_ns > 0 {
+            self.fill(i, now);
+            let c = &self.conns[i];
+            if !c.draining && c.inflight.len() < self.shared.pipeline {
+                return c.next_due_ns;
+            }
+        }
+        u64::MAX
+    }
+
+    /// May one more request start (the `-n` budget)?
+    fn may_issue(&self) -> bool {
+        match self.shared.limit {
+            Limit::Requests(n) => self.shared.issued.load(Ordering::Relaxed) < n,
+            Limit::Time(_) => true,
+        }
+    }
+
+    /// Takes one request from the `-n` budget.
+    fn take_ticket(&self) -> bool {
+        match self.shared.limit {
+            Limit::Requests(n) => self.shared.issued.fetch_add(1, Ordering::Relaxed) < n,
+            Limit::Time(_) => true,
+        }
+    }
+
+    fn connect(&mut self, i: usize, now: u64) {
+        let sock = match Socket::new(
+            Domain::for_address(self.shared.target),
+            Type::STREAM.nonblocking().cloexec(),
+            Some(Protocol::TCP),
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                let target = self.shared.target;
+                self.connect_failed(i, now, format!("socket for {target}: {e}"));
+                return;
+            }
+        };
+        let _ = sock.set_nodelay(true);
+        match sock.connect(&SockAddr::from(self.shared.target)) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(linerate_sys::net::EINPROGRESS) => {}
+            Err(e) => {
+                let target = self.shared.target;
+                self.connect_failed(i, now, format!("connecting to {target}: {e}"));
+                return;
+            }
+        }
+        if let Err(e) = self.epoll.add(
+            sock.as_fd(),
+            i as u64,
+            epoll::IN | epoll::OUT | epoll::RDHUP,
+        ) {
+            self.connect_failed(i, now, format!("epoll: {e}"));
+            return;
+        }
+        let c = &mut self.conns[i];
+        c.sock = Some(sock);
+        c.state = State::Connecting;
+        c.want_out = true;
+        c.last_progress_ns = now;
+        c.draining = false;
+        c.rstart = 0;
+        c.rend = 0;
+        c.body = None;
+        c.out.clear();
+        c.out_pos = 0;
+        // With --close the request's clock starts at the connect.
+        if self.shared.close && c.inflight.is_empty() && self.take_ticket() {
+            self.queue_request(i, now);
+        }
+        self.stats.connections += 1;
+    }
+
+    /// Counts a connection that could not be opened; with `-n` it uses up one request,
+    /// so a run against a server that refuses ends instead of retrying for ever. The
+    /// connection tries again after a pause.
+    fn connect_failed(&mut self, i: usize, now: u64, what: String) {
+        self.stats.error(|e| &mut e.connect, || what);
+        let c = &mut self.conns[i];
+        // A --close connection's request was counted when its connect began.
+        if matches!(self.shared.limit, Limit::Requests(_)) && c.inflight.is_empty() {
+            self.shared.issued.fetch_add(1, Ordering::Relaxed);
+        }
+        c.inflight.clear();
+        c.state = State::Idle {
+            at_ns: (now + RECONNECT_PAUSE.as_nanos() as u64).max(c.next_due_ns),
+        };
+    }
+
+    fn on_event(&mut self, i: usize, events: u32) {
+        let now = self.now_ns();
+        if matches!(self.conns[i].state, State::Connecting) {
+            if events & (epoll::OUT | epoll::ERR | epoll::HUP) == 0 {
+                return;
+            }
+            let err = match self.conns[i].sock.as_ref().map(Socket::take_error) {
+                Some(Ok(None)) => None,
+                Some(Ok(Some(e))) | Some(Err(e)) => Some(e),
+                None => return,
+            };
+            if let Some(e) = err {
+                let target = self.shared.target;
+                self.connect_failed(i, now, format!("connecting to {target}: {e}"));
+                self.drop_conn(i, now, true);
+                return;
+            }
+            self.conns[i].state = State::Open;
+            self.fill(i, now);
+        }
+        if !matches!(self.conns[i].state, State::Open) {
+            return;
+        }
+        if events & epoll::IN != 0 || events & (epoll::ERR | epoll::HUP | epoll::RDHUP) != 0 {
+            if !self.read(i, now) {
+                return;
+            }
+            self.fill(i, now);
+        }
+        if events & epoll::OUT != 0 {
+            self.flush(i, now);
+        }
+    }
+
+    /// Adds requests up to the pipeline depth (and, paced, those that are due) and
+    /// sends them.
+    fn fill(&mut self, i: usize, now: u64) {
+        let depth = self.shared.pipeline;
+        let close = self.shared.close;
+        loop {
+            let c = &self.conns[i];
+            if c.draining || close || c.inflight.len() >= depth {
+                break;
+            }
+            if c.interval_ns > 0 && c.next_due_ns > now {
+                break;
+            }
+            if !self.take_ticket() {
+                break;
+            }
+            self.queue_request(i, now);
+        }
+        self.flush(i, now);
+    }
+
+    /// Queues connection `i`'s next request; paced, its clock starts at its scheduled
+    /// time, otherwise now.
+    fn queue_request(&mut self, i: usize, now: u64) {
+        let c = &mut self.conns[i];
+        let start_ns = if c.interval_ns > 0 {
+            let due = c.next_due_ns;
+            c.next_due_ns += c.interval_ns;
+            due
+        } else {
+            now
+        };
+        let item = c.picker.next(self.shared.requests.len());
+        c.out.extend_from_slice(&self.shared.requests[item]);
+        c.inflight.push_back(Inflight { item, start_ns });
+    }
+
+    /// Writes pending request bytes; watches for writability while some remain.
+    fn flush(&mut self, i: usize, now: u64) {
+        let c = &mut self.conns[i];
+        let Some(sock) = c.sock.as_mut() else { return };
+        while c.out_pos < c.out.len() {
+            match sock.write(&c.out[c.out_pos..]) {
+                Ok(n) => {
+                    c.out_pos += n;
+                    c.last_progress_ns = now;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    self.stats
+                        .error(|e| &mut e.read, || format!("sending a request: {e}"));
+                    self.drop_conn(i, now, true);
+                    return;
+                }
+            }
+        }
+        if c.out_pos == c.out.len() {
+            c.out.clear();
+            c.out_pos = 0;
+        }
+        let want = !c.out.is_empty();
+        if want != c.want_out {
+            c.want_out = want;
+            let ev = epoll::IN | epoll::RDHUP | if want { epoll::OUT } else { 0 };
+            if let Some(sock) = c.sock.as_ref() {
+                let _ = self.epoll.modify(sock.as_fd(), i as u64, ev);
+            }
+        }
+    }
+
+    /// Reads and completes responses; false if the connection was dropped.
+    fn read(&mut self, i: usize, now: u64) -> bool {
+        for _ in 0..READS_PER_EVENT {
+            // Whole responses already buffered first.
+            loop {
+                match self.advance(i, now) {
+                    Step::Progress => continue,
+                    Step::NeedBytes => break,
+                    Step::Dropped => return false,
+                }
+            }
+            let c = &mut self.conns[i];
+            let Some(sock) = c.sock.as_mut() else {
+                return false;
+            };
+            let discard = c
+                .body
+                .as_ref()
+                .filter(|b| b.crc.is_none() && c.rstart == c.rend)
+                .map(|b| b.remaining);
+            let got = match discard {
+                Some(rem) => {
+                    let n = rem.min(self.scratch.len() as u64) as usize;
+                    linerate_sys::net::recv_discard(sock.as_fd(), &mut self.scratch[..n])
+                }
+                None => {
+                    if c.rstart > 0 {
+                        c.rbuf.copy_within(c.rstart..c.rend, 0);
+                        c.rend -= c.rstart;
+                        c.rstart = 0;
+                    }
+                    if c.rend == c.rbuf.len() {
+                        self.stats.error(
+                            |e| &mut e.bad_response,
+                            || format!("response head over {MAX_HEAD} bytes"),
+                        );
+                        self.drop_conn(i, now, true);
+                        return false;
+                    }
+                    let c = &mut self.conns[i];
+                    let sock = c.sock.as_mut().expect("open");
+                    sock.read(&mut c.rbuf[c.rend..])
+                }
+            };
+            match got {
+                Ok(0) => {
+                    let c = &self.conns[i];
+                    if c.inflight.is_empty() && c.body.is_none() && c.rstart == c.rend {
+                        // The server closed an idle connection: reconnect quietly.
+                        self.drop_conn(i, now, false);
+                    } else {
+                        self.stats.error(
+                            |e| &mut e.read,
+                            || "the server closed the connection mid-response".into(),
+                        );
+                        self.drop_conn(i, now, true);
+                    }
+                    return false;
+                }
+                Ok(n) => {
+                    let c = &mut self.conns[i];
+                    c.last_progress_ns = now;
+                    if discard.is_some() {
+                        self.stats.bytes += n as u64;
+                        self.stats.body_bytes += n as u64;
+                        let b = c.body.as_mut().expect("discarding a body");
+                        b.remaining -= n as u64;
+                    } else {
+                        c.rend += n;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.stats
+                        .error(|e| &mut e.read, || format!("reading a response: {e}"));
+                    self.drop_conn(i, now, true);
+                    return false;
+                }
+            }
+        }
+        // Finish what the last read completed.
+        loop {
+            match self.advance(i, now) {
+                Step::Progress => continue,
+                Step::NeedBytes => return true,
+                Step::Dropped => return false,
+            }
+        }
+    }
+
+    /// Parses a head or consumes body bytes from the buffer.
+    fn advance(&mut self, i: usize, now: u64) -> Step {
+        let checksum = self.shared.checksum;
+        let c = &mut self.conns[i];
+        if c.body.is_none() {
+            if c.rstart == c.rend {
+                return Step::NeedBytes;
+            }
+            match parse_head(&c.rbuf[c.rstart..c.rend]) {
+                Ok(None) => {
+                    if c.rend - c.rstart > MAX_HEAD {
+                        self.stats.error(
+                            |e| &mut e.bad_response,
+                            || format!("response head over {MAX_HEAD} bytes"),
+                        );
+                        self.drop_conn(i, now, true);
+                        return Step::Dropped;
+                    }
+                    return Step::NeedBytes;
+                }
+                Ok(Some(h)) => {
+                    if c.inflight.is_empty() {
+                        self.stats.error(
+                            |e| &mut e.bad_response,
+                            || "a response nobody asked for".into(),
+                        );
+                        self.drop_conn(i, now, true);
+                        return Step::Dropped;
+                    }
+                    c.rstart += h.head_len;
+                    self.stats.bytes += h.head_len as u64;
+                    c.body = Some(Body {
+                        status: h.status,
+                        remaining: h.content_length,
+                        len: h.content_length,
+                        close: h.close,
+                        crc: checksum.then(crc32fast::Hasher::new),
+                    });
+                }
+                Err(what) => {
+                    self.stats
+                        .error(|e| &mut e.bad_response, || what.to_string());
+                    self.drop_conn(i, now, true);
+                    return Step::Dropped;
+                }
+            }
+        }
+        let c = &mut self.conns[i];
+        let b = c.body.as_mut().expect("a response in progress");
+        let avail = (c.rend - c.rstart) as u64;
+        let take = avail.min(b.remaining) as usize;
+        if take > 0 {
+            if let Some(h) = b.crc.as_mut() {
+                h.update(&c.rbuf[c.rstart..c.rstart + take]);
+            }
+            c.rstart += take;
+            b.remaining -= take as u64;
+            self.stats.bytes += take as u64;
+            self.stats.body_bytes += take as u64;
+        }
+        if c.rstart == c.rend {
+            c.rstart = 0;
+            c.rend = 0;
+        }
+        if b.remaining > 0 {
+            return Step::NeedBytes;
+        }
+        // A whole response.
+        let b = c.body.take().expect("a response in progress");
+        let req = c.inflight.pop_front().expect("checked at the head");
+        self.complete(i, req, b, now)
+    }
+
+    fn complete(&mut self, i: usize, req: Inflight, b: Body, now: u64) -> Step {
+        let latency_us = (now.saturating_sub(req.start_ns) / 1000).max(1);
+        let _ = self.stats.latency_us.record(latency_us.min(100_000_000));
+        self.stats.requests += 1;
+        *self.stats.statuses.entry(b.status).or_insert(0) += 1;
+        self.shared.completed.fetch_add(1, Ordering::Relaxed);
+        // Only successful responses carry the file.
+        if (200..300).contains(&b.status) {
+            let expect = self.shared.workload.items()[req.item].expect;
+            let crc = b.crc.map(crc32fast::Hasher::finalize);
+            match expect {
+                Some(x) => {
+                    if x.len != b.len {
+                        let path = &self.shared.workload.items()[req.item].path;
+                        self.stats.error(
+                            |e| &mut e.length,
+                            || format!("{path}: {} bytes, expected {}", b.len, x.len),
+                        );
+                    } else if crc.is_some_and(|c| c != x.crc) {
+                        let path = &self.shared.workload.items()[req.item].path;
+                        self.stats
+                            .error(|e| &mut e.checksum, || format!("{path}: checksum differs"));
+                    }
+                }
+                None => {
+                    let seen = self
+                        .crcs
+                        .entry(req.item)
+                        .or_insert((b.len, crc.unwrap_or(0)));
+                    if seen.0 != b.len {
+                        let path = &self.shared.workload.items()[req.item].path;
+                        self.stats.error(
+                            |e| &mut e.length,
+                            || format!("{path}: {} bytes, earlier {}", b.len, seen.0),
+                        );
+                    } else if crc.is_some_and(|c| c != seen.1) {
+                        let path = &self.shared.workload.items()[req.item].path;
+                        self.stats.error(
+                            |e| &mut e.checksum,
+                            || format!("{path}: checksum differs from an earlier response"),
+                        );
+                    }
+                }
+            }
+        }
+        if b.close || self.shared.close {
+            self.conns[i].draining = true;
+        }
+        if self.conns[i].draining && self.conns[i].inflight.is_empty() {
+            self.drop_conn(i, now, false);
+            return Step::Dropped;
+        }
+        Step::Progress
+    }
+
+    /// Closes connection `i`; requests in flight are lost (counted by the caller). The
+    /// connection reconnects at once, or after a pause when it failed.
+    fn drop_conn(&mut self, i: usize, now: u64, failed: bool) {
+        let c = &mut self.conns[i];
+        if let Some(sock) = c.sock.take() {
+            let _ = self.epoll.delete(sock.as_fd());
+        }
+        c.inflight.clear();
+        c.body = None;
+        c.out.clear();
+        c.out_pos = 0;
+        c.rstart = 0;
+        c.rend = 0;
+        c.want_out = false;
+        let at = if failed {
+            now + RECONNECT_PAUSE.as_nanos() as u64
+        } else {
+            now
+        };
+        // Paced connections reconnect when their next request is due.
+        let at = if c.interval_ns > 0 {
+            at.max(c.next_due_ns)
+        } else {
+            at
+        };
+        c.state = State::Idle { at_ns: at };
+    }
+
+    fn sweep_timeouts(&mut self, now: u64) {
+        let limit = self.shared.timeout.as_nanos() as u64;
+        for i in 0..self.conns.len() {
+            let c = &self.conns[i];
+            let waiting = matches!(c.state, State::Connecting)
+                || (matches!(c.state, State::Open) && !c.inflight.is_empty());
+            if waiting && now.saturating_sub(c.last_progress_ns) > limit {
+                let secs = self.shared.timeout.as_secs_f64();
+                self.stats.error(
+                    |e| &mut e.timeout,
+                    || format!("no response progress for {secs} s"),
+                );
+                self.drop_conn(i, now, true);
+            }
+        }
+    }
+}
+
+enum Step {
+    Progress,
+    NeedBytes,
+    Dropped,
+}
+
+/// A parsed response head.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub status: u16,
+    pub content_length: u64,
+    pub close: bool,
+    pub head_len: usize,
+}
+
+/// Parses a response head at the start of `buf`: `Ok(None)` while incomplete. Bodies
+/// must be framed by `Content-Length` (or be empty by status); chunked responses are an
+/// error, as static servers do not send them for files.
+pub(crate) fn parse_head(buf: &[u8]) -> Result<Option<Head>, &'static str> {
+    let mut headers = [httparse::EMPTY_HEADER; 48];
+    let mut r = httparse::Response::new(&mut headers);
+    let head_len = match r.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(_) => return Err("a malformed response head"),
+    };
+    let status = r.code.ok_or("a response without a status")?;
+    let mut content_length = None;
+    let mut close = r.version == Some(0);
+    for h in r.headers.iter() {
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let v = std::str::from_utf8(h.value)
+                .ok()
+                .and_then(|s| s.trim().parse::<u64>().ok())
+                .ok_or("a bad Content-Length")?;
+            if content_length.is_some_and(|c| c != v) {
+                return Err("conflicting Content-Length fields");
+            }
+            content_length = Some(v);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err("a Transfer-Encoding response (only Content-Length is supported)");
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            for tok in h.value.split(|&b| b == b',') {
+                let tok = tok.trim_ascii();
+                if tok.eq_ignore_ascii_case(b"close") {
+                    close = true;
+                } else if tok.eq_ignore_ascii_case(b"keep-alive") && r.version == Some(0) {
+                    close = false;
+                }
+            }
+        }
+    }
+    let bodiless = (100..200).contains(&status) || status == 204 || status == 304;
+    let content_length = match (content_length, bodiless) {
+        (_, true) => 0,
+        (Some(n), false) => n,
+        (None, false) => return Err("a response without Content-Length"),
+    };
+    Ok(Some(Head {
+        status,
+        content_length,
+        close,
+        head_len,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heads() {
+        let h = parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello").unwrap();
+        assert_eq!(
+            h,
+            Some(Head {
+                status: 200,
+                content_length: 5,
+                close: false,
+                head_len: 38
+            })
+        );
+        assert_eq!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Len").unwrap(), None);
+        let h = parse_head(b"HTTP/1.1 304 Not Modified\r\nConnection: close\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert_eq!((h.content_length, h.close), (0, true));
+        let h = parse_head(b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(h.close);
+        let h =
+            parse_head(b"HTTP/1.0 200 OK\r\nConnection: Keep-Alive\r\nContent-Length: 1\r\n\r\n")
+                .unwrap()
+                .unwrap();
+        assert!(!h.close);
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\n\r\n").is_err());
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n").is_err());
+        assert!(
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n")
+                .is_err()
+        );
+        assert!(parse_head(b"garbage\r\n\r\n").is_err());
+    }
+}

@@ -1,0 +1,424 @@
+//! `bench http`: an HTTP/1.1 load generator (wrk's role) with server CPU accounting.
+//!
+//! Threads each drive an epoll loop over their share of the connections (see
+//! [`client`]); the calling thread starts them together, reports progress, and reads
+//! the server's CPU (its whole process tree, from `/proc`) at the start and the end of
+//! the measured interval, so a result says what each request cost the server as well as
+//! how fast it came back.
+
+mod client;
+pub mod workload;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+pub use workload::{Item, Workload};
+
+/// How long a run lasts.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Limit {
+    /// For this long.
+    Time(Duration),
+    /// Until this many requests have been answered.
+    Requests(u64),
+}
+
+/// One `bench http` run.
+#[derive(Clone, Debug)]
+pub struct HttpConfig {
+    /// The server.
+    pub target: SocketAddr,
+    /// The `Host` field to send.
+    pub host: String,
+    /// What to ask for.
+    pub workload: Arc<Workload>,
+    /// Connections, over all threads.
+    pub connections: usize,
+    /// Threads.
+    pub threads: usize,
+    /// Requests in flight per connection.
+    pub pipeline: usize,
+    /// One request per connection (`Connection: close`).
+    pub close: bool,
+    /// Requests per second over all connections (open loop), or as fast as answered.
+    pub rate: Option<f64>,
+    /// Duration or request count.
+    pub limit: Limit,
+    /// Read bodies and compare their CRC-32 (otherwise bodies are discarded uncopied
+    /// and only their lengths are checked).
+    pub checksum: bool,
+    /// A request with no progress this long is an error.
+    pub timeout: Duration,
+    /// Extra request header lines (`Name: value`).
+    pub headers: Vec<String>,
+    /// CPUs to pin the threads to, round-robin (empty: not pinned).
+    pub cpus: Vec<usize>,
+    /// Server process whose CPU (with its descendants) is measured.
+    pub server_pid: Option<u32>,
+    /// Seeds the SpecWeb99 draw.
+    pub seed: u64,
+}
+
+/// Failures that end a run.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// Not one response came back, and this was the first error.
+    #[error("no responses: {0}")]
+    NoResponses(String),
+    /// The server process could not be measured.
+    #[error("--server-pid {pid}: {source}")]
+    ServerPid {
+        /// The pid.
+        pid: u32,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Interrupted by a signal.
+    #[error("interrupted")]
+    Interrupted,
+    /// A system call failed.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Errors by kind (each also ends the connection it happened on).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Errors {
+    /// Connections refused or failed to open.
+    pub connect: u64,
+    /// Connections reset or closed mid-response, or failed sends.
+    pub read: u64,
+    /// Requests with no progress within the timeout.
+    pub timeout: u64,
+    /// Unparseable or unframed responses.
+    pub bad_response: u64,
+    /// Bodies of the wrong length.
+    pub length: u64,
+    /// Bodies whose checksum differs.
+    pub checksum: u64,
+}
+
+impl Errors {
+    /// All errors.
+    pub fn total(&self) -> u64 {
+        self.connect + self.read + self.timeout + self.bad_response + self.length + self.checksum
+    }
+
+    fn add(&mut self, o: &Errors) {
+        self.connect += o.connect;
+        self.read += o.read;
+        self.timeout += o.timeout;
+        self.bad_response += o.bad_response;
+        self.length += o.length;
+        self.checksum += o.checksum;
+    }
+}
+
+/// Latency percentiles, microseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Latency {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest.
+    pub max: u64,
+    /// The distribution: (percentile, microseconds) at HdrHistogram's quantile
+    /// iteration (ticks halve the distance to 100% each step), for plots.
+    pub distribution: Vec<(f64, u64)>,
+}
+
+/// A server's CPU over the run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServerCpu {
+    /// The measured process (with its descendants).
+    pub pid: u32,
+    /// CPU seconds used.
+    pub cpu_seconds: f64,
+    /// As a percentage of one CPU.
+    pub percent_of_one_cpu: f64,
+    /// CPU microseconds per response.
+    pub us_per_request: f64,
+    /// CPU microseconds per KB (1024 bytes) of response bodies (service demand).
+    pub us_per_kb: f64,
+}
+
+/// The client's own CPU over the run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ClientCpu {
+    /// CPU seconds used by this process.
+    pub cpu_seconds: f64,
+    /// CPU microseconds per response.
+    pub us_per_request: f64,
+}
+
+/// The result of one run.
+#[derive(Clone, Debug, Serialize)]
+pub struct HttpResult {
+    /// `http://ADDR`.
+    pub target: String,
+    /// What was asked for.
+    pub workload: String,
+    /// Connections.
+    pub connections: usize,
+    /// Threads.
+    pub threads: usize,
+    /// Pipeline depth.
+    pub pipeline: usize,
+    /// Keep-alive (false: one request per connection).
+    pub keep_alive: bool,
+    /// The target rate, if paced.
+    pub rate: Option<f64>,
+    /// Seconds measured.
+    pub elapsed_seconds: f64,
+    /// Responses completed.
+    pub requests: u64,
+    /// Responses per second.
+    pub requests_per_second: f64,
+    /// Body bytes received.
+    pub body_bytes: u64,
+    /// Head and body bytes received.
+    pub bytes: u64,
+    /// Body throughput, 10^6 bytes per second.
+    pub megabytes_per_second: f64,
+    /// Latency, microseconds.
+    pub latency_us: Latency,
+    /// Responses by status code.
+    pub statuses: BTreeMap<u16, u64>,
+    /// Errors by kind.
+    pub errors: Errors,
+    /// The first error, in words.
+    pub first_error: Option<String>,
+    /// Connections opened.
+    pub connections_opened: u64,
+    /// The server's CPU, with `--server-pid`.
+    pub server: Option<ServerCpu>,
+    /// This process's CPU.
+    pub client: ClientCpu,
+}
+
+impl HttpResult {
+    /// Responses whose status is not 2xx.
+    pub fn non_2xx(&self) -> u64 {
+        self.statuses
+            .iter()
+            .filter(|(s, _)| !(200..300).contains(*s))
+            .map(|(_, n)| n)
+            .sum()
+    }
+}
+
+/// Request bytes for each item.
+fn build_requests(cfg: &HttpConfig) -> Vec<Vec<u8>> {
+    cfg.workload
+        .items()
+        .iter()
+        .map(|it| {
+            let mut r = format!("GET {} HTTP/1.1\r\nHost: {}\r\n", it.path, cfg.host);
+            for h in &cfg.headers {
+                r.push_str(h);
+                r.push_str("\r\n");
+            }
+            if cfg.close {
+                r.push_str("Connection: close\r\n");
+            }
+            r.push_str("\r\n");
+            r.into_bytes()
+        })
+        .collect()
+}
+
+/// Runs the load; `progress(completed, elapsed)` is called about ten times a second
+/// from the calling thread.
+pub fn run(
+    cfg: &HttpConfig,
+    stop: &crate::StopFlag,
+    progress: &mut dyn FnMut(u64, Duration),
+) -> Result<HttpResult, HttpError> {
+    let threads = cfg.threads.clamp(1, cfg.connections.max(1));
+    let shared = Arc::new(client::Shared {
+        target: cfg.target,
+        workload: Arc::clone(&cfg.workload),
+        requests: build_requests(cfg),
+        pipeline: if cfg.close { 1 } else { cfg.pipeline.max(1) },
+        close: cfg.close,
+        checksum: cfg.checksum,
+        timeout: cfg.timeout,
+        seed: cfg.seed,
+        limit: cfg.limit,
+        issued: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
+        stop: Arc::clone(stop),
+    });
+    let rate_per_conn = cfg.rate.map(|r| r / cfg.connections.max(1) as f64);
+    let barrier = Arc::new(Barrier::new(threads + 1));
+    // The start time is fixed after every thread is ready, and handed over through this.
+    let start_cell = Arc::new(std::sync::OnceLock::<Instant>::new());
+    let mut handles = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let conns = cfg.connections / threads + usize::from(t < cfg.connections % threads);
+        let first = (0..t)
+            .map(|u| cfg.connections / threads + usize::from(u < cfg.connections % threads))
+            .sum();
+        let shared = Arc::clone(&shared);
+        let barrier = Arc::clone(&barrier);
+        let start_cell = Arc::clone(&start_cell);
+        let cpu = (!cfg.cpus.is_empty()).then(|| cfg.cpus[t % cfg.cpus.len()]);
+        let limit = cfg.limit;
+        let total = cfg.connections;
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("http-load-{t}"))
+                .spawn(move || {
+                    let pinned = cpu.map(linerate_sys::cpu::pin_thread_to_cpu);
+                    barrier.wait();
+                    let start = *start_cell.get().expect("set before the barrier");
+                    if let Some(Err(e)) = pinned {
+                        return Err(e);
+                    }
+                    let end = match limit {
+                        Limit::Time(d) => Some(start + d),
+                        Limit::Requests(_) => None,
+                    };
+                    client::run_thread(&shared, conns, first, total, rate_per_conn, start, end)
+                })
+                .map_err(HttpError::Io)?,
+        );
+    }
+    let server_cpu = |pid: u32| {
+        crate::cpu::process_tree_cpu(pid).map_err(|source| HttpError::ServerPid { pid, source })
+    };
+    let server0 = cfg.server_pid.map(server_cpu).transpose();
+    let client0 = linerate_sys::cpu::process_cpu()?;
+    let start = Instant::now();
+    let _ = start_cell.set(start);
+    barrier.wait();
+    let server0 = server0?;
+    // Progress while the threads run.
+    while !handles.iter().all(|h| h.is_finished()) {
+        std::thread::sleep(Duration::from_millis(100));
+        progress(shared.completed.load(Ordering::Relaxed), start.elapsed());
+    }
+    let elapsed = start.elapsed();
+    let server1 = cfg.server_pid.map(server_cpu).transpose()?;
+    let client1 = linerate_sys::cpu::process_cpu()?;
+    let mut stats = Vec::with_capacity(threads);
+    for h in handles {
+        stats.push(h.join().expect("load thread panicked")?);
+    }
+    if crate::stopped(stop) {
+        return Err(HttpError::Interrupted);
+    }
+    let mut hist: Histogram<u64> =
+        Histogram::new_with_bounds(1, 100_000_000, 3).expect("valid histogram bounds");
+    let mut requests = 0;
+    let mut body_bytes = 0;
+    let mut bytes = 0;
+    let mut statuses = BTreeMap::new();
+    let mut errors = Errors::default();
+    let mut opened = 0;
+    let mut first_error = None;
+    for s in &stats {
+        let _ = hist.add(&s.latency_us);
+        requests += s.requests;
+        body_bytes += s.body_bytes;
+        bytes += s.bytes;
+        for (k, v) in &s.statuses {
+            *statuses.entry(*k).or_insert(0) += v;
+        }
+        errors.add(&s.errors);
+        opened += s.connections;
+        if first_error.is_none() {
+            first_error.clone_from(&s.first_error);
+        }
+    }
+    if requests == 0 {
+        if let Some(e) = first_error {
+            return Err(HttpError::NoResponses(e));
+        }
+    }
+    let secs = elapsed.as_secs_f64().max(1e-9);
+    let server = match (cfg.server_pid, server0, server1) {
+        (Some(pid), Some(a), Some(b)) => {
+            let cpu = b.saturating_sub(a);
+            Some(ServerCpu {
+                pid,
+                cpu_seconds: cpu.as_secs_f64(),
+                percent_of_one_cpu: 100.0 * cpu.as_secs_f64() / secs,
+                us_per_request: per(cpu, requests),
+                us_per_kb: crate::cpu::service_demand(cpu, body_bytes),
+            })
+        }
+        _ => None,
+    };
+    let client_cpu = client1.since(&client0).total();
+    Ok(HttpResult {
+        target: format!("http://{}", cfg.target),
+        workload: cfg.workload.describe(),
+        connections: cfg.connections,
+        threads,
+        pipeline: shared.pipeline,
+        keep_alive: !cfg.close,
+        rate: cfg.rate,
+        elapsed_seconds: secs,
+        requests,
+        requests_per_second: requests as f64 / secs,
+        body_bytes,
+        bytes,
+        megabytes_per_second: body_bytes as f64 / secs / 1e6,
+        latency_us: latency(&hist),
+        statuses,
+        errors,
+        first_error,
+        connections_opened: opened,
+        server,
+        client: ClientCpu {
+            cpu_seconds: client_cpu.as_secs_f64(),
+            us_per_request: per(client_cpu, requests),
+        },
+    })
+}
+
+fn per(cpu: Duration, n: u64) -> f64 {
+    if n == 0 {
+        0.0
+    } else {
+        cpu.as_secs_f64() * 1e6 / n as f64
+    }
+}
+
+fn latency(h: &Histogram<u64>) -> Latency {
+    if h.is_empty() {
+        return Latency::default();
+    }
+    let distribution = h
+        .iter_quantiles(1)
+        .map(|v| {
+            (
+                100.0 * v.quantile_iterated_to(),
+                h.highest_equivalent(v.value_iterated_to()),
+            )
+        })
+        .collect();
+    Latency {
+        mean: h.mean(),
+        p50: h.value_at_quantile(0.50),
+        p90: h.value_at_quantile(0.90),
+        p99: h.value_at_quantile(0.99),
+        p999: h.value_at_quantile(0.999),
+        max: h.max(),
+        distribution,
+    }
+}

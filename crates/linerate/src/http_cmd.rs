@@ -1,0 +1,622 @@
+//! `linerate bench http` and `linerate bench files`: the command lines over
+//! `linerate_bench::http`.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Args, Parser};
+use linerate_bench::http::{self, workload, HttpConfig, HttpResult, Limit, Workload};
+use linerate_bench::series::{self, Samples};
+
+use crate::{parse_confidence, parse_seconds, parse_size_u64, stop_flag, usage_error};
+
+#[derive(Args, Debug, Clone)]
+pub struct HttpArgs {
+    /// URLs to request, round-robin (http://HOST[:PORT]/PATH, all on one server); with
+    /// --sizes or --mix, the base URL of the file set (default http://127.0.0.1:8080/).
+    #[arg(value_name = "URL")]
+    urls: Vec<String>,
+    /// Also request the paths listed in FILE, one per line.
+    #[arg(long, value_name = "FILE")]
+    urls_file: Option<PathBuf>,
+    #[command(flatten)]
+    set: FileSetArgs,
+    /// Connections, over all threads.
+    #[arg(short = 'c', long = "connections", value_name = "N", default_value = "32", value_parser = clap::value_parser!(u32).range(1..=100000))]
+    connections: u32,
+    /// Load threads (each an event loop over its share of the connections).
+    #[arg(short = 't', long = "threads", value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: u32,
+    /// Seconds to run.
+    #[arg(short = 'd', long = "duration", value_name = "SECONDS", default_value = "10", value_parser = parse_seconds, conflicts_with = "requests")]
+    duration: Duration,
+    /// Stop after this many responses instead.
+    #[arg(short = 'n', long = "requests", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    requests: Option<u64>,
+    /// One request per connection (Connection: close); latency includes the connect.
+    #[arg(long)]
+    close: bool,
+    /// Requests in flight per connection.
+    #[arg(long, value_name = "DEPTH", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1024), conflicts_with = "close")]
+    pipeline: u32,
+    /// Target rate, requests per second over all connections; latency is measured from
+    /// each request's scheduled time (no coordinated omission).
+    #[arg(short = 'R', long = "rate", value_name = "N", value_parser = parse_rate)]
+    rate: Option<f64>,
+    /// Read every body and compare its CRC-32 with the file set's (or with the first
+    /// response for the same URL); without it bodies are discarded uncopied and only
+    /// their lengths are checked.
+    #[arg(long)]
+    checksum: bool,
+    /// A request with no progress this long counts as an error.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    timeout: Duration,
+    /// Extra request header, "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
+    headers: Vec<String>,
+    /// Pin the load threads to these CPUs, round-robin (for example 0 or 0,1).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    cpu: Vec<usize>,
+    /// Measure this server process's CPU (with its child processes) per request and KB.
+    #[arg(long, value_name = "PID")]
+    server_pid: Option<u32>,
+    /// Seed of the SpecWeb99 draw.
+    #[arg(long, value_name = "N", default_value = "1")]
+    seed: u64,
+    /// Runs per variant (at least 3 for statistics); variants are interleaved.
+    #[arg(short = 'i', long = "iterations", value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    iterations: u32,
+    /// Variants to compare, comma-separated; each is options (and optionally URLs
+    /// first) that override the others: "--pipeline 1,--pipeline 8" or
+    /// "http://127.0.0.1:8080/ --server-pid 10,http://127.0.0.1:8081/ --server-pid 20".
+    #[arg(long, value_name = "A,B[,...]", allow_hyphen_values = true)]
+    compare: Option<String>,
+    /// Write each metric's samples here, one ministat file per variant and metric.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Confidence of the comparisons: 80, 90, 95, 98, 99 or 99.5.
+    #[arg(long, value_name = "PERCENT", default_value = "95", value_parser = parse_confidence)]
+    confidence: linerate_stat::Confidence,
+    /// Print results as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The file sets: `bench files` writes them, `bench http` and `bench compare` ask for them.
+#[derive(Args, Debug, Clone)]
+pub struct FileSetArgs {
+    /// One file per size, SIZE.bin under the root (for example 1K,100K,10M); `bench
+    /// http` runs one workload per size.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_size_u64)]
+    pub sizes: Vec<u64>,
+    /// The SpecWeb99-style static mix, under specweb99/ (36 files, about 5 MB, per
+    /// directory).
+    #[arg(long, value_name = "specweb99", value_parser = ["specweb99"])]
+    pub mix: Option<String>,
+    /// Directories of the SpecWeb99 file set.
+    #[arg(long, value_name = "N", default_value = "10", value_parser = clap::value_parser!(u32).range(1..=100000))]
+    pub dirs: u32,
+}
+
+#[derive(Parser, Debug)]
+#[command(name = "linerate bench http", args_override_self = true)]
+struct HttpOnly {
+    #[command(flatten)]
+    args: HttpArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct FilesArgs {
+    /// Directory to write into (created if missing).
+    dir: PathBuf,
+    #[command(flatten)]
+    set: FileSetArgs,
+    /// Print what was written as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!(
+            "'{s}' is not a positive number of requests per second"
+        )),
+    }
+}
+
+fn parse_header(s: &str) -> Result<String, String> {
+    let (name, value) = s
+        .split_once(':')
+        .ok_or_else(|| format!("'{s}': expected \"Name: value\""))?;
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(token) {
+        return Err(format!("'{name}' is not a header name"));
+    }
+    if value.chars().any(|c| c == '\r' || c == '\n') {
+        return Err("a header value cannot hold a line break".into());
+    }
+    Ok(format!("{name}: {}", value.trim()))
+}
+
+/// `http://HOST[:PORT]/PATH` → the address, the Host field and the path.
+fn parse_url(url: &str) -> Result<(SocketAddr, String, String), String> {
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| format!("'{url}': only http:// URLs are supported"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if authority.is_empty() || authority.contains('@') {
+        return Err(format!("'{url}': no host"));
+    }
+    let with_port = if authority.ends_with(']') || !authority.contains(':') {
+        format!("{authority}:80")
+    } else {
+        authority.to_string()
+    };
+    let addr = with_port
+        .to_socket_addrs()
+        .map_err(|e| format!("'{url}': {e}"))?
+        .next()
+        .ok_or_else(|| format!("'{url}': the host has no address"))?;
+    Ok((addr, authority.to_string(), path.to_string()))
+}
+
+/// The runs one command line asks for: one configuration per workload.
+fn configs(a: &HttpArgs) -> Result<Vec<HttpConfig>, String> {
+    let mut urls = a.urls.clone();
+    if let Some(f) = &a.urls_file {
+        let text =
+            std::fs::read_to_string(f).map_err(|e| format!("--urls-file {}: {e}", f.display()))?;
+        let base = urls.first().cloned();
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            if line.starts_with("http://") {
+                urls.push(line.to_string());
+            } else if let Some(b) = &base {
+                let (_, host, _) = parse_url(b)?;
+                urls.push(format!("http://{host}/{}", line.trim_start_matches('/')));
+            } else {
+                return Err(format!(
+                    "--urls-file: '{line}' is a path; give a URL on the command line for its server"
+                ));
+            }
+        }
+    }
+    let generated = !a.set.sizes.is_empty() || a.set.mix.is_some();
+    if urls.is_empty() {
+        urls.push("http://127.0.0.1:8080/".into());
+    }
+    if generated && urls.len() > 1 {
+        return Err("--sizes and --mix take one base URL".into());
+    }
+    let parsed: Vec<_> = urls
+        .iter()
+        .map(|u| parse_url(u))
+        .collect::<Result<_, _>>()?;
+    let (target, host, _) = parsed[0].clone();
+    if let Some((_, _, _)) = parsed.iter().find(|(t, _, _)| *t != target) {
+        return Err("all URLs must be on one server".into());
+    }
+    let n = linerate_bench::cpu::online_cpus();
+    if let Some(c) = a.cpu.iter().find(|&&c| c >= n) {
+        return Err(format!("--cpu {c}: this machine has CPUs 0 to {}", n - 1));
+    }
+    let mut workloads = Vec::new();
+    if generated {
+        let mut prefix = parsed[0].2.clone();
+        if !prefix.ends_with('/') {
+            prefix.push('/');
+        }
+        for &s in &a.set.sizes {
+            workloads.push(Workload::List(vec![workload::size_item(&prefix, s)]));
+        }
+        if a.set.mix.is_some() {
+            workloads.push(Workload::specweb99(&prefix, a.set.dirs as usize));
+        }
+    } else {
+        workloads.push(Workload::List(
+            parsed
+                .iter()
+                .map(|(_, _, p)| http::Item {
+                    path: p.clone(),
+                    expect: None,
+                })
+                .collect(),
+        ));
+    }
+    Ok(workloads
+        .into_iter()
+        .map(|w| HttpConfig {
+            target,
+            host: host.clone(),
+            workload: Arc::new(w),
+            connections: a.connections as usize,
+            threads: a.threads as usize,
+            pipeline: a.pipeline as usize,
+            close: a.close,
+            rate: a.rate,
+            limit: match a.requests {
+                Some(n) => Limit::Requests(n),
+                None => Limit::Time(a.duration),
+            },
+            checksum: a.checksum,
+            timeout: a.timeout,
+            headers: a.headers.clone(),
+            cpus: a.cpu.clone(),
+            server_pid: a.server_pid,
+            seed: a.seed,
+        })
+        .collect())
+}
+
+/// A progress bar on a terminal (stderr), nothing otherwise.
+pub fn progress_bar(limit: Limit, quiet: bool) -> Box<dyn FnMut(u64, Duration)> {
+    use std::io::IsTerminal;
+    if quiet || !std::io::stderr().is_terminal() {
+        return Box::new(|_, _| {});
+    }
+    let (len, template) = match limit {
+        Limit::Time(d) => (
+            d.as_millis() as u64,
+            "{spinner} [{bar:40}] {elapsed}/{duration} {msg}",
+        ),
+        Limit::Requests(n) => (n, "{spinner} [{bar:40}] {pos}/{len} responses {msg}"),
+    };
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    Box::new(move |done, elapsed| {
+        match limit {
+            Limit::Time(_) => bar.set_position(elapsed.as_millis() as u64),
+            Limit::Requests(_) => bar.set_position(done),
+        }
+        bar.set_message(format!(
+            "{:.0} requests/s",
+            done as f64 / elapsed.as_secs_f64().max(1e-9)
+        ));
+        if bar.position() >= len {
+            bar.finish_and_clear();
+        }
+    })
+}
+
+pub fn run_files(a: FilesArgs) -> anyhow::Result<ExitCode> {
+    if a.set.sizes.is_empty() && a.set.mix.is_none() {
+        return Ok(usage_error(
+            "bench files: give --sizes LIST and/or --mix specweb99",
+        ));
+    }
+    let mut total = workload::FileSet::default();
+    if !a.set.sizes.is_empty() {
+        let s = workload::write_sizes(&a.dir, &a.set.sizes)
+            .with_context(|| format!("writing into {}", a.dir.display()))?;
+        total.files += s.files;
+        total.bytes += s.bytes;
+    }
+    if a.set.mix.is_some() {
+        let s = workload::write_specweb99(&a.dir, a.set.dirs as usize)
+            .with_context(|| format!("writing into {}", a.dir.display()))?;
+        total.files += s.files;
+        total.bytes += s.bytes;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string(&total)?);
+    } else {
+        println!(
+            "{}: {} files, {} bytes",
+            a.dir.display(),
+            total.files,
+            total.bytes
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_http(a: HttpArgs) -> anyhow::Result<ExitCode> {
+    let base = match configs(&a) {
+        Ok(c) => c,
+        Err(e) => return Ok(usage_error(&e)),
+    };
+    let stop = stop_flag()?;
+    if a.compare.is_none() && a.iterations == 1 {
+        let mut results = Vec::new();
+        for cfg in &base {
+            let mut progress = progress_bar(cfg.limit, a.json);
+            let r = http::run(cfg, &stop, &mut *progress)?;
+            if !a.json {
+                print_http(&r);
+            }
+            results.push(r);
+        }
+        if a.json {
+            let v = if results.len() == 1 {
+                serde_json::to_value(&results[0])?
+            } else {
+                serde_json::to_value(&results)?
+            };
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.iterations < 3 {
+        return Ok(usage_error(
+            "-i: statistics need at least 3 runs per variant",
+        ));
+    }
+    // Variants: the command line with the variant's words last (they win); a variant
+    // that starts with a URL replaces the command line's URLs.
+    let given = crate::words_after("http");
+    let labels = match crate::variant_labels(a.compare.as_deref(), "run") {
+        Ok(l) => l,
+        Err(e) => return Ok(usage_error(&e)),
+    };
+    // variants[v][w]: variant v's configuration for workload w.
+    let mut variants: Vec<Vec<HttpConfig>> = Vec::new();
+    for label in &labels {
+        if a.compare.is_none() {
+            variants.push(base.clone());
+            continue;
+        }
+        let words: Vec<String> = label.split_whitespace().map(str::to_string).collect();
+        let own_url = words.first().is_some_and(|w| !w.starts_with('-'));
+        let mut all = vec!["http".to_string()];
+        if own_url {
+            let without_urls = HttpOnly::try_parse_from(
+                std::iter::once("http".to_string()).chain(given.iter().cloned()),
+            )
+            .map(|p| p.args.urls)
+            .unwrap_or_default();
+            all.extend(given.iter().filter(|w| !without_urls.contains(w)).cloned());
+        } else {
+            all.extend(given.iter().cloned());
+        }
+        all.extend(words);
+        let parsed = match HttpOnly::try_parse_from(&all) {
+            Ok(p) => p.args,
+            Err(e) => {
+                return Ok(usage_error(&format!(
+                    "--compare variant '{label}': {}",
+                    e.kind()
+                )))
+            }
+        };
+        match configs(&parsed) {
+            Ok(c) if c.len() == base.len() => variants.push(c),
+            Ok(_) => {
+                return Ok(usage_error(&format!(
+                    "--compare variant '{label}': a different number of workloads"
+                )))
+            }
+            Err(e) => return Ok(usage_error(&format!("--compare variant '{label}': {e}"))),
+        }
+    }
+    let mut out = Vec::new();
+    for w in 0..base.len() {
+        let cfgs: Vec<&HttpConfig> = variants.iter().map(|v| &v[w]).collect();
+        let total = a.iterations as usize * cfgs.len();
+        let mut done = 0;
+        let runs = series::interleave(&cfgs, a.iterations as usize, &stop, |cfg, round| {
+            let mut progress = progress_bar(cfg.limit, a.json);
+            let r = http::run(cfg, &stop, &mut *progress)?;
+            done += 1;
+            if !a.json {
+                eprintln!(
+                    "[{done}/{total}] round {} {}: {:.1} requests/s, p99 {}{}",
+                    round + 1,
+                    r.workload,
+                    r.requests_per_second,
+                    format_us(r.latency_us.p99),
+                    r.server
+                        .as_ref()
+                        .map(|s| format!(", server {:.2} us/request", s.us_per_request))
+                        .unwrap_or_default()
+                );
+            }
+            Ok::<_, anyhow::Error>(r)
+        })?;
+        let workload = base[w].workload.describe();
+        let judged = judge_http(&labels, &runs, a.out.as_deref(), &workload, a.confidence)?;
+        if !a.json {
+            println!("== {workload}");
+            for (metric, unit, text) in &judged.reports {
+                println!("{metric} ({unit}):\n{text}");
+            }
+            crate::print_verdicts(&judged.verdicts);
+        }
+        out.push(serde_json::json!({
+            "workload": workload,
+            "samples": judged.samples,
+            "verdicts": judged.verdicts,
+            "reports": judged.reports.iter().map(|(m, _, t)| (m.to_string(), serde_json::Value::from(t.clone()))).collect::<serde_json::Map<_, _>>(),
+            "runs": runs,
+        }));
+    }
+    if a.json {
+        let v = serde_json::json!({
+            "variants": labels,
+            "iterations": a.iterations,
+            "confidence": a.confidence.percent(),
+            "workloads": out,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The judged metrics of a series of `bench http` runs.
+pub struct Judged {
+    /// Samples by metric.
+    pub samples: serde_json::Map<String, serde_json::Value>,
+    /// Verdicts against the first variant.
+    pub verdicts: Vec<series::Verdict>,
+    /// (metric, unit, ministat report).
+    pub reports: Vec<(&'static str, &'static str, String)>,
+}
+
+type Extract = fn(&HttpResult) -> Option<f64>;
+
+/// The metrics of `bench http` series: requests/s, p99 latency and server CPU per
+/// request are judged; the rest are kept as samples.
+pub const METRICS: [(&str, &str, Extract, bool); 5] = [
+    (
+        "requests_per_second",
+        "requests/s",
+        |r| Some(r.requests_per_second),
+        true,
+    ),
+    ("p99_latency", "us", |r| Some(r.latency_us.p99 as f64), true),
+    (
+        "server_cpu_per_request",
+        "server us/request",
+        |r| r.server.as_ref().map(|s| s.us_per_request),
+        true,
+    ),
+    (
+        "server_cpu_per_kb",
+        "server us/KB",
+        |r| r.server.as_ref().map(|s| s.us_per_kb),
+        false,
+    ),
+    (
+        "client_cpu_per_request",
+        "client us/request",
+        |r| Some(r.client.us_per_request),
+        false,
+    ),
+];
+
+pub fn judge_http(
+    labels: &[String],
+    runs: &[Vec<HttpResult>],
+    out: Option<&std::path::Path>,
+    workload: &str,
+    confidence: linerate_stat::Confidence,
+) -> anyhow::Result<Judged> {
+    let mut j = Judged {
+        samples: serde_json::Map::new(),
+        verdicts: Vec::new(),
+        reports: Vec::new(),
+    };
+    for (metric, unit, extract, judged) in METRICS {
+        let sets: Option<Vec<Samples>> = labels
+            .iter()
+            .zip(runs)
+            .map(|(l, rs)| {
+                Some(Samples {
+                    variant: l.clone(),
+                    values: rs.iter().map(extract).collect::<Option<Vec<f64>>>()?,
+                })
+            })
+            .collect();
+        let Some(sets) = sets else { continue };
+        let mut names = labels.to_vec();
+        if let Some(dir) = out {
+            let dir = dir.join(series::sample_file_name(workload, "d"));
+            names = sets
+                .iter()
+                .map(|s| series::write_samples(&dir, metric, s).map(|p| p.display().to_string()))
+                .collect::<Result<_, _>>()
+                .with_context(|| format!("--out {}", dir.display()))?;
+        }
+        if judged {
+            if let Some((text, v)) = series::judge(metric, &sets, &names, confidence) {
+                j.reports.push((metric, unit, text));
+                j.verdicts.extend(v);
+            }
+        }
+        j.samples
+            .insert(metric.to_string(), serde_json::to_value(&sets)?);
+    }
+    Ok(j)
+}
+
+/// Microseconds with a readable unit.
+pub fn format_us(us: u64) -> String {
+    if us < 1000 {
+        format!("{us} us")
+    } else if us < 1_000_000 {
+        format!("{:.2} ms", us as f64 / 1e3)
+    } else {
+        format!("{:.2} s", us as f64 / 1e6)
+    }
+}
+
+pub fn print_http(r: &HttpResult) {
+    println!(
+        "HTTP GET {} {}: {} connection{}, {} thread{}, {}{}",
+        r.target,
+        r.workload,
+        r.connections,
+        if r.connections == 1 { "" } else { "s" },
+        r.threads,
+        if r.threads == 1 { "" } else { "s" },
+        if r.keep_alive {
+            format!("keep-alive, pipeline {}", r.pipeline)
+        } else {
+            "a connection per request".to_string()
+        },
+        r.rate
+            .map(|x| format!(", paced at {x} requests/s"))
+            .unwrap_or_default()
+    );
+    println!(
+        "  requests  {} in {:.2} s: {:.2} requests/s, {:.2} 10^6 bytes/s of bodies",
+        r.requests, r.elapsed_seconds, r.requests_per_second, r.megabytes_per_second
+    );
+    let l = &r.latency_us;
+    println!(
+        "  latency   mean {}, p50 {}, p90 {}, p99 {}, p99.9 {}, max {}",
+        format_us(l.mean.round() as u64),
+        format_us(l.p50),
+        format_us(l.p90),
+        format_us(l.p99),
+        format_us(l.p999),
+        format_us(l.max)
+    );
+    let statuses: Vec<String> = r
+        .statuses
+        .iter()
+        .map(|(s, n)| format!("{s}: {n}"))
+        .collect();
+    println!(
+        "  status    {}",
+        if statuses.is_empty() {
+            "none".to_string()
+        } else {
+            statuses.join(", ")
+        }
+    );
+    let e = &r.errors;
+    if e.total() == 0 {
+        println!("  errors    none");
+    } else {
+        println!(
+            "  errors    {} (connect {}, read {}, timeout {}, bad response {}, length {}, checksum {}); first: {}",
+            e.total(),
+            e.connect,
+            e.read,
+            e.timeout,
+            e.bad_response,
+            e.length,
+            e.checksum,
+            r.first_error.as_deref().unwrap_or("-")
+        );
+    }
+    if let Some(s) = &r.server {
+        println!(
+            "  server    pid {}: {:.3} CPU s ({:.1}% of one CPU), {:.3} us/request, {:.4} us/KB",
+            s.pid, s.cpu_seconds, s.percent_of_one_cpu, s.us_per_request, s.us_per_kb
+        );
+    }
+    println!(
+        "  client    {:.3} CPU s, {:.3} us/request, {} connections opened",
+        r.client.cpu_seconds, r.client.us_per_request, r.connections_opened
+    );
+}

@@ -1,0 +1,372 @@
+//! `linerate bench files` and `linerate bench http` through the real binary, against
+//! the real server and against small hand-made servers that answer wrongly. Tiny
+//! sizes and counts: a smoke run, never a timing.
+
+mod util;
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+
+use serde_json::Value;
+use util::{linerate, Server};
+
+fn json(out: &str) -> Value {
+    serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+fn file_set() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = linerate(&[
+        "bench",
+        "files",
+        dir.path().to_str().unwrap(),
+        "--sizes",
+        "1K,100K",
+        "--mix",
+        "specweb99",
+        "--dirs",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["files"], 2 + 36);
+    assert_eq!(
+        std::fs::metadata(dir.path().join("100K.bin"))
+            .unwrap()
+            .len(),
+        102_400
+    );
+    assert_eq!(
+        std::fs::metadata(dir.path().join("specweb99/dir00000/class3_8"))
+            .unwrap()
+            .len(),
+        921_600
+    );
+    dir
+}
+
+#[test]
+fn every_workload_is_answered_verified_and_measured() {
+    let dir = file_set();
+    let server = Server::start(dir.path(), &[]);
+    let url = format!("http://{}/", server.addr);
+    let pid = server.pid().to_string();
+    let (code, out, err) = linerate(&[
+        "bench",
+        "http",
+        &url,
+        "--sizes",
+        "1K,100K",
+        "--mix",
+        "specweb99",
+        "--dirs",
+        "1",
+        "-n",
+        "300",
+        "-c",
+        "4",
+        "-t",
+        "2",
+        "--checksum",
+        "--server-pid",
+        &pid,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let runs = v.as_array().expect("one result per workload");
+    assert_eq!(runs.len(), 3);
+    for r in runs {
+        assert_eq!(r["requests"], 300, "{r}");
+        assert_eq!(r["statuses"]["200"], 300, "{r}");
+        assert_eq!(r["errors"]["connect"], 0);
+        for k in ["read", "timeout", "bad_response", "length", "checksum"] {
+            assert_eq!(r["errors"][k], 0, "{k}: {r}");
+        }
+        assert_eq!(r["threads"], 2);
+        assert!(r["server"]["cpu_seconds"].as_f64().unwrap() >= 0.0);
+        assert!(r["latency_us"]["p50"].as_u64().unwrap() >= 1);
+        assert!(r["latency_us"]["max"].as_u64() >= r["latency_us"]["p99"].as_u64());
+    }
+    assert_eq!(runs[0]["body_bytes"], 300 * 1024);
+    assert_eq!(runs[1]["body_bytes"], 300 * 102_400);
+    assert_eq!(runs[2]["workload"], "specweb99 mix, 1 directories");
+
+    // The human form says the same.
+    let (code, out, err) = linerate(&[
+        "bench", "http", &url, "--sizes", "1K", "-n", "50", "-c", "2",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("requests  50 in"), "{out}");
+    assert!(out.contains("status    200: 50"), "{out}");
+    assert!(out.contains("errors    none"), "{out}");
+}
+
+#[test]
+fn pipelining_pacing_and_one_request_per_connection() {
+    let dir = file_set();
+    let server = Server::start(dir.path(), &[]);
+    let url = format!("http://{}/1K.bin", server.addr);
+    // Pipelined: all answered, in order, over the same two connections.
+    let (code, out, err) = linerate(&[
+        "bench",
+        "http",
+        &url,
+        "-n",
+        "400",
+        "-c",
+        "2",
+        "--pipeline",
+        "16",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["requests"], 400);
+    assert_eq!(v["pipeline"], 16);
+    assert_eq!(v["connections_opened"], 2);
+    // A connection per request.
+    let (code, out, err) = linerate(&[
+        "bench", "http", &url, "-n", "30", "-c", "3", "--close", "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["requests"], 30);
+    assert_eq!(v["keep_alive"], false);
+    assert!(v["connections_opened"].as_u64().unwrap() >= 30, "{v}");
+    // Paced: never more than the schedule allows, whatever the machine's speed.
+    let (code, out, err) = linerate(&[
+        "bench", "http", &url, "-d", "1", "-c", "2", "-R", "40", "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let n = v["requests"].as_u64().unwrap();
+    assert!((1..=42).contains(&n), "{n} requests at 40/s for 1 s");
+    assert_eq!(v["rate"], 40.0);
+}
+
+#[test]
+fn wrong_lengths_and_contents_are_counted() {
+    let dir = file_set();
+    let server = Server::start(dir.path(), &[]);
+    let base = format!("http://{}/", server.addr);
+    // Same length, other bytes: only a checksum sees it.
+    std::fs::write(dir.path().join("1K.bin"), vec![b'x'; 1024]).unwrap();
+    let (code, out, err) = linerate(&[
+        "bench", "http", &base, "--sizes", "1K", "-n", "20", "-c", "1", "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["errors"]["checksum"], 0);
+    let (code, out, err) = linerate(&[
+        "bench",
+        "http",
+        &base,
+        "--sizes",
+        "1K",
+        "-n",
+        "20",
+        "-c",
+        "1",
+        "--checksum",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["errors"]["checksum"], 20, "{v}");
+    assert!(v["first_error"].as_str().unwrap().contains("/1K.bin"));
+    // Another length: always seen.
+    std::fs::write(dir.path().join("1K.bin"), vec![b'x'; 1000]).unwrap();
+    let (code, out, err) = linerate(&[
+        "bench", "http", &base, "--sizes", "1K", "-n", "20", "-c", "1", "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["errors"]["length"], 20);
+    // A URL of our own choosing: later bodies must match the first.
+    let (code, out, err) = linerate(&[
+        "bench",
+        "http",
+        &format!("{base}1K.bin"),
+        "-n",
+        "20",
+        "--checksum",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(json(&out)["errors"]["checksum"], 0);
+    // 404s are statuses, not errors.
+    let (code, out, err) = linerate(&[
+        "bench",
+        "http",
+        &format!("{base}missing"),
+        "-n",
+        "10",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["statuses"]["404"], 10);
+}
+
+/// A one-connection-at-a-time server that answers every request with `reply`.
+fn bad_server(reply: &'static [u8]) -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for s in l.incoming().take(50) {
+            let Ok(mut s) = s else { return };
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            let _ = s.write_all(reply);
+        }
+    });
+    addr
+}
+
+#[test]
+fn broken_servers_give_errors_not_numbers() {
+    for (reply, want) in [
+        (
+            &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"[..],
+            "Transfer-Encoding",
+        ),
+        (&b"HTTP/1.1 200 OK\r\n\r\n"[..], "without Content-Length"),
+        (&b"SSH-2.0-OpenSSH\r\n\r\n"[..], "malformed"),
+        (
+            &b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort"[..],
+            "mid-response",
+        ),
+    ] {
+        let addr = bad_server(reply);
+        let (code, _, err) = linerate(&[
+            "bench",
+            "http",
+            &format!("http://{addr}/"),
+            "-n",
+            "3",
+            "-c",
+            "1",
+            "--timeout",
+            "5",
+        ]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("no responses") && err.contains(want), "{err}");
+    }
+    // Nobody listening.
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (code, _, err) = linerate(&[
+        "bench",
+        "http",
+        &format!("http://127.0.0.1:{port}/"),
+        "-n",
+        "1",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("refused"), "{err}");
+}
+
+#[test]
+fn bad_arguments_name_the_flag_and_exit_64() {
+    for (args, want) in [
+        (&["bench", "http", "https://127.0.0.1/"][..], "only http://"),
+        (&["bench", "http", "--pipeline", "0"][..], "--pipeline"),
+        (&["bench", "http", "-c", "0"][..], "--connections"),
+        (&["bench", "http", "-R", "0"][..], "--rate"),
+        (&["bench", "http", "--cpu", "4096"][..], "--cpu 4096"),
+        (&["bench", "http", "--mix", "specweb96"][..], "--mix"),
+        (&["bench", "http", "-H", "Bad Name: x"][..], "--header"),
+        (
+            &[
+                "bench",
+                "http",
+                "http://127.0.0.1:1/",
+                "http://127.0.0.1:2/",
+            ][..],
+            "one server",
+        ),
+        (&["bench", "http", "-i", "2"][..], "-i"),
+        (
+            &["bench", "http", "-i", "3", "--compare", "--close"][..],
+            "--compare",
+        ),
+        (&["bench", "files", "/tmp/x"][..], "--sizes"),
+        (
+            &["bench", "http", "--close", "--pipeline", "4"][..],
+            "--pipeline",
+        ),
+    ] {
+        let (code, _, err) = linerate(args);
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn repeated_runs_are_compared_by_students_t() {
+    let dir = file_set();
+    let server = Server::start(dir.path(), &[]);
+    let url = format!("http://{}/1K.bin", server.addr);
+    let pid = server.pid().to_string();
+    let out_dir = tempfile::tempdir().unwrap();
+    let (code, out, err) = linerate(&[
+        "bench",
+        "http",
+        &url,
+        "-d",
+        "0.2",
+        "-c",
+        "2",
+        "--server-pid",
+        &pid,
+        "-i",
+        "3",
+        "--compare",
+        "--pipeline 1,--pipeline 4",
+        "--out",
+        out_dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    let w = &v["workloads"][0];
+    assert_eq!(w["runs"].as_array().unwrap().len(), 2);
+    assert_eq!(w["runs"][1][0]["pipeline"], 4);
+    let metrics: Vec<&str> = w["verdicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["metric"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        metrics,
+        [
+            "requests_per_second",
+            "p99_latency",
+            "server_cpu_per_request"
+        ]
+    );
+    assert!(w["reports"]["requests_per_second"]
+        .as_str()
+        .unwrap()
+        .contains("N           Min"));
+    // ministat files, one per variant and metric.
+    let sub = std::fs::read_dir(out_dir.path())
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let names: Vec<String> = std::fs::read_dir(&sub)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.contains(&"--pipeline_4.requests_per_second".to_string()),
+        "{names:?}"
+    );
+    let text = std::fs::read_to_string(sub.join("--pipeline_1.requests_per_second")).unwrap();
+    assert_eq!(text.lines().count(), 3);
+}
