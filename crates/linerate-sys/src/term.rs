@@ -1,4 +1,5 @@
-//! Terminal size and dying of a signal: what `linerate stat` needs to behave as ministat.
+//! Terminal size and signals: what `linerate stat` needs to behave as ministat, and
+//! stopping a child server.
 
 use std::os::fd::{AsRawFd, BorrowedFd};
 
@@ -24,3 +25,19 @@ pub fn die_of_signal(signal: i32) -> ! {
 
 /// `SIGSEGV`.
 pub const SIGSEGV: i32 = libc::SIGSEGV;
+
+/// Asks process `pid` to end (`SIGTERM`).
+pub fn terminate(pid: u32) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "pid out of range"))?;
+    if pid <= 0 {
+        // 0 and negative pids mean process groups.
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a single process",
+        ));
+    }
+    // SAFETY: kill only delivers a signal to one process; no memory is involved.
+    crate::cvt(unsafe { libc::kill(pid, libc::SIGTERM) })?;
+    Ok(())
+}

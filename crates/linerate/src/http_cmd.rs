@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Args, Parser};
 use linerate_bench::http::{self, workload, HttpConfig, HttpResult, Limit, Workload};
-use linerate_bench::series::{self, Samples};
+use linerate_bench::series;
 
 use crate::{parse_confidence, parse_seconds, parse_size_u64, stop_flag, usage_error};
 
@@ -25,42 +25,8 @@ pub struct HttpArgs {
     urls_file: Option<PathBuf>,
     #[command(flatten)]
     set: FileSetArgs,
-    /// Connections, over all threads.
-    #[arg(short = 'c', long = "connections", value_name = "N", default_value = "32", value_parser = clap::value_parser!(u32).range(1..=100000))]
-    connections: u32,
-    /// Load threads (each an event loop over its share of the connections).
-    #[arg(short = 't', long = "threads", value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    threads: u32,
-    /// Seconds to run.
-    #[arg(short = 'd', long = "duration", value_name = "SECONDS", default_value = "10", value_parser = parse_seconds, conflicts_with = "requests")]
-    duration: Duration,
-    /// Stop after this many responses instead.
-    #[arg(short = 'n', long = "requests", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    requests: Option<u64>,
-    /// One request per connection (Connection: close); latency includes the connect.
-    #[arg(long)]
-    close: bool,
-    /// Requests in flight per connection.
-    #[arg(long, value_name = "DEPTH", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1024), conflicts_with = "close")]
-    pipeline: u32,
-    /// Target rate, requests per second over all connections; latency is measured from
-    /// each request's scheduled time (no coordinated omission).
-    #[arg(short = 'R', long = "rate", value_name = "N", value_parser = parse_rate)]
-    rate: Option<f64>,
-    /// Read every body and compare its CRC-32 with the file set's (or with the first
-    /// response for the same URL); without it bodies are discarded uncopied and only
-    /// their lengths are checked.
-    #[arg(long)]
-    checksum: bool,
-    /// A request with no progress this long counts as an error.
-    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
-    timeout: Duration,
-    /// Extra request header, "Name: value" (repeatable).
-    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
-    headers: Vec<String>,
-    /// Pin the load threads to these CPUs, round-robin (for example 0 or 0,1).
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
-    cpu: Vec<usize>,
+    #[command(flatten)]
+    load: LoadArgs,
     /// Measure this server process's CPU (with its child processes) per request and KB.
     #[arg(long, value_name = "PID")]
     server_pid: Option<u32>,
@@ -84,6 +50,89 @@ pub struct HttpArgs {
     /// Print results as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// The load of one `bench http` run, shared with `bench compare`.
+#[derive(Args, Debug, Clone)]
+pub struct LoadArgs {
+    /// Connections, over all threads.
+    #[arg(short = 'c', long = "connections", value_name = "N", default_value = "32", value_parser = clap::value_parser!(u32).range(1..=100000))]
+    pub connections: u32,
+    /// Load threads (each an event loop over its share of the connections).
+    #[arg(short = 't', long = "threads", value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub threads: u32,
+    /// Seconds to run.
+    #[arg(short = 'd', long = "duration", value_name = "SECONDS", default_value = "10", value_parser = parse_seconds, conflicts_with = "requests")]
+    pub duration: Duration,
+    /// Stop after this many responses instead.
+    #[arg(short = 'n', long = "requests", value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
+    /// One request per connection (Connection: close); latency includes the connect.
+    #[arg(long)]
+    pub close: bool,
+    /// Requests in flight per connection.
+    #[arg(long, value_name = "DEPTH", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1024), conflicts_with = "close")]
+    pub pipeline: u32,
+    /// Target rate, requests per second over all connections; latency is measured from
+    /// each request's scheduled time (no coordinated omission).
+    #[arg(short = 'R', long = "rate", value_name = "N", value_parser = parse_rate)]
+    pub rate: Option<f64>,
+    /// Read every body and compare its CRC-32 with the file set's (or with the first
+    /// response for the same URL); without it bodies are discarded uncopied and only
+    /// their lengths are checked.
+    #[arg(long)]
+    pub checksum: bool,
+    /// A request with no progress this long counts as an error.
+    #[arg(long, value_name = "SECONDS", default_value = "10", value_parser = parse_seconds)]
+    pub timeout: Duration,
+    /// Extra request header, "Name: value" (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "NAME: VALUE", value_parser = parse_header)]
+    pub headers: Vec<String>,
+    /// Pin the load threads to these CPUs, round-robin (for example 0 or 0,1).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub cpu: Vec<usize>,
+}
+
+impl LoadArgs {
+    /// Checks what clap cannot.
+    pub fn check(&self) -> Result<(), String> {
+        let n = linerate_bench::cpu::online_cpus();
+        if let Some(c) = self.cpu.iter().find(|&&c| c >= n) {
+            return Err(format!("--cpu {c}: this machine has CPUs 0 to {}", n - 1));
+        }
+        Ok(())
+    }
+
+    /// The run these flags ask for, against `target` (Host field `host`).
+    pub fn config(
+        &self,
+        target: SocketAddr,
+        host: String,
+        workload: Arc<Workload>,
+        server_pid: Option<u32>,
+        seed: u64,
+    ) -> HttpConfig {
+        HttpConfig {
+            target,
+            host,
+            workload,
+            connections: self.connections as usize,
+            threads: self.threads as usize,
+            pipeline: self.pipeline as usize,
+            close: self.close,
+            rate: self.rate,
+            limit: match self.requests {
+                Some(n) => Limit::Requests(n),
+                None => Limit::Time(self.duration),
+            },
+            checksum: self.checksum,
+            timeout: self.timeout,
+            headers: self.headers.clone(),
+            cpus: self.cpu.clone(),
+            server_pid,
+            seed,
+        }
+    }
 }
 
 /// The file sets: `bench files` writes them, `bench http` and `bench compare` ask for them.
@@ -203,10 +252,7 @@ fn configs(a: &HttpArgs) -> Result<Vec<HttpConfig>, String> {
     if let Some((_, _, _)) = parsed.iter().find(|(t, _, _)| *t != target) {
         return Err("all URLs must be on one server".into());
     }
-    let n = linerate_bench::cpu::online_cpus();
-    if let Some(c) = a.cpu.iter().find(|&&c| c >= n) {
-        return Err(format!("--cpu {c}: this machine has CPUs 0 to {}", n - 1));
-    }
+    a.load.check()?;
     let mut workloads = Vec::new();
     if generated {
         let mut prefix = parsed[0].2.clone();
@@ -232,25 +278,9 @@ fn configs(a: &HttpArgs) -> Result<Vec<HttpConfig>, String> {
     }
     Ok(workloads
         .into_iter()
-        .map(|w| HttpConfig {
-            target,
-            host: host.clone(),
-            workload: Arc::new(w),
-            connections: a.connections as usize,
-            threads: a.threads as usize,
-            pipeline: a.pipeline as usize,
-            close: a.close,
-            rate: a.rate,
-            limit: match a.requests {
-                Some(n) => Limit::Requests(n),
-                None => Limit::Time(a.duration),
-            },
-            checksum: a.checksum,
-            timeout: a.timeout,
-            headers: a.headers.clone(),
-            cpus: a.cpu.clone(),
-            server_pid: a.server_pid,
-            seed: a.seed,
+        .map(|w| {
+            a.load
+                .config(target, host.clone(), Arc::new(w), a.server_pid, a.seed)
         })
         .collect())
 }
@@ -408,21 +438,17 @@ pub fn run_http(a: HttpArgs) -> anyhow::Result<ExitCode> {
             done += 1;
             if !a.json {
                 eprintln!(
-                    "[{done}/{total}] round {} {}: {:.1} requests/s, p99 {}{}",
+                    "[{done}/{total}] round {} {}: {}",
                     round + 1,
                     r.workload,
-                    r.requests_per_second,
-                    format_us(r.latency_us.p99),
-                    r.server
-                        .as_ref()
-                        .map(|s| format!(", server {:.2} us/request", s.us_per_request))
-                        .unwrap_or_default()
+                    run_line(&r)
                 );
             }
             Ok::<_, anyhow::Error>(r)
         })?;
         let workload = base[w].workload.describe();
-        let judged = judge_http(&labels, &runs, a.out.as_deref(), &workload, a.confidence)?;
+        let judged = http::judge(&labels, &runs, a.out.as_deref(), &workload, a.confidence)
+            .with_context(|| "--out".to_string())?;
         if !a.json {
             println!("== {workload}");
             for (metric, unit, text) in &judged.reports {
@@ -450,91 +476,24 @@ pub fn run_http(a: HttpArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The judged metrics of a series of `bench http` runs.
-pub struct Judged {
-    /// Samples by metric.
-    pub samples: serde_json::Map<String, serde_json::Value>,
-    /// Verdicts against the first variant.
-    pub verdicts: Vec<series::Verdict>,
-    /// (metric, unit, ministat report).
-    pub reports: Vec<(&'static str, &'static str, String)>,
-}
-
-type Extract = fn(&HttpResult) -> Option<f64>;
-
-/// The metrics of `bench http` series: requests/s, p99 latency and server CPU per
-/// request are judged; the rest are kept as samples.
-pub const METRICS: [(&str, &str, Extract, bool); 5] = [
-    (
-        "requests_per_second",
-        "requests/s",
-        |r| Some(r.requests_per_second),
-        true,
-    ),
-    ("p99_latency", "us", |r| Some(r.latency_us.p99 as f64), true),
-    (
-        "server_cpu_per_request",
-        "server us/request",
-        |r| r.server.as_ref().map(|s| s.us_per_request),
-        true,
-    ),
-    (
-        "server_cpu_per_kb",
-        "server us/KB",
-        |r| r.server.as_ref().map(|s| s.us_per_kb),
-        false,
-    ),
-    (
-        "client_cpu_per_request",
-        "client us/request",
-        |r| Some(r.client.us_per_request),
-        false,
-    ),
-];
-
-pub fn judge_http(
-    labels: &[String],
-    runs: &[Vec<HttpResult>],
-    out: Option<&std::path::Path>,
-    workload: &str,
-    confidence: linerate_stat::Confidence,
-) -> anyhow::Result<Judged> {
-    let mut j = Judged {
-        samples: serde_json::Map::new(),
-        verdicts: Vec::new(),
-        reports: Vec::new(),
-    };
-    for (metric, unit, extract, judged) in METRICS {
-        let sets: Option<Vec<Samples>> = labels
-            .iter()
-            .zip(runs)
-            .map(|(l, rs)| {
-                Some(Samples {
-                    variant: l.clone(),
-                    values: rs.iter().map(extract).collect::<Option<Vec<f64>>>()?,
-                })
-            })
-            .collect();
-        let Some(sets) = sets else { continue };
-        let mut names = labels.to_vec();
-        if let Some(dir) = out {
-            let dir = dir.join(series::sample_file_name(workload, "d"));
-            names = sets
-                .iter()
-                .map(|s| series::write_samples(&dir, metric, s).map(|p| p.display().to_string()))
-                .collect::<Result<_, _>>()
-                .with_context(|| format!("--out {}", dir.display()))?;
-        }
-        if judged {
-            if let Some((text, v)) = series::judge(metric, &sets, &names, confidence) {
-                j.reports.push((metric, unit, text));
-                j.verdicts.extend(v);
-            }
-        }
-        j.samples
-            .insert(metric.to_string(), serde_json::to_value(&sets)?);
+/// One run in a line: requests/s, p99, server CPU per request, and trouble if any.
+pub fn run_line(r: &HttpResult) -> String {
+    let mut line = format!(
+        "{:.1} requests/s, p99 {}",
+        r.requests_per_second,
+        format_us(r.latency_us.p99)
+    );
+    if let Some(s) = &r.server {
+        line.push_str(&format!(", server {:.2} us/request", s.us_per_request));
     }
-    Ok(j)
+    if r.errors.total() + r.non_2xx() > 0 {
+        line.push_str(&format!(
+            ", {} errors, {} non-2xx",
+            r.errors.total(),
+            r.non_2xx()
+        ));
+    }
+    line
 }
 
 /// Microseconds with a readable unit.

@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+mod compare_cmd;
 mod http_cmd;
 
 use std::net::SocketAddr;
@@ -75,6 +76,11 @@ enum Bench {
     /// Write the file sets `bench http` asks for: one file per size, and/or the
     /// SpecWeb99-style static mix.
     Files(http_cmd::FilesArgs),
+    /// linerate against nginx, lighttpd and h2o (those installed): writes the file set,
+    /// starts each server with one worker pinned to the server CPU, runs the same load
+    /// against each, interleaved, and compares requests/s, p99 latency and server CPU
+    /// per request by Student's t; writes compare.json and an HTML report with charts.
+    Compare(Box<compare_cmd::CompareArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -364,6 +370,9 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: Bench::Files(a),
         } => http_cmd::run_files(a),
+        Command::Bench {
+            bench: Bench::Compare(a),
+        } => compare_cmd::run_compare(*a),
     };
     match r {
         Ok(code) => code,

@@ -7,6 +7,7 @@
 //! how fast it came back.
 
 mod client;
+mod judge;
 pub mod workload;
 
 use std::collections::BTreeMap;
@@ -18,6 +19,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+pub use judge::{judge, Judged, METRICS};
 pub use workload::{Item, Workload};
 
 /// How long a run lasts.
@@ -72,12 +74,12 @@ pub enum HttpError {
     #[error("no responses: {0}")]
     NoResponses(String),
     /// The server process could not be measured.
-    #[error("--server-pid {pid}: {source}")]
+    #[error("--server-pid {pid}: {reason}")]
     ServerPid {
         /// The pid.
         pid: u32,
         /// Why.
-        source: std::io::Error,
+        reason: std::io::Error,
     },
     /// Interrupted by a signal.
     #[error("interrupted")]
@@ -298,7 +300,7 @@ pub fn run(
         );
     }
     let server_cpu = |pid: u32| {
-        crate::cpu::process_tree_cpu(pid).map_err(|source| HttpError::ServerPid { pid, source })
+        crate::cpu::process_tree_cpu(pid).map_err(|reason| HttpError::ServerPid { pid, reason })
     };
     let server0 = cfg.server_pid.map(server_cpu).transpose();
     let client0 = linerate_sys::cpu::process_cpu()?;

@@ -1,0 +1,340 @@
+//! The servers `bench compare` runs: linerate and the peers a user would otherwise pick
+//! for static files, each configured the way its own documentation recommends for that
+//! job, with one worker, no access log, and everything it writes kept in a work
+//! directory of ours.
+//!
+//! Each server is started in the foreground from a thread whose CPU affinity is already
+//! the server CPU, so every process and thread it creates inherits that one CPU; its
+//! CPU is then read over its whole process tree.
+
+use std::fs;
+use std::io::{self, Read};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// A server `bench compare` knows how to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Peer {
+    /// `linerate serve`.
+    Linerate,
+    /// nginx.
+    Nginx,
+    /// lighttpd.
+    Lighttpd,
+    /// h2o.
+    H2o,
+}
+
+impl Peer {
+    /// Every peer, linerate first (the baseline of the comparisons).
+    pub const ALL: [Peer; 4] = [Peer::Linerate, Peer::Nginx, Peer::Lighttpd, Peer::H2o];
+
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::Linerate => "linerate",
+            Peer::Nginx => "nginx",
+            Peer::Lighttpd => "lighttpd",
+            Peer::H2o => "h2o",
+        }
+    }
+
+    /// The program to run (linerate's is given by the caller).
+    fn program(self) -> &'static str {
+        match self {
+            Peer::Linerate => "linerate",
+            Peer::Nginx => "nginx",
+            Peer::Lighttpd => "lighttpd",
+            Peer::H2o => "h2o",
+        }
+    }
+
+    /// The peer's executable on `PATH` (plus the sbin directories), if installed.
+    pub fn find(self) -> Option<PathBuf> {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        std::env::split_paths(&path)
+            .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from))
+            .map(|d| d.join(self.program()))
+            .find(|p| {
+                use std::os::unix::fs::PermissionsExt;
+                fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+            })
+    }
+}
+
+impl std::str::FromStr for Peer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Peer, String> {
+        Peer::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("'{s}': the servers are linerate, nginx, lighttpd and h2o"))
+    }
+}
+
+/// How to start one server.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    /// Which.
+    pub peer: Peer,
+    /// Its executable.
+    pub exe: PathBuf,
+    /// Document root.
+    pub root: PathBuf,
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// CPU to run on (None: unpinned).
+    pub cpu: Option<usize>,
+    /// Directory for its configuration, pid file and logs.
+    pub work: PathBuf,
+    /// Extra arguments (linerate only: for example `--transmit splice`).
+    pub extra: Vec<String>,
+}
+
+/// A running server; stopped (SIGTERM, then SIGKILL) when dropped.
+pub struct Running {
+    /// Which.
+    pub peer: Peer,
+    /// The process to measure (its descendants count too).
+    pub pid: u32,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its version line.
+    pub version: String,
+    /// The configuration it was given, for the report.
+    pub config: String,
+    child: Child,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = linerate_sys::term::terminate(self.child.id());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A free port on 127.0.0.1 (free when asked; the server binds it a moment later).
+pub fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The configuration file text for `l` (none for linerate, which takes flags).
+pub fn config_text(l: &Launch) -> String {
+    let root = l.root.display();
+    let work = l.work.display();
+    let port = l.port;
+    let user = if linerate_sys::ns::effective_uid() == 0 {
+        "user: root\n"
+    } else {
+        ""
+    };
+    match l.peer {
+        Peer::Linerate => String::new(),
+        // nginx's "Serving Static Content" and "Optimizing Performance for Serving
+        // Content" guides: sendfile with tcp_nopush, open_file_cache; one worker; no
+        // access log. keepalive_requests is raised so that long-lived load connections
+        // are not closed every 1000 requests.
+        Peer::Nginx => format!(
+            "worker_processes 1;
+daemon off;
+master_process on;
+pid {work}/nginx.pid;
+error_log {work}/error.log warn;
+events {{ worker_connections 10240; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    open_file_cache max=10000 inactive=60s;
+    open_file_cache_valid 60s;
+    keepalive_requests 1000000;
+    keepalive_timeout 65s;
+    client_body_temp_path {work}/client_body;
+    proxy_temp_path {work}/proxy;
+    fastcgi_temp_path {work}/fastcgi;
+    uwsgi_temp_path {work}/uwsgi;
+    scgi_temp_path {work}/scgi;
+    types {{ application/octet-stream bin; }}
+    default_type application/octet-stream;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+    }}
+}}
+"
+        ),
+        // lighttpd's performance tuning page: the sendfile network backend, the stat
+        // cache; a single process (max-worker 0); keep-alive raised like nginx's.
+        Peer::Lighttpd => format!(
+            "server.document-root = \"{root}\"
+server.bind = \"127.0.0.1\"
+server.port = {port}
+server.pid-file = \"{work}/lighttpd.pid\"
+server.errorlog = \"{work}/error.log\"
+server.max-worker = 0
+server.network-backend = \"sendfile\"
+server.stat-cache-engine = \"simple\"
+server.max-keep-alive-requests = 1000000
+server.max-keep-alive-idle = 65
+server.max-connections = 10240
+server.max-fds = 20480
+mimetype.assign = (\"\" => \"application/octet-stream\")
+"
+        ),
+        // h2o's configuration directives: one thread, file.dir; no access-log
+        // directive means no access log; send-compressed off (the default) so files
+        // are sent as they are. Started as root it would switch to nobody, who cannot
+        // write our work directory: it stays root.
+        Peer::H2o => format!(
+            "{user}num-threads: 1
+pid-file: {work}/h2o.pid
+error-log: {work}/error.log
+max-connections: 10240
+file.send-compressed: OFF
+listen:
+  host: 127.0.0.1
+  port: {port}
+hosts:
+  default:
+    paths:
+      /:
+        file.dir: {root}
+"
+        ),
+    }
+}
+
+fn config_file(l: &Launch) -> PathBuf {
+    l.work.join(match l.peer {
+        Peer::Linerate => "linerate.args",
+        Peer::Nginx => "nginx.conf",
+        Peer::Lighttpd => "lighttpd.conf",
+        Peer::H2o => "h2o.conf",
+    })
+}
+
+/// The command line for `l`.
+fn command(l: &Launch) -> Command {
+    let mut c = Command::new(&l.exe);
+    let conf = config_file(l);
+    match l.peer {
+        Peer::Linerate => {
+            c.arg("serve")
+                .arg(&l.root)
+                .args(["--listen", &format!("127.0.0.1:{}", l.port)])
+                .args(["--workers", "1", "--access-log", "off"])
+                .args(&l.extra);
+        }
+        Peer::Nginx => {
+            c.arg("-c")
+                .arg(&conf)
+                .arg("-p")
+                .arg(&l.work)
+                .arg("-e")
+                .arg(l.work.join("error.log"));
+        }
+        Peer::Lighttpd => {
+            c.arg("-D").arg("-f").arg(&conf);
+        }
+        Peer::H2o => {
+            c.arg("-c").arg(&conf);
+        }
+    }
+    c
+}
+
+/// The server's version line.
+fn version(peer: Peer, exe: &Path) -> String {
+    let flag = match peer {
+        Peer::Linerate => "--version",
+        Peer::Nginx => "-v",
+        Peer::Lighttpd => "-v",
+        Peer::H2o => "--version",
+    };
+    Command::new(exe)
+        .arg(flag)
+        .output()
+        .map(|o| {
+            let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+            s.push_str(&String::from_utf8_lossy(&o.stderr));
+            s.lines().next().unwrap_or("").trim().to_string()
+        })
+        .unwrap_or_default()
+}
+
+/// Starts `l` and waits until it accepts connections.
+pub fn start(l: &Launch) -> io::Result<Running> {
+    fs::create_dir_all(&l.work)?;
+    let config = config_text(l);
+    let shown = if l.peer == Peer::Linerate {
+        format!("{:?}", command(l))
+    } else {
+        fs::write(config_file(l), &config)?;
+        config
+    };
+    let log_path = l.work.join(format!("{}.out", l.peer.name()));
+    let log = fs::File::create(&log_path)?;
+    let mut cmd = command(l);
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log);
+    // Spawned from a thread pinned to the server CPU: the affinity is inherited.
+    let cpu = l.cpu;
+    let child = std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(c) = cpu {
+                linerate_sys::cpu::pin_thread_to_cpu(c)?;
+            }
+            cmd.spawn()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the launching thread panicked")))
+    })?;
+    let addr = SocketAddr::from(([127, 0, 0, 1], l.port));
+    let mut running = Running {
+        peer: l.peer,
+        pid: child.id(),
+        addr,
+        version: version(l.peer, &l.exe),
+        config: shown,
+        child,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(status) = running.child.try_wait()? {
+            let mut out = String::new();
+            let _ = fs::File::open(&log_path).and_then(|mut f| f.read_to_string(&mut out));
+            let tail: Vec<&str> = out.lines().rev().take(3).collect();
+            return Err(io::Error::other(format!(
+                "{} exited ({status}) before serving: {}",
+                l.peer.name(),
+                tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
+            )));
+        }
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(running);
+        }
+        if Instant::now() > deadline {
+            return Err(io::Error::other(format!(
+                "{} did not listen on {addr} within 10 s (log: {})",
+                l.peer.name(),
+                log_path.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

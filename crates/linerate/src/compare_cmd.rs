@@ -1,0 +1,172 @@
+//! `linerate bench compare`: the command line over `linerate_bench::compare`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Args;
+use linerate_bench::compare::{self, report, CompareConfig, Event, Peer};
+use linerate_bench::http::Workload;
+
+use crate::http_cmd::{format_us, run_line, FileSetArgs, LoadArgs};
+use crate::{parse_confidence, stop_flag, usage_error};
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    /// Servers to compare, comma-separated; those not installed are skipped, and
+    /// linerate always runs (it is the baseline).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "linerate,nginx,lighttpd,h2o", value_parser = parse_peer)]
+    servers: Vec<Peer>,
+    /// Write the file set here instead of a temporary directory (kept afterwards).
+    #[arg(long, value_name = "DIR")]
+    root: Option<PathBuf>,
+    #[command(flatten)]
+    set: FileSetArgs,
+    #[command(flatten)]
+    load: LoadArgs,
+    /// CPU for the servers (default: 1 when there are two CPUs or more).
+    #[arg(long, value_name = "N")]
+    server_cpu: Option<usize>,
+    /// Extra arguments for `linerate serve`, one string ("--transmit splice").
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    linerate_args: Option<String>,
+    /// Runs per server and workload (at least 3); servers are interleaved.
+    #[arg(short = 'i', long = "iterations", value_name = "N", default_value = "5", value_parser = clap::value_parser!(u32).range(3..=1000))]
+    iterations: u32,
+    /// Confidence of the comparisons: 80, 90, 95, 98, 99 or 99.5.
+    #[arg(long, value_name = "PERCENT", default_value = "95", value_parser = parse_confidence)]
+    confidence: linerate_stat::Confidence,
+    /// Directory for compare.json, report.html and the ministat sample files.
+    #[arg(long, value_name = "DIR", default_value = "bench-out/compare")]
+    out: PathBuf,
+    /// Print the result as JSON on stdout too.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_peer(s: &str) -> Result<Peer, String> {
+    s.parse()
+}
+
+pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
+    if let Err(e) = a.load.check() {
+        return Ok(usage_error(&e));
+    }
+    let cpus = linerate_bench::cpu::online_cpus();
+    if let Some(c) = a.server_cpu.filter(|&c| c >= cpus) {
+        return Ok(usage_error(&format!(
+            "--server-cpu {c}: this machine has CPUs 0 to {}",
+            cpus - 1
+        )));
+    }
+    let (sizes, mix) = if a.set.sizes.is_empty() && a.set.mix.is_none() {
+        (vec![1 << 10, 100 << 10, 10 << 20], true)
+    } else {
+        (a.set.sizes.clone(), a.set.mix.is_some())
+    };
+    let mut load = a.load.clone();
+    let server_cpu = a.server_cpu.or((cpus >= 2).then_some(1));
+    if load.cpu.is_empty() && cpus >= 2 {
+        load.cpu = vec![0];
+    }
+    let template = load.config(
+        std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        String::new(),
+        Arc::new(Workload::List(Vec::new())),
+        None,
+        1,
+    );
+    let cfg = CompareConfig {
+        servers: a.servers.clone(),
+        root: a.root.clone(),
+        sizes,
+        mix_dirs: mix.then_some(a.set.dirs as usize),
+        load: template,
+        server_cpu,
+        iterations: a.iterations as usize,
+        confidence: a.confidence,
+        out: Some(a.out.join("samples")),
+        linerate_exe: std::env::current_exe().context("finding the linerate binary")?,
+        linerate_args: a
+            .linerate_args
+            .as_deref()
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default(),
+    };
+    let stop = stop_flag()?;
+    let quiet = a.json;
+    let mut on = |e: Event<'_>| {
+        if quiet {
+            return;
+        }
+        match e {
+            Event::Started(s) => eprintln!("started {} ({})", s.name, s.version),
+            Event::Skipped(name, why) => eprintln!("skipping {name}: {why}"),
+            Event::Run(i, n, server, r) => {
+                eprintln!("[{i}/{n}] {} {server}: {}", r.workload, run_line(r))
+            }
+        }
+    };
+    let result = compare::run(&cfg, &stop, &mut on)?;
+    std::fs::create_dir_all(&a.out).with_context(|| format!("--out {}", a.out.display()))?;
+    let json = serde_json::to_string_pretty(&result)?;
+    let json_path = a.out.join("compare.json");
+    std::fs::write(&json_path, &json)
+        .with_context(|| format!("writing {}", json_path.display()))?;
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    let page =
+        report::html(&result, &command).map_err(|e| anyhow::anyhow!("drawing the report: {e}"))?;
+    let html_path = a.out.join("report.html");
+    std::fs::write(&html_path, page).with_context(|| format!("writing {}", html_path.display()))?;
+    if a.json {
+        println!("{json}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    for w in &result.workloads {
+        println!("== {}", w.workload);
+        println!(
+            "{:<10} {:>14} {:>10} {:>12} {:>16} {:>10} {:>8}",
+            "server", "requests/s", "x linerate", "p99", "server us/req", "x linerate", "errors"
+        );
+        let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
+        let rps = |s: usize| mean(w.runs[s].iter().map(|r| r.requests_per_second).collect());
+        let cpu = |s: usize| {
+            mean(
+                w.runs[s]
+                    .iter()
+                    .filter_map(|r| r.server.as_ref().map(|c| c.us_per_request))
+                    .collect(),
+            )
+        };
+        for (s, info) in result.servers.iter().enumerate() {
+            let p99 = mean(w.runs[s].iter().map(|r| r.latency_us.p99 as f64).collect());
+            let errors: u64 = w.runs[s]
+                .iter()
+                .map(|r| r.errors.total() + r.non_2xx())
+                .sum();
+            println!(
+                "{:<10} {:>14.1} {:>10.2} {:>12} {:>16.3} {:>10.2} {:>8}",
+                info.name,
+                rps(s),
+                rps(s) / rps(0).max(1e-9),
+                format_us(p99.round() as u64),
+                cpu(s),
+                cpu(s) / cpu(0).max(1e-9),
+                errors
+            );
+        }
+        for (metric, unit, text) in &w.judged.reports {
+            println!("{metric} ({unit}):\n{text}");
+        }
+        crate::print_verdicts(&w.judged.verdicts);
+        println!();
+    }
+    println!(
+        "wrote {}, {} and the samples under {}",
+        json_path.display(),
+        html_path.display(),
+        a.out.join("samples").display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
