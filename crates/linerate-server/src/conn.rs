@@ -69,10 +69,23 @@ pub(crate) struct Conn {
     pub head_started: Option<Instant>,
     /// Last time bytes moved either way.
     pub last_activity: Instant,
+    /// Most file bytes sent per turn before other connections get theirs (0: no limit).
+    slice_bytes: u64,
+    /// Bytes of the current file part the current transmit covers.
+    slice_len: u64,
+    /// The connection stopped at its slice with the socket still writable: the worker
+    /// must come back to it without waiting for an event.
+    yielded: bool,
 }
 
 impl Conn {
-    pub fn new(sock: TcpStream, peer: SocketAddr, tx_config: TxConfig, now: Instant) -> Conn {
+    pub fn new(
+        sock: TcpStream,
+        peer: SocketAddr,
+        tx_config: TxConfig,
+        slice_bytes: u64,
+        now: Instant,
+    ) -> Conn {
         Conn {
             sock,
             peer,
@@ -90,7 +103,15 @@ impl Conn {
             draining_since: None,
             head_started: None,
             last_activity: now,
+            slice_bytes,
+            slice_len: 0,
+            yielded: false,
         }
+    }
+
+    /// Whether the connection gave up its turn with more to send (and clears that).
+    pub fn take_yielded(&mut self) -> bool {
+        std::mem::take(&mut self.yielded)
     }
 
     /// Nothing in flight and nothing half-received: an idle keep-alive connection.
@@ -333,6 +354,16 @@ impl Conn {
                     Progress::Blocked => return Ok(true),
                     Progress::Done => {
                         self.transmit = None;
+                        let part_len = match self.queue.front().and_then(|r| r.parts.front()) {
+                            Some(part) => part.len(),
+                            None => 0,
+                        };
+                        if (self.front_sent as u64) + self.slice_len < part_len {
+                            // A slice of the file went; the rest waits for the next turn.
+                            self.front_sent += self.slice_len as usize;
+                            self.yielded = true;
+                            return Ok(true);
+                        }
                         if let Some(front) = self.queue.front_mut() {
                             front.parts.pop_front();
                         }
@@ -347,10 +378,15 @@ impl Conn {
                 return Ok(false);
             };
             if let Some(Part::File(f, off, len)) = front.parts.front() {
+                let rest = len - self.front_sent as u64;
+                self.slice_len = match self.slice_bytes {
+                    0 => rest,
+                    s => rest.min(s),
+                };
                 self.transmit = Some(Transmit::new(Source::File {
                     file: std::sync::Arc::clone(f),
                     offset: off + self.front_sent as u64,
-                    len: len - self.front_sent as u64,
+                    len: self.slice_len,
                 }));
                 continue;
             }

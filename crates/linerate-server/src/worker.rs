@@ -167,6 +167,9 @@ struct Worker {
     tx: TxConfig,
     /// Where every connection's reads land first.
     scratch: Vec<u8>,
+    /// Connections that gave up their turn with the socket still writable; served
+    /// again after the next wait, which then does not block.
+    runnable: Vec<usize>,
 }
 
 impl Worker {
@@ -198,6 +201,7 @@ impl Worker {
             accept_paused_until: None,
             log,
             scratch: vec![0; crate::conn::READ_BYTES],
+            runnable: Vec::new(),
         })
     }
 
@@ -207,8 +211,15 @@ impl Worker {
         let mut shutdown_deadline: Option<Instant> = None;
         loop {
             ready.clear();
-            self.driver.wait(&mut ready, TICK)?;
+            let wait = if self.runnable.is_empty() {
+                TICK
+            } else {
+                Duration::ZERO
+            };
+            self.driver.wait(&mut ready, wait)?;
             let now = Instant::now();
+            // Those that yielded last round take their turn after the new events.
+            let turn = std::mem::take(&mut self.runnable);
             for ev in ready.drain(..) {
                 let t = ev.token as usize;
                 if t < self.listeners.len() {
@@ -216,6 +227,9 @@ impl Worker {
                 } else {
                     self.event(t - self.listeners.len(), ev.readable, ev.error, now);
                 }
+            }
+            for idx in turn {
+                self.event(idx, false, false, now);
             }
             if now.duration_since(last_tick) >= TICK {
                 last_tick = now;
@@ -278,7 +292,7 @@ impl Worker {
             let peer = sock
                 .peer_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-            let conn = Conn::new(sock, peer, self.tx.clone(), now);
+            let conn = Conn::new(sock, peer, self.tx.clone(), self.cfg.send_slice_bytes, now);
             let idx = match self.free.pop() {
                 Some(i) => i,
                 None => {
@@ -348,6 +362,8 @@ impl Worker {
         );
         if after != After::Keep {
             self.close(idx, after);
+        } else if conn.take_yielded() {
+            self.runnable.push(idx);
         }
     }
 

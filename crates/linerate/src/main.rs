@@ -88,7 +88,7 @@ struct ServeArgs {
     /// Document root [default: the current directory].
     dir: Option<PathBuf>,
     /// TOML file with any of the settings below (keys as the flags, without the dashes:
-    /// root, listen, workers, pin, transmit, small-file, max-request-line,
+    /// root, listen, workers, pin, transmit, small-file, send-slice, max-request-line,
     /// max-header-bytes, max-header-fields, idle-timeout, header-timeout, send-timeout,
     /// shutdown-timeout, dotfiles, autoindex, access-log, log-format). Flags win.
     #[arg(long, value_name = "FILE")]
@@ -111,6 +111,11 @@ struct ServeArgs {
     /// one sendmsg [default: 16K].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     small_file: Option<usize>,
+    /// Most bytes of a file one connection sends per turn before the worker serves the
+    /// others, as lighttpd's 256 KiB and nginx's sendfile_max_chunk do; 0: until the
+    /// socket is full [default: 0].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    send_slice: Option<usize>,
     /// Longest request line, 414 beyond [default: 8K].
     #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
     max_request_line: Option<usize>,
@@ -510,6 +515,15 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     ) {
         Ok(n) => cfg.small_file_bytes = n as u64,
         Err(e) => return bad("small-file", e),
+    }
+    match size(
+        a.send_slice,
+        "send-slice",
+        &file.send_slice,
+        cfg.send_slice_bytes as usize,
+    ) {
+        Ok(n) => cfg.send_slice_bytes = n as u64,
+        Err(e) => return bad("send-slice", e),
     }
     for (key, flag, from_file, slot) in [
         (
