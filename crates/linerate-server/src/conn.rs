@@ -76,6 +76,8 @@ pub(crate) struct Conn {
     /// The connection stopped at its slice with the socket still writable: the worker
     /// must come back to it without waiting for an event.
     yielded: bool,
+    /// It is on the worker's run list (so it is put there once).
+    pub on_run_list: bool,
 }
 
 impl Conn {
@@ -106,6 +108,7 @@ impl Conn {
             slice_bytes,
             slice_len: 0,
             yielded: false,
+            on_run_list: false,
         }
     }
 

@@ -229,6 +229,9 @@ impl Worker {
                 }
             }
             for idx in turn {
+                if let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) {
+                    c.on_run_list = false;
+                }
                 self.event(idx, false, false, now);
             }
             if now.duration_since(last_tick) >= TICK {
@@ -362,7 +365,8 @@ impl Worker {
         );
         if after != After::Keep {
             self.close(idx, after);
-        } else if conn.take_yielded() {
+        } else if conn.take_yielded() && !conn.on_run_list {
+            conn.on_run_list = true;
             self.runnable.push(idx);
         }
     }

@@ -26,6 +26,26 @@ pub fn die_of_signal(signal: i32) -> ! {
 /// `SIGSEGV`.
 pub const SIGSEGV: i32 = libc::SIGSEGV;
 
+/// `SIGTERM`.
+pub const SIGTERM: i32 = libc::SIGTERM;
+/// `SIGKILL`.
+pub const SIGKILL: i32 = libc::SIGKILL;
+
+/// Sends `signal` to every process of process group `pgid` (a child started as a group
+/// leader: its pid).
+pub fn signal_group(pgid: u32, signal: i32) -> std::io::Result<()> {
+    let pgid = libc::pid_t::try_from(pgid)
+        .ok()
+        .filter(|&p| p > 1)
+        .ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a process group")
+        })?;
+    // SAFETY: kill only delivers a signal; a negative pid names the group, and pgid > 1
+    // excludes "every process" (-1) and our own group (0).
+    crate::cvt(unsafe { libc::kill(-pgid, signal) })?;
+    Ok(())
+}
+
 /// Asks process `pid` to end (`SIGTERM`).
 pub fn terminate(pid: u32) -> std::io::Result<()> {
     let pid = libc::pid_t::try_from(pid)

@@ -370,3 +370,55 @@ fn repeated_runs_are_compared_by_students_t() {
     let text = std::fs::read_to_string(sub.join("--pipeline_1.requests_per_second")).unwrap();
     assert_eq!(text.lines().count(), 3);
 }
+
+#[test]
+fn interim_responses_and_servers_that_close_are_not_errors() {
+    // 103 Early Hints before the final response: one answer per request.
+    let addr = bad_server(
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+    );
+    let (code, out, err) = linerate(&[
+        "bench",
+        "http",
+        &format!("http://{addr}/"),
+        "-n",
+        "3",
+        "-c",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["statuses"]["200"], 3, "{v}");
+    assert!(v["statuses"].get("103").is_none(), "{v}");
+    assert_eq!(v["errors"]["bad_response"], 0, "{v}");
+    // A server that answers one request per connection with Connection: close: the
+    // requests pipelined behind it go again on a new connection, and are not errors.
+    let addr = bad_server(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+    let (code, out, err) = linerate(&[
+        "bench",
+        "http",
+        &format!("http://{addr}/"),
+        "-n",
+        "6",
+        "-c",
+        "1",
+        "--pipeline",
+        "4",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v = json(&out);
+    assert_eq!(v["statuses"]["200"], 6, "{v}");
+    assert_eq!(v["connections_opened"], 6, "{v}");
+    for k in [
+        "read",
+        "timeout",
+        "bad_response",
+        "length",
+        "checksum",
+        "connect",
+    ] {
+        assert_eq!(v["errors"][k], 0, "{k}: {v}");
+    }
+}

@@ -203,10 +203,22 @@ pub fn run(
                 Vec::new()
             },
         };
-        let r = peers::start(&launch).map_err(|reason| CompareError::Start {
-            server: peer.name(),
-            reason,
-        })?;
+        let r = match peers::start(&launch) {
+            Ok(r) => r,
+            // linerate is the baseline: without it there is nothing to compare.
+            Err(reason) if peer == Peer::Linerate => {
+                return Err(CompareError::Start {
+                    server: peer.name(),
+                    reason,
+                })
+            }
+            Err(reason) => {
+                let why = format!("did not start: {reason}");
+                on(Event::Skipped(peer.name(), &why));
+                skipped.push((peer.name().to_string(), why));
+                continue;
+            }
+        };
         let info = ServerInfo {
             name: peer.name(),
             version: r.version.clone(),

@@ -113,22 +113,30 @@ pub struct Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = linerate_sys::term::terminate(self.child.id());
+        // The server leads its own process group: nginx's workers and h2o's helper go
+        // with it, even if the leader has to be killed.
+        let group = self.child.id();
+        let _ = linerate_sys::term::signal_group(group, linerate_sys::term::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+                break;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
+        let _ = linerate_sys::term::signal_group(group, linerate_sys::term::SIGKILL);
         let _ = self.child.wait();
     }
 }
 
-/// A free port on 127.0.0.1 (free when asked; the server binds it a moment later).
+/// A free port on 127.0.0.1 (free when asked; the server binds it a moment later),
+/// below the ephemeral range so that no client connection can be holding it.
 pub fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    let first = 20_000 + (std::process::id() % 10_000) as u16;
+    (first..32_000)
+        .chain(20_000..first)
+        .find(|&p| TcpListener::bind(("127.0.0.1", p)).is_ok())
+        .ok_or_else(|| io::Error::other("no free port between 20000 and 32000"))
 }
 
 /// The configuration file text for `l` (none for linerate, which takes flags).
@@ -178,7 +186,9 @@ http {{
 "
         ),
         // lighttpd's performance tuning page: the sendfile network backend, the stat
-        // cache; a single process (max-worker 0); keep-alive raised like nginx's.
+        // cache; a single process (max-worker 0); keep-alive raised like nginx's, to
+        // its most (the setting is 16-bit: the load generator reconnects when told to
+        // close). max-fds stays under this machine's open-file limit of 20000.
         Peer::Lighttpd => format!(
             "server.document-root = \"{root}\"
 server.bind = \"127.0.0.1\"
@@ -188,17 +198,18 @@ server.errorlog = \"{work}/error.log\"
 server.max-worker = 0
 server.network-backend = \"sendfile\"
 server.stat-cache-engine = \"simple\"
-server.max-keep-alive-requests = 1000000
+server.max-keep-alive-requests = 65535
 server.max-keep-alive-idle = 65
-server.max-connections = 10240
-server.max-fds = 20480
+server.max-connections = 8192
+server.max-fds = 16384
 mimetype.assign = (\"\" => \"application/octet-stream\")
 "
         ),
         // h2o's configuration directives: one thread, file.dir; no access-log
         // directive means no access log; send-compressed off (the default) so files
-        // are sent as they are. Started as root it would switch to nobody, who cannot
-        // write our work directory: it stays root.
+        // are sent as they are. h2o 2.2 has no sendfile (it reads and writes in about
+        // 64 KiB pieces) and documents no open-file cache directive. Started as root it
+        // would switch to nobody, who cannot write our work directory: it stays root.
         Peer::H2o => format!(
             "{user}num-threads: 1
 pid-file: {work}/h2o.pid
@@ -292,6 +303,7 @@ pub fn start(l: &Launch) -> io::Result<Running> {
     cmd.stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log);
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     // Spawned from a thread pinned to the server CPU: the affinity is inherited.
     let cpu = l.cpu;
     let child = std::thread::scope(|s| {

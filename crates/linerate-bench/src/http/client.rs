@@ -70,6 +70,8 @@ pub(crate) struct ThreadStats {
     pub errors: Errors,
     pub connections: u64,
     pub first_error: Option<String>,
+    /// When the thread's run ended.
+    pub finished: Instant,
 }
 
 impl ThreadStats {
@@ -85,6 +87,7 @@ impl ThreadStats {
             errors: Errors::default(),
             connections: 0,
             first_error: None,
+            finished: Instant::now(),
         }
     }
 
@@ -141,8 +144,6 @@ struct Conn {
     interval_ns: u64,
     /// Last send or receive progress (ns), for the timeout.
     last_progress_ns: u64,
-    /// The server said `Connection: close`: no more requests on this socket.
-    draining: bool,
     /// Whether `OUT` is in the epoll interest.
     want_out: bool,
 }
@@ -170,9 +171,10 @@ pub(crate) fn run_thread(
         let global = first_conn + i;
         let (interval_ns, first_due) = match rate_per_conn {
             Some(r) => {
-                let iv = (1e9 / r).max(1.0) as u64;
+                let iv = (1e9 / r).clamp(1.0, 1e18) as u64;
                 // Spread the connections' schedules over one interval.
-                (iv, iv * global as u64 / total_conns.max(1) as u64)
+                let first = iv as u128 * global as u128 / total_conns.max(1) as u128;
+                (iv, first as u64)
             }
             None => (0, 0),
         };
@@ -190,11 +192,11 @@ pub(crate) fn run_thread(
             next_due_ns: first_due,
             interval_ns,
             last_progress_ns: 0,
-            draining: false,
             want_out: false,
         });
     }
     t.run(end)?;
+    t.stats.finished = Instant::now();
     Ok(t.stats)
 }
 
@@ -269,9 +271,12 @@ impl Thread<'_> {
             return u64::MAX;
         }
         if matches!(self.conns[i].state, State::Open) && self.conns[i].interval_ns > 0 {
+            if !self.may_issue() {
+                return u64::MAX; // the -n budget is spent: nothing more is due
+            }
             self.fill(i, now);
             let c = &self.conns[i];
-            if !c.draining && c.inflight.len() < self.shared.pipeline {
+            if c.inflight.len() < self.shared.pipeline {
                 return c.next_due_ns;
             }
         }
@@ -289,7 +294,15 @@ impl Thread<'_> {
     /// Takes one request from the `-n` budget.
     fn take_ticket(&self) -> bool {
         match self.shared.limit {
-            Limit::Requests(n) => self.shared.issued.fetch_add(1, Ordering::Relaxed) < n,
+            // Only a granted ticket counts: a refused one must not push the count past
+            // n, or tickets given back later would not make room again.
+            Limit::Requests(n) => self
+                .shared
+                .issued
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                    (v < n).then_some(v + 1)
+                })
+                .is_ok(),
             Limit::Time(_) => true,
         }
     }
@@ -330,7 +343,6 @@ impl Thread<'_> {
         c.state = State::Connecting;
         c.want_out = true;
         c.last_progress_ns = now;
-        c.draining = false;
         c.rstart = 0;
         c.rend = 0;
         c.body = None;
@@ -348,11 +360,11 @@ impl Thread<'_> {
     /// connection tries again after a pause.
     fn connect_failed(&mut self, i: usize, now: u64, what: String) {
         self.stats.error(|e| &mut e.connect, || what);
-        let c = &mut self.conns[i];
         // A --close connection's request was counted when its connect began.
-        if matches!(self.shared.limit, Limit::Requests(_)) && c.inflight.is_empty() {
-            self.shared.issued.fetch_add(1, Ordering::Relaxed);
+        if self.conns[i].inflight.is_empty() {
+            let _ = self.take_ticket();
         }
+        let c = &mut self.conns[i];
         c.inflight.clear();
         c.state = State::Idle {
             at_ns: (now + RECONNECT_PAUSE.as_nanos() as u64).max(c.next_due_ns),
@@ -400,7 +412,7 @@ impl Thread<'_> {
         let close = self.shared.close;
         loop {
             let c = &self.conns[i];
-            if c.draining || close || c.inflight.len() >= depth {
+            if close || c.inflight.len() >= depth {
                 break;
             }
             if c.interval_ns > 0 && c.next_due_ns > now {
@@ -575,7 +587,22 @@ impl Thread<'_> {
                     }
                     return Step::NeedBytes;
                 }
+                Ok(Some(h)) if (100..200).contains(&h.status) && h.status != 101 => {
+                    // An interim response (100 Continue, 103 Early Hints): the final one
+                    // follows for the same request.
+                    c.rstart += h.head_len;
+                    self.stats.bytes += h.head_len as u64;
+                    return Step::Progress;
+                }
                 Ok(Some(h)) => {
+                    if h.status == 101 {
+                        self.stats.error(
+                            |e| &mut e.bad_response,
+                            || "101 Switching Protocols: not an HTTP/1.1 response".into(),
+                        );
+                        self.drop_conn(i, now, true);
+                        return Step::Dropped;
+                    }
                     if c.inflight.is_empty() {
                         self.stats.error(
                             |e| &mut e.bad_response,
@@ -674,9 +701,15 @@ impl Thread<'_> {
             }
         }
         if b.close || self.shared.close {
-            self.conns[i].draining = true;
-        }
-        if self.conns[i].draining && self.conns[i].inflight.is_empty() {
+            // The server closes after this response: requests pipelined behind it will
+            // never be answered. They are not errors; they go again on a new connection
+            // (with -n, their share of the budget is given back).
+            let unanswered = self.conns[i].inflight.len() as u64;
+            if unanswered > 0 {
+                if let Limit::Requests(_) = self.shared.limit {
+                    self.shared.issued.fetch_sub(unanswered, Ordering::Relaxed);
+                }
+            }
             self.drop_conn(i, now, false);
             return Step::Dropped;
         }

@@ -13,7 +13,7 @@ pub mod workload;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -265,18 +265,23 @@ pub fn run(
         stop: Arc::clone(stop),
     });
     let rate_per_conn = cfg.rate.map(|r| r / cfg.connections.max(1) as f64);
-    let barrier = Arc::new(Barrier::new(threads + 1));
-    // The start time is fixed after every thread is ready, and handed over through this.
-    let start_cell = Arc::new(std::sync::OnceLock::<Instant>::new());
+    let server_cpu = |pid: u32| {
+        crate::cpu::process_tree_cpu(pid).map_err(|reason| HttpError::ServerPid { pid, reason })
+    };
+    // Everything that can fail is done before a thread exists.
+    let server0 = cfg.server_pid.map(server_cpu).transpose()?;
+    let client0 = linerate_sys::cpu::process_cpu()?;
+    // Each thread waits for the start time; if spawning fails, the senders are dropped
+    // and the threads already made end without running.
     let mut handles = Vec::with_capacity(threads);
+    let mut starts = Vec::with_capacity(threads);
     for t in 0..threads {
         let conns = cfg.connections / threads + usize::from(t < cfg.connections % threads);
         let first = (0..t)
             .map(|u| cfg.connections / threads + usize::from(u < cfg.connections % threads))
             .sum();
         let shared = Arc::clone(&shared);
-        let barrier = Arc::clone(&barrier);
-        let start_cell = Arc::clone(&start_cell);
+        let (tx, rx) = std::sync::mpsc::channel::<Instant>();
         let cpu = (!cfg.cpus.is_empty()).then(|| cfg.cpus[t % cfg.cpus.len()]);
         let limit = cfg.limit;
         let total = cfg.connections;
@@ -284,42 +289,56 @@ pub fn run(
             std::thread::Builder::new()
                 .name(format!("http-load-{t}"))
                 .spawn(move || {
-                    let pinned = cpu.map(linerate_sys::cpu::pin_thread_to_cpu);
-                    barrier.wait();
-                    let start = *start_cell.get().expect("set before the barrier");
-                    if let Some(Err(e)) = pinned {
-                        return Err(e);
+                    if let Some(c) = cpu {
+                        linerate_sys::cpu::pin_thread_to_cpu(c)?;
                     }
+                    let Ok(start) = rx.recv() else {
+                        return Ok(None);
+                    };
                     let end = match limit {
                         Limit::Time(d) => Some(start + d),
                         Limit::Requests(_) => None,
                     };
                     client::run_thread(&shared, conns, first, total, rate_per_conn, start, end)
+                        .map(Some)
                 })
                 .map_err(HttpError::Io)?,
         );
+        starts.push(tx);
     }
-    let server_cpu = |pid: u32| {
-        crate::cpu::process_tree_cpu(pid).map_err(|reason| HttpError::ServerPid { pid, reason })
-    };
-    let server0 = cfg.server_pid.map(server_cpu).transpose();
-    let client0 = linerate_sys::cpu::process_cpu()?;
     let start = Instant::now();
-    let _ = start_cell.set(start);
-    barrier.wait();
-    let server0 = server0?;
-    // Progress while the threads run.
+    for tx in starts {
+        let _ = tx.send(start);
+    }
+    // Progress while the threads run; their own finish times make the elapsed time.
+    let mut last_progress = start;
     while !handles.iter().all(|h| h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(100));
-        progress(shared.completed.load(Ordering::Relaxed), start.elapsed());
+        std::thread::sleep(Duration::from_millis(5));
+        if last_progress.elapsed() >= Duration::from_millis(100) {
+            last_progress = Instant::now();
+            progress(shared.completed.load(Ordering::Relaxed), start.elapsed());
+        }
     }
-    let elapsed = start.elapsed();
-    let server1 = cfg.server_pid.map(server_cpu).transpose()?;
-    let client1 = linerate_sys::cpu::process_cpu()?;
+    let server1 = cfg.server_pid.map(server_cpu).transpose();
+    let client1 = linerate_sys::cpu::process_cpu();
     let mut stats = Vec::with_capacity(threads);
+    let mut failed = None;
     for h in handles {
-        stats.push(h.join().expect("load thread panicked")?);
+        match h.join().expect("load thread panicked") {
+            Ok(Some(s)) => stats.push(s),
+            Ok(None) => {}
+            Err(e) => failed = Some(e),
+        }
     }
+    if let Some(e) = failed {
+        return Err(HttpError::Io(e));
+    }
+    let (server1, client1) = (server1?, client1?);
+    let elapsed = stats
+        .iter()
+        .map(|s| s.finished.saturating_duration_since(start))
+        .max()
+        .unwrap_or_default();
     if crate::stopped(stop) {
         return Err(HttpError::Interrupted);
     }
