@@ -575,7 +575,17 @@ pub fn print_http(r: &HttpResult) {
         );
     }
     println!(
-        "  client    {:.3} CPU s, {:.3} us/request, {} connections opened",
-        r.client.cpu_seconds, r.client.us_per_request, r.connections_opened
+        "  client    {:.3} CPU s, {:.3} us/request, {} connections opened{}",
+        r.client.cpu_seconds,
+        r.client.us_per_request,
+        r.connections_opened,
+        if r.retried > 0 {
+            format!(
+                ", {} requests sent again after the server closed a kept-alive connection",
+                r.retried
+            )
+        } else {
+            String::new()
+        }
     );
 }

@@ -70,6 +70,8 @@ pub(crate) struct ThreadStats {
     pub errors: Errors,
     pub connections: u64,
     pub first_error: Option<String>,
+    /// Requests sent again after a kept-alive connection closed under them.
+    pub retried: u64,
     /// When the thread's run ended.
     pub finished: Instant,
 }
@@ -87,6 +89,7 @@ impl ThreadStats {
             errors: Errors::default(),
             connections: 0,
             first_error: None,
+            retried: 0,
             finished: Instant::now(),
         }
     }
@@ -146,6 +149,8 @@ struct Conn {
     last_progress_ns: u64,
     /// Whether `OUT` is in the epoll interest.
     want_out: bool,
+    /// Responses completed on the current socket.
+    answered: u64,
 }
 
 pub(crate) fn run_thread(
@@ -166,6 +171,8 @@ pub(crate) fn run_thread(
         scratch: vec![0u8; DISCARD_CHUNK],
         conns: Vec::with_capacity(conns),
         crcs: BTreeMap::new(),
+        paced: rate_per_conn.is_some(),
+        any_idle: true,
     };
     for i in 0..conns {
         let global = first_conn + i;
@@ -193,6 +200,7 @@ pub(crate) fn run_thread(
             interval_ns,
             last_progress_ns: 0,
             want_out: false,
+            answered: 0,
         });
     }
     t.run(end)?;
@@ -210,6 +218,10 @@ struct Thread<'a> {
     conns: Vec<Conn>,
     /// Checksums of the first body seen per item whose content is not known in advance.
     crcs: BTreeMap<usize, (u64, u32)>,
+    /// Requests follow a schedule (`-R`).
+    paced: bool,
+    /// Some connection may be waiting to connect.
+    any_idle: bool,
 }
 
 impl Thread<'_> {
@@ -228,10 +240,17 @@ impl Thread<'_> {
             if end_ns.is_some_and(|e| now >= e) {
                 break;
             }
-            // Start connections and due requests.
+            // Start connections and due requests. Unpaced, only a connection waiting to
+            // connect needs this walk; the rest move on their own events.
             let mut next_wake = end_ns.unwrap_or(u64::MAX);
-            for i in 0..self.conns.len() {
-                next_wake = next_wake.min(self.service(i, now));
+            if self.paced || self.any_idle {
+                self.any_idle = false;
+                for i in 0..self.conns.len() {
+                    next_wake = next_wake.min(self.service(i, now));
+                    if matches!(self.conns[i].state, State::Idle { at_ns } if at_ns != u64::MAX) {
+                        self.any_idle = true;
+                    }
+                }
             }
             if !self.may_issue() && self.conns.iter().all(|c| c.inflight.is_empty()) {
                 break; // -n reached and everything answered
@@ -355,6 +374,19 @@ impl Thread<'_> {
         self.stats.connections += 1;
     }
 
+    /// A kept-alive connection the server closed (or reset) as requests went out on it
+    /// (the keep-alive race): not one byte of an answer came, so the requests go again
+    /// on a new connection, as browsers and curl do for GET. Counted apart as retried,
+    /// never hidden; a connection that never answered gets no such grace.
+    fn retry_on_new_connection(&mut self, i: usize, now: u64) {
+        let unanswered = self.conns[i].inflight.len() as u64;
+        self.stats.retried += unanswered;
+        if let Limit::Requests(_) = self.shared.limit {
+            self.shared.issued.fetch_sub(unanswered, Ordering::Relaxed);
+        }
+        self.drop_conn(i, now, false);
+    }
+
     /// Counts a connection that could not be opened; with `-n` it uses up one request,
     /// so a run against a server that refuses ends instead of retrying for ever. The
     /// connection tries again after a pause.
@@ -369,6 +401,7 @@ impl Thread<'_> {
         c.state = State::Idle {
             at_ns: (now + RECONNECT_PAUSE.as_nanos() as u64).max(c.next_due_ns),
         };
+        self.any_idle = true;
     }
 
     fn on_event(&mut self, i: usize, events: u32) {
@@ -496,9 +529,11 @@ impl Thread<'_> {
                 .as_ref()
                 .filter(|b| b.crc.is_none() && c.rstart == c.rend)
                 .map(|b| b.remaining);
+            let asked;
             let got = match discard {
                 Some(rem) => {
                     let n = rem.min(self.scratch.len() as u64) as usize;
+                    asked = n;
                     linerate_sys::net::recv_discard(sock.as_fd(), &mut self.scratch[..n])
                 }
                 None => {
@@ -517,15 +552,19 @@ impl Thread<'_> {
                     }
                     let c = &mut self.conns[i];
                     let sock = c.sock.as_mut().expect("open");
+                    asked = c.rbuf.len() - c.rend;
                     sock.read(&mut c.rbuf[c.rend..])
                 }
             };
             match got {
                 Ok(0) => {
                     let c = &self.conns[i];
-                    if c.inflight.is_empty() && c.body.is_none() && c.rstart == c.rend {
+                    let nothing_pending = c.body.is_none() && c.rstart == c.rend;
+                    if c.inflight.is_empty() && nothing_pending {
                         // The server closed an idle connection: reconnect quietly.
                         self.drop_conn(i, now, false);
+                    } else if nothing_pending && c.answered > 0 {
+                        self.retry_on_new_connection(i, now);
                     } else {
                         self.stats.error(
                             |e| &mut e.read,
@@ -546,10 +585,24 @@ impl Thread<'_> {
                     } else {
                         c.rend += n;
                     }
+                    if n < asked {
+                        // The socket is drained: no read that would only say EAGAIN (the
+                        // level-triggered registration reports what comes next).
+                        break;
+                    }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
+                    let c = &self.conns[i];
+                    if e.kind() == io::ErrorKind::ConnectionReset
+                        && c.body.is_none()
+                        && c.rstart == c.rend
+                        && c.answered > 0
+                    {
+                        self.retry_on_new_connection(i, now);
+                        return false;
+                    }
                     self.stats
                         .error(|e| &mut e.read, || format!("reading a response: {e}"));
                     self.drop_conn(i, now, true);
@@ -659,6 +712,7 @@ impl Thread<'_> {
         let latency_us = (now.saturating_sub(req.start_ns) / 1000).max(1);
         let _ = self.stats.latency_us.record(latency_us.min(100_000_000));
         self.stats.requests += 1;
+        self.conns[i].answered += 1;
         *self.stats.statuses.entry(b.status).or_insert(0) += 1;
         self.shared.completed.fetch_add(1, Ordering::Relaxed);
         // Only successful responses carry the file.
@@ -730,6 +784,7 @@ impl Thread<'_> {
         c.rstart = 0;
         c.rend = 0;
         c.want_out = false;
+        c.answered = 0;
         let at = if failed {
             now + RECONNECT_PAUSE.as_nanos() as u64
         } else {
@@ -742,6 +797,7 @@ impl Thread<'_> {
             at
         };
         c.state = State::Idle { at_ns: at };
+        self.any_idle = true;
     }
 
     fn sweep_timeouts(&mut self, now: u64) {

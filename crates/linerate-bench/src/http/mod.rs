@@ -205,6 +205,9 @@ pub struct HttpResult {
     pub first_error: Option<String>,
     /// Connections opened.
     pub connections_opened: u64,
+    /// Requests sent again because the server closed a kept-alive connection as they
+    /// went out (no byte of an answer had come).
+    pub retried: u64,
     /// The server's CPU, with `--server-pid`.
     pub server: Option<ServerCpu>,
     /// This process's CPU.
@@ -243,7 +246,8 @@ fn build_requests(cfg: &HttpConfig) -> Vec<Vec<u8>> {
 }
 
 /// Runs the load; `progress(completed, elapsed)` is called about ten times a second
-/// from the calling thread.
+/// from the calling thread, which is pinned to the first of the client's CPUs if any
+/// are given.
 pub fn run(
     cfg: &HttpConfig,
     stop: &crate::StopFlag,
@@ -268,6 +272,10 @@ pub fn run(
     let server_cpu = |pid: u32| {
         crate::cpu::process_tree_cpu(pid).map_err(|reason| HttpError::ServerPid { pid, reason })
     };
+    // The calling thread waits on the client's CPUs too, never beside the server.
+    if let Some(&c) = cfg.cpus.first() {
+        linerate_sys::cpu::pin_thread_to_cpu(c)?;
+    }
     // Everything that can fail is done before a thread exists.
     let server0 = cfg.server_pid.map(server_cpu).transpose()?;
     let client0 = linerate_sys::cpu::process_cpu()?;
@@ -313,7 +321,7 @@ pub fn run(
     // Progress while the threads run; their own finish times make the elapsed time.
     let mut last_progress = start;
     while !handles.iter().all(|h| h.is_finished()) {
-        std::thread::sleep(Duration::from_millis(5));
+        std::thread::sleep(Duration::from_millis(20));
         if last_progress.elapsed() >= Duration::from_millis(100) {
             last_progress = Instant::now();
             progress(shared.completed.load(Ordering::Relaxed), start.elapsed());
@@ -350,6 +358,7 @@ pub fn run(
     let mut statuses = BTreeMap::new();
     let mut errors = Errors::default();
     let mut opened = 0;
+    let mut retried = 0;
     let mut first_error = None;
     for s in &stats {
         let _ = hist.add(&s.latency_us);
@@ -361,6 +370,7 @@ pub fn run(
         }
         errors.add(&s.errors);
         opened += s.connections;
+        retried += s.retried;
         if first_error.is_none() {
             first_error.clone_from(&s.first_error);
         }
@@ -404,6 +414,7 @@ pub fn run(
         errors,
         first_error,
         connections_opened: opened,
+        retried,
         server,
         client: ClientCpu {
             cpu_seconds: client_cpu.as_secs_f64(),
