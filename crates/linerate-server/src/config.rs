@@ -72,6 +72,8 @@ pub struct Config {
     /// Most bytes of a file one connection sends per turn before the worker serves the
     /// others (0: until the socket is full).
     pub send_slice_bytes: u64,
+    /// `SO_SNDBUF` of accepted connections (None: the kernel's autotuning).
+    pub sndbuf: Option<usize>,
 }
 
 impl Config {
@@ -95,6 +97,7 @@ impl Config {
             log_format: LogFormat::Clf,
             open_file_cache_entries: 10_000,
             send_slice_bytes: DEFAULT_SEND_SLICE,
+            sndbuf: None,
         }
     }
 }
@@ -118,6 +121,8 @@ pub struct FileConfig {
     pub small_file: Option<Size>,
     /// Most file bytes per connection per turn.
     pub send_slice: Option<Size>,
+    /// Send buffer of accepted connections.
+    pub sndbuf: Option<Size>,
     /// Request line limit.
     pub max_request_line: Option<Size>,
     /// Header block limit.

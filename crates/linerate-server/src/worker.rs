@@ -57,11 +57,16 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// How long accepting pauses after EMFILE/ENFILE.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
-fn listener(addr: SocketAddr) -> io::Result<TcpListener> {
+/// A listening socket; `sndbuf` fixes the send buffer of every connection it accepts
+/// (they inherit it, which also turns the kernel's autotuning off for them).
+fn listener(addr: SocketAddr, sndbuf: Option<usize>) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     s.set_reuse_address(true)?;
     s.set_reuse_port(true)?;
     s.set_nonblocking(true)?;
+    if let Some(n) = sndbuf {
+        s.set_send_buffer_size(n)?;
+    }
     s.bind(&addr.into())?;
     s.listen(1024)?;
     Ok(s.into())
@@ -99,14 +104,17 @@ pub fn serve(
                 .bind(&addr.into())
                 .map_err(|source| ServeError::Listen { addr, source })?;
         }
-        let first = listener(addr).map_err(|source| ServeError::Listen { addr, source })?;
+        let first =
+            listener(addr, cfg.sndbuf).map_err(|source| ServeError::Listen { addr, source })?;
         let bound = first.local_addr()?;
         per_worker[0].push(first);
         for w in per_worker.iter_mut().skip(1) {
-            w.push(listener(bound).map_err(|source| ServeError::Listen {
-                addr: bound,
-                source,
-            })?);
+            w.push(
+                listener(bound, cfg.sndbuf).map_err(|source| ServeError::Listen {
+                    addr: bound,
+                    source,
+                })?,
+            );
         }
         on_listen(bound);
     }

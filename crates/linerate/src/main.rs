@@ -88,7 +88,7 @@ struct ServeArgs {
     /// Document root [default: the current directory].
     dir: Option<PathBuf>,
     /// TOML file with any of the settings below (keys as the flags, without the dashes:
-    /// root, listen, workers, pin, transmit, small-file, send-slice, max-request-line,
+    /// root, listen, workers, pin, transmit, small-file, send-slice, sndbuf, max-request-line,
     /// max-header-bytes, max-header-fields, idle-timeout, header-timeout, send-timeout,
     /// shutdown-timeout, dotfiles, autoindex, access-log, log-format). Flags win.
     #[arg(long, value_name = "FILE")]
@@ -116,6 +116,10 @@ struct ServeArgs {
     /// socket is full [default: 0].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     send_slice: Option<usize>,
+    /// SO_SNDBUF of accepted connections (as nginx's `listen ... sndbuf=`); fixing it
+    /// turns the kernel's send-buffer autotuning off [default: autotuning].
+    #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
+    sndbuf: Option<usize>,
     /// Longest request line, 414 beyond [default: 8K].
     #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
     max_request_line: Option<usize>,
@@ -525,6 +529,15 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         Ok(n) => cfg.send_slice_bytes = n as u64,
         Err(e) => return bad("send-slice", e),
     }
+    cfg.sndbuf = match (a.sndbuf, &file.sndbuf) {
+        (Some(n), _) => Some(n),
+        (None, Some(v)) => match v.bytes() {
+            Ok(n) if n > 0 && n <= i32::MAX as u64 => Some(n as usize),
+            Ok(_) => return bad("sndbuf", "must be 1 byte to 2G".into()),
+            Err(e) => return bad("sndbuf", e),
+        },
+        (None, None) => None,
+    };
     for (key, flag, from_file, slot) in [
         (
             "idle-timeout",

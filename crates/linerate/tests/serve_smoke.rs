@@ -449,3 +449,50 @@ fn a_rust_http_client_gets_files_ranges_and_errors() {
         other => panic!("expected 404, got {other:?}"),
     }
 }
+
+/// The send buffer (`tb` of `ss -tm`) of the server's side of connections from `port`.
+fn server_sndbufs(server_port: &str) -> Vec<u64> {
+    let out = Command::new("ss")
+        .args([
+            "-tmnH",
+            "state",
+            "established",
+            "sport",
+            "=",
+            &format!(":{server_port}"),
+        ])
+        .output()
+        .expect("ss (iproute2) runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(",tb")
+        .skip(1)
+        .filter_map(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()
+                .and_then(|d| d.parse().ok())
+        })
+        .collect()
+}
+
+#[test]
+fn sndbuf_fixes_the_send_buffer_of_accepted_connections() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("big.bin"), vec![7u8; 4 << 20]).unwrap();
+    for (flag, want) in [(Some("64K"), Some(131_072u64)), (None, None)] {
+        let extra: Vec<&str> = flag.map(|f| vec!["--sndbuf", f]).unwrap_or_default();
+        let s = Server::start(dir.path(), &extra);
+        let port = s.addr.rsplit(':').next().unwrap().to_string();
+        // A client that asks for 4 MiB and reads nothing keeps the connection open.
+        let mut c = TcpStream::connect(&s.addr).unwrap();
+        c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let bufs = server_sndbufs(&port);
+        assert_eq!(bufs.len(), 1, "{bufs:?}");
+        match want {
+            // The kernel doubles what was asked, for its bookkeeping.
+            Some(w) => assert_eq!(bufs[0], w, "--sndbuf {flag:?}"),
+            None => assert_ne!(bufs[0], 131_072, "autotuning left alone"),
+        }
+    }
+}
