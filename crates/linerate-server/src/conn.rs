@@ -178,6 +178,9 @@ impl Conn {
             match self.read_some(scratch, now) {
                 Ok(0) => break,
                 Ok(_) => {
+                    // File changes made before these bytes were sent are queued by now;
+                    // the cache takes them in before answering.
+                    site.poll_changes();
                     if !self.process(site, now) {
                         // Nothing complete yet; read on while bytes come.
                         continue;

@@ -1,20 +1,34 @@
 //! The per-worker open-file cache (seed 003's mapping recycling, for descriptors).
 //!
-//! Each request costs one `fstatat` of its path: when device, inode, size and mtime
-//! still match the cached entry, the cached descriptor (opened with `openat2` beneath
-//! the root) and, for small files, the cached contents are used; otherwise the file is
-//! opened again. So a rewritten, replaced or deleted file is never served stale, and a
-//! hit saves the open, fstat and close of an uncached server.
+//! A lookup checks its path with one `fstatat`: when device, inode, size and mtime still
+//! match the cached entry, the cached descriptor (opened with `openat2` beneath the root)
+//! and, for small files, the cached contents are used; otherwise the file is opened
+//! again. So a rewritten, replaced or deleted file is never served stale, and a hit saves
+//! the open, fstat and close of an uncached server.
+//!
+//! Even that `fstatat` is skipped for a path known current. A path is known current
+//! when inotify watches every directory on it, from the root down, and the file's inode,
+//! and no event has come since a lookup found the entry matching. The path must contain
+//! no symbolic link, since a link's target directory is not watched. A connection
+//! drains the inotify queue after each read that brought bytes, before it answers them.
+//! A change finished before a request was sent has queued its event before that request
+//! could be read, so the request is never answered from a stale entry. Any event empties the cache, so paths are opened, checked and
+//! watched again: that also catches a same-size rewrite within one tick of the file
+//! clock, which leaves size and mtime as they were. Events are rare on a static site
+//! (a file under the root written all the time would cost the cache its hits); without
+//! inotify (no instance, or out of watches) every lookup takes the `fstatat`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use linerate_http::conditional::Validators;
-use linerate_sys::fs::{open_beneath, stat_at, stat_fd, FileMeta};
+use linerate_sys::fs::{open_beneath, open_beneath_no_symlinks, stat_at, stat_fd, FileMeta};
+use linerate_sys::notify::{self, Inotify};
 
 /// A cached open file.
 pub(crate) struct Entry {
@@ -39,6 +53,12 @@ pub(crate) struct FileCache {
     entries: HashMap<Vec<u8>, Rc<Entry>>,
     max_entries: usize,
     small_bytes: u64,
+    /// Change notification; None if inotify is unavailable.
+    notify: Option<Inotify>,
+    /// Paths whose entry is known current (see the module's text).
+    current: HashSet<Vec<u8>>,
+    /// Directories (relative to the root; empty for the root) being watched.
+    watched: HashSet<Vec<u8>>,
 }
 
 impl FileCache {
@@ -48,11 +68,19 @@ impl FileCache {
             entries: HashMap::new(),
             max_entries: max_entries.max(1),
             small_bytes,
+            notify: Inotify::new().ok(),
+            current: HashSet::new(),
+            watched: HashSet::new(),
         }
     }
 
     /// Looks `rel` (relative to the root, no `..`) up.
     pub fn lookup(&mut self, rel: &[u8]) -> Found {
+        if self.current.contains(rel) {
+            if let Some(e) = self.entries.get(rel) {
+                return Found::File(Rc::clone(e));
+            }
+        }
         let Ok(m) = stat_at(self.root.as_fd(), rel) else {
             self.entries.remove(rel);
             return Found::Missing;
@@ -69,7 +97,9 @@ impl FileCache {
         }
         if let Some(e) = self.entries.get(rel) {
             if e.meta == m {
-                return Found::File(Rc::clone(e));
+                let e = Rc::clone(e);
+                self.make_current(rel, &m);
+                return Found::File(e);
             }
         }
         let Ok(fd) = open_beneath(self.root.as_fd(), rel) else {
@@ -101,9 +131,73 @@ impl FileCache {
         if self.entries.len() >= self.max_entries {
             // Bounded: start over rather than track recency on the request path.
             self.entries.clear();
+            self.current.clear();
         }
         self.entries.insert(rel.to_vec(), Rc::clone(&e));
+        let m = e.meta;
+        self.make_current(rel, &m);
         Found::File(e)
+    }
+
+    /// Watches `rel`'s directories and inode and, if it still matches `meta` once they
+    /// are watched, marks it current.
+    fn make_current(&mut self, rel: &[u8], meta: &FileMeta) {
+        let Some(n) = &self.notify else { return };
+        // Only a path without symbolic links: a link's target directory is not watched.
+        if open_beneath_no_symlinks(self.root.as_fd(), rel).is_err() {
+            return;
+        }
+        let base = format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&self.root)
+        );
+        let at = |sub: &[u8]| {
+            let mut p = std::path::PathBuf::from(&base);
+            if !sub.is_empty() {
+                p.push(std::ffi::OsStr::from_bytes(sub));
+            }
+            p
+        };
+        // The root and each directory down to the file.
+        let mut ends: Vec<usize> = vec![0];
+        ends.extend(
+            rel.iter()
+                .enumerate()
+                .filter(|(_, &b)| b == b'/')
+                .map(|(i, _)| i),
+        );
+        for end in ends {
+            let dir = &rel[..end];
+            if !self.watched.contains(dir) {
+                if n.watch(&at(dir), notify::DIR_CHANGES).is_err() {
+                    return;
+                }
+                self.watched.insert(dir.to_vec());
+            }
+        }
+        if n.watch(&at(rel), notify::FILE_CHANGES).is_err() {
+            return;
+        }
+        // A change made before the watches were in place shows here.
+        if stat_at(self.root.as_fd(), rel).is_ok_and(|now| now == *meta) {
+            self.current.insert(rel.to_vec());
+        }
+    }
+
+    /// Reads the change queue. After any event the cache starts over: no path is known
+    /// current, no directory counts as watched (one may have been replaced), and no
+    /// entry is kept, since a rewrite within one tick of the file clock leaves size and
+    /// mtime as they were and only the event tells it apart.
+    pub fn poll_changes(&mut self) {
+        let Some(n) = &self.notify else { return };
+        match n.drain() {
+            Ok(false) => return,
+            Ok(true) => {}
+            Err(_) => self.notify = None,
+        }
+        self.current.clear();
+        self.watched.clear();
+        self.entries.clear();
     }
 
     /// Names in directory `rel`, sorted, dot-files left out unless `dotfiles`.

@@ -57,6 +57,11 @@ pub(crate) struct Site {
 }
 
 impl Site {
+    /// Takes in file-change notifications (before the requests of a wait are served).
+    pub fn poll_changes(&mut self) {
+        self.cache.poll_changes();
+    }
+
     pub fn new(cfg: Arc<Config>, cache: FileCache) -> Site {
         let seed = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)

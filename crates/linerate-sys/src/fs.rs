@@ -8,6 +8,8 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 const RESOLVE_BENEATH: u64 = 0x08;
 /// `RESOLVE_NO_MAGICLINKS`: no `/proc/*/fd` style links.
 const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+/// `RESOLVE_NO_SYMLINKS`: no symbolic link anywhere in the path.
+const RESOLVE_NO_SYMLINKS: u64 = 0x04;
 
 #[repr(C)]
 struct OpenHow {
@@ -20,13 +22,23 @@ struct OpenHow {
 /// links are followed only while they stay under `dir`; escaping gives `EXDEV`. FIFOs
 /// and devices open without blocking (`O_NONBLOCK`), so the caller can refuse them.
 pub fn open_beneath(dir: BorrowedFd<'_>, path: &[u8]) -> io::Result<OwnedFd> {
+    openat2(dir, path, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)
+}
+
+/// Like [`open_beneath`], but fails (`ELOOP`) if any component of `path` is a symbolic
+/// link: the path names its file directly, through directories that are really there.
+pub fn open_beneath_no_symlinks(dir: BorrowedFd<'_>, path: &[u8]) -> io::Result<OwnedFd> {
+    openat2(dir, path, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)
+}
+
+fn openat2(dir: BorrowedFd<'_>, path: &[u8], resolve: u64) -> io::Result<OwnedFd> {
     let p = if path.is_empty() { &b"."[..] } else { path };
     let c =
         CString::new(p).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
     let how = OpenHow {
         flags: (libc::O_RDONLY | libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY) as u64,
         mode: 0,
-        resolve: RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+        resolve,
     };
     // SAFETY: `c` is a NUL-terminated path and `how` a live open_how of the size passed;
     // the kernel only reads them.

@@ -20,6 +20,7 @@ pub mod cpu;
 pub mod epoll;
 pub mod fs;
 pub mod net;
+pub mod notify;
 pub mod ns;
 pub mod pipe;
 pub mod sendfile;

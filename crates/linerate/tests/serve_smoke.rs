@@ -496,3 +496,62 @@ fn sndbuf_fixes_the_send_buffer_of_accepted_connections() {
         }
     }
 }
+
+/// The body of `GET /path`, on a new connection.
+fn body_of(addr: &str, path: &str) -> Vec<u8> {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    let (head, body) = split(&exchange(addr, req.as_bytes()));
+    assert!(head.starts_with("HTTP/1.1 200 "), "{path}: {head}");
+    body
+}
+
+#[test]
+fn cached_files_are_never_served_stale_whatever_changes_them() {
+    // The cache skips the per-request fstatat for paths inotify watches; every way of
+    // changing what a path names must still show on the very next request.
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let r = root.path();
+    std::fs::create_dir_all(r.join("d")).unwrap();
+    std::fs::create_dir_all(r.join("real")).unwrap();
+    std::fs::write(r.join("a.txt"), b"first").unwrap();
+    std::fs::write(r.join("d/f.txt"), b"in d, one").unwrap();
+    std::fs::write(r.join("real/g.txt"), b"real one").unwrap();
+    std::os::unix::fs::symlink("real", r.join("link")).unwrap();
+    // A hard link outside the root: writes through it change the same inode.
+    std::fs::hard_link(r.join("a.txt"), outside.path().join("a-link")).unwrap();
+    let s = Server::start(r, &[]);
+    for _ in 0..3 {
+        assert_eq!(body_of(&s.addr, "/a.txt"), b"first");
+        assert_eq!(body_of(&s.addr, "/d/f.txt"), b"in d, one");
+        assert_eq!(body_of(&s.addr, "/link/g.txt"), b"real one");
+    }
+    // Rewritten in place, through the other link, same size.
+    std::fs::write(outside.path().join("a-link"), b"other").unwrap();
+    assert_eq!(body_of(&s.addr, "/a.txt"), b"other");
+    // Replaced by a rename.
+    std::fs::write(r.join("new.txt"), b"second, longer").unwrap();
+    std::fs::rename(r.join("new.txt"), r.join("a.txt")).unwrap();
+    assert_eq!(body_of(&s.addr, "/a.txt"), b"second, longer");
+    // Its directory moved away and another put in its place.
+    assert_eq!(body_of(&s.addr, "/d/f.txt"), b"in d, one");
+    std::fs::rename(r.join("d"), r.join("d-old")).unwrap();
+    std::fs::create_dir(r.join("d")).unwrap();
+    std::fs::write(r.join("d/f.txt"), b"in d, two").unwrap();
+    assert_eq!(body_of(&s.addr, "/d/f.txt"), b"in d, two");
+    // And then a file replaced inside the new directory.
+    std::fs::write(r.join("d/tmp"), b"in d, three").unwrap();
+    std::fs::rename(r.join("d/tmp"), r.join("d/f.txt")).unwrap();
+    assert_eq!(body_of(&s.addr, "/d/f.txt"), b"in d, three");
+    // Through a symbolic link: replaced in the link's target directory.
+    std::fs::write(r.join("real/tmp"), b"real two").unwrap();
+    std::fs::rename(r.join("real/tmp"), r.join("real/g.txt")).unwrap();
+    assert_eq!(body_of(&s.addr, "/link/g.txt"), b"real two");
+    // Deleted.
+    std::fs::remove_file(r.join("a.txt")).unwrap();
+    let (head, _) = split(&exchange(
+        &s.addr,
+        b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    ));
+    assert!(head.starts_with("HTTP/1.1 404 "), "{head}");
+}
