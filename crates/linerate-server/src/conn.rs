@@ -71,6 +71,8 @@ pub(crate) struct Conn {
     pub last_activity: Instant,
     /// Most file bytes sent per turn before other connections get theirs (0: no limit).
     slice_bytes: u64,
+    /// Only file parts of at least this many bytes are sliced.
+    slice_min: u64,
     /// Bytes of the current file part the current transmit covers.
     slice_len: u64,
     /// The connection stopped at its slice with the socket still writable: the worker
@@ -85,7 +87,7 @@ impl Conn {
         sock: TcpStream,
         peer: SocketAddr,
         tx_config: TxConfig,
-        slice_bytes: u64,
+        (slice_bytes, slice_min): (u64, u64),
         now: Instant,
     ) -> Conn {
         Conn {
@@ -106,6 +108,7 @@ impl Conn {
             head_started: None,
             last_activity: now,
             slice_bytes,
+            slice_min,
             slice_len: 0,
             yielded: false,
             on_run_list: false,
@@ -387,6 +390,7 @@ impl Conn {
                 let rest = len - self.front_sent as u64;
                 self.slice_len = match self.slice_bytes {
                     0 => rest,
+                    _ if *len < self.slice_min => rest,
                     s => rest.min(s),
                 };
                 self.transmit = Some(Transmit::new(Source::File {

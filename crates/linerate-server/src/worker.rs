@@ -303,7 +303,8 @@ impl Worker {
             let peer = sock
                 .peer_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-            let conn = Conn::new(sock, peer, self.tx.clone(), self.cfg.send_slice_bytes, now);
+            let slicing = (self.cfg.send_slice_bytes, self.cfg.send_slice_min_bytes);
+            let conn = Conn::new(sock, peer, self.tx.clone(), slicing, now);
             let idx = match self.free.pop() {
                 Some(i) => i,
                 None => {

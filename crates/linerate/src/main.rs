@@ -88,9 +88,10 @@ struct ServeArgs {
     /// Document root [default: the current directory].
     dir: Option<PathBuf>,
     /// TOML file with any of the settings below (keys as the flags, without the dashes:
-    /// root, listen, workers, pin, transmit, small-file, send-slice, sndbuf, max-request-line,
-    /// max-header-bytes, max-header-fields, idle-timeout, header-timeout, send-timeout,
-    /// shutdown-timeout, dotfiles, autoindex, access-log, log-format). Flags win.
+    /// root, listen, workers, pin, transmit, small-file, send-slice, send-slice-min,
+    /// sndbuf, max-request-line, max-header-bytes, max-header-fields, idle-timeout,
+    /// header-timeout, send-timeout, shutdown-timeout, dotfiles, autoindex, access-log,
+    /// log-format). Flags win.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Address to listen on; repeat for several (port 0: a free port; each bound
@@ -113,9 +114,12 @@ struct ServeArgs {
     small_file: Option<usize>,
     /// Most bytes of a file one connection sends per turn before the worker serves the
     /// others, as lighttpd's 256 KiB and nginx's sendfile_max_chunk do; 0: until the
-    /// socket is full [default: 0].
+    /// socket is full [default: 64K].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     send_slice: Option<usize>,
+    /// Only file bodies of at least this many bytes are sliced [default: 1M].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    send_slice_min: Option<usize>,
     /// SO_SNDBUF of accepted connections (as nginx's `listen ... sndbuf=`); fixing it
     /// turns the kernel's send-buffer autotuning off [default: autotuning].
     #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
@@ -528,6 +532,15 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     ) {
         Ok(n) => cfg.send_slice_bytes = n as u64,
         Err(e) => return bad("send-slice", e),
+    }
+    match size(
+        a.send_slice_min,
+        "send-slice-min",
+        &file.send_slice_min,
+        cfg.send_slice_min_bytes as usize,
+    ) {
+        Ok(n) => cfg.send_slice_min_bytes = n as u64,
+        Err(e) => return bad("send-slice-min", e),
     }
     cfg.sndbuf = match (a.sndbuf, &file.sndbuf) {
         (Some(n), _) => Some(n),

@@ -40,7 +40,17 @@ fn sliced_sends_take_turns_and_lose_nothing() {
     let big: Vec<u8> = (0..1_000_000u32).map(|i| (i * 13 % 253) as u8).collect();
     std::fs::write(dir.path().join("big.bin"), &big).unwrap();
     for t in ["sendfile", "splice", "copy"] {
-        let s = Server::start(dir.path(), &["--send-slice", "4K", "--transmit", t]);
+        let s = Server::start(
+            dir.path(),
+            &[
+                "--send-slice",
+                "4K",
+                "--send-slice-min",
+                "0",
+                "--transmit",
+                t,
+            ],
+        );
         let clients: Vec<_> = (0..4)
             .map(|_| {
                 let addr = s.addr.clone();
