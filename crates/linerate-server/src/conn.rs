@@ -182,8 +182,8 @@ impl Conn {
                 Ok(0) => break,
                 Ok(_) => {
                     // File changes made before these bytes were sent are queued by now;
-                    // the cache takes them in before answering.
-                    site.poll_changes();
+                    // the cache takes them in before it trusts a cached path.
+                    site.note_read();
                     if !self.process(site, now) {
                         // Nothing complete yet; read on while bytes come.
                         continue;

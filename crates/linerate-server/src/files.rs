@@ -9,10 +9,12 @@
 //! Even that `fstatat` is skipped for a path known current. A path is known current
 //! when inotify watches every directory on it, from the root down, and the file's inode,
 //! and no event has come since a lookup found the entry matching. The path must contain
-//! no symbolic link, since a link's target directory is not watched. A connection
-//! drains the inotify queue after each read that brought bytes, before it answers them.
-//! A change finished before a request was sent has queued its event before that request
-//! could be read, so the request is never answered from a stale entry. Any event empties the cache, so paths are opened, checked and
+//! no symbolic link, since a link's target directory is not watched. After any read
+//! that brought request bytes, the first lookup that would take that shortcut drains the
+//! inotify queue first (lookups that stat anyway, and reads whose requests never reach
+//! one, pay nothing). A change finished before a request was sent has queued its event
+//! before that request could be read, so the request is never answered from a stale
+//! entry. Any event empties the cache, so paths are opened, checked and
 //! watched again: that also catches a same-size rewrite within one tick of the file
 //! clock, which leaves size and mtime as they were. Events are rare on a static site
 //! (a file under the root written all the time would cost the cache its hits); without
@@ -59,6 +61,8 @@ pub(crate) struct FileCache {
     current: HashSet<Vec<u8>>,
     /// Directories (relative to the root; empty for the root) being watched.
     watched: HashSet<Vec<u8>>,
+    /// Request bytes were read since the queue was last drained.
+    unsynced: bool,
 }
 
 impl FileCache {
@@ -71,11 +75,16 @@ impl FileCache {
             notify: Inotify::new().ok(),
             current: HashSet::new(),
             watched: HashSet::new(),
+            unsynced: false,
         }
     }
 
     /// Looks `rel` (relative to the root, no `..`) up.
     pub fn lookup(&mut self, rel: &[u8]) -> Found {
+        if self.unsynced && self.current.contains(rel) {
+            self.unsynced = false;
+            self.poll_changes();
+        }
         if self.current.contains(rel) {
             if let Some(e) = self.entries.get(rel) {
                 return Found::File(Rc::clone(e));
@@ -184,11 +193,17 @@ impl FileCache {
         }
     }
 
+    /// Request bytes arrived: changes made before they were sent must be taken in
+    /// before a lookup trusts a known-current path.
+    pub fn note_read(&mut self) {
+        self.unsynced = true;
+    }
+
     /// Reads the change queue. After any event the cache starts over: no path is known
     /// current, no directory counts as watched (one may have been replaced), and no
     /// entry is kept, since a rewrite within one tick of the file clock leaves size and
     /// mtime as they were and only the event tells it apart.
-    pub fn poll_changes(&mut self) {
+    fn poll_changes(&mut self) {
         let Some(n) = &self.notify else { return };
         match n.drain() {
             Ok(false) => return,

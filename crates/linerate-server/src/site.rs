@@ -57,9 +57,9 @@ pub(crate) struct Site {
 }
 
 impl Site {
-    /// Takes in file-change notifications (before the requests of a wait are served).
-    pub fn poll_changes(&mut self) {
-        self.cache.poll_changes();
+    /// Request bytes arrived (see the open-file cache on why it must know).
+    pub fn note_read(&mut self) {
+        self.cache.note_read();
     }
 
     pub fn new(cfg: Arc<Config>, cache: FileCache) -> Site {

@@ -57,13 +57,19 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// How long accepting pauses after EMFILE/ENFILE.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
-/// A listening socket; `sndbuf` fixes the send buffer of every connection it accepts
-/// (they inherit it, which also turns the kernel's autotuning off for them).
+/// A listening socket with `TCP_NODELAY`; `sndbuf` fixes the send buffer of every
+/// connection it accepts (they inherit both; a fixed buffer also turns the kernel's
+/// autotuning off for them).
 fn listener(addr: SocketAddr, sndbuf: Option<usize>) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
     s.set_reuse_address(true)?;
     s.set_reuse_port(true)?;
     s.set_nonblocking(true)?;
+    // No Nagle: a response's last partial segment must not wait for the ACK of the
+    // segments before it, which a client may delay 40 ms. Heads are held back with
+    // MSG_MORE where a body follows, so no small segments result. Accepted connections
+    // inherit it, so no connection pays a system call for it.
+    s.set_nodelay(true)?;
     if let Some(n) = sndbuf {
         s.set_send_buffer_size(n)?;
     }
@@ -296,10 +302,6 @@ impl Worker {
                 Err(_) => return,
             };
             let sock = TcpStream::from(fd);
-            // No Nagle: a response's last partial segment must not wait for the ACK of
-            // the segments before it, which a client may delay 40 ms. Heads are held
-            // back with MSG_MORE where a body follows, so no small segments result.
-            let _ = sock.set_nodelay(true);
             let peer = sock
                 .peer_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));

@@ -45,19 +45,3 @@ pub fn signal_group(pgid: u32, signal: i32) -> std::io::Result<()> {
     crate::cvt(unsafe { libc::kill(-pgid, signal) })?;
     Ok(())
 }
-
-/// Asks process `pid` to end (`SIGTERM`).
-pub fn terminate(pid: u32) -> std::io::Result<()> {
-    let pid = libc::pid_t::try_from(pid)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "pid out of range"))?;
-    if pid <= 0 {
-        // 0 and negative pids mean process groups.
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a single process",
-        ));
-    }
-    // SAFETY: kill only delivers a signal to one process; no memory is involved.
-    crate::cvt(unsafe { libc::kill(pid, libc::SIGTERM) })?;
-    Ok(())
-}

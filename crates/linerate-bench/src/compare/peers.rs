@@ -34,18 +34,8 @@ impl Peer {
     /// Every peer, linerate first (the baseline of the comparisons).
     pub const ALL: [Peer; 4] = [Peer::Linerate, Peer::Nginx, Peer::Lighttpd, Peer::H2o];
 
-    /// The name used on the command line and in reports.
+    /// The name used on the command line and in reports, and the program's name.
     pub fn name(self) -> &'static str {
-        match self {
-            Peer::Linerate => "linerate",
-            Peer::Nginx => "nginx",
-            Peer::Lighttpd => "lighttpd",
-            Peer::H2o => "h2o",
-        }
-    }
-
-    /// The program to run (linerate's is given by the caller).
-    fn program(self) -> &'static str {
         match self {
             Peer::Linerate => "linerate",
             Peer::Nginx => "nginx",
@@ -59,7 +49,7 @@ impl Peer {
         let path = std::env::var_os("PATH").unwrap_or_default();
         std::env::split_paths(&path)
             .chain(["/usr/sbin", "/usr/local/sbin", "/sbin"].map(PathBuf::from))
-            .map(|d| d.join(self.program()))
+            .map(|d| d.join(self.name()))
             .find(|p| {
                 use std::os::unix::fs::PermissionsExt;
                 fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

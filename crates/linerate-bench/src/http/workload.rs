@@ -59,20 +59,19 @@ pub struct Expect {
 pub enum Workload {
     /// These targets, round-robin from a different start on each connection.
     List(Vec<Item>),
-    /// The SpecWeb99-style mix over `dirs` directories under `prefix` (a path ending
-    /// in `/`).
+    /// The SpecWeb99-style mix over `dirs` directories (paths made by
+    /// [`Workload::specweb99`]).
     SpecWeb99 {
         /// Directories in the file set.
         dirs: usize,
-        /// Path prefix in front of `specweb99/...`.
-        prefix: String,
         /// Request items, indexed `[dir][class][k]`.
         items: Vec<Item>,
     },
 }
 
 impl Workload {
-    /// The SpecWeb99 mix with expected lengths and checksums.
+    /// The SpecWeb99 mix under `prefix` (a path ending in `/`), with expected lengths
+    /// and checksums.
     pub fn specweb99(prefix: &str, dirs: usize) -> Workload {
         let mut items = Vec::with_capacity(dirs * 4 * FILES_PER_CLASS);
         for d in 0..dirs {
@@ -90,11 +89,7 @@ impl Workload {
                 }
             }
         }
-        Workload::SpecWeb99 {
-            dirs,
-            prefix: prefix.to_string(),
-            items,
-        }
+        Workload::SpecWeb99 { dirs, items }
     }
 
     /// A short name for reports.
