@@ -37,6 +37,13 @@ pub const DEFAULT_SEND_SLICE: u64 = 64 * 1024;
 /// Default [`Config::send_slice_min_bytes`].
 pub const DEFAULT_SEND_SLICE_MIN: u64 = 1 << 20;
 
+/// Default [`Config::disk_helpers`]: enough to keep a few disk reads in flight.
+pub const DEFAULT_DISK_HELPERS: usize = 4;
+
+/// Default [`Config::read_ahead_bytes`]: 4 MiB, a few send buffers' worth, so a cold
+/// large file costs a helper round trip per 4 MiB and a hot one a probe per 4 MiB.
+pub const DEFAULT_READ_AHEAD: u64 = 4 << 20;
+
 /// Everything `serve` needs.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -80,6 +87,14 @@ pub struct Config {
     pub send_slice_min_bytes: u64,
     /// `SO_SNDBUF` of accepted connections (None: the kernel's autotuning).
     pub sndbuf: Option<usize>,
+    /// Helper threads that read cold file ranges into the page cache, so the workers
+    /// never wait on the disk (0: no residency probe; workers read and send inline).
+    pub disk_helpers: usize,
+    /// Bytes of a file body probed for residency at a time, and read by a helper on a
+    /// miss.
+    pub read_ahead_bytes: u64,
+    /// A path answering with the server's counters as JSON (None: no status page).
+    pub status_path: Option<String>,
 }
 
 impl Config {
@@ -105,6 +120,9 @@ impl Config {
             send_slice_bytes: DEFAULT_SEND_SLICE,
             send_slice_min_bytes: DEFAULT_SEND_SLICE_MIN,
             sndbuf: None,
+            disk_helpers: DEFAULT_DISK_HELPERS,
+            read_ahead_bytes: DEFAULT_READ_AHEAD,
+            status_path: None,
         }
     }
 }
@@ -132,6 +150,12 @@ pub struct FileConfig {
     pub send_slice_min: Option<Size>,
     /// Send buffer of accepted connections.
     pub sndbuf: Option<Size>,
+    /// Disk helper threads (0: no residency probe).
+    pub disk_helpers: Option<usize>,
+    /// Residency probe and helper read window.
+    pub read_ahead: Option<Size>,
+    /// Status page path.
+    pub status_path: Option<String>,
     /// Request line limit.
     pub max_request_line: Option<Size>,
     /// Header block limit.

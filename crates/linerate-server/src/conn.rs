@@ -6,6 +6,11 @@
 //! kept for a next head, as seed 001 reserves a segment); file parts go through the
 //! transmit engine. The socket is registered edge-triggered, so each call reads and
 //! writes until the kernel says `EAGAIN` (or the engine says the buffer is full).
+//!
+//! With the residency probe on, a file part goes out one read-ahead window at a time,
+//! each checked to be in the page cache first; a window that is not is handed to the
+//! disk helpers, and the connection sends nothing until they are done (see
+//! [`crate::disk`]).
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read};
@@ -17,6 +22,7 @@ use linerate_http::request::{self, Body, ChunkedSkipper, Parse};
 use linerate_sys::net::{self, SendFlags, IOV_MAX};
 use linerate_tx::{Progress, Source, Transmit, TxConfig, TxError, TxSocket};
 
+use crate::disk::{Disk, Job, Stats};
 use crate::site::{Part, Response, Site};
 
 /// Responses queued per connection before it stops reading.
@@ -80,6 +86,16 @@ pub(crate) struct Conn {
     yielded: bool,
     /// It is on the worker's run list (so it is put there once).
     pub on_run_list: bool,
+    /// The current transmit ends at the slice limit (not at a read-ahead window's end):
+    /// the connection yields its turn there.
+    yield_at_end: bool,
+    /// The front file part is known resident up to this file offset.
+    resident_until: u64,
+    /// A window was handed to the disk helpers; nothing is sent until they answer.
+    disk_wait: bool,
+    /// Slot in the worker and a serial unique in it, for the helpers' answers.
+    pub slot: usize,
+    pub serial: u64,
 }
 
 impl Conn {
@@ -88,6 +104,7 @@ impl Conn {
         peer: SocketAddr,
         tx_config: TxConfig,
         (slice_bytes, slice_min): (u64, u64),
+        (slot, serial): (usize, u64),
         now: Instant,
     ) -> Conn {
         Conn {
@@ -112,7 +129,26 @@ impl Conn {
             slice_len: 0,
             yielded: false,
             on_run_list: false,
+            yield_at_end: false,
+            resident_until: 0,
+            disk_wait: false,
+            slot,
+            serial,
         }
+    }
+
+    /// The helpers brought `len` bytes from `offset` into the page cache; true if the
+    /// connection was waiting for them (the worker then drives it).
+    pub fn disk_ready(&mut self, offset: u64, len: u64, now: Instant) -> bool {
+        if !self.disk_wait {
+            return false;
+        }
+        self.disk_wait = false;
+        // Trusted without a second probe: pages evicted again at once (heavy memory
+        // pressure) cost a short wait in sendfile, not a loop of helper reads.
+        self.resident_until = offset + len;
+        self.last_activity = now;
+        true
     }
 
     /// Whether the connection gave up its turn with more to send (and clears that).
@@ -163,7 +199,7 @@ impl Conn {
             return self.drain_input();
         }
         loop {
-            match self.flush(now, log) {
+            match self.flush(now, log, site.disk.as_ref(), &site.stats) {
                 Ok(true) => return After::Keep, // blocked on a full socket
                 Ok(false) => {}
                 Err(e) => return after_error(&e),
@@ -343,7 +379,12 @@ impl Conn {
         &mut self,
         now: Instant,
         log: &mut dyn FnMut(&Conn, &Response),
+        disk: Option<&Disk>,
+        stats: &Stats,
     ) -> Result<bool, TxError> {
+        if self.disk_wait {
+            return Ok(true);
+        }
         loop {
             if let Some(t) = &mut self.transmit {
                 let before = t.sent();
@@ -368,15 +409,21 @@ impl Conn {
                             None => 0,
                         };
                         if (self.front_sent as u64) + self.slice_len < part_len {
-                            // A slice of the file went; the rest waits for the next turn.
                             self.front_sent += self.slice_len as usize;
-                            self.yielded = true;
-                            return Ok(true);
+                            if self.yield_at_end {
+                                // A slice of the file went; the rest waits for the next
+                                // turn.
+                                self.yielded = true;
+                                return Ok(true);
+                            }
+                            // A read-ahead window went: probe the next one.
+                            continue;
                         }
                         if let Some(front) = self.queue.front_mut() {
                             front.parts.pop_front();
                         }
                         self.front_sent = 0;
+                        self.resident_until = 0;
                         self.finish_done(log);
                         continue;
                     }
@@ -386,17 +433,64 @@ impl Conn {
             let Some(front) = self.queue.front() else {
                 return Ok(false);
             };
-            if let Some(Part::File(f, off, len)) = front.parts.front() {
+            if let Some(Part::File(f, off, len, cold)) = front.parts.front() {
+                let start = off + self.front_sent as u64;
                 let rest = len - self.front_sent as u64;
-                self.slice_len = match self.slice_bytes {
+                let mut n = match self.slice_bytes {
                     0 => rest,
                     _ if *len < self.slice_min => rest,
                     s => rest.min(s),
                 };
+                self.yield_at_end = n < rest;
+                if let Some(d) = disk.filter(|d| d.usable.get()) {
+                    if self.resident_until <= start {
+                        let w = rest.min(d.window);
+                        // A page whose read is under way counts as present to
+                        // cachestat, and the failed RWF_NOWAIT read of a cold small
+                        // file starts one: that file goes to the helpers unprobed.
+                        let probe = if *cold {
+                            Ok(false)
+                        } else {
+                            Stats::add(&stats.probes, 1);
+                            linerate_sys::cache::resident(f.as_fd(), start, w)
+                        };
+                        match probe {
+                            Ok(true) => self.resident_until = start + w,
+                            Ok(false) => {
+                                Stats::add(&stats.misses, 1);
+                                let job = Job {
+                                    file: std::sync::Arc::clone(f),
+                                    offset: start,
+                                    len: w,
+                                    conn: self.slot,
+                                    serial: self.serial,
+                                    inbox: std::sync::Arc::clone(&d.inbox),
+                                };
+                                if d.jobs.send(job).is_ok() {
+                                    self.disk_wait = true;
+                                    return Ok(true);
+                                }
+                                // No helpers left (shutting down): send inline.
+                                self.resident_until = start + w;
+                            }
+                            Err(_) => {
+                                // No cachestat here (before Linux 6.5, or a file system
+                                // without a page cache): this worker stops probing.
+                                d.usable.set(false);
+                                self.resident_until = start + w;
+                            }
+                        }
+                    }
+                    if self.resident_until < start + n {
+                        n = self.resident_until - start;
+                        self.yield_at_end = false;
+                    }
+                }
+                self.slice_len = n;
                 self.transmit = Some(Transmit::new(Source::File {
                     file: std::sync::Arc::clone(f),
-                    offset: off + self.front_sent as u64,
-                    len: self.slice_len,
+                    offset: start,
+                    len: n,
                 }));
                 continue;
             }

@@ -19,7 +19,13 @@
 //! clock, which leaves size and mtime as they were. Events are rare on a static site
 //! (a file under the root written all the time would cost the cache its hits); without
 //! inotify (no instance, or out of watches) every lookup takes the `fstatat`.
+//!
+//! With the residency probe on (see [`crate::disk`]), a small file's contents are read
+//! with `RWF_NOWAIT`: if they are not all in the page cache the entry is made without
+//! them (the response then goes out as a file range, through the probe and a helper),
+//! and a later lookup tries again.
 
+use std::cell::OnceCell;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
@@ -32,6 +38,8 @@ use linerate_http::conditional::Validators;
 use linerate_sys::fs::{open_beneath, open_beneath_no_symlinks, stat_at, stat_fd, FileMeta};
 use linerate_sys::notify::{self, Inotify};
 
+use crate::disk::Stats;
+
 /// A cached open file.
 pub(crate) struct Entry {
     pub file: Arc<File>,
@@ -40,8 +48,9 @@ pub(crate) struct Entry {
     /// `Last-Modified`, formatted once per opened file.
     pub last_modified: String,
     pub content_type: &'static str,
-    /// The whole contents, for files up to the small-file size.
-    pub small: Option<Arc<[u8]>>,
+    /// The whole contents, for files up to the small-file size, once they could be
+    /// read without waiting for the disk.
+    pub small: OnceCell<Arc<[u8]>>,
 }
 
 pub(crate) enum Found {
@@ -63,10 +72,19 @@ pub(crate) struct FileCache {
     watched: HashSet<Vec<u8>>,
     /// Request bytes were read since the queue was last drained.
     unsynced: bool,
+    /// Read small files only from the page cache (`RWF_NOWAIT`).
+    nowait: bool,
+    stats: Arc<Stats>,
 }
 
 impl FileCache {
-    pub fn new(root: OwnedFd, max_entries: usize, small_bytes: u64) -> FileCache {
+    pub fn new(
+        root: OwnedFd,
+        max_entries: usize,
+        small_bytes: u64,
+        nowait: bool,
+        stats: Arc<Stats>,
+    ) -> FileCache {
         FileCache {
             root,
             entries: HashMap::new(),
@@ -76,6 +94,21 @@ impl FileCache {
             current: HashSet::new(),
             watched: HashSet::new(),
             unsynced: false,
+            nowait,
+            stats,
+        }
+    }
+
+    /// `e` with its small contents, if it should have them and they can be read now.
+    fn fill(&self, e: &Rc<Entry>) {
+        if e.meta.size <= self.small_bytes && e.small.get().is_none() {
+            match read_whole(&e.file, e.meta.size, self.nowait) {
+                Some(b) => {
+                    let _ = e.small.set(b);
+                }
+                None if self.nowait => Stats::add(&self.stats.small_misses, 1),
+                None => {}
+            }
         }
     }
 
@@ -87,7 +120,9 @@ impl FileCache {
         }
         if self.current.contains(rel) {
             if let Some(e) = self.entries.get(rel) {
-                return Found::File(Rc::clone(e));
+                let e = Rc::clone(e);
+                self.fill(&e);
+                return Found::File(e);
             }
         }
         let Ok(m) = stat_at(self.root.as_fd(), rel) else {
@@ -107,6 +142,7 @@ impl FileCache {
         if let Some(e) = self.entries.get(rel) {
             if e.meta == m {
                 let e = Rc::clone(e);
+                self.fill(&e);
                 self.make_current(rel, &m);
                 return Found::File(e);
             }
@@ -125,9 +161,6 @@ impl FileCache {
         let mtime =
             UNIX_EPOCH + Duration::from_nanos(fm.mtime_ns.clamp(0, u64::MAX as i128) as u64);
         let name = String::from_utf8_lossy(rel);
-        let small = (fm.size <= self.small_bytes)
-            .then(|| read_whole(&file, fm.size))
-            .flatten();
         let validators = Validators::new(fm.ino, fm.size, mtime);
         let e = Rc::new(Entry {
             last_modified: validators.last_modified_http(),
@@ -135,8 +168,9 @@ impl FileCache {
             content_type: linerate_http::response::content_type(&name),
             meta: fm,
             file: Arc::new(file),
-            small,
+            small: OnceCell::new(),
         });
+        self.fill(&e);
         if self.entries.len() >= self.max_entries {
             // Bounded: start over rather than track recency on the request path.
             self.entries.clear();
@@ -234,12 +268,18 @@ impl FileCache {
     }
 }
 
-/// The whole contents, or `None` if the file is not `size` bytes any more.
-fn read_whole(file: &File, size: u64) -> Option<Arc<[u8]>> {
+/// The whole contents, or `None` if the file is not `size` bytes any more or, with
+/// `nowait`, if reading them would wait for the disk.
+fn read_whole(file: &File, size: u64, nowait: bool) -> Option<Arc<[u8]>> {
     let mut buf = vec![0u8; size as usize];
     let mut got = 0;
     while got < buf.len() {
-        match std::os::unix::fs::FileExt::read_at(file, &mut buf[got..], got as u64) {
+        let r = if nowait {
+            linerate_sys::cache::read_at_nowait(file.as_fd(), &mut buf[got..], got as u64)
+        } else {
+            std::os::unix::fs::FileExt::read_at(file, &mut buf[got..], got as u64)
+        };
+        match r {
             Ok(0) => return None,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

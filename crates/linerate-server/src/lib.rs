@@ -14,6 +14,7 @@
 
 pub mod config;
 mod conn;
+mod disk;
 pub mod driver;
 mod files;
 mod site;

@@ -13,6 +13,7 @@ use linerate_http::response::{content_range, Head, Multipart};
 use linerate_http::{path, Status};
 
 use crate::config::Config;
+use crate::disk::{Disk, Stats};
 use crate::files::{Entry, FileCache, Found};
 
 /// A piece of a response body or head.
@@ -21,8 +22,10 @@ pub(crate) enum Part {
     Bytes(Vec<u8>),
     /// A range of cached file contents.
     Shared(Arc<[u8]>, usize, usize),
-    /// A range of an open file, sent by the configured strategy.
-    File(Arc<File>, u64, u64),
+    /// A range of an open file, sent by the configured strategy; the flag says its
+    /// pages were just found missing from the page cache (a small file whose contents
+    /// could not be read without the disk), so no probe is needed to know.
+    File(Arc<File>, u64, u64, bool),
 }
 
 impl Part {
@@ -30,7 +33,7 @@ impl Part {
         match self {
             Part::Bytes(b) => b.len() as u64,
             Part::Shared(_, s, e) => (e - s) as u64,
-            Part::File(_, _, l) => *l,
+            Part::File(_, _, l, _) => *l,
         }
     }
 }
@@ -54,6 +57,12 @@ pub(crate) struct Site {
     boundary_seed: u64,
     /// An access log is written.
     logging: bool,
+    /// This worker's counters.
+    pub stats: Arc<Stats>,
+    /// Every worker's, for the status page.
+    all_stats: Arc<[Arc<Stats>]>,
+    /// The residency probe and the helpers (None: off).
+    pub disk: Option<Disk>,
 }
 
 impl Site {
@@ -62,7 +71,13 @@ impl Site {
         self.cache.note_read();
     }
 
-    pub fn new(cfg: Arc<Config>, cache: FileCache) -> Site {
+    pub fn new(
+        cfg: Arc<Config>,
+        cache: FileCache,
+        stats: Arc<Stats>,
+        all_stats: Arc<[Arc<Stats>]>,
+        disk: Option<Disk>,
+    ) -> Site {
         let seed = SystemTime::now()
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
@@ -74,6 +89,9 @@ impl Site {
             date: String::new(),
             date_at: u64::MAX,
             boundary_seed: seed,
+            stats,
+            all_stats,
+            disk,
         }
     }
 
@@ -168,6 +186,7 @@ impl Site {
             )
         };
         let keep = req.keep_alive;
+        Stats::add(&self.stats.requests, 1);
         if !matches!(req.method, Method::Get | Method::Head) {
             return self.error(
                 Status::MethodNotAllowed,
@@ -176,6 +195,9 @@ impl Site {
                 line,
                 now,
             );
+        }
+        if self.cfg.status_path.as_deref() == Some(req.path.as_str()) {
+            return self.status(req, line, now);
         }
         let resolved = match path::resolve(&req.path, self.cfg.dotfiles) {
             Ok(r) => r,
@@ -231,6 +253,46 @@ impl Site {
         }
     }
 
+    /// The status page: every worker's counters, as JSON, never cached by clients.
+    fn status(&mut self, req: &Request, line: String, now: SystemTime) -> Response {
+        let mut body = Stats::json(&self.all_stats).to_string().into_bytes();
+        body.push(b'\n');
+        let fields = [
+            ("Content-Type", "application/json"),
+            ("Cache-Control", "no-store"),
+        ];
+        self.generated(req, &fields, body, line, now)
+    }
+
+    /// A 200 with a body made here (its head only, for HEAD).
+    fn generated(
+        &mut self,
+        req: &Request,
+        fields: &[(&str, &str)],
+        body: Vec<u8>,
+        line: String,
+        now: SystemTime,
+    ) -> Response {
+        let mut h = Head::new(Status::Ok, self.date(now));
+        for (n, v) in fields {
+            h.field(n, v);
+        }
+        h.content_length(body.len() as u64);
+        let head = h.finish(req.keep_alive);
+        let len = body.len() as u64;
+        let mut parts: std::collections::VecDeque<Part> = [Part::Bytes(head)].into();
+        if req.method == Method::Get {
+            parts.push_back(Part::Bytes(body));
+        }
+        Response {
+            parts,
+            close: !req.keep_alive,
+            status: Status::Ok,
+            request_line: line,
+            body_bytes: len,
+        }
+    }
+
     fn listing(&mut self, req: &Request, rel: &[u8], line: String, now: SystemTime) -> Response {
         let Some(names) = self.cache.list(rel, self.cfg.dotfiles) else {
             return self.error_for(
@@ -253,23 +315,8 @@ impl Site {
             ));
         }
         body.push_str("</ul>\n</body></html>\n");
-        let body = body.into_bytes();
-        let mut h = Head::new(Status::Ok, self.date(now));
-        h.field("Content-Type", "text/html")
-            .content_length(body.len() as u64);
-        let head = h.finish(req.keep_alive);
-        let len = body.len() as u64;
-        let mut parts: std::collections::VecDeque<Part> = [Part::Bytes(head)].into();
-        if req.method == Method::Get {
-            parts.push_back(Part::Bytes(body));
-        }
-        Response {
-            parts,
-            close: !req.keep_alive,
-            status: Status::Ok,
-            request_line: line,
-            body_bytes: len,
-        }
+        let fields = [("Content-Type", "text/html")];
+        self.generated(req, &fields, body.into_bytes(), line, now)
     }
 
     fn file(&mut self, req: &Request, e: &Rc<Entry>, line: String, now: SystemTime) -> Response {
@@ -321,10 +368,11 @@ impl Site {
             _ => RangeDecision::Full,
         };
         let send_body = req.method == Method::Get;
+        let cold = e.meta.size <= self.cfg.small_file_bytes;
         let body = |r: ByteRange| -> Part {
-            match &e.small {
+            match e.small.get() {
                 Some(b) => Part::Shared(Arc::clone(b), r.start as usize, r.end as usize),
-                None => Part::File(Arc::clone(&e.file), r.start, r.len()),
+                None => Part::File(Arc::clone(&e.file), r.start, r.len(), cold),
             }
         };
         let (status, mut parts, body_len, extra): (Status, Vec<Part>, u64, Vec<(&str, String)>) =

@@ -15,6 +15,7 @@ use socket2::{Domain, Socket, Type};
 
 use crate::config::{AccessLog, Config};
 use crate::conn::{After, Conn};
+use crate::disk::{self, Disk, Inbox, Job, Stats};
 use crate::driver::{Driver, EpollDriver, Interest, Ready};
 use crate::files::FileCache;
 use crate::site::{Response, Site};
@@ -52,6 +53,8 @@ pub enum ServeError {
 }
 
 const TICK: Duration = Duration::from_millis(100);
+/// The token of the eventfd the disk helpers wake a worker with.
+const WAKE: u64 = u64::MAX;
 /// How long input is drained after our side shut down.
 const DRAIN: Duration = Duration::from_secs(2);
 /// How long accepting pauses after EMFILE/ENFILE.
@@ -143,9 +146,14 @@ pub fn serve(
         .ok()
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| vec![0]);
+    let all_stats: Arc<[Arc<Stats>]> = (0..workers).map(|_| Arc::default()).collect();
     std::thread::scope(|scope| -> Result<(), ServeError> {
+        // The helpers end when the last worker drops its sender.
+        let jobs = (cfg.disk_helpers > 0).then(|| disk::start_helpers(scope, cfg.disk_helpers));
         let mut handles = Vec::new();
         for (i, listeners) in per_worker.into_iter().enumerate() {
+            let jobs = jobs.clone();
+            let stats = (Arc::clone(&all_stats[i]), Arc::clone(&all_stats));
             let cfg = Arc::clone(&cfg);
             let cpus = cpus.clone();
             let stop = Arc::clone(&stop);
@@ -156,9 +164,10 @@ pub fn serve(
                     // Best effort: a restricted affinity mask is not fatal.
                     let _ = linerate_sys::cpu::pin_thread_to_cpu(cpus[i % cpus.len()]);
                 }
-                Worker::new(cfg, OwnedFd::from(root), listeners, log_file)?.run(&stop)
+                Worker::new(cfg, OwnedFd::from(root), listeners, log_file, jobs, stats)?.run(&stop)
             }));
         }
+        drop(jobs);
         for h in handles {
             match h.join() {
                 Ok(r) => r?,
@@ -184,6 +193,8 @@ struct Worker {
     /// Connections that gave up their turn with the socket still writable; served
     /// again after the next wait, which then does not block.
     runnable: Vec<usize>,
+    /// Serial of the last connection accepted.
+    serial: u64,
 }
 
 impl Worker {
@@ -192,12 +203,33 @@ impl Worker {
         root: OwnedFd,
         listeners: Vec<TcpListener>,
         log_file: Option<Arc<File>>,
+        jobs: Option<std::sync::mpsc::Sender<Job>>,
+        (stats, all_stats): (Arc<Stats>, Arc<[Arc<Stats>]>),
     ) -> io::Result<Worker> {
         let mut driver = EpollDriver::new()?;
         for (i, l) in listeners.iter().enumerate() {
             driver.register(l.as_fd(), i as u64, Interest::Accept)?;
         }
-        let cache = FileCache::new(root, cfg.open_file_cache_entries, cfg.small_file_bytes);
+        let disk = match jobs {
+            Some(jobs) => {
+                let inbox = Arc::new(Inbox::new()?);
+                driver.register(inbox.wake.as_fd(), WAKE, Interest::Accept)?;
+                Some(Disk {
+                    jobs,
+                    inbox,
+                    window: cfg.read_ahead_bytes.max(1),
+                    usable: std::cell::Cell::new(true),
+                })
+            }
+            None => None,
+        };
+        let cache = FileCache::new(
+            root,
+            cfg.open_file_cache_entries,
+            cfg.small_file_bytes,
+            disk.is_some(),
+            Arc::clone(&stats),
+        );
         let log: Option<Box<dyn Write>> = match (&cfg.access_log, log_file) {
             (AccessLog::Off, _) => None,
             (AccessLog::Stdout, _) => Some(Box::new(io::BufWriter::new(io::stdout()))),
@@ -206,7 +238,7 @@ impl Worker {
         };
         Ok(Worker {
             tx: TxConfig::new(cfg.transmit),
-            site: Site::new(Arc::clone(&cfg), cache),
+            site: Site::new(Arc::clone(&cfg), cache, stats, all_stats, disk),
             cfg,
             driver,
             listeners: listeners.into_iter().map(Some).collect(),
@@ -216,6 +248,7 @@ impl Worker {
             log,
             scratch: vec![0; crate::conn::READ_BYTES],
             runnable: Vec::new(),
+            serial: 0,
         })
     }
 
@@ -235,6 +268,10 @@ impl Worker {
             // Those that yielded last round take their turn after the new events.
             let turn = std::mem::take(&mut self.runnable);
             for ev in ready.drain(..) {
+                if ev.token == WAKE {
+                    self.disk_done(now);
+                    continue;
+                }
                 let t = ev.token as usize;
                 if t < self.listeners.len() {
                     self.accept(t, now);
@@ -306,7 +343,6 @@ impl Worker {
                 .peer_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
             let slicing = (self.cfg.send_slice_bytes, self.cfg.send_slice_min_bytes);
-            let conn = Conn::new(sock, peer, self.tx.clone(), slicing, now);
             let idx = match self.free.pop() {
                 Some(i) => i,
                 None => {
@@ -314,6 +350,10 @@ impl Worker {
                     self.conns.len() - 1
                 }
             };
+            self.serial += 1;
+            Stats::add(&self.site.stats.accepted, 1);
+            let id = (idx, self.serial);
+            let conn = Conn::new(sock, peer, self.tx.clone(), slicing, id, now);
             let token = (idx + self.listeners.len()) as u64;
             if self
                 .driver
@@ -379,6 +419,27 @@ impl Worker {
         } else if conn.take_yielded() && !conn.on_run_list {
             conn.on_run_list = true;
             self.runnable.push(idx);
+        }
+    }
+
+    /// The helpers finished windows: their connections send again.
+    fn disk_done(&mut self, now: Instant) {
+        let Some(d) = self.site.disk.as_ref() else {
+            return;
+        };
+        for done in d.inbox.take() {
+            Stats::add(&self.site.stats.helper_reads, 1);
+            Stats::add(&self.site.stats.helper_bytes, done.read);
+            let waiting = self
+                .conns
+                .get_mut(done.conn)
+                .and_then(Option::as_mut)
+                .is_some_and(|c| {
+                    c.serial == done.serial && c.disk_ready(done.offset, done.len, now)
+                });
+            if waiting {
+                self.event(done.conn, false, false, now);
+            }
         }
     }
 

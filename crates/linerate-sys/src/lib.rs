@@ -16,6 +16,7 @@
 //!   the kernel's completion; [`zerocopy::ZeroCopy`] owns that invariant by holding a
 //!   reference to each buffer until its completion is read, so callers need no `unsafe`.
 
+pub mod cache;
 pub mod cpu;
 pub mod epoll;
 pub mod fs;

@@ -89,7 +89,7 @@ struct ServeArgs {
     dir: Option<PathBuf>,
     /// TOML file with any of the settings below (keys as the flags, without the dashes:
     /// root, listen, workers, pin, transmit, small-file, send-slice, send-slice-min,
-    /// sndbuf, max-request-line, max-header-bytes, max-header-fields, idle-timeout,
+    /// sndbuf, disk-helpers, read-ahead, status-path, max-request-line, max-header-bytes, max-header-fields, idle-timeout,
     /// header-timeout, send-timeout, shutdown-timeout, dotfiles, autoindex, access-log,
     /// log-format). Flags win.
     #[arg(long, value_name = "FILE")]
@@ -124,6 +124,20 @@ struct ServeArgs {
     /// turns the kernel's send-buffer autotuning off [default: autotuning].
     #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
     sndbuf: Option<usize>,
+    /// Threads that read file ranges missing from the page cache, so workers never wait
+    /// on the disk; 0 turns the residency probe off (workers then read inline, as nginx
+    /// does without aio) [default: 4].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=256))]
+    disk_helpers: Option<u32>,
+    /// Bytes of a file body checked for residency at once (one cachestat call), and
+    /// read by a helper when any page is missing [default: 4M].
+    #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
+    read_ahead: Option<usize>,
+    /// Answer GET PATH with the server's counters as JSON (connections, requests,
+    /// residency probes and misses, helper reads), like nginx's stub_status; anyone who
+    /// can reach the server can read it [default: no status page].
+    #[arg(long, value_name = "PATH")]
+    status_path: Option<String>,
     /// Longest request line, 414 beyond [default: 8K].
     #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
     max_request_line: Option<usize>,
@@ -551,6 +565,31 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         (None, None) => None,
     };
+    match (a.disk_helpers, file.disk_helpers) {
+        (Some(n), _) => cfg.disk_helpers = n as usize,
+        (None, Some(n)) if n > 256 => return bad("disk-helpers", "must be 0 to 256".into()),
+        (None, Some(n)) => cfg.disk_helpers = n,
+        (None, None) => {}
+    }
+    match size(
+        a.read_ahead,
+        "read-ahead",
+        &file.read_ahead,
+        cfg.read_ahead_bytes as usize,
+    ) {
+        Ok(0) => return bad("read-ahead", "must be at least 1 byte".into()),
+        Ok(n) => cfg.read_ahead_bytes = n as u64,
+        Err(e) => return bad("read-ahead", e),
+    }
+    match a.status_path.clone().or(file.status_path.clone()) {
+        Some(p) if !p.starts_with('/') => {
+            if a.status_path.is_some() {
+                return Ok(usage_error("--status-path: must start with /"));
+            }
+            return bad("status-path", "must start with /".into());
+        }
+        p => cfg.status_path = p,
+    }
     for (key, flag, from_file, slot) in [
         (
             "idle-timeout",

@@ -7,17 +7,7 @@ use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
 
 mod util;
-use util::Server;
-
-fn exchange(addr: &str, req: &[u8]) -> Vec<u8> {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    s.write_all(req).unwrap();
-    let mut out = Vec::new();
-    s.read_to_end(&mut out).unwrap();
-    out
-}
+use util::{exchange, Server};
 
 fn split(resp: &[u8]) -> (String, Vec<u8>) {
     let i = resp

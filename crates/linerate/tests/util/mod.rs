@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 
 /// `linerate serve ROOT --listen 127.0.0.1:0 --workers 1 --access-log off EXTRA...`,
@@ -67,4 +67,15 @@ pub fn linerate(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Sends `req` on a new connection and reads until the server closes.
+pub fn exchange(addr: &str, req: &[u8]) -> Vec<u8> {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    s.write_all(req).unwrap();
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    out
 }

@@ -1,0 +1,184 @@
+//! Keeping the event loop off the disk (seed 003: Flash's helpers, DeBox's flag).
+//!
+//! Before a file range goes out inline, the connection asks the page cache whether the
+//! next read-ahead window of it is resident (`cachestat`, one call per window, no
+//! mapping). If it is, `sendfile` cannot wait for the disk and the send goes on. If not,
+//! the window is handed to a pool of helper threads, which read it (so it lands in the
+//! page cache) and tell the worker through its eventfd; the connection sends nothing
+//! meanwhile, and the worker serves everyone else. A small file's contents are read
+//! with `preadv2(RWF_NOWAIT)`; if that would wait, the file goes out as a file range
+//! by the same path, and its contents are cached on a later request.
+//!
+//! The pool is shared by the workers; jobs are rare (a miss per window of a cold file),
+//! so a channel and a mutex on the miss path cost nothing on the request path. A helper
+//! reads with plain `pread` into its own buffer: the copy is cheap beside the disk, and
+//! when the call returns the pages are known to be in the cache (an asynchronous hint
+//! such as `POSIX_FADV_WILLNEED` would say nothing about when). Path lookups
+//! (`openat2`, `fstatat`) can still wait on a cold inode; Flash had helpers for
+//! those as well, which are not built yet.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+
+use linerate_sys::cache::EventFd;
+
+/// Bytes a helper reads per call.
+const READ_CHUNK: usize = 1 << 20;
+
+/// One window to bring into the page cache for a connection.
+pub(crate) struct Job {
+    pub file: Arc<File>,
+    pub offset: u64,
+    pub len: u64,
+    /// The connection's slot and serial in its worker.
+    pub conn: usize,
+    pub serial: u64,
+    /// Where the answer goes.
+    pub inbox: Arc<Inbox>,
+}
+
+/// A finished job.
+pub(crate) struct Done {
+    pub conn: usize,
+    pub serial: u64,
+    /// The window read (`offset`, `len`), as asked.
+    pub offset: u64,
+    pub len: u64,
+    /// Bytes actually read (short at the end of a file that shrank).
+    pub read: u64,
+}
+
+/// A worker's mailbox: finished jobs, and the eventfd that wakes its loop.
+pub(crate) struct Inbox {
+    pub wake: EventFd,
+    done: Mutex<Vec<Done>>,
+}
+
+impl Inbox {
+    pub fn new() -> std::io::Result<Inbox> {
+        Ok(Inbox {
+            wake: EventFd::new()?,
+            done: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The jobs finished since the last call.
+    pub fn take(&self) -> Vec<Done> {
+        let _ = self.wake.drain();
+        match self.done.lock() {
+            Ok(mut d) => std::mem::take(&mut *d),
+            Err(p) => std::mem::take(&mut *p.into_inner()),
+        }
+    }
+
+    fn put(&self, d: Done) {
+        match self.done.lock() {
+            Ok(mut v) => v.push(d),
+            Err(p) => p.into_inner().push(d),
+        }
+        let _ = self.wake.notify();
+    }
+}
+
+/// Starts `n` helpers in `scope`; they end when every sender of jobs is gone.
+pub(crate) fn start_helpers<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    n: usize,
+) -> Sender<Job> {
+    let (tx, rx) = mpsc::channel::<Job>();
+    let rx = Arc::new(Mutex::new(rx));
+    for _ in 0..n {
+        let rx = Arc::clone(&rx);
+        scope.spawn(move || helper(&rx));
+    }
+    tx
+}
+
+fn helper(rx: &Mutex<Receiver<Job>>) {
+    let mut buf = vec![0u8; READ_CHUNK];
+    loop {
+        let job = {
+            let Ok(rx) = rx.lock() else { return };
+            match rx.recv() {
+                Ok(j) => j,
+                Err(_) => return,
+            }
+        };
+        let mut read = 0u64;
+        while read < job.len {
+            let want = (job.len - read).min(READ_CHUNK as u64) as usize;
+            match job.file.read_at(&mut buf[..want], job.offset + read) {
+                Ok(0) => break,
+                Ok(n) => read += n as u64,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // The send will meet the error itself and close the connection.
+                Err(_) => break,
+            }
+        }
+        job.inbox.put(Done {
+            conn: job.conn,
+            serial: job.serial,
+            offset: job.offset,
+            len: job.len,
+            read,
+        });
+    }
+}
+
+/// A worker's counters. Only its worker writes them (plain load and store, no locked
+/// instruction); the status page reads them from any worker.
+#[derive(Debug, Default)]
+pub(crate) struct Stats {
+    pub accepted: AtomicU64,
+    pub requests: AtomicU64,
+    /// Residency probes (`cachestat` calls).
+    pub probes: AtomicU64,
+    /// Probes that found a page missing: windows handed to the helpers.
+    pub misses: AtomicU64,
+    /// Windows the helpers finished, and the bytes they read.
+    pub helper_reads: AtomicU64,
+    pub helper_bytes: AtomicU64,
+    /// Small files whose contents were not resident (`RWF_NOWAIT` would have waited).
+    pub small_misses: AtomicU64,
+}
+
+impl Stats {
+    /// Adds `n` to a counter of this worker's (single writer).
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
+    }
+
+    fn get(c: &AtomicU64) -> u64 {
+        c.load(Ordering::Relaxed)
+    }
+
+    /// The status page's JSON for all workers' counters.
+    pub fn json(all: &[Arc<Stats>]) -> serde_json::Value {
+        let sum = |f: fn(&Stats) -> &AtomicU64| all.iter().map(|s| Stats::get(f(s))).sum::<u64>();
+        serde_json::json!({
+            "workers": all.len(),
+            "connections_accepted": sum(|s| &s.accepted),
+            "requests": sum(|s| &s.requests),
+            "disk": {
+                "probes": sum(|s| &s.probes),
+                "misses": sum(|s| &s.misses),
+                "helper_reads": sum(|s| &s.helper_reads),
+                "helper_bytes": sum(|s| &s.helper_bytes),
+                "small_file_misses": sum(|s| &s.small_misses),
+            }
+        })
+    }
+}
+
+/// What a connection needs to hand a window to the helpers.
+pub(crate) struct Disk {
+    pub jobs: Sender<Job>,
+    pub inbox: Arc<Inbox>,
+    /// Bytes probed and read per window.
+    pub window: u64,
+    /// The probe works on this kernel and file system (cleared at its first failure).
+    pub usable: std::cell::Cell<bool>,
+}

@@ -1,0 +1,243 @@
+//! The residency probe and the disk helpers (seed 003), driven through the real server
+//! with files really evicted from the page cache, and the status page that counts them.
+
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+mod util;
+use util::{exchange, linerate, Server};
+
+/// A directory on a disk file system (the target directory; a tmpfs page cannot be
+/// evicted, so /tmp would not do everywhere).
+fn disk_dir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn write_synced(path: &Path, bytes: &[u8]) {
+    let mut f = std::fs::File::create(path).unwrap();
+    f.write_all(bytes).unwrap();
+    f.sync_all().unwrap();
+}
+
+/// Drops `path`'s pages and checks they are gone.
+fn evict(path: &Path) {
+    let f = std::fs::File::open(path).unwrap();
+    linerate_sys::cache::evict(f.as_fd()).unwrap();
+    let s = linerate_sys::cache::cachestat(f.as_fd(), 0, 0).unwrap();
+    assert_eq!(s.nr_cache, 0, "{} still cached: {s:?}", path.display());
+}
+
+fn pattern(n: usize, seed: u32) -> Vec<u8> {
+    (0..n as u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8)
+        .collect()
+}
+
+/// Splits responses read back to back: (head, body) each, by Content-Length.
+fn responses(mut buf: &[u8]) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        let i = buf
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a head")
+            + 4;
+        let head = String::from_utf8_lossy(&buf[..i]).into_owned();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .map_or(0, |v| v.trim().parse().unwrap());
+        let body = if head.starts_with("HTTP/1.1 304") || head.contains("HEAD") {
+            0
+        } else {
+            len
+        };
+        out.push((head, buf[i..i + body].to_vec()));
+        buf = &buf[i + body..];
+    }
+    out
+}
+
+fn get(addr: &str, path: &str) -> (String, Vec<u8>) {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    responses(&exchange(addr, req.as_bytes())).remove(0)
+}
+
+fn status(addr: &str) -> serde_json::Value {
+    let (head, body) = get(addr, "/_status");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("Content-Type: application/json"), "{head}");
+    assert!(head.contains("Cache-Control: no-store"), "{head}");
+    serde_json::from_slice(&body).unwrap()
+}
+
+fn disk(v: &serde_json::Value, key: &str) -> u64 {
+    v["disk"][key].as_u64().unwrap()
+}
+
+struct Site {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    big: Vec<u8>,
+    small: Vec<u8>,
+}
+
+fn site() -> Site {
+    let dir = disk_dir();
+    let root = dir.path().to_path_buf();
+    let big = pattern(5 << 20, 1);
+    let small = pattern(5000, 2);
+    write_synced(&root.join("big.bin"), &big);
+    write_synced(&root.join("small.bin"), &small);
+    write_synced(&root.join("hot.txt"), b"hot\n");
+    Site {
+        _dir: dir,
+        root,
+        big,
+        small,
+    }
+}
+
+#[test]
+fn cold_files_are_read_by_the_helpers_and_served_whole() {
+    let s = site();
+    let srv = Server::start(
+        &s.root,
+        &["--status-path", "/_status", "--read-ahead", "1M"],
+    );
+    let addr = srv.addr.as_str();
+    // Warm the hot file and the cache entries, then make the files cold.
+    assert_eq!(get(addr, "/hot.txt").1, b"hot\n");
+    evict(&s.root.join("big.bin"));
+    evict(&s.root.join("small.bin"));
+    let before = status(addr);
+
+    // A cold big file, pipelined with a hot one behind it: both whole, in order.
+    let out = exchange(
+        addr,
+        b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /hot.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    let r = responses(&out);
+    assert_eq!(r.len(), 2);
+    assert!(r[0].0.starts_with("HTTP/1.1 200"), "{}", r[0].0);
+    assert!(r[0].1 == s.big, "the cold body differs");
+    assert_eq!(r[1].1, b"hot\n");
+    // A cold small file: its contents could not be read without the disk.
+    let (head, body) = get(addr, "/small.bin");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(body == s.small, "the cold small body differs");
+
+    let after = status(addr);
+    let d = |k| disk(&after, k) - disk(&before, k);
+    assert!(d("misses") >= 2, "{after}");
+    assert_eq!(d("misses"), d("helper_reads"), "{after}");
+    assert!(d("helper_bytes") >= (1 << 20) + 5000, "{after}");
+    assert_eq!(d("small_file_misses"), 1, "{after}");
+    assert!(
+        d("probes") >= 5,
+        "one probe per 1 MiB window at least: {after}"
+    );
+
+    // Now resident: the small file comes from memory (no probe), the big one probes
+    // and finds every window present.
+    let (_, body) = get(addr, "/small.bin");
+    assert!(body == s.small);
+    let (_, body) = get(addr, "/big.bin");
+    assert!(body == s.big);
+    let last = status(addr);
+    assert_eq!(disk(&last, "misses"), disk(&after, "misses"), "{last}");
+    assert_eq!(
+        disk(&last, "small_file_misses"),
+        disk(&after, "small_file_misses")
+    );
+    assert_eq!(disk(&last, "probes"), disk(&after, "probes") + 5, "{last}");
+
+    // A range deep in a cold file: the window starts at the range.
+    evict(&s.root.join("big.bin"));
+    let out = exchange(
+        addr,
+        b"GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=4000000-4099999\r\nConnection: close\r\n\r\n",
+    );
+    let r = responses(&out);
+    assert!(r[0].0.starts_with("HTTP/1.1 206"), "{}", r[0].0);
+    assert!(r[0].1 == s.big[4_000_000..4_100_000]);
+    let ranged = status(addr);
+    assert_eq!(disk(&ranged, "misses"), disk(&last, "misses") + 1);
+    assert_eq!(
+        disk(&ranged, "helper_bytes"),
+        disk(&last, "helper_bytes") + 100_000
+    );
+    // Requests and connections are counted (this status request included).
+    assert!(ranged["requests"].as_u64().unwrap() >= 9, "{ranged}");
+    assert!(ranged["connections_accepted"].as_u64().unwrap() >= 8);
+    assert_eq!(ranged["workers"], 1);
+}
+
+#[test]
+fn without_helpers_nothing_is_probed_and_cold_files_still_arrive() {
+    let s = site();
+    let srv = Server::start(
+        &s.root,
+        &["--status-path", "/_status", "--disk-helpers", "0"],
+    );
+    let addr = srv.addr.as_str();
+    evict(&s.root.join("big.bin"));
+    evict(&s.root.join("small.bin"));
+    assert!(get(addr, "/big.bin").1 == s.big);
+    assert!(get(addr, "/small.bin").1 == s.small);
+    let v = status(addr);
+    for k in ["probes", "misses", "helper_reads", "small_file_misses"] {
+        assert_eq!(disk(&v, k), 0, "{k}: {v}");
+    }
+    // HEAD of the status page: the head only.
+    let out = exchange(
+        addr,
+        b"HEAD /_status HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("\r\n\r\n"), "{text}");
+    // Without --status-path the path is just a missing file.
+    drop(srv);
+    let srv = Server::start(&s.root, &[]);
+    assert!(get(&srv.addr, "/_status").0.starts_with("HTTP/1.1 404"));
+}
+
+#[test]
+fn bad_disk_settings_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap();
+    for (args, flag) in [
+        (vec!["--disk-helpers", "300"], "--disk-helpers"),
+        (vec!["--disk-helpers", "x"], "--disk-helpers"),
+        (vec!["--read-ahead", "0"], "--read-ahead"),
+        (vec!["--status-path", "status"], "--status-path"),
+    ] {
+        let mut a = vec!["serve", root, "--listen", "127.0.0.1:0"];
+        a.extend(&args);
+        let (code, out, err) = linerate(&a);
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+        assert!(!out.contains("listening"), "{args:?}");
+    }
+    for (text, key) in [
+        ("disk-helpers = 999\n", "disk-helpers"),
+        ("read-ahead = 0\n", "read-ahead"),
+        ("status-path = \"x\"\n", "status-path"),
+    ] {
+        let cfg = dir.path().join("bad.toml");
+        std::fs::write(&cfg, text).unwrap();
+        let (code, out, err) = linerate(&[
+            "serve",
+            root,
+            "--listen",
+            "127.0.0.1:0",
+            "--config",
+            cfg.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{text}: {err}");
+        assert!(err.contains(key), "{text}: {err}");
+        assert!(!out.contains("listening"), "{text}");
+    }
+}
