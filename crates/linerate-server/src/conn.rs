@@ -22,7 +22,7 @@ use linerate_http::request::{self, Body, ChunkedSkipper, Parse};
 use linerate_sys::net::{self, SendFlags, IOV_MAX};
 use linerate_tx::{Progress, Source, Transmit, TxConfig, TxError, TxSocket};
 
-use crate::disk::{Disk, Job, Stats};
+use crate::disk::{Disk, Job, Residency, Stats};
 use crate::site::{Part, Response, Site};
 
 /// Responses queued per connection before it stops reading.
@@ -433,7 +433,7 @@ impl Conn {
             let Some(front) = self.queue.front() else {
                 return Ok(false);
             };
-            if let Some(Part::File(f, off, len, cold)) = front.parts.front() {
+            if let Some(Part::File(f, off, len, residency)) = front.parts.front() {
                 let start = off + self.front_sent as u64;
                 let rest = len - self.front_sent as u64;
                 let mut n = match self.slice_bytes {
@@ -445,14 +445,15 @@ impl Conn {
                 if let Some(d) = disk.filter(|d| d.usable.get()) {
                     if self.resident_until <= start {
                         let w = rest.min(d.window);
-                        // A page whose read is under way counts as present to
-                        // cachestat, and the failed RWF_NOWAIT read of a cold small
-                        // file starts one: that file goes to the helpers unprobed.
-                        let probe = if *cold {
-                            Ok(false)
-                        } else {
-                            Stats::add(&stats.probes, 1);
-                            linerate_sys::cache::resident(f.as_fd(), start, w)
+                        // The response may already know (a file of at most one window,
+                        // probed whole when the response was made).
+                        let probe = match residency {
+                            Residency::Resident if self.front_sent == 0 => Ok(true),
+                            Residency::Missing if self.front_sent == 0 => Ok(false),
+                            _ => {
+                                Stats::add(&stats.probes, 1);
+                                linerate_sys::cache::resident(f.as_fd(), start, w)
+                            }
                         };
                         match probe {
                             Ok(true) => self.resident_until = start + w,

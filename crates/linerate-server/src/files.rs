@@ -25,7 +25,7 @@
 //! them (the response then goes out as a file range, through the probe and a helper),
 //! and a later lookup tries again.
 
-use std::cell::OnceCell;
+use std::cell::{Cell, OnceCell};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
@@ -51,6 +51,9 @@ pub(crate) struct Entry {
     /// The whole contents, for files up to the small-file size, once they could be
     /// read without waiting for the disk.
     pub small: OnceCell<Arc<[u8]>>,
+    /// The residency epoch in which a probe found the whole file in the page cache
+    /// (0: none).
+    pub resident_epoch: Cell<u64>,
 }
 
 pub(crate) enum Found {
@@ -169,6 +172,7 @@ impl FileCache {
             meta: fm,
             file: Arc::new(file),
             small: OnceCell::new(),
+            resident_epoch: Cell::new(0),
         });
         self.fill(&e);
         if self.entries.len() >= self.max_entries {

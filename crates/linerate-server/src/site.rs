@@ -2,6 +2,7 @@
 //! directories, preconditions, ranges, and the parts to send.
 
 use std::fs::File;
+use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -13,7 +14,7 @@ use linerate_http::response::{content_range, Head, Multipart};
 use linerate_http::{path, Status};
 
 use crate::config::Config;
-use crate::disk::{Disk, Stats};
+use crate::disk::{Disk, Residency, Stats};
 use crate::files::{Entry, FileCache, Found};
 
 /// A piece of a response body or head.
@@ -22,10 +23,9 @@ pub(crate) enum Part {
     Bytes(Vec<u8>),
     /// A range of cached file contents.
     Shared(Arc<[u8]>, usize, usize),
-    /// A range of an open file, sent by the configured strategy; the flag says its
-    /// pages were just found missing from the page cache (a small file whose contents
-    /// could not be read without the disk), so no probe is needed to know.
-    File(Arc<File>, u64, u64, bool),
+    /// A range of an open file, sent by the configured strategy, and what is known of
+    /// its pages' residency.
+    File(Arc<File>, u64, u64, Residency),
 }
 
 impl Part {
@@ -253,6 +253,38 @@ impl Site {
         }
     }
 
+    /// Whether `e`'s pages are all in the page cache, for a file of at most one
+    /// read-ahead window (larger files are probed a window at a time as they go). See
+    /// [`crate::disk`] on the epoch that makes repeated probes unnecessary.
+    fn residency(&mut self, e: &Entry) -> Residency {
+        let Some(d) = self.disk.as_ref().filter(|d| d.usable.get()) else {
+            return Residency::Unknown;
+        };
+        if e.meta.size <= self.cfg.small_file_bytes {
+            // Its contents could not be read without the disk just now; and that
+            // RWF_NOWAIT read started a read a probe would count as present.
+            return Residency::Missing;
+        }
+        if e.meta.size > d.window {
+            return Residency::Unknown;
+        }
+        if e.resident_epoch.get() == d.epoch.n {
+            return Residency::Resident;
+        }
+        Stats::add(&self.stats.probes, 1);
+        match linerate_sys::cache::resident(e.file.as_fd(), 0, e.meta.size) {
+            Ok(true) => {
+                e.resident_epoch.set(d.epoch.n);
+                Residency::Resident
+            }
+            Ok(false) => Residency::Missing,
+            Err(_) => {
+                d.usable.set(false);
+                Residency::Unknown
+            }
+        }
+    }
+
     /// The status page: every worker's counters, as JSON, never cached by clients.
     fn status(&mut self, req: &Request, line: String, now: SystemTime) -> Response {
         let mut body = Stats::json(&self.all_stats).to_string().into_bytes();
@@ -368,11 +400,15 @@ impl Site {
             _ => RangeDecision::Full,
         };
         let send_body = req.method == Method::Get;
-        let cold = e.meta.size <= self.cfg.small_file_bytes;
+        let residency = if send_body && e.small.get().is_none() {
+            self.residency(e)
+        } else {
+            Residency::Unknown
+        };
         let body = |r: ByteRange| -> Part {
             match e.small.get() {
                 Some(b) => Part::Shared(Arc::clone(b), r.start as usize, r.end as usize),
-                None => Part::File(Arc::clone(&e.file), r.start, r.len(), cold),
+                None => Part::File(Arc::clone(&e.file), r.start, r.len(), residency),
             }
         };
         let (status, mut parts, body_len, extra): (Status, Vec<Part>, u64, Vec<(&str, String)>) =

@@ -219,6 +219,7 @@ impl Worker {
                     inbox,
                     window: cfg.read_ahead_bytes.max(1),
                     usable: std::cell::Cell::new(true),
+                    epoch: disk::Epoch::new(),
                 })
             }
             None => None,
@@ -454,6 +455,9 @@ impl Worker {
     }
 
     fn tick(&mut self, now: Instant) {
+        if let Some(d) = self.site.disk.as_mut() {
+            d.epoch.tick();
+        }
         if self.accept_paused_until.is_some_and(|t| now >= t) {
             self.accept_paused_until = None;
             for (i, l) in self.listeners.iter().enumerate() {

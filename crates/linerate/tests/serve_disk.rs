@@ -81,6 +81,7 @@ struct Site {
     root: PathBuf,
     big: Vec<u8>,
     small: Vec<u8>,
+    mid: Vec<u8>,
 }
 
 fn site() -> Site {
@@ -88,6 +89,8 @@ fn site() -> Site {
     let root = dir.path().to_path_buf();
     let big = pattern(5 << 20, 1);
     let small = pattern(5000, 2);
+    let mid = pattern(100_000, 3);
+    write_synced(&root.join("mid.bin"), &mid);
     write_synced(&root.join("big.bin"), &big);
     write_synced(&root.join("small.bin"), &small);
     write_synced(&root.join("hot.txt"), b"hot\n");
@@ -96,6 +99,7 @@ fn site() -> Site {
         root,
         big,
         small,
+        mid,
     }
 }
 
@@ -172,6 +176,24 @@ fn cold_files_are_read_by_the_helpers_and_served_whole() {
     assert!(ranged["requests"].as_u64().unwrap() >= 9, "{ranged}");
     assert!(ranged["connections_accepted"].as_u64().unwrap() >= 8);
     assert_eq!(ranged["workers"], 1);
+
+    // A file of one window is probed whole when its response is made; once found
+    // resident, the answer holds for the epoch (a second at most), so five more
+    // requests make at most one more probe (if an epoch ends between them).
+    evict(&s.root.join("mid.bin"));
+    assert!(get(addr, "/mid.bin").1 == s.mid);
+    let cold = status(addr);
+    assert_eq!(disk(&cold, "misses"), disk(&ranged, "misses") + 1);
+    assert_eq!(disk(&cold, "probes"), disk(&ranged, "probes") + 1);
+    assert!(get(addr, "/mid.bin").1 == s.mid);
+    let warm = status(addr);
+    assert_eq!(disk(&warm, "probes"), disk(&cold, "probes") + 1);
+    for _ in 0..5 {
+        assert!(get(addr, "/mid.bin").1 == s.mid);
+    }
+    let memo = status(addr);
+    assert!(disk(&memo, "probes") <= disk(&warm, "probes") + 1, "{memo}");
+    assert_eq!(disk(&memo, "misses"), disk(&cold, "misses"));
 }
 
 #[test]
