@@ -10,7 +10,8 @@
 //! With the residency probe on, a file part goes out one read-ahead window at a time,
 //! each checked to be in the page cache first; a window that is not is handed to the
 //! disk helpers, and the connection sends nothing until they are done (see
-//! [`crate::disk`]).
+//! [`crate::disk`]). While a window goes out, the next one is probed, and handed to the
+//! helpers if it is not resident, so a cold file's reads overlap its sends.
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read};
@@ -29,6 +30,9 @@ use crate::site::{Part, Response, Site};
 pub(crate) const MAX_QUEUED: usize = 32;
 /// Bytes gathered into one `sendmsg` at most.
 const GATHER_BYTES: usize = 1 << 20;
+/// Most bytes of a cold window a connection waits for the helpers to read: the rest
+/// is read ahead while these go out, so a cold file's first bytes leave sooner.
+const WAITED_READ: u64 = 256 * 1024;
 /// Bytes read per call (the worker's scratch buffer).
 pub(crate) const READ_BYTES: usize = 16 * 1024;
 
@@ -91,8 +95,10 @@ pub(crate) struct Conn {
     yield_at_end: bool,
     /// The front file part is known resident up to this file offset.
     resident_until: u64,
-    /// A window was handed to the disk helpers; nothing is sent until they answer.
+    /// The connection waits for the helpers' window at `job_at`; nothing is sent.
     disk_wait: bool,
+    /// The file offset of the window the helpers are reading for this connection.
+    job_at: Option<u64>,
     /// Slot in the worker and a serial unique in it, for the helpers' answers.
     pub slot: usize,
     pub serial: u64,
@@ -132,6 +138,7 @@ impl Conn {
             yield_at_end: false,
             resident_until: 0,
             disk_wait: false,
+            job_at: None,
             slot,
             serial,
         }
@@ -140,14 +147,108 @@ impl Conn {
     /// The helpers brought `len` bytes from `offset` into the page cache; true if the
     /// connection was waiting for them (the worker then drives it).
     pub fn disk_ready(&mut self, offset: u64, len: u64, now: Instant) -> bool {
-        if !self.disk_wait {
+        if self.job_at != Some(offset) {
             return false;
         }
-        self.disk_wait = false;
-        // Trusted without a second probe: pages evicted again at once (heavy memory
-        // pressure) cost a short wait in sendfile, not a loop of helper reads.
-        self.resident_until = offset + len;
+        self.job_at = None;
+        if self.resident_until == offset {
+            // Trusted without a second probe: pages evicted again at once (heavy
+            // memory pressure) cost a short wait in sendfile, not a loop of helper
+            // reads.
+            self.resident_until = offset + len;
+        }
         self.last_activity = now;
+        std::mem::take(&mut self.disk_wait)
+    }
+
+    /// Makes sure the file part's bytes from `start` (to `end`) are in the page cache
+    /// before they go out: returns how far they are known to be, or None if the
+    /// connection must wait for the helpers. `known` is what the response found when it
+    /// probed the whole file. While a window goes out, the next one is probed and, if
+    /// any page is missing, handed to the helpers without waiting.
+    fn resident_ahead(
+        &mut self,
+        d: &Disk,
+        stats: &Stats,
+        f: &std::sync::Arc<std::fs::File>,
+        start: u64,
+        end: u64,
+        known: Residency,
+    ) -> Option<u64> {
+        if self.resident_until <= start {
+            if self.job_at == Some(start) {
+                // The helpers are reading this window already.
+                self.disk_wait = true;
+                return None;
+            }
+            let w = (end - start).min(d.window);
+            let probe = match known {
+                Residency::Resident => Ok(true),
+                Residency::Missing => Ok(false),
+                Residency::Unknown => {
+                    Stats::add(&stats.probes, 1);
+                    linerate_sys::cache::resident(f.as_fd(), start, w)
+                }
+            };
+            match probe {
+                Ok(true) => self.resident_until = start + w,
+                Ok(false) => {
+                    // The connection waits for this read, so it is kept short; the
+                    // rest of the window comes in while it goes out.
+                    let first = w.min(WAITED_READ);
+                    if self.job_at.is_none() && self.read_ahead(d, stats, f, start, first) {
+                        self.disk_wait = true;
+                        return None;
+                    }
+                    // No helpers left (shutting down): send inline.
+                    self.resident_until = start + w;
+                }
+                Err(_) => {
+                    // No cachestat here (before Linux 6.5, or a file system without a
+                    // page cache): this worker stops probing.
+                    d.usable.set(false);
+                    self.resident_until = start + w;
+                }
+            }
+        }
+        let next = self.resident_until;
+        if next < end && self.job_at.is_none() && next - start <= d.window {
+            let w = (end - next).min(d.window);
+            Stats::add(&stats.probes, 1);
+            match linerate_sys::cache::resident(f.as_fd(), next, w) {
+                Ok(true) => self.resident_until = next + w,
+                Ok(false) => {
+                    self.read_ahead(d, stats, f, next, w);
+                }
+                Err(_) => d.usable.set(false),
+            }
+        }
+        Some(self.resident_until)
+    }
+
+    /// Hands `len` bytes of `file` from `offset` to the helpers; false if there are
+    /// none left (shutting down).
+    fn read_ahead(
+        &mut self,
+        d: &Disk,
+        stats: &Stats,
+        file: &std::sync::Arc<std::fs::File>,
+        offset: u64,
+        len: u64,
+    ) -> bool {
+        Stats::add(&stats.misses, 1);
+        let job = Job {
+            file: std::sync::Arc::clone(file),
+            offset,
+            len,
+            conn: self.slot,
+            serial: self.serial,
+            inbox: std::sync::Arc::clone(&d.inbox),
+        };
+        if d.jobs.send(job).is_err() {
+            return false;
+        }
+        self.job_at = Some(offset);
         true
     }
 
@@ -434,62 +535,33 @@ impl Conn {
                 return Ok(false);
             };
             if let Some(Part::File(f, off, len, residency)) = front.parts.front() {
+                let (f, off, len, residency) = (std::sync::Arc::clone(f), *off, *len, *residency);
                 let start = off + self.front_sent as u64;
                 let rest = len - self.front_sent as u64;
                 let mut n = match self.slice_bytes {
                     0 => rest,
-                    _ if *len < self.slice_min => rest,
+                    _ if len < self.slice_min => rest,
                     s => rest.min(s),
                 };
                 self.yield_at_end = n < rest;
                 if let Some(d) = disk.filter(|d| d.usable.get()) {
-                    if self.resident_until <= start {
-                        let w = rest.min(d.window);
-                        // The response may already know (a file of at most one window,
-                        // probed whole when the response was made).
-                        let probe = match residency {
-                            Residency::Resident if self.front_sent == 0 => Ok(true),
-                            Residency::Missing if self.front_sent == 0 => Ok(false),
-                            _ => {
-                                Stats::add(&stats.probes, 1);
-                                linerate_sys::cache::resident(f.as_fd(), start, w)
-                            }
-                        };
-                        match probe {
-                            Ok(true) => self.resident_until = start + w,
-                            Ok(false) => {
-                                Stats::add(&stats.misses, 1);
-                                let job = Job {
-                                    file: std::sync::Arc::clone(f),
-                                    offset: start,
-                                    len: w,
-                                    conn: self.slot,
-                                    serial: self.serial,
-                                    inbox: std::sync::Arc::clone(&d.inbox),
-                                };
-                                if d.jobs.send(job).is_ok() {
-                                    self.disk_wait = true;
-                                    return Ok(true);
-                                }
-                                // No helpers left (shutting down): send inline.
-                                self.resident_until = start + w;
-                            }
-                            Err(_) => {
-                                // No cachestat here (before Linux 6.5, or a file system
-                                // without a page cache): this worker stops probing.
-                                d.usable.set(false);
-                                self.resident_until = start + w;
-                            }
-                        }
-                    }
-                    if self.resident_until < start + n {
-                        n = self.resident_until - start;
+                    let known = if start == off {
+                        residency
+                    } else {
+                        Residency::Unknown
+                    };
+                    let Some(until) = self.resident_ahead(d, stats, &f, start, off + len, known)
+                    else {
+                        return Ok(true); // waiting for the helpers
+                    };
+                    if until < start + n {
+                        n = until - start;
                         self.yield_at_end = false;
                     }
                 }
                 self.slice_len = n;
                 self.transmit = Some(Transmit::new(Source::File {
-                    file: std::sync::Arc::clone(f),
+                    file: f,
                     offset: start,
                     len: n,
                 }));

@@ -27,9 +27,10 @@
 //!
 //! The pool is shared by the workers; jobs are rare (a miss per window of a cold file),
 //! so a channel and a mutex on the miss path cost nothing on the request path. A helper
-//! reads with plain `pread` into its own buffer: the copy is cheap beside the disk, and
-//! when the call returns the pages are known to be in the cache (an asynchronous hint
-//! such as `POSIX_FADV_WILLNEED` would say nothing about when). Path lookups
+//! pulls the pages in with `sendfile` to `/dev/null`, which reads them into the page
+//! cache and copies nothing out; when the call returns they are there (an asynchronous
+//! hint such as `POSIX_FADV_WILLNEED` would say nothing about when). While a window
+//! goes out, the connection has the helpers read the next one. Path lookups
 //! (`openat2`, `fstatat`) can still wait on a cold inode; Flash had helpers for
 //! those as well, which are not built yet.
 
@@ -39,7 +40,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
+use std::os::fd::AsFd;
+
 use linerate_sys::cache::EventFd;
+use linerate_sys::sendfile::sendfile;
 
 /// Bytes a helper reads per call.
 const READ_CHUNK: usize = 1 << 20;
@@ -114,7 +118,14 @@ pub(crate) fn start_helpers<'scope>(
 }
 
 fn helper(rx: &Mutex<Receiver<Job>>) {
-    let mut buf = vec![0u8; READ_CHUNK];
+    // Pages are pulled in by sendfile to /dev/null: the kernel reads them into the
+    // page cache and discards them, with no copy to this thread (a pread into a
+    // buffer if /dev/null cannot be opened).
+    let null = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .ok();
+    let mut buf = Vec::new();
     loop {
         let job = {
             let Ok(rx) = rx.lock() else { return };
@@ -126,7 +137,15 @@ fn helper(rx: &Mutex<Receiver<Job>>) {
         let mut read = 0u64;
         while read < job.len {
             let want = (job.len - read).min(READ_CHUNK as u64) as usize;
-            match job.file.read_at(&mut buf[..want], job.offset + read) {
+            let mut at = job.offset + read;
+            let r = match &null {
+                Some(null) => sendfile(null.as_fd(), job.file.as_fd(), &mut at, want),
+                None => {
+                    buf.resize(READ_CHUNK, 0);
+                    job.file.read_at(&mut buf[..want], at)
+                }
+            };
+            match r {
                 Ok(0) => break,
                 Ok(n) => read += n as u64,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

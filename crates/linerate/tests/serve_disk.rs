@@ -136,7 +136,8 @@ fn cold_files_are_read_by_the_helpers_and_served_whole() {
     let d = |k| disk(&after, k) - disk(&before, k);
     assert!(d("misses") >= 2, "{after}");
     assert_eq!(d("misses"), d("helper_reads"), "{after}");
-    assert!(d("helper_bytes") >= (1 << 20) + 5000, "{after}");
+    // At least the big file's first read (256 KiB, waited for) and the small file.
+    assert!(d("helper_bytes") >= (256 << 10) + 5000, "{after}");
     assert_eq!(d("small_file_misses"), 1, "{after}");
     assert!(
         d("probes") >= 5,
