@@ -44,6 +44,10 @@ pub const DEFAULT_DISK_HELPERS: usize = 4;
 /// large file costs a helper round trip per 4 MiB and a hot one a probe per 4 MiB.
 pub const DEFAULT_READ_AHEAD: u64 = 4 << 20;
 
+/// Default [`Config::collapse_bytes`]: 16 KiB, the small-file size. Below it a copy
+/// costs less than a system call of its own.
+pub const DEFAULT_COLLAPSE: u64 = 16 * 1024;
+
 /// Everything `serve` needs.
 #[derive(Clone, Debug)]
 pub struct Config {
@@ -95,6 +99,9 @@ pub struct Config {
     pub read_ahead_bytes: u64,
     /// A path answering with the server's counters as JSON (None: no status page).
     pub status_path: Option<String>,
+    /// File ranges up to this size are read and gathered with the bytes around them
+    /// into one `sendmsg` (seed 001's collapse; 0: each goes by the transmit strategy).
+    pub collapse_bytes: u64,
 }
 
 impl Config {
@@ -123,6 +130,7 @@ impl Config {
             disk_helpers: DEFAULT_DISK_HELPERS,
             read_ahead_bytes: DEFAULT_READ_AHEAD,
             status_path: None,
+            collapse_bytes: DEFAULT_COLLAPSE,
         }
     }
 }
@@ -156,6 +164,8 @@ pub struct FileConfig {
     pub read_ahead: Option<Size>,
     /// Status page path.
     pub status_path: Option<String>,
+    /// Largest file range collapsed into the gather.
+    pub collapse: Option<Size>,
     /// Request line limit.
     pub max_request_line: Option<Size>,
     /// Header block limit.

@@ -2,9 +2,18 @@
 //!
 //! Reading stops while the queue holds [`MAX_QUEUED`] responses, so a client that
 //! pipelines without reading cannot grow the server's memory. Consecutive byte parts
-//! across queued responses go out in one `sendmsg` of at most `IOV_MAX - 1` buffers (one
-//! kept for a next head, as seed 001 reserves a segment); file parts go through the
-//! transmit engine. The socket is registered edge-triggered, so each call reads and
+//! across queued responses go out in one `sendmsg` of at most `IOV_MAX - 1` buffers;
+//! file parts go through the transmit engine.
+//!
+//! Seed 001's lesson, that a fragmented chain must be collapsed rather than sent piece
+//! by piece or dropped, applies twice. Collapse: a file range of at most
+//! `--collapse` bytes (the parts of a multipart/byteranges answer, say) is read into
+//! the gather, so it and the heads around it go in one `sendmsg` instead of a
+//! `sendfile` and a `sendmsg` each; with the residency probe on it is read with
+//! `RWF_NOWAIT`, and a range not in the page cache is left to the probe. Defrag: a
+//! gather with more buffers than one `sendmsg` takes is linearized from its
+//! `IOV_MAX - 1`th buffer on into one copy, the segment seed 001 keeps in reserve, so
+//! the queue still goes in one call. Both are counted (the status page's `queue`). The socket is registered edge-triggered, so each call reads and
 //! writes until the kernel says `EAGAIN` (or the engine says the buffer is full).
 //!
 //! With the residency probe on, a file part goes out one read-ahead window at a time,
@@ -151,7 +160,9 @@ impl Conn {
             return false;
         }
         self.job_at = None;
-        if self.resident_until == offset {
+        // A job starts at the first byte not known resident (at or past
+        // `resident_until`, which is 0 when a new part began).
+        if self.resident_until <= offset {
             // Trusted without a second probe: pages evicted again at once (heavy
             // memory pressure) cost a short wait in sendfile, not a loop of helper
             // reads.
@@ -300,7 +311,8 @@ impl Conn {
             return self.drain_input();
         }
         loop {
-            match self.flush(now, log, site.disk.as_ref(), &site.stats) {
+            let collapse = site.collapse_bytes();
+            match self.flush(now, log, site.disk.as_ref(), &site.stats, collapse) {
                 Ok(true) => return After::Keep, // blocked on a full socket
                 Ok(false) => {}
                 Err(e) => return after_error(&e),
@@ -482,10 +494,12 @@ impl Conn {
         log: &mut dyn FnMut(&Conn, &Response),
         disk: Option<&Disk>,
         stats: &Stats,
+        collapse: u64,
     ) -> Result<bool, TxError> {
         if self.disk_wait {
             return Ok(true);
         }
+        let nowait = disk.is_some_and(|d| d.usable.get());
         loop {
             if let Some(t) = &mut self.transmit {
                 let before = t.sent();
@@ -531,6 +545,9 @@ impl Conn {
                 }
             }
             self.finish_done(log);
+            if self.transmit.is_none() {
+                self.collapse(collapse, nowait, stats);
+            }
             let Some(front) = self.queue.front() else {
                 return Ok(false);
             };
@@ -567,7 +584,9 @@ impl Conn {
                 }));
                 continue;
             }
-            // Gather byte parts, across pipelined responses, up to a file part.
+            // Gather byte parts, across pipelined responses, up to a file part. Past
+            // IOV_MAX - 2 buffers the rest is copied into `tail`, the last one.
+            let mut tail: Vec<u8> = Vec::new();
             let mut slices: Vec<IoSlice<'_>> = Vec::new();
             let mut bytes = 0usize;
             let mut file_follows = false;
@@ -586,14 +605,22 @@ impl Conn {
                             break 'gather;
                         }
                     };
-                    if !s.is_empty() {
-                        slices.push(IoSlice::new(s));
-                        bytes += s.len();
+                    if slices.len() < IOV_MAX - 2 {
+                        if !s.is_empty() {
+                            slices.push(IoSlice::new(s));
+                        }
+                    } else {
+                        tail.extend_from_slice(s);
                     }
-                    if slices.len() >= IOV_MAX - 1 || bytes >= GATHER_BYTES {
+                    bytes += s.len();
+                    if bytes >= GATHER_BYTES {
                         break 'gather;
                     }
                 }
+            }
+            if !tail.is_empty() {
+                Stats::add(&stats.defrags, 1);
+                slices.push(IoSlice::new(&tail));
             }
             if slices.is_empty() {
                 continue;
@@ -612,6 +639,43 @@ impl Conn {
             drop(slices);
             self.last_activity = now;
             self.consume(n);
+        }
+    }
+
+    /// Seed 001's collapse: the file ranges of at most `max` bytes that the next gather
+    /// reaches are read into bytes (only from the page cache with `nowait`). It stops at
+    /// the first range it cannot take, where the gather stops too.
+    fn collapse(&mut self, max: u64, nowait: bool, stats: &Stats) {
+        if max == 0 {
+            return;
+        }
+        // The front part may be half sent, or have the helpers reading for it.
+        let front_busy = self.front_sent > 0 || self.job_at.is_some();
+        let mut seen = 0usize;
+        for (ri, resp) in self.queue.iter_mut().enumerate() {
+            for (pi, part) in resp.parts.iter_mut().enumerate() {
+                seen += 1;
+                if seen > IOV_MAX {
+                    return;
+                }
+                let Part::File(f, off, len, _) = part else {
+                    continue;
+                };
+                let front = ri == 0 && pi == 0;
+                if *len > max || (front && front_busy) {
+                    return;
+                }
+                let Some(bytes) = crate::files::read_range(f, *off, *len, nowait) else {
+                    return;
+                };
+                if front {
+                    // What was known of this range's residency goes with it.
+                    self.resident_until = 0;
+                }
+                Stats::add(&stats.collapsed, 1);
+                Stats::add(&stats.collapsed_bytes, *len);
+                *part = Part::Bytes(bytes);
+            }
         }
     }
 

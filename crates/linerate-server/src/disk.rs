@@ -9,15 +9,15 @@
 //! with `preadv2(RWF_NOWAIT)`; if that would wait, the file goes out as a file range
 //! by the same path, and its contents are cached on a later request.
 //!
-//! A file no larger than one window is probed whole when its response is made, and the
-//! answer is remembered in its open-file cache entry for the current residency
-//! [`Epoch`]: 100 KiB files served over and over cost no probe each (the probe walks
-//! every page, 0.4 µs for 100 KiB here, measured at 6% of the server's CPU). The epoch
-//! ends once a second, and at the next tick after the kernel reclaimed any page
-//! (`pgsteal_*` in `/proc/vmstat`), so under memory pressure every response probes.
-//! Pages dropped without reclaim (another process's `POSIX_FADV_DONTNEED`) can be
-//! missed for up to that second: a send may then wait for the disk, as seed 003's
-//! heuristic did before its `sendfile` flag. A rewritten or replaced file gets a new
+//! A file no larger than one window is probed whole when its response is made, and a
+//! "resident" answer is remembered in its open-file cache entry for the current
+//! residency [`Epoch`], one tick of the worker (100 ms): 100 KiB files served over and
+//! over cost a probe per tick, not per response (the probe walks every page, 0.4 µs for
+//! 100 KiB here, measured at 6% of the server's CPU). Pages evicted within the tick are
+//! missed until it ends: a send may then wait for the disk, as seed 003's heuristic did
+//! before its `sendfile` flag. The kernel gives no cheap signal of evictions: this
+//! machine's DAMON `pageout` drops file pages without moving any `pgsteal_*` counter of
+//! `/proc/vmstat`, so the epoch is a plain tick. A rewritten or replaced file gets a new
 //! entry (the cache sees the change), so a new probe.
 //!
 //! cachestat counts a page whose read is under way as present. A send can therefore
@@ -178,6 +178,11 @@ pub(crate) struct Stats {
     pub helper_bytes: AtomicU64,
     /// Small files whose contents were not resident (`RWF_NOWAIT` would have waited).
     pub small_misses: AtomicU64,
+    /// File ranges read into the gather (seed 001's collapse), and their bytes.
+    pub collapsed: AtomicU64,
+    pub collapsed_bytes: AtomicU64,
+    /// Gathers linearized into their last segment (seed 001's defrag).
+    pub defrags: AtomicU64,
 }
 
 impl Stats {
@@ -203,55 +208,33 @@ impl Stats {
                 "helper_reads": sum(|s| &s.helper_reads),
                 "helper_bytes": sum(|s| &s.helper_bytes),
                 "small_file_misses": sum(|s| &s.small_misses),
+            },
+            "queue": {
+                "collapsed": sum(|s| &s.collapsed),
+                "collapsed_bytes": sum(|s| &s.collapsed_bytes),
+                "defrags": sum(|s| &s.defrags),
             }
         })
     }
 }
 
-/// The residency epoch: a probe's "all resident" holds until it ends.
+/// The residency epoch: a probe's "all resident" holds until it ends, at the next
+/// tick (100 ms).
 #[derive(Debug)]
 pub(crate) struct Epoch {
     /// The current epoch (from 1; an entry's 0 means never probed resident).
     pub n: u64,
-    /// Pages reclaimed so far, machine-wide.
-    stolen: Option<u64>,
-    ticks: u32,
 }
-
-/// Ticks an epoch lasts at most.
-const EPOCH_TICKS: u32 = 10;
 
 impl Epoch {
     pub fn new() -> Epoch {
-        Epoch {
-            n: 1,
-            stolen: reclaimed_pages(),
-            ticks: 0,
-        }
+        Epoch { n: 1 }
     }
 
-    /// Called every tick: a new epoch if pages were reclaimed or a second passed.
+    /// Called every tick.
     pub fn tick(&mut self) {
-        self.ticks += 1;
-        let now = reclaimed_pages();
-        if now != self.stolen || now.is_none() || self.ticks >= EPOCH_TICKS {
-            self.n += 1;
-            self.ticks = 0;
-            self.stolen = now;
-        }
+        self.n += 1;
     }
-}
-
-/// The sum of `/proc/vmstat`'s `pgsteal_*` counters: it moves whenever the kernel
-/// reclaims a page. None if unreadable (every tick then starts an epoch).
-fn reclaimed_pages() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
-    Some(
-        text.lines()
-            .filter(|l| l.starts_with("pgsteal_"))
-            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .fold(0u64, u64::wrapping_add),
-    )
 }
 
 /// What a probe found for a file part.
@@ -261,7 +244,8 @@ pub(crate) enum Residency {
     Unknown,
     /// All of it is in the page cache.
     Resident,
-    /// Some of it is not: it goes to the helpers.
+    /// Some of it is certainly not (a small file whose `RWF_NOWAIT` read failed): it
+    /// goes to the helpers unprobed.
     Missing,
 }
 

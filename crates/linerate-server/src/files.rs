@@ -275,13 +275,20 @@ impl FileCache {
 /// The whole contents, or `None` if the file is not `size` bytes any more or, with
 /// `nowait`, if reading them would wait for the disk.
 fn read_whole(file: &File, size: u64, nowait: bool) -> Option<Arc<[u8]>> {
-    let mut buf = vec![0u8; size as usize];
+    read_range(file, 0, size, nowait).map(Into::into)
+}
+
+/// `len` bytes of `file` from `offset`, or `None` if the file ends before or, with
+/// `nowait`, if reading them would wait for the disk.
+pub(crate) fn read_range(file: &File, offset: u64, len: u64, nowait: bool) -> Option<Vec<u8>> {
+    let mut buf = vec![0u8; usize::try_from(len).ok()?];
     let mut got = 0;
     while got < buf.len() {
+        let at = offset + got as u64;
         let r = if nowait {
-            linerate_sys::cache::read_at_nowait(file.as_fd(), &mut buf[got..], got as u64)
+            linerate_sys::cache::read_at_nowait(file.as_fd(), &mut buf[got..], at)
         } else {
-            std::os::unix::fs::FileExt::read_at(file, &mut buf[got..], got as u64)
+            std::os::unix::fs::FileExt::read_at(file, &mut buf[got..], at)
         };
         match r {
             Ok(0) => return None,
@@ -290,5 +297,5 @@ fn read_whole(file: &File, size: u64, nowait: bool) -> Option<Arc<[u8]>> {
             Err(_) => return None,
         }
     }
-    Some(buf.into())
+    Some(buf)
 }

@@ -95,6 +95,11 @@ impl Site {
         }
     }
 
+    /// Largest file range collapsed into a gather.
+    pub fn collapse_bytes(&self) -> u64 {
+        self.cfg.collapse_bytes
+    }
+
     pub fn limits(&self) -> linerate_http::request::Limits {
         self.cfg.limits
     }
@@ -277,7 +282,9 @@ impl Site {
                 e.resident_epoch.set(d.epoch.n);
                 Residency::Resident
             }
-            Ok(false) => Residency::Missing,
+            // Some page is missing, not necessarily one of the ranges asked for: the
+            // connection probes what it sends.
+            Ok(false) => Residency::Unknown,
             Err(_) => {
                 d.usable.set(false);
                 Residency::Unknown

@@ -89,7 +89,7 @@ struct ServeArgs {
     dir: Option<PathBuf>,
     /// TOML file with any of the settings below (keys as the flags, without the dashes:
     /// root, listen, workers, pin, transmit, small-file, send-slice, send-slice-min,
-    /// sndbuf, disk-helpers, read-ahead, status-path, max-request-line, max-header-bytes, max-header-fields, idle-timeout,
+    /// sndbuf, disk-helpers, read-ahead, status-path, collapse, max-request-line, max-header-bytes, max-header-fields, idle-timeout,
     /// header-timeout, send-timeout, shutdown-timeout, dotfiles, autoindex, access-log,
     /// log-format). Flags win.
     #[arg(long, value_name = "FILE")]
@@ -138,6 +138,13 @@ struct ServeArgs {
     /// can reach the server can read it [default: no status page].
     #[arg(long, value_name = "PATH")]
     status_path: Option<String>,
+    /// File ranges up to this size (the parts of a multipart/byteranges answer, say) are
+    /// read and gathered with the heads around them into one sendmsg, as seed 001
+    /// collapses small buffers; a queue still too fragmented for one call is
+    /// linearized into its last segment. 0: each range goes by the transmit strategy
+    /// [default: 16K].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    collapse: Option<usize>,
     /// Longest request line, 414 beyond [default: 8K].
     #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
     max_request_line: Option<usize>,
@@ -580,6 +587,15 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         Ok(0) => return bad("read-ahead", "must be at least 1 byte".into()),
         Ok(n) => cfg.read_ahead_bytes = n as u64,
         Err(e) => return bad("read-ahead", e),
+    }
+    match size(
+        a.collapse,
+        "collapse",
+        &file.collapse,
+        cfg.collapse_bytes as usize,
+    ) {
+        Ok(n) => cfg.collapse_bytes = n as u64,
+        Err(e) => return bad("collapse", e),
     }
     match a.status_path.clone().or(file.status_path.clone()) {
         Some(p) if !p.starts_with('/') => {

@@ -79,3 +79,20 @@ pub fn exchange(addr: &str, req: &[u8]) -> Vec<u8> {
     s.read_to_end(&mut out).unwrap();
     out
 }
+
+/// The first response in `buf`, framed by its Content-Length (none for a response
+/// without a body: `with_body` false): (head, body, what follows).
+pub fn next_response(buf: &[u8], with_body: bool) -> (String, &[u8], &[u8]) {
+    let i = buf
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head")
+        + 4;
+    let head = String::from_utf8_lossy(&buf[..i]).into_owned();
+    let len: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .map_or(0, |v| v.trim().parse().unwrap());
+    let len = if with_body { len } else { 0 };
+    (head, &buf[i..i + len], &buf[i + len..])
+}
