@@ -124,18 +124,20 @@ struct ServeArgs {
     /// turns the kernel's send-buffer autotuning off [default: autotuning].
     #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
     sndbuf: Option<usize>,
-    /// Threads that read file ranges missing from the page cache, so workers never wait
-    /// on the disk; 0 turns the residency probe off (workers then read inline, as nginx
-    /// does without aio) [default: 4].
+    /// Threads that read file ranges missing from the page cache, so a worker never
+    /// starts a disk read itself; 0 turns the residency probe off (workers then read
+    /// inline, as nginx does without aio threads) [default: 4].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=256))]
     disk_helpers: Option<u32>,
     /// Bytes of a file body checked for residency at once (one cachestat call), and
-    /// read by a helper when any page is missing [default: 4M].
+    /// read by a helper when any page is missing; while one window goes out the next is
+    /// checked and read ahead [default: 4M].
     #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
     read_ahead: Option<usize>,
     /// Answer GET PATH with the server's counters as JSON (connections, requests,
-    /// residency probes and misses, helper reads), like nginx's stub_status; anyone who
-    /// can reach the server can read it [default: no status page].
+    /// residency probes and misses, helper reads, queue collapses and defrags), like
+    /// nginx's stub_status; anyone who can reach the server can read it [default: no
+    /// status page].
     #[arg(long, value_name = "PATH")]
     status_path: Option<String>,
     /// File ranges up to this size (the parts of a multipart/byteranges answer, say) are
