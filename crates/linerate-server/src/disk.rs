@@ -11,7 +11,7 @@
 //!
 //! A file no larger than one window is probed whole when its response is made, and a
 //! "resident" answer is remembered in its open-file cache entry for the current
-//! residency [`Epoch`], one tick of the worker (100 ms): 100 KiB files served over and
+//! residency epoch ([`Disk::epoch`]), one tick of the worker (100 ms): 100 KiB files served over and
 //! over cost a probe per tick, not per response (the probe walks every page, 0.4 µs for
 //! 100 KiB here, measured at 6% of the server's CPU). Pages evicted within the tick are
 //! missed until it ends: a send may then wait for the disk, as seed 003's heuristic did
@@ -38,7 +38,7 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use std::os::fd::AsFd;
 
@@ -88,17 +88,14 @@ impl Inbox {
     /// The jobs finished since the last call.
     pub fn take(&self) -> Vec<Done> {
         let _ = self.wake.drain();
-        match self.done.lock() {
-            Ok(mut d) => std::mem::take(&mut *d),
-            Err(p) => std::mem::take(&mut *p.into_inner()),
-        }
+        std::mem::take(&mut *self.done.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     fn put(&self, d: Done) {
-        match self.done.lock() {
-            Ok(mut v) => v.push(d),
-            Err(p) => p.into_inner().push(d),
-        }
+        self.done
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(d);
         let _ = self.wake.notify();
     }
 }
@@ -218,25 +215,6 @@ impl Stats {
     }
 }
 
-/// The residency epoch: a probe's "all resident" holds until it ends, at the next
-/// tick (100 ms).
-#[derive(Debug)]
-pub(crate) struct Epoch {
-    /// The current epoch (from 1; an entry's 0 means never probed resident).
-    pub n: u64,
-}
-
-impl Epoch {
-    pub fn new() -> Epoch {
-        Epoch { n: 1 }
-    }
-
-    /// Called every tick.
-    pub fn tick(&mut self) {
-        self.n += 1;
-    }
-}
-
 /// What a probe found for a file part.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Residency {
@@ -257,5 +235,7 @@ pub(crate) struct Disk {
     pub window: u64,
     /// The probe works on this kernel and file system (cleared at its first failure).
     pub usable: std::cell::Cell<bool>,
-    pub epoch: Epoch,
+    /// The residency epoch, counted in worker ticks from 1 (an entry's 0 means never
+    /// probed resident): a probe's "all resident" holds until it ends.
+    pub epoch: u64,
 }

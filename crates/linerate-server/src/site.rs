@@ -273,13 +273,13 @@ impl Site {
         if e.meta.size > d.window {
             return Residency::Unknown;
         }
-        if e.resident_epoch.get() == d.epoch.n {
+        if e.resident_epoch.get() == d.epoch {
             return Residency::Resident;
         }
         Stats::add(&self.stats.probes, 1);
         match linerate_sys::cache::resident(e.file.as_fd(), 0, e.meta.size) {
             Ok(true) => {
-                e.resident_epoch.set(d.epoch.n);
+                e.resident_epoch.set(d.epoch);
                 Residency::Resident
             }
             // Some page is missing, not necessarily one of the ranges asked for: the

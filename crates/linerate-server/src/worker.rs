@@ -219,7 +219,7 @@ impl Worker {
                     inbox,
                     window: cfg.read_ahead_bytes.max(1),
                     usable: std::cell::Cell::new(true),
-                    epoch: disk::Epoch::new(),
+                    epoch: 1,
                 })
             }
             None => None,
@@ -456,7 +456,7 @@ impl Worker {
 
     fn tick(&mut self, now: Instant) {
         if let Some(d) = self.site.disk.as_mut() {
-            d.epoch.tick();
+            d.epoch += 1;
         }
         if self.accept_paused_until.is_some_and(|t| now >= t) {
             self.accept_paused_until = None;

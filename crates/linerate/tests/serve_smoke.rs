@@ -2,9 +2,9 @@
 //! every transmit strategy must get right, and the start-up errors. The full
 //! HTTP-BEHAVIOUR.md suite is in serve_http.rs.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 mod util;
 use util::{exchange, Server};
@@ -225,31 +225,15 @@ fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
     )
     .unwrap();
     // The file's listen address (port 1, privileged and unused) is overridden by the flag.
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args([
-            "serve",
-            "--config",
-            conf.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
-            "1",
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let s = Server {
-        child,
-        addr: line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap()
-            .to_string(),
-    };
+    let s = Server::spawn(&[
+        "serve",
+        "--config",
+        conf.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+    ]);
     // autoindex from the file: a listing of /sub/.
     let (head, body) = split(&exchange(
         &s.addr,

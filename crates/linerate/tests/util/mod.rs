@@ -15,18 +15,24 @@ pub struct Server {
 
 impl Server {
     pub fn start(root: &std::path::Path, extra: &[&str]) -> Server {
+        let mut args = vec![
+            "serve",
+            root.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--access-log",
+            "off",
+        ];
+        args.extend(extra);
+        Server::spawn(&args)
+    }
+
+    /// `linerate ARGS...`, which must announce one address (`listening on ADDR`).
+    pub fn spawn(args: &[&str]) -> Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
-            .args([
-                "serve",
-                root.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-                "--workers",
-                "1",
-                "--access-log",
-                "off",
-            ])
-            .args(extra)
+            .args(args)
             .stdout(Stdio::piped())
             .spawn()
             .unwrap();
