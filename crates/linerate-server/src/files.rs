@@ -279,8 +279,9 @@ fn read_whole(file: &File, size: u64, nowait: bool) -> Option<Arc<[u8]>> {
 }
 
 /// `len` bytes of `file` from `offset`, or `None` if the file ends before or, with
-/// `nowait`, if reading them would wait for the disk.
-pub(crate) fn read_range(file: &File, offset: u64, len: u64, nowait: bool) -> Option<Vec<u8>> {
+/// `nowait`, if reading them would wait for the disk. A file system that cannot say
+/// (`RWF_NOWAIT` unsupported: tmpfs, which has no disk to wait for) is read plainly.
+pub(crate) fn read_range(file: &File, offset: u64, len: u64, mut nowait: bool) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; usize::try_from(len).ok()?];
     let mut got = 0;
     while got < buf.len() {
@@ -294,6 +295,7 @@ pub(crate) fn read_range(file: &File, offset: u64, len: u64, nowait: bool) -> Op
             Ok(0) => return None,
             Ok(n) => got += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if nowait && e.kind() == std::io::ErrorKind::Unsupported => nowait = false,
             Err(_) => return None,
         }
     }

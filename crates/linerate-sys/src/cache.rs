@@ -77,7 +77,8 @@ pub fn resident(fd: BorrowedFd<'_>, offset: u64, len: u64) -> io::Result<bool> {
 
 /// Reads at `offset` into `buf` only from the page cache: `EAGAIN`
 /// ([`io::ErrorKind::WouldBlock`]) if that would mean waiting for the disk, and a short
-/// count if only the first pages are resident.
+/// count if only the first pages are resident. A file system that does not take
+/// `RWF_NOWAIT` (tmpfs) gives [`io::ErrorKind::Unsupported`].
 pub fn read_at_nowait(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
     let iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -85,6 +86,13 @@ pub fn read_at_nowait(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Re
     };
     // SAFETY: `iov` describes `buf`, live and writable for its length, for this call.
     cvt_size(unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, to_off64(offset)?, libc::RWF_NOWAIT) })
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EOPNOTSUPP) => io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this file system does not take RWF_NOWAIT",
+            ),
+            _ => e,
+        })
 }
 
 /// Drops the clean cached pages of `fd` (`POSIX_FADV_DONTNEED`): the next read goes to

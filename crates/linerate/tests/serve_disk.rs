@@ -252,6 +252,28 @@ fn cold_ranges(s: &Site, collapse: &str) {
 }
 
 #[test]
+fn small_files_on_tmpfs_are_cached_without_the_helpers() {
+    // tmpfs refuses RWF_NOWAIT (and has no disk to wait for): a small file there is
+    // read plainly into the cache, not sent to the helpers on every request.
+    let shm = Path::new("/dev/shm");
+    if !shm.is_dir() {
+        eprintln!("no /dev/shm here; nothing to test");
+        return;
+    }
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let small = pattern(5000, 4);
+    std::fs::write(dir.path().join("small.bin"), &small).unwrap();
+    let srv = Server::start(dir.path(), &["--status-path", "/_status"]);
+    for _ in 0..3 {
+        assert!(get(&srv.addr, "/small.bin").1 == small);
+    }
+    let v = status(&srv.addr);
+    for k in ["misses", "helper_reads", "small_file_misses"] {
+        assert_eq!(disk(&v, k), 0, "{k}: {v}");
+    }
+}
+
+#[test]
 fn without_helpers_nothing_is_probed_and_cold_files_still_arrive() {
     let s = site();
     let srv = Server::start(
