@@ -2,6 +2,8 @@
 //! no clock reads (the caller passes the time), so every rule of HTTP-BEHAVIOUR.md that
 //! lives here is tested with literal bytes.
 //!
+//! - [`connection`]: one connection's input: pipelined requests, bodies discarded,
+//!   reading paused while answers are owed, how the connection ends;
 //! - [`request`]: the request head (parsed by `httparse`, with the policy checks it does
 //!   not make: bare LF, limits, `Host`, body framing, methods) and the chunked body
 //!   skipper;
@@ -16,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod conditional;
+pub mod connection;
 pub mod path;
 pub mod range;
 pub mod request;

@@ -160,46 +160,96 @@ fn invalid(status: Status, reason: &'static str) -> Parse {
 
 /// Parses the request head at the start of `buf`.
 pub fn parse(buf: &[u8], limits: &Limits) -> Parse {
-    // RFC 9112 lets a server ignore empty lines before the request line.
-    let mut start = 0;
-    while buf[start..].starts_with(b"\r\n") {
-        start += 2;
-    }
-    // One forward scan, so the first violation in byte order decides, whether the bytes
-    // came at once or one at a time: a bare LF (400), a request line past its limit
-    // (414), a header block past its limit (431).
-    let mut in_line = true;
-    let mut fields_start = 0;
-    let mut line_start = start;
-    let mut head_end = None;
-    for i in start..buf.len() {
-        let b = buf[i];
-        if b == b'\n' {
-            if i == 0 || buf[i - 1] != b'\r' {
-                return invalid(Status::BadRequest, "bare LF");
+    parse_resumed(&mut HeadScan::default(), buf, limits)
+}
+
+/// Where the scan of a request head that has not all arrived stands, so that more bytes
+/// cost a look at those bytes only: a head that comes one byte per read is scanned
+/// once, not once per byte.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HeadScan {
+    /// Bytes of empty lines before the request line.
+    start: usize,
+    /// The request line has begun, so `start` is final.
+    started: bool,
+    /// The next byte to look at.
+    pos: usize,
+    /// Past the request line.
+    in_fields: bool,
+    /// Where the header fields begin.
+    fields_start: usize,
+    /// Where the current line begins.
+    line_start: usize,
+}
+
+impl HeadScan {
+    /// Looks at the bytes of `buf` not seen before (`buf` is what it was at the last
+    /// call, with more at its end): `Ok(Some((start, head_len)))` once the empty line
+    /// that ends the head has come.
+    fn scan(&mut self, buf: &[u8], limits: &Limits) -> Result<Option<(usize, usize)>, Parse> {
+        if !self.started {
+            // RFC 9112 lets a server ignore empty lines before the request line; they
+            // count against the request line's limit, so they cannot go on for ever.
+            while buf[self.start..].starts_with(b"\r\n") {
+                self.start += 2;
+                if self.start > limits.request_line_bytes {
+                    return Err(invalid(Status::BadRequest, "empty lines without a request"));
+                }
             }
-            if in_line {
-                in_line = false;
-                fields_start = i + 1;
-            } else if i == line_start + 1 {
-                head_end = Some(i + 1);
-                break;
+            let rest = &buf[self.start..];
+            if rest.is_empty() || rest == b"\r" {
+                // A lone CR may be the first half of one more empty line.
+                return Ok(None);
             }
-            line_start = i + 1;
-            continue;
+            self.started = true;
+            self.pos = self.start;
+            self.line_start = self.start;
         }
-        // A CR waiting for its LF does not count yet.
-        let pending_cr = usize::from(b == b'\r');
-        if in_line {
-            if i + 1 - start - pending_cr > limits.request_line_bytes {
-                return invalid(Status::UriTooLong, "request line too long");
+        // One forward scan, so the first violation in byte order decides, whether the
+        // bytes came at once or one at a time: a bare LF (400), a request line past its
+        // limit (414), a header block past its limit (431).
+        let start = self.start;
+        for i in self.pos..buf.len() {
+            let b = buf[i];
+            if b == b'\n' {
+                if i == 0 || buf[i - 1] != b'\r' {
+                    return Err(invalid(Status::BadRequest, "bare LF"));
+                }
+                if !self.in_fields {
+                    self.in_fields = true;
+                    self.fields_start = i + 1;
+                } else if i == self.line_start + 1 {
+                    self.pos = i + 1;
+                    return Ok(Some((start, i + 1)));
+                }
+                self.line_start = i + 1;
+                continue;
             }
-        } else if i + 1 - fields_start - pending_cr > limits.header_bytes {
-            return invalid(Status::HeaderFieldsTooLarge, "header block too large");
+            // A CR waiting for its LF does not count yet.
+            let pending_cr = usize::from(b == b'\r');
+            if !self.in_fields {
+                if i + 1 - start - pending_cr > limits.request_line_bytes {
+                    return Err(invalid(Status::UriTooLong, "request line too long"));
+                }
+            } else if i + 1 - self.fields_start - pending_cr > limits.header_bytes {
+                return Err(invalid(
+                    Status::HeaderFieldsTooLarge,
+                    "header block too large",
+                ));
+            }
         }
+        self.pos = buf.len();
+        Ok(None)
     }
-    let Some(head_len) = head_end else {
-        return Parse::Incomplete;
+}
+
+/// [`parse`], resuming where `scan` stopped the last time on the same bytes (with more
+/// at their end). Start a new [`HeadScan`] for each head.
+pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse {
+    let (start, head_len) = match scan.scan(buf, limits) {
+        Ok(Some(head)) => head,
+        Ok(None) => return Parse::Incomplete,
+        Err(invalid) => return invalid,
     };
     let mut headers = vec![httparse::EMPTY_HEADER; limits.header_fields + 1];
     let mut req = httparse::Request::new(&mut headers);

@@ -28,7 +28,8 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Instant, SystemTime};
 
-use linerate_http::request::{self, Body, ChunkedSkipper, Parse};
+use linerate_http::connection::{Connection, Ending, Event};
+use linerate_http::request::Limits;
 use linerate_sys::net::{self, SendFlags, IOV_MAX};
 use linerate_tx::{Progress, Source, Transmit, TxConfig, TxError, TxSocket};
 
@@ -44,11 +45,6 @@ const GATHER_BYTES: usize = 1 << 20;
 const WAITED_READ: u64 = 256 * 1024;
 /// Bytes read per call (the worker's scratch buffer).
 pub(crate) const READ_BYTES: usize = 16 * 1024;
-
-enum Skip {
-    Length(u64),
-    Chunked(ChunkedSkipper),
-}
 
 /// What the worker should do with the connection after an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,25 +63,19 @@ pub(crate) struct Conn {
     tx_config: TxConfig,
     /// The engine's state for this socket, made when the first file part goes out.
     tx: Option<TxSocket>,
-    inbuf: Vec<u8>,
-    skip: Option<Skip>,
+    /// The input side: requests, bodies, when to read, how the connection ends.
+    pub http: Connection,
     queue: VecDeque<Response>,
     /// Bytes of the first part of the first response already sent.
     front_sent: usize,
     transmit: Option<Transmit>,
     /// Responses sent but not yet logged.
     finished: Vec<Response>,
-    /// The peer will send no more.
-    read_closed: bool,
     /// A read may find bytes: a readable edge came, or the last read filled its buffer.
     /// After a short read the socket is drained and the next edge says when to read.
     may_read: bool,
-    /// No more requests are read (an error, or `Connection: close`).
-    stop_reading: bool,
     /// Our side was shut down; input is being drained before the close.
     pub draining_since: Option<Instant>,
-    /// When the current incomplete request head started arriving.
-    pub head_started: Option<Instant>,
     /// Last time bytes moved either way.
     pub last_activity: Instant,
     /// Most file bytes sent per turn before other connections get theirs (0: no limit).
@@ -118,6 +108,7 @@ impl Conn {
         sock: TcpStream,
         peer: SocketAddr,
         tx_config: TxConfig,
+        limits: Limits,
         (slice_bytes, slice_min): (u64, u64),
         (slot, serial): (usize, u64),
         now: Instant,
@@ -127,17 +118,13 @@ impl Conn {
             peer,
             tx_config,
             tx: None,
-            inbuf: Vec::new(),
-            skip: None,
+            http: Connection::new(limits, MAX_QUEUED),
             queue: VecDeque::new(),
             front_sent: 0,
             transmit: None,
             finished: Vec::new(),
-            read_closed: false,
             may_read: true,
-            stop_reading: false,
             draining_since: None,
-            head_started: None,
             last_activity: now,
             slice_bytes,
             slice_min,
@@ -270,14 +257,11 @@ impl Conn {
 
     /// Nothing in flight and nothing half-received: an idle keep-alive connection.
     pub fn is_idle(&self) -> bool {
-        self.queue.is_empty()
-            && self.transmit.is_none()
-            && self.inbuf.is_empty()
-            && self.skip.is_none()
+        self.queue.is_empty() && self.transmit.is_none() && self.http.is_idle()
     }
 
     fn release_buffers(&mut self) {
-        self.inbuf = Vec::new();
+        self.http.release_buffer();
         self.queue = VecDeque::new();
         self.finished = Vec::new();
     }
@@ -317,27 +301,18 @@ impl Conn {
                 Ok(false) => {}
                 Err(e) => return after_error(&e),
             }
-            if self.stop_reading || self.read_closed || self.queue.len() >= MAX_QUEUED {
-                break;
+            // Requests already read come first (they waited while the queue was full).
+            if self.process(site, now) {
+                continue;
             }
-            if !self.may_read {
-                // Bytes already read but not yet parsed (the queue was full) come first.
-                if !self.inbuf.is_empty() && self.process(site, now) {
-                    continue;
-                }
+            if !self.may_read || !self.http.wants_bytes() {
                 break;
             }
             match self.read_some(scratch, now) {
                 Ok(0) => break,
-                Ok(_) => {
-                    // File changes made before these bytes were sent are queued by now;
-                    // the cache takes them in before it trusts a cached path.
-                    site.note_read();
-                    if !self.process(site, now) {
-                        // Nothing complete yet; read on while bytes come.
-                        continue;
-                    }
-                }
+                // File changes made before these bytes were sent are queued by now; the
+                // cache takes them in before it trusts a cached path.
+                Ok(_) => site.note_read(),
                 Err(_) => return After::Close,
             }
         }
@@ -349,17 +324,17 @@ impl Conn {
             // work in flight, not with the connections open.
             self.release_buffers();
         }
-        if self.stop_reading || self.read_closed {
-            if self.read_closed {
-                return After::Close;
+        match self.http.ending() {
+            Ending::KeepOpen => After::Keep,
+            Ending::Close => After::Close,
+            Ending::Linger => {
+                // Half-close, then drain what the client still sends, so it reads our
+                // last response instead of a reset.
+                let _ = self.sock.shutdown(Shutdown::Write);
+                self.draining_since = Some(now);
+                self.drain_input()
             }
-            // Half-close, then drain what the client still sends, so it reads our last
-            // response instead of a reset.
-            let _ = self.sock.shutdown(Shutdown::Write);
-            self.draining_since = Some(now);
-            return self.drain_input();
         }
-        After::Keep
     }
 
     fn drain_input(&mut self) -> After {
@@ -375,19 +350,20 @@ impl Conn {
         }
     }
 
-    /// Reads until `EAGAIN` or the head-size limit; returns bytes read (0: none now).
-    /// Reads land in the worker's `scratch` buffer and only what arrived is copied into
-    /// the connection's own, so a request costs no zero-filled buffer of its own.
+    /// Reads until `EAGAIN`, or until the connection wants no more; returns bytes read
+    /// (0: none now). Reads land in the worker's `scratch` buffer and only what arrived
+    /// is copied into the connection's own, so a request costs no zero-filled buffer of
+    /// its own.
     fn read_some(&mut self, scratch: &mut [u8], now: Instant) -> io::Result<usize> {
         let mut total = 0;
         loop {
             match (&self.sock).read(scratch) {
                 Ok(0) => {
-                    self.read_closed = true;
+                    self.http.peer_closed();
                     return Ok(total);
                 }
                 Ok(n) => {
-                    self.inbuf.extend_from_slice(&scratch[..n]);
+                    self.http.receive(&scratch[..n]);
                     total += n;
                     self.last_activity = now;
                     if n < scratch.len() {
@@ -395,7 +371,7 @@ impl Conn {
                         self.may_read = false;
                         return Ok(total);
                     }
-                    if self.inbuf.len() > 64 * 1024 {
+                    if !self.http.wants_bytes() {
                         return Ok(total);
                     }
                 }
@@ -409,82 +385,30 @@ impl Conn {
         }
     }
 
-    /// Parses what was read into responses; true if any was queued.
+    /// Answers the requests read so far; true if any response was queued.
     fn process(&mut self, site: &mut Site, now: Instant) -> bool {
-        let sys_now = SystemTime::now();
-        let mut consumed = 0;
         let mut queued = false;
-        let limits = site.limits();
-        while !self.stop_reading && self.queue.len() < MAX_QUEUED && consumed < self.inbuf.len() {
-            let buf = &self.inbuf[consumed..];
-            if let Some(skip) = &mut self.skip {
-                match skip {
-                    Skip::Length(left) => {
-                        let n = (*left).min(buf.len() as u64);
-                        *left -= n;
-                        consumed += n as usize;
-                        if *left == 0 {
-                            self.skip = None;
-                        }
-                    }
-                    Skip::Chunked(c) => match c.feed(buf) {
-                        Ok(n) => {
-                            consumed += n;
-                            if c.is_done() {
-                                self.skip = None;
-                            }
-                        }
-                        Err(_) => {
-                            let r = site.error(
-                                linerate_http::Status::BadRequest,
-                                false,
-                                &[],
-                                "-".into(),
-                                sys_now,
-                            );
-                            self.queue.push_back(r);
-                            self.stop_reading = true;
-                            self.skip = None;
-                            queued = true;
-                        }
-                    },
-                }
-                continue;
-            }
-            match request::parse(buf, &limits) {
-                Parse::Incomplete => {
-                    self.head_started.get_or_insert(now);
-                    break;
-                }
-                Parse::Complete { request, head_len } => {
-                    consumed += head_len;
-                    self.head_started = None;
-                    self.skip = match request.body {
-                        Body::None => None,
-                        Body::Length(n) => Some(Skip::Length(n)),
-                        Body::Chunked => Some(Skip::Chunked(ChunkedSkipper::new())),
-                    };
-                    let r = site.respond(&request, sys_now);
+        let mut sys_now = None;
+        loop {
+            let r = match self.http.next(now) {
+                Event::Wait => return queued,
+                Event::Request(request) => {
+                    let t = *sys_now.get_or_insert_with(SystemTime::now);
+                    let r = site.respond(&request, t);
                     if r.close {
-                        self.stop_reading = true;
+                        // An answer that closes (a 400 the path earned, say).
+                        self.http.close_after_last();
                     }
-                    self.queue.push_back(r);
-                    queued = true;
+                    r
                 }
-                Parse::Invalid { status, .. } => {
-                    let r = site.error(status, false, &[], "-".into(), sys_now);
-                    self.queue.push_back(r);
-                    self.stop_reading = true;
-                    self.head_started = None;
-                    queued = true;
+                Event::Reject { status, .. } => {
+                    let t = *sys_now.get_or_insert_with(SystemTime::now);
+                    site.error(status, false, &[], "-".into(), t)
                 }
-            }
+            };
+            self.queue.push_back(r);
+            queued = true;
         }
-        self.inbuf.drain(..consumed);
-        if self.stop_reading {
-            self.inbuf.clear();
-        }
-        queued
     }
 
     /// Sends queued responses; `Ok(true)` when the socket is full.
@@ -711,10 +635,12 @@ impl Conn {
     fn finish_done(&mut self, log: &mut dyn FnMut(&Conn, &Response)) {
         let finished = std::mem::take(&mut self.finished);
         for r in &finished {
+            self.http.sent();
             log(self, r);
         }
         while self.queue.front().is_some_and(|r| r.parts.is_empty()) {
             if let Some(r) = self.queue.pop_front() {
+                self.http.sent();
                 log(self, &r);
             }
         }

@@ -354,7 +354,8 @@ impl Worker {
             self.serial += 1;
             Stats::add(&self.site.stats.accepted, 1);
             let id = (idx, self.serial);
-            let conn = Conn::new(sock, peer, self.tx.clone(), slicing, id, now);
+            let limits = self.site.limits();
+            let conn = Conn::new(sock, peer, self.tx.clone(), limits, slicing, id, now);
             let token = (idx + self.listeners.len()) as u64;
             if self
                 .driver
@@ -473,7 +474,7 @@ impl Worker {
             };
             let expired = if let Some(d) = c.draining_since {
                 now.duration_since(d) >= DRAIN
-            } else if let Some(h) = c.head_started {
+            } else if let Some(h) = c.http.head_started() {
                 now.duration_since(h) >= cfg.header_timeout
             } else if c.busy() {
                 now.duration_since(c.last_activity) >= cfg.send_timeout

@@ -1,0 +1,518 @@
+//! One connection's requests, sans I/O: the caller hands in the bytes it read and the
+//! clock, and hears which requests to answer, when to stop reading and how the
+//! connection ends. The server's I/O layer (`linerate-server`'s `conn`) owns the socket
+//! and the output queue; every decision about the input is made here, so each is tested
+//! with literal bytes, one byte at a time as well as all at once.
+//!
+//! The rules it keeps (HTTP-BEHAVIOUR.md):
+//! - pipelined requests come out in order; once `max_pending` answers are owed, nothing
+//!   more is parsed and [`Connection::wants_bytes`] says stop reading, so a client that
+//!   pipelines without reading cannot grow the server's memory;
+//! - a request body (`Content-Length` or chunked) is read and discarded, never parsed as
+//!   the next request;
+//! - an invalid request gets its status and no request after it is read; so does one
+//!   that asked to close (`Connection: close`, HTTP/1.0 without keep-alive);
+//! - after the last answer, the connection stays open, closes (the peer has closed), or
+//!   lingers: our side half-closes and the input is drained for a while, so the client
+//!   reads the answer instead of a reset.
+//!
+//! Non-goals: timeouts are the caller's (it reads [`Connection::head_started`] and keeps
+//! its own clock of send progress); responses are the caller's.
+
+use std::time::Instant;
+
+use crate::request::{self, Body, ChunkedSkipper, HeadScan, Limits, Parse, Request};
+use crate::Status;
+
+/// Most bytes held before they are parsed: a head cannot be larger than the limits
+/// allow, so this bounds reading ahead of pipelined requests.
+const MAX_BUFFERED: usize = 64 * 1024;
+
+/// What the connection has for its owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A request to answer.
+    Request(Box<Request>),
+    /// Input that must be answered with `status`; no request after it is read.
+    Reject {
+        /// The status to answer.
+        status: Status,
+        /// Why, for the log.
+        reason: &'static str,
+    },
+    /// Nothing more to answer until more bytes come (or answers owed are sent).
+    Wait,
+}
+
+/// How the connection ends once every answer owed has been sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Keep it open for the next request.
+    KeepOpen,
+    /// Close it: the peer has closed its side.
+    Close,
+    /// Half-close our side and drain the peer's input for a while before closing, so the
+    /// client reads our last answer instead of a reset.
+    Linger,
+}
+
+enum BodySkip {
+    Length(u64),
+    Chunked(ChunkedSkipper),
+}
+
+/// The input side of one HTTP/1.1 connection.
+pub struct Connection {
+    limits: Limits,
+    max_pending: usize,
+    /// Bytes read and not yet consumed.
+    buf: Vec<u8>,
+    /// How far the head at the start of `buf` has been scanned.
+    scan: HeadScan,
+    /// The body of the last request, being discarded.
+    body: Option<BodySkip>,
+    /// Answers owed: requests and rejects handed out whose responses are not yet sent.
+    pending: usize,
+    /// No request after the ones handed out will be read.
+    stopped: bool,
+    /// The peer will send no more.
+    peer_closed: bool,
+    /// When the first byte of a head that has not all come arrived.
+    head_started: Option<Instant>,
+}
+
+impl Connection {
+    /// A new connection; it reads ahead of at most `max_pending` unsent answers.
+    pub fn new(limits: Limits, max_pending: usize) -> Connection {
+        Connection {
+            limits,
+            max_pending: max_pending.max(1),
+            buf: Vec::new(),
+            scan: HeadScan::default(),
+            body: None,
+            pending: 0,
+            stopped: false,
+            peer_closed: false,
+            head_started: None,
+        }
+    }
+
+    /// Whether the owner should read: it has room for more, and they could matter.
+    pub fn wants_bytes(&self) -> bool {
+        !self.stopped
+            && !self.peer_closed
+            && self.pending < self.max_pending
+            && self.buf.len() < MAX_BUFFERED
+    }
+
+    /// Takes bytes the peer sent.
+    pub fn receive(&mut self, bytes: &[u8]) {
+        if self.stopped {
+            // Nothing after a rejected or final request is read.
+            return;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The peer closed its side (a read returned 0).
+    pub fn peer_closed(&mut self) {
+        self.peer_closed = true;
+    }
+
+    /// Whether the peer has closed its side.
+    pub fn is_peer_closed(&self) -> bool {
+        self.peer_closed
+    }
+
+    /// The next thing to do, at `now`.
+    pub fn next(&mut self, now: Instant) -> Event {
+        loop {
+            if self.stopped {
+                return Event::Wait;
+            }
+            if let Some(skip) = &mut self.body {
+                let taken = match skip {
+                    BodySkip::Length(left) => {
+                        let n = (*left).min(self.buf.len() as u64);
+                        *left -= n;
+                        if *left == 0 {
+                            self.body = None;
+                        }
+                        n as usize
+                    }
+                    BodySkip::Chunked(c) => match c.feed(&self.buf) {
+                        Ok(n) => {
+                            if c.is_done() {
+                                self.body = None;
+                            }
+                            n
+                        }
+                        Err(_) => return self.reject(Status::BadRequest, "bad chunked body"),
+                    },
+                };
+                self.buf.drain(..taken);
+                if self.body.is_some() {
+                    return Event::Wait;
+                }
+                continue;
+            }
+            if self.pending >= self.max_pending {
+                return Event::Wait;
+            }
+            if self.buf.is_empty() {
+                return Event::Wait;
+            }
+            match request::parse_resumed(&mut self.scan, &self.buf, &self.limits) {
+                Parse::Incomplete => {
+                    self.head_started.get_or_insert(now);
+                    return Event::Wait;
+                }
+                Parse::Invalid { status, reason } => return self.reject(status, reason),
+                Parse::Complete { request, head_len } => {
+                    self.buf.drain(..head_len);
+                    self.scan = HeadScan::default();
+                    self.head_started = None;
+                    self.body = match request.body {
+                        Body::None => None,
+                        Body::Length(n) => Some(BodySkip::Length(n)),
+                        Body::Chunked => Some(BodySkip::Chunked(ChunkedSkipper::new())),
+                    };
+                    self.pending += 1;
+                    if !request.keep_alive {
+                        self.stop();
+                    }
+                    return Event::Request(request);
+                }
+            }
+        }
+    }
+
+    /// The answer to the last request closes the connection (the owner's decision,
+    /// a 400 for its path, say): no request after it is read.
+    pub fn close_after_last(&mut self) {
+        self.stop();
+    }
+
+    fn reject(&mut self, status: Status, reason: &'static str) -> Event {
+        self.pending += 1;
+        self.stop();
+        Event::Reject { status, reason }
+    }
+
+    fn stop(&mut self) {
+        self.stopped = true;
+        self.body = None;
+        self.head_started = None;
+        self.buf = Vec::new();
+    }
+
+    /// One answer owed has been sent in full.
+    pub fn sent(&mut self) {
+        debug_assert!(self.pending > 0, "an answer sent that was not owed");
+        self.pending = self.pending.saturating_sub(1);
+    }
+
+    /// Answers owed.
+    pub fn pending(&self) -> usize {
+        self.pending
+    }
+
+    /// How the connection ends if nothing more is owed now.
+    pub fn ending(&self) -> Ending {
+        if self.peer_closed {
+            Ending::Close
+        } else if self.stopped {
+            Ending::Linger
+        } else {
+            Ending::KeepOpen
+        }
+    }
+
+    /// When the head being received started to arrive (for the header deadline).
+    pub fn head_started(&self) -> Option<Instant> {
+        self.head_started
+    }
+
+    /// A request body is being discarded.
+    pub fn in_body(&self) -> bool {
+        self.body.is_some()
+    }
+
+    /// Nothing owed, nothing half-received.
+    pub fn is_idle(&self) -> bool {
+        self.pending == 0 && self.buf.is_empty() && self.body.is_none()
+    }
+
+    /// Bytes received and not yet consumed.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Gives the input buffer's memory back (an idle keep-alive connection holds none).
+    pub fn release_buffer(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = Vec::new();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::Method;
+
+    const GET: &[u8] = b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n";
+
+    /// What a connection makes of `input`, fed in pieces of `step` bytes, answering
+    /// every request at once: the events other than `Wait`, and how it ends.
+    fn run(input: &[u8], step: usize) -> (Vec<Event>, Ending) {
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), 32);
+        let mut out = Vec::new();
+        for piece in input.chunks(step) {
+            assert!(c.wants_bytes() || c.ending() != Ending::KeepOpen);
+            c.receive(piece);
+            loop {
+                match c.next(now) {
+                    Event::Wait => break,
+                    e => {
+                        out.push(e);
+                        c.sent();
+                    }
+                }
+            }
+        }
+        c.peer_closed();
+        (out, c.ending())
+    }
+
+    /// `run` all at once and one byte at a time, which must agree.
+    fn both(input: &[u8]) -> Vec<Event> {
+        let whole = run(input, input.len().max(1));
+        let bytewise = run(input, 1);
+        assert_eq!(
+            whole,
+            bytewise,
+            "at once and one byte at a time differ for {:?}",
+            String::from_utf8_lossy(input)
+        );
+        whole.0
+    }
+
+    fn paths(events: &[Event]) -> Vec<String> {
+        events
+            .iter()
+            .map(|e| match e {
+                Event::Request(r) => r.path.clone(),
+                Event::Reject { status, .. } => status.code().to_string(),
+                Event::Wait => "wait".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn pipelined_requests_come_out_in_order() {
+        let mut input = Vec::new();
+        for i in 0..50 {
+            input.extend_from_slice(format!("GET /{i} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes());
+        }
+        let want: Vec<String> = (0..50).map(|i| format!("/{i}")).collect();
+        assert_eq!(paths(&both(&input)), want);
+    }
+
+    #[test]
+    fn bodies_are_discarded_not_parsed_as_requests() {
+        let input = [
+            &b"GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 28\r\n\r\n"[..],
+            GET, // the body: looks like a request, is not one
+            b"GET /b HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"1c;ext=1\r\nGET /c HTTP/1.1\r\nHost: h\r\n\r\n\r\n0\r\nX-Trailer: t\r\n\r\n",
+            b"GET /d HTTP/1.1\r\nHost: h\r\n\r\n",
+        ]
+        .concat();
+        assert_eq!(paths(&both(&input)), ["/a", "/b", "/d"]);
+    }
+
+    #[test]
+    fn a_bad_chunked_body_is_refused_and_ends_the_input() {
+        let input = [
+            &b"GET /a HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"[..],
+            b"zz\r\n",
+            GET,
+        ]
+        .concat();
+        assert_eq!(paths(&both(&input)), ["/a", "400"]);
+        assert_eq!(run(&input, 1).1, Ending::Close);
+    }
+
+    #[test]
+    fn nothing_after_an_invalid_request_is_read() {
+        for (bad, status) in [
+            (&b"GET / HTTP/1.1\nHost: h\r\n\r\n"[..], "400"),
+            (b"get / HTTP/1.1\r\nHost: h\r\n\r\n", "501"),
+            (b"GET / HTTP/1.1\r\n\r\n", "400"),
+            (
+                b"GET / HTTP/1.1\r\nHost: h\r\nContent-Length: +5\r\n\r\n",
+                "400",
+            ),
+        ] {
+            let input = [GET, bad, GET].concat();
+            assert_eq!(paths(&both(&input)), ["/a", status]);
+            // The client still sends: our side half-closes and drains.
+            let mut c = Connection::new(Limits::default(), 32);
+            c.receive(&input);
+            let now = Instant::now();
+            while c.next(now) != Event::Wait {
+                c.sent();
+            }
+            assert_eq!(c.ending(), Ending::Linger);
+            assert!(!c.wants_bytes());
+            c.receive(GET);
+            assert_eq!(c.next(now), Event::Wait);
+        }
+    }
+
+    #[test]
+    fn persistence_follows_version_and_connection() {
+        let now = Instant::now();
+        for (head, ending) in [
+            ("GET / HTTP/1.1\r\nHost: h\r\n\r\n", Ending::KeepOpen),
+            (
+                "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+                Ending::Linger,
+            ),
+            ("GET / HTTP/1.0\r\n\r\n", Ending::Linger),
+            (
+                "GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+                Ending::KeepOpen,
+            ),
+        ] {
+            let mut c = Connection::new(Limits::default(), 32);
+            c.receive(head.as_bytes());
+            c.receive(GET);
+            assert!(matches!(c.next(now), Event::Request(_)), "{head:?}");
+            c.sent();
+            let next_is_request = matches!(c.next(now), Event::Request(_));
+            assert_eq!(next_is_request, ending == Ending::KeepOpen, "{head:?}");
+            if next_is_request {
+                c.sent();
+            }
+            assert_eq!(c.ending(), ending, "{head:?}");
+        }
+    }
+
+    #[test]
+    fn an_answer_that_closes_ends_the_input() {
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), 32);
+        c.receive(&GET.repeat(3));
+        assert!(matches!(c.next(now), Event::Request(_)));
+        c.close_after_last();
+        assert_eq!(c.next(now), Event::Wait);
+        assert!(!c.wants_bytes());
+        c.sent();
+        assert_eq!(c.ending(), Ending::Linger);
+    }
+
+    #[test]
+    fn reading_pauses_while_answers_are_owed() {
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), 4);
+        let input = GET.repeat(10);
+        c.receive(&input);
+        for _ in 0..4 {
+            assert!(matches!(c.next(now), Event::Request(_)));
+        }
+        assert_eq!(c.next(now), Event::Wait);
+        assert!(!c.wants_bytes(), "four answers owed: stop reading");
+        assert_eq!(c.buffered(), 6 * GET.len());
+        c.sent();
+        assert!(c.wants_bytes());
+        assert!(matches!(c.next(now), Event::Request(_)));
+        assert_eq!(c.next(now), Event::Wait);
+        for _ in 0..4 {
+            c.sent();
+        }
+        for _ in 0..5 {
+            assert!(matches!(c.next(now), Event::Request(_)));
+            c.sent();
+        }
+        assert_eq!(c.next(now), Event::Wait);
+        assert!(c.is_idle());
+    }
+
+    #[test]
+    fn input_held_unparsed_is_bounded() {
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), 1);
+        c.receive(GET);
+        assert!(matches!(c.next(now), Event::Request(_)));
+        while c.wants_bytes() {
+            c.receive(GET);
+        }
+        assert!(c.buffered() < MAX_BUFFERED + GET.len());
+    }
+
+    #[test]
+    fn a_flood_of_empty_lines_is_refused() {
+        let mut input = b"\r\n".repeat(3);
+        input.extend_from_slice(GET);
+        assert_eq!(paths(&both(&input)), ["/a"]);
+        let flood = b"\r\n".repeat(8 * 1024);
+        assert_eq!(paths(&both(&flood)), ["400"]);
+    }
+
+    #[test]
+    fn the_head_deadline_runs_from_the_first_byte_of_a_head() {
+        let t0 = Instant::now();
+        let t1 = t0 + std::time::Duration::from_secs(1);
+        let mut c = Connection::new(Limits::default(), 32);
+        assert_eq!(c.head_started(), None);
+        c.receive(b"GET / HT");
+        assert_eq!(c.next(t0), Event::Wait);
+        c.receive(b"TP/1.1\r\n");
+        assert_eq!(c.next(t1), Event::Wait);
+        assert_eq!(c.head_started(), Some(t0));
+        c.receive(b"Host: h\r\n\r\nGET");
+        assert!(matches!(c.next(t1), Event::Request(_)));
+        assert_eq!(c.next(t1), Event::Wait);
+        assert_eq!(c.head_started(), Some(t1), "the next head started");
+    }
+
+    #[test]
+    fn a_peer_that_closes_mid_head_ends_the_connection() {
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), 32);
+        c.receive(b"GET / HTTP/1.1\r\nHo");
+        assert_eq!(c.next(now), Event::Wait);
+        c.peer_closed();
+        assert!(!c.wants_bytes());
+        assert_eq!(c.ending(), Ending::Close);
+    }
+
+    #[test]
+    fn a_half_closed_peer_still_has_its_requests_answered() {
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), 32);
+        c.receive(&[GET, b"HEAD /b HTTP/1.1\r\nHost: h\r\n\r\n"].concat());
+        c.peer_closed();
+        assert!(matches!(c.next(now), Event::Request(_)));
+        let Event::Request(r) = c.next(now) else {
+            panic!("the second request")
+        };
+        assert_eq!(r.method, Method::Head);
+        assert_eq!(c.pending(), 2);
+        assert_eq!(c.ending(), Ending::Close);
+    }
+
+    #[test]
+    fn limits_apply_the_same_one_byte_at_a_time() {
+        let long_line = format!("GET /{} HTTP/1.1\r\nHost: h\r\n\r\n", "a".repeat(9000));
+        assert_eq!(paths(&both(long_line.as_bytes())), ["414"]);
+        let big_head = format!(
+            "GET / HTTP/1.1\r\nHost: h\r\nX: {}\r\n\r\n",
+            "b".repeat(17000)
+        );
+        assert_eq!(paths(&both(big_head.as_bytes())), ["431"]);
+    }
+}
