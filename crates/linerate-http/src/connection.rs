@@ -24,8 +24,8 @@ use std::time::Instant;
 use crate::request::{self, Body, ChunkedSkipper, HeadScan, Limits, Parse, Request};
 use crate::Status;
 
-/// Most bytes held before they are parsed: a head cannot be larger than the limits
-/// allow, so this bounds reading ahead of pipelined requests.
+/// Most bytes held before they are parsed, unless the limits allow a larger head: this
+/// bounds reading ahead of pipelined requests.
 const MAX_BUFFERED: usize = 64 * 1024;
 
 /// What the connection has for its owner.
@@ -65,6 +65,8 @@ enum BodySkip {
 pub struct Connection {
     limits: Limits,
     max_pending: usize,
+    /// Most bytes held unparsed: room for the largest head the limits allow.
+    max_buffered: usize,
     /// Bytes read and not yet consumed.
     buf: Vec<u8>,
     /// How far the head at the start of `buf` has been scanned.
@@ -87,6 +89,9 @@ impl Connection {
         Connection {
             limits,
             max_pending: max_pending.max(1),
+            // Empty lines before the request line count against its limit too.
+            max_buffered: (2 * limits.request_line_bytes + limits.header_bytes + 4)
+                .max(MAX_BUFFERED),
             buf: Vec::new(),
             scan: HeadScan::default(),
             body: None,
@@ -102,7 +107,7 @@ impl Connection {
         !self.stopped
             && !self.peer_closed
             && self.pending < self.max_pending
-            && self.buf.len() < MAX_BUFFERED
+            && self.buf.len() < self.max_buffered
     }
 
     /// Takes bytes the peer sent.
@@ -451,6 +456,23 @@ mod tests {
             c.receive(GET);
         }
         assert!(c.buffered() < MAX_BUFFERED + GET.len());
+    }
+
+    #[test]
+    fn a_head_as_large_as_the_limits_allow_is_read_whole() {
+        let limits = Limits {
+            request_line_bytes: 100_000,
+            header_bytes: 1000,
+            header_fields: 10,
+        };
+        let now = Instant::now();
+        let mut c = Connection::new(limits, 32);
+        let head = format!("GET /{} HTTP/1.1\r\nHost: h\r\n\r\n", "a".repeat(99_000));
+        for piece in head.as_bytes().chunks(16 * 1024) {
+            assert!(c.wants_bytes());
+            c.receive(piece);
+        }
+        assert!(matches!(c.next(now), Event::Request(_)));
     }
 
     #[test]

@@ -45,6 +45,9 @@ const GATHER_BYTES: usize = 1 << 20;
 const WAITED_READ: u64 = 256 * 1024;
 /// Bytes read per call (the worker's scratch buffer).
 pub(crate) const READ_BYTES: usize = 16 * 1024;
+/// Most bytes read from one connection per turn (a large request body being discarded,
+/// say) before the worker serves the others.
+const READ_TURN_BYTES: usize = 256 * 1024;
 
 /// What the worker should do with the connection after an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -294,6 +297,7 @@ impl Conn {
         if self.draining_since.is_some() {
             return self.drain_input();
         }
+        let mut read_this_turn = 0;
         loop {
             let collapse = site.collapse_bytes();
             match self.flush(now, log, site.disk.as_ref(), &site.stats, collapse) {
@@ -312,7 +316,15 @@ impl Conn {
                 Ok(0) => break,
                 // File changes made before these bytes were sent are queued by now; the
                 // cache takes them in before it trusts a cached path.
-                Ok(_) => site.note_read(),
+                Ok(n) => {
+                    site.note_read();
+                    read_this_turn += n;
+                    if read_this_turn >= READ_TURN_BYTES {
+                        // The others' turn; the worker comes back without an event.
+                        self.yielded = true;
+                        return After::Keep;
+                    }
+                }
                 Err(_) => return After::Close,
             }
         }

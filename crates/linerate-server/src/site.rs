@@ -46,6 +46,8 @@ pub(crate) struct Response {
     /// For the access log.
     pub status: Status,
     pub request_line: String,
+    /// The request's authority (absolute-form target, else `Host`), for the log.
+    pub host: Option<String>,
     pub body_bytes: u64,
 }
 
@@ -165,12 +167,21 @@ impl Site {
             close: !keep_alive,
             status,
             request_line: line,
+            host: None,
             body_bytes,
         }
     }
 
     /// The response to `req`.
     pub fn respond(&mut self, req: &Request, now: SystemTime) -> Response {
+        let mut r = self.answer(req, now);
+        if self.logging {
+            r.host.clone_from(&req.host);
+        }
+        r
+    }
+
+    fn answer(&mut self, req: &Request, now: SystemTime) -> Response {
         // Only the access log reads this; with the log off no request pays for it.
         let line = if !self.logging {
             String::new()
@@ -328,6 +339,7 @@ impl Site {
             close: !req.keep_alive,
             status: Status::Ok,
             request_line: line,
+            host: None,
             body_bytes: len,
         }
     }
@@ -389,6 +401,7 @@ impl Site {
                     close: !keep,
                     status: Status::NotModified,
                     request_line: line,
+                    host: None,
                     body_bytes: 0,
                 };
             }
@@ -488,6 +501,7 @@ impl Site {
             close: !keep,
             status,
             request_line: line,
+            host: None,
             body_bytes: if send_body { body_len } else { 0 },
         }
     }

@@ -103,6 +103,7 @@ pub fn serve(
     // socket and reused by the others.
     let workers = cfg.workers.max(1);
     let mut per_worker: Vec<Vec<TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
+    let mut bound_addrs = Vec::new();
     for &addr in &cfg.listen {
         if addr.port() != 0 {
             // Our listeners share their port by SO_REUSEPORT, and so could another
@@ -125,8 +126,10 @@ pub fn serve(
                 })?,
             );
         }
-        on_listen(bound);
+        bound_addrs.push(bound);
     }
+    // The log opens after the binds (a port in use creates no log file) and before
+    // any address is announced (a start that fails names none).
     let log_file = match &cfg.access_log {
         AccessLog::File(p) => Some(Arc::new(
             std::fs::OpenOptions::new()
@@ -140,6 +143,9 @@ pub fn serve(
         )),
         _ => None,
     };
+    for &a in &bound_addrs {
+        on_listen(a);
+    }
     let cfg = Arc::new(cfg);
     // Workers are pinned within the CPUs this process may use (taskset, cgroups).
     let cpus = linerate_sys::cpu::allowed_cpus()
@@ -164,7 +170,17 @@ pub fn serve(
                     // Best effort: a restricted affinity mask is not fatal.
                     let _ = linerate_sys::cpu::pin_thread_to_cpu(cpus[i % cpus.len()]);
                 }
-                Worker::new(cfg, OwnedFd::from(root), listeners, log_file, jobs, stats)?.run(&stop)
+                let driver = EpollDriver::new()?;
+                Worker::new(
+                    driver,
+                    cfg,
+                    OwnedFd::from(root),
+                    listeners,
+                    log_file,
+                    jobs,
+                    stats,
+                )?
+                .run(&stop)
             }));
         }
         drop(jobs);
@@ -178,9 +194,11 @@ pub fn serve(
     })
 }
 
-struct Worker {
+/// One worker's state; everything it asks of the kernel's readiness machinery goes
+/// through `D`.
+struct Worker<D: Driver> {
     cfg: Arc<Config>,
-    driver: EpollDriver,
+    driver: D,
     listeners: Vec<Option<TcpListener>>,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
@@ -197,16 +215,16 @@ struct Worker {
     serial: u64,
 }
 
-impl Worker {
+impl<D: Driver> Worker<D> {
     fn new(
+        mut driver: D,
         cfg: Arc<Config>,
         root: OwnedFd,
         listeners: Vec<TcpListener>,
         log_file: Option<Arc<File>>,
         jobs: Option<std::sync::mpsc::Sender<Job>>,
         (stats, all_stats): (Arc<Stats>, Arc<[Arc<Stats>]>),
-    ) -> io::Result<Worker> {
-        let mut driver = EpollDriver::new()?;
+    ) -> io::Result<Worker<D>> {
         for (i, l) in listeners.iter().enumerate() {
             driver.register(l.as_fd(), i as u64, Interest::Accept)?;
         }
@@ -386,26 +404,9 @@ impl Worker {
         let json = self.cfg.log_format == crate::config::LogFormat::Json;
         let mut write_log = |c: &Conn, r: &Response| {
             if let Some(l) = log.as_mut() {
-                let _ = if json {
-                    let line = serde_json::json!({
-                        "time": httpdate::fmt_http_date(SystemTime::now()),
-                        "remote": c.peer.ip().to_string(),
-                        "request": r.request_line,
-                        "status": r.status.code(),
-                        "bytes": r.body_bytes,
-                    });
-                    writeln!(l, "{line}")
-                } else {
-                    writeln!(
-                        l,
-                        "{} - - [{}] \"{}\" {} {}",
-                        c.peer.ip(),
-                        clf_date(SystemTime::now()),
-                        r.request_line,
-                        r.status.code(),
-                        r.body_bytes
-                    )
-                };
+                let line = log_line(json, c.peer, r, SystemTime::now());
+                // One write per line: the buffer flushes between lines, never inside one.
+                let _ = l.write_all(line.as_bytes());
             }
         };
         let after = conn.drive(
@@ -507,6 +508,43 @@ impl Write for SharedFile {
     }
 }
 
+/// One access-log line: Common Log Format (`-` for no body bytes, the request line with
+/// `"`, `\\`, control and non-ASCII bytes as `\\xHH`, as nginx writes them), or a JSON
+/// object.
+fn log_line(json: bool, peer: SocketAddr, r: &Response, t: SystemTime) -> String {
+    if json {
+        let mut line = serde_json::json!({
+            "time": httpdate::fmt_http_date(t),
+            "remote": peer.ip().to_string(),
+            "host": r.host,
+            "request": r.request_line,
+            "status": r.status.code(),
+            "bytes": r.body_bytes,
+        })
+        .to_string();
+        line.push('\n');
+        return line;
+    }
+    let mut request = String::with_capacity(r.request_line.len());
+    for b in r.request_line.bytes() {
+        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+            request.push_str(&format!("\\x{b:02X}"));
+        } else {
+            request.push(char::from(b));
+        }
+    }
+    let bytes = match r.body_bytes {
+        0 => "-".to_string(),
+        n => n.to_string(),
+    };
+    format!(
+        "{} - - [{}] \"{request}\" {} {bytes}\n",
+        peer.ip(),
+        clf_date(t),
+        r.status.code(),
+    )
+}
+
 /// `[10/Oct/2000:13:55:36 +0000]`'s inside, from an HTTP date.
 fn clf_date(t: SystemTime) -> String {
     // "Sun, 06 Nov 1994 08:49:37 GMT"
@@ -515,5 +553,50 @@ fn clf_date(t: SystemTime) -> String {
     match f.as_slice() {
         [_, day, mon, year, time, _] => format!("{day}/{mon}/{year}:{time} +0000"),
         _ => d,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_http::Status;
+
+    fn response(line: &str, host: Option<&str>, status: Status, bytes: u64) -> Response {
+        Response {
+            parts: Default::default(),
+            close: false,
+            status,
+            request_line: line.into(),
+            host: host.map(str::to_string),
+            body_bytes: bytes,
+        }
+    }
+
+    #[test]
+    fn access_log_lines() {
+        let peer: SocketAddr = "198.18.0.2:4000".parse().unwrap();
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136);
+        let r = response("GET /a.txt HTTP/1.1", Some("h"), Status::Ok, 1234);
+        assert_eq!(
+            log_line(false, peer, &r, t),
+            "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /a.txt HTTP/1.1\" 200 1234\n"
+        );
+        let r = response("GET /\"x\\\u{7f}é HTTP/1.1", None, Status::NotFound, 0);
+        assert_eq!(
+            log_line(false, peer, &r, t),
+            "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /\\x22x\\x5C\\x7F\\xC3\\xA9 HTTP/1.1\" 404 -\n"
+        );
+        let j: serde_json::Value = serde_json::from_str(&log_line(true, peer, &r, t)).unwrap();
+        assert_eq!(j["request"], "GET /\"x\\\u{7f}é HTTP/1.1");
+        assert_eq!(j["host"], serde_json::Value::Null);
+        assert_eq!(j["remote"], "198.18.0.2");
+        assert_eq!(
+            (j["status"].as_u64(), j["bytes"].as_u64()),
+            (Some(404), Some(0))
+        );
+        assert_eq!(j["time"], "Tue, 10 Oct 2000 13:55:36 GMT");
+        let r = response("GET http://a/ HTTP/1.1", Some("a"), Status::Ok, 5);
+        let j: serde_json::Value = serde_json::from_str(&log_line(true, peer, &r, t)).unwrap();
+        assert_eq!(j["host"], "a");
     }
 }

@@ -147,11 +147,11 @@ struct ServeArgs {
     /// [default: 16K].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     collapse: Option<usize>,
-    /// Longest request line, 414 beyond [default: 8K].
-    #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
+    /// Longest request line, 414 beyond (1 byte to 1M) [default: 8K].
+    #[arg(long, value_name = "BYTES", value_parser = parse_head_limit)]
     max_request_line: Option<usize>,
-    /// Largest header block, 431 beyond [default: 16K].
-    #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
+    /// Largest header block, 431 beyond (1 byte to 1M) [default: 16K].
+    #[arg(long, value_name = "BYTES", value_parser = parse_head_limit)]
     max_header_bytes: Option<usize>,
     /// Most header fields, 431 beyond [default: 100].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=10000))]
@@ -332,6 +332,16 @@ fn parse_positive_size(s: &str) -> Result<usize, String> {
     }
 }
 
+/// Largest request line or header block a flag or the configuration file may allow.
+const MAX_HEAD_LIMIT: usize = 1 << 20;
+
+fn parse_head_limit(s: &str) -> Result<usize, String> {
+    match parse_positive_size(s)? {
+        n if n > MAX_HEAD_LIMIT => Err(format!("'{s}' is more than 1M")),
+        n => Ok(n),
+    }
+}
+
 fn parse_positive_size_u64(s: &str) -> Result<u64, String> {
     match linerate_tx::parse_size(s)? {
         0 => Err("must be at least 1 byte".into()),
@@ -483,7 +493,9 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     match (a.workers, file.workers) {
         (Some(w), _) => cfg.workers = w as usize,
-        (None, Some(0)) => return bad("workers", "must be at least 1".into()),
+        (None, Some(w)) if !(1..=1024).contains(&w) => {
+            return bad("workers", "must be 1 to 1024".into())
+        }
         (None, Some(w)) => cfg.workers = w,
         (None, None) => {}
     }
@@ -531,11 +543,18 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
                 .unwrap_or(cfg.limits.header_fields),
         })
     })();
+    let head_limit = 1..=MAX_HEAD_LIMIT;
     match limits {
-        Ok(l) if l.request_line_bytes > 0 && l.header_bytes > 0 && l.header_fields > 0 => {
-            cfg.limits = l
+        Ok(l) if !head_limit.contains(&l.request_line_bytes) => {
+            return bad("max-request-line", "must be 1 byte to 1M".into())
         }
-        Ok(_) => return bad("limits", "must be at least 1".into()),
+        Ok(l) if !head_limit.contains(&l.header_bytes) => {
+            return bad("max-header-bytes", "must be 1 byte to 1M".into())
+        }
+        Ok(l) if !(1..=10000).contains(&l.header_fields) => {
+            return bad("max-header-fields", "must be 1 to 10000".into())
+        }
+        Ok(l) => cfg.limits = l,
         Err(e) => return bad("limits", e),
     }
     match size(

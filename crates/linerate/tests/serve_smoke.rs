@@ -205,6 +205,14 @@ fn bad_configuration_fails_before_serving() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
+    for flag in ["--max-request-line", "--max-header-bytes"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["serve", flag, "2M"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(64), "{flag}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(flag));
+    }
 }
 
 #[test]
@@ -264,6 +272,46 @@ fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("wrokers") && err.lines().count() == 1, "{err}");
     assert!(out.stdout.is_empty(), "served despite a bad configuration");
+    // Values out of the flags' ranges are refused from the file too, naming the key.
+    for (text, key) in [
+        ("workers = 5000\n", "workers"),
+        ("workers = 0\n", "workers"),
+        ("max-header-fields = 0\n", "max-header-fields"),
+        ("max-header-fields = 1000000\n", "max-header-fields"),
+        ("max-request-line = \"2M\"\n", "max-request-line"),
+        ("max-header-bytes = 0\n", "max-header-bytes"),
+        ("disk-helpers = 1000\n", "disk-helpers"),
+        ("log-format = \"xml\"\n", "log-format"),
+    ] {
+        std::fs::write(&conf, text).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+            .args(["serve", "--config", conf.to_str().unwrap(), "--listen"])
+            .arg("127.0.0.1:0")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{text}: {err}");
+        assert!(
+            err.contains(key) && err.lines().count() == 1,
+            "{text}: {err}"
+        );
+        assert!(out.stdout.is_empty(), "{text}: served despite a bad value");
+    }
+    // An access log that cannot be opened fails the start before any address is
+    // announced.
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", root.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(["--access-log", "/nonexistent/dir/access.log"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("/nonexistent/dir/access.log"), "{err}");
+    assert!(
+        out.stdout.is_empty(),
+        "announced an address: {:?}",
+        out.stdout
+    );
     let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
         .args(["serve", "--config", "/nonexistent.toml"])
         .output()
