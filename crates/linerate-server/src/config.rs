@@ -166,6 +166,8 @@ pub struct FileConfig {
     pub status_path: Option<String>,
     /// Largest file range collapsed into the gather.
     pub collapse: Option<Size>,
+    /// Open-file cache entries per worker.
+    pub open_file_cache: Option<usize>,
     /// Request line limit.
     pub max_request_line: Option<Size>,
     /// Header block limit.

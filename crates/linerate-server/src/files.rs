@@ -178,7 +178,7 @@ impl FileCache {
         if self.entries.len() >= self.max_entries {
             // Bounded: start over rather than track recency on the request path.
             self.entries.clear();
-            self.current.clear();
+            self.forget_watches();
         }
         self.entries.insert(rel.to_vec(), Rc::clone(&e));
         let m = e.meta;
@@ -248,9 +248,19 @@ impl FileCache {
             Ok(true) => {}
             Err(_) => self.notify = None,
         }
+        self.entries.clear();
+        self.forget_watches();
+    }
+
+    /// No path is known current any more, and the kernel's watches go with the
+    /// instance that held them, so they number at most the entries and their
+    /// directories: a new instance starts empty.
+    fn forget_watches(&mut self) {
         self.current.clear();
         self.watched.clear();
-        self.entries.clear();
+        if self.notify.is_some() {
+            self.notify = Inotify::new().ok();
+        }
     }
 
     /// Names in directory `rel`, sorted, dot-files left out unless `dotfiles`.

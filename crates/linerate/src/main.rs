@@ -89,7 +89,8 @@ struct ServeArgs {
     dir: Option<PathBuf>,
     /// TOML file with any of the settings below (keys as the flags, without the dashes:
     /// root, listen, workers, pin, transmit, small-file, send-slice, send-slice-min,
-    /// sndbuf, disk-helpers, read-ahead, status-path, collapse, max-request-line, max-header-bytes, max-header-fields, idle-timeout,
+    /// sndbuf, disk-helpers, read-ahead, status-path, collapse, open-file-cache,
+    /// max-request-line, max-header-bytes, max-header-fields, idle-timeout,
     /// header-timeout, send-timeout, shutdown-timeout, dotfiles, autoindex, access-log,
     /// log-format). Flags win.
     #[arg(long, value_name = "FILE")]
@@ -147,6 +148,11 @@ struct ServeArgs {
     /// [default: 16K].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     collapse: Option<usize>,
+    /// Open files (descriptor, metadata, validators, small contents) each worker keeps,
+    /// as nginx's open_file_cache max=N; when full the cache starts over [default:
+    /// 10000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    open_file_cache: Option<u32>,
     /// Longest request line, 414 beyond (1 byte to 1M) [default: 8K].
     #[arg(long, value_name = "BYTES", value_parser = parse_head_limit)]
     max_request_line: Option<usize>,
@@ -593,6 +599,14 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         (None, None) => None,
     };
+    match (a.open_file_cache, file.open_file_cache) {
+        (Some(n), _) => cfg.open_file_cache_entries = n as usize,
+        (None, Some(n)) if !(1..=1_000_000).contains(&n) => {
+            return bad("open-file-cache", "must be 1 to 1000000".into())
+        }
+        (None, Some(n)) => cfg.open_file_cache_entries = n,
+        (None, None) => {}
+    }
     match (a.disk_helpers, file.disk_helpers) {
         (Some(n), _) => cfg.disk_helpers = n as usize,
         (None, Some(n)) if n > 256 => return bad("disk-helpers", "must be 0 to 256".into()),

@@ -587,3 +587,53 @@ fn cached_files_are_never_served_stale_whatever_changes_them() {
     ));
     assert!(head.starts_with("HTTP/1.1 404 "), "{head}");
 }
+
+/// inotify watches the process holds, over all its inotify descriptors.
+fn inotify_watches(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fdinfo"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok())
+        .map(|info| {
+            info.lines()
+                .filter(|l| l.starts_with("inotify wd:"))
+                .count()
+        })
+        .sum()
+}
+
+#[test]
+fn the_open_file_cache_bounds_its_inotify_watches_and_stays_correct() {
+    let dir = tempfile::tempdir().unwrap();
+    for d in 0..3 {
+        std::fs::create_dir(dir.path().join(format!("d{d}"))).unwrap();
+        for f in 0..10 {
+            std::fs::write(dir.path().join(format!("d{d}/f{f}")), format!("{d}-{f}")).unwrap();
+        }
+    }
+    let s = Server::start(dir.path(), &["--open-file-cache", "4"]);
+    let get = |path: &str| {
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let (head, body) = split(&exchange(&s.addr, req.as_bytes()));
+        assert!(head.starts_with("HTTP/1.1 200 "), "{path}: {head}");
+        String::from_utf8(body).unwrap()
+    };
+    let mut most = 0;
+    for round in 0..2 {
+        for d in 0..3 {
+            for f in 0..10 {
+                assert_eq!(
+                    get(&format!("/d{d}/f{f}")),
+                    format!("{d}-{f}"),
+                    "round {round}"
+                );
+                most = most.max(inotify_watches(s.pid()));
+            }
+        }
+    }
+    // At most 4 files, the root and three directories are watched at once.
+    assert!(most >= 1, "no watches at all: the shortcut was never taken");
+    assert!(most <= 8, "{most} watches for a cache of 4 entries");
+    // A file rewritten after the cache started over is served new.
+    std::fs::write(dir.path().join("d2/f9"), "new contents").unwrap();
+    assert_eq!(get("/d2/f9"), "new contents");
+}
