@@ -3,6 +3,8 @@
 //! methods, connection persistence. Parsing is restartable: call [`parse`] again with
 //! more bytes; a request that arrives one byte per write gets the same answer.
 
+use std::mem::MaybeUninit;
+
 use crate::Status;
 
 /// Size limits of a request head.
@@ -251,9 +253,19 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         Ok(None) => return Parse::Incomplete,
         Err(invalid) => return invalid,
     };
-    let mut headers = vec![httparse::EMPTY_HEADER; limits.header_fields + 1];
-    let mut req = httparse::Request::new(&mut headers);
-    match req.parse(&buf[start..head_len]) {
+    // One slot more than the limit, so that "too many" is seen. The slots need no
+    // initializing; up to the default limit they live on the stack.
+    const STACK_HEADERS: usize = 128;
+    let mut stack = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; STACK_HEADERS];
+    let mut heap = Vec::new();
+    let slots = if limits.header_fields < STACK_HEADERS {
+        &mut stack[..limits.header_fields + 1]
+    } else {
+        heap.resize_with(limits.header_fields + 1, MaybeUninit::uninit);
+        &mut heap[..]
+    };
+    let mut req = httparse::Request::new(&mut []);
+    match req.parse_with_uninit_headers(&buf[start..head_len], slots) {
         Ok(httparse::Status::Complete(_)) => {}
         Ok(httparse::Status::Partial) => return invalid(Status::BadRequest, "malformed head"),
         Err(httparse::Error::TooManyHeaders) => {
