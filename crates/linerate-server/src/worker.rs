@@ -335,6 +335,10 @@ impl<D: Driver> Worker<D> {
                 let _ = self.driver.deregister(sock.as_fd());
             }
         }
+        // Responses in flight finish; no request after them is read.
+        for c in self.conns.iter_mut().flatten() {
+            c.http.close_after_last();
+        }
     }
 
     fn accept(&mut self, li: usize, now: Instant) {

@@ -637,3 +637,36 @@ fn the_open_file_cache_bounds_its_inotify_watches_and_stays_correct() {
     std::fs::write(dir.path().join("d2/f9"), "new contents").unwrap();
     assert_eq!(get("/d2/f9"), "new contents");
 }
+
+#[test]
+fn after_sigterm_the_response_in_flight_finishes_and_no_further_request_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let body: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 251) as u8).collect();
+    std::fs::write(dir.path().join("big"), &body).unwrap();
+    std::fs::write(dir.path().join("small"), b"small").unwrap();
+    let mut s = Server::start(dir.path(), &[]);
+    let mut c = TcpStream::connect(&s.addr).unwrap();
+    c.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    c.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    // The response is under way (the client reads nothing yet) when SIGTERM comes.
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let kill = Command::new("kill")
+        .args(["-TERM", &s.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    // A request pipelined after the signal is not answered.
+    c.write_all(b"GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    c.read_to_end(&mut got).unwrap();
+    let (head, rest) = split(&got);
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert_eq!(rest.len(), body.len(), "one response, then the close");
+    assert!(rest == body, "the body differs");
+    let status = s.child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
