@@ -16,7 +16,11 @@
 //! - files truncated, replaced or deleted during a send;
 //! - header, idle and send deadlines, running out of descriptors (via `prlimit`),
 //!   SIGTERM with a response in flight;
-//! - the GET/Range/HEAD checks, offsets past 4 GiB included, once per transmit strategy.
+//! - GETs, ranges, HEADs and offsets past 4 GiB through every part of the queue.
+//!
+//! Every test runs once per transmit strategy (`--transmit copy|sendfile|splice|zerocopy`,
+//! one `#[test]` each: `byte_ranges::splice`); tests of file parts run a second time with
+//! `--collapse 0 --small-file 0`, so small files and ranges go by the strategy too.
 //!
 //! The harness starts the binary on `127.0.0.1:0` in a temporary document root, takes the
 //! address from its first stdout line (`listening on ADDR`) and sends SIGTERM when dropped.
@@ -35,13 +39,76 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-const STRATEGIES: [&str; 4] = ["copy", "sendfile", "splice", "zerocopy"];
+/// Flags that make small files and file ranges go by the transmit strategy: by default
+/// files up to 16 KiB are served from memory and ranges up to 16 KiB are read into the
+/// gather with `pread`, whatever `--transmit` says.
+const BY_STRATEGY: &[&str] = &["--collapse", "0", "--small-file", "0"];
+/// The variants a test of file parts runs: the defaults, then [`BY_STRATEGY`].
+const FILE_PARTS: [&[&str]; 2] = [&[], BY_STRATEGY];
 const MIB: usize = 1 << 20;
 /// Statuses whose responses carry a short `text/plain` body.
 const ERROR_STATUSES: [u16; 8] = [400, 404, 405, 412, 414, 416, 431, 501];
 
 // ---------------------------------------------------------------------------------------
+// One test per transmit strategy
+
+/// For each `name`, a module `name` with one `#[test]` per transmit strategy calling
+/// `name(STRATEGY)`, so a failure names its strategy (`byte_ranges::splice`) and the
+/// strategies run in parallel.
+macro_rules! per_strategy {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn copy() {
+                super::$name("copy")
+            }
+            #[test]
+            fn sendfile() {
+                super::$name("sendfile")
+            }
+            #[test]
+            fn splice() {
+                super::$name("splice")
+            }
+            #[test]
+            fn zerocopy() {
+                super::$name("zerocopy")
+            }
+        }
+    )*};
+}
+
+per_strategy!(
+    malformed_requests_are_refused_then_closed_also_one_byte_per_write,
+    methods_hosts_targets_and_request_bodies,
+    request_line_and_header_block_limits,
+    a_thousand_pipelined_requests_are_answered_in_order,
+    pipelined_responses_the_client_does_not_read_do_not_pile_up_in_memory,
+    persistence_follows_version_and_connection,
+    a_half_closed_client_gets_the_whole_response,
+    clients_resetting_mid_response_cost_nothing,
+    validators_content_types_and_dates,
+    byte_ranges,
+    conditional_requests,
+    head_has_the_headers_of_get_and_no_body,
+    directories_paths_dotfiles_symlinks_and_special_files,
+    a_file_truncated_during_a_send_gives_a_prefix_then_a_close,
+    a_file_replaced_or_deleted_during_a_send_is_served_from_the_open_file,
+    slowloris_is_cut_by_the_header_deadline_while_others_are_served,
+    idle_connections_are_closed_after_the_idle_timeout,
+    a_reader_that_stops_reading_is_closed_by_the_send_deadline,
+    sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0,
+    out_of_descriptors_no_accept_busy_loop_and_accepting_resumes,
+    gets_ranges_heads_and_offsets_past_4_gib,
+);
+
+// ---------------------------------------------------------------------------------------
 // The server process
+
+/// [`Server::start`] with `--transmit TRANSMIT` before `extra`.
+fn serve(root: &Path, transmit: &str, extra: &[&str]) -> Server {
+    Server::start(root, &[&["--transmit", transmit], extra].concat())
+}
 
 /// A running `linerate serve`, stopped with SIGTERM when dropped.
 struct Server {
@@ -1020,11 +1087,10 @@ const BAD_REQUESTS: &[(&str, u16)] = &[
     ),
 ];
 
-#[test]
-fn malformed_requests_are_refused_then_closed_also_one_byte_per_write() {
+fn malformed_requests_are_refused_then_closed_also_one_byte_per_write(transmit: &str) {
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, &[]);
     for &(request, status) in BAD_REQUESTS {
         let whole = expect_refused(server.addr, request.as_bytes(), status);
         let bytewise = parse_all(&raw_bytewise(server.addr, request.as_bytes()), &[]);
@@ -1038,8 +1104,7 @@ fn malformed_requests_are_refused_then_closed_also_one_byte_per_write() {
     assert_eq!((r.status, r.body.as_slice()), (200, &b"F\n"[..]));
 }
 
-#[test]
-fn methods_hosts_targets_and_request_bodies() {
+fn methods_hosts_targets_and_request_bodies(transmit: &str) {
     let root = docroot();
     for (name, body) in [
         ("a.txt", "A\n"),
@@ -1049,7 +1114,7 @@ fn methods_hosts_targets_and_request_bodies() {
     ] {
         put(root.path(), name, body.as_bytes());
     }
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, &[]);
     let addr = server.addr;
 
     // Known methods other than GET and HEAD on a file: 405 with Allow (checked for every
@@ -1119,11 +1184,10 @@ fn methods_hosts_targets_and_request_bodies() {
 // ---------------------------------------------------------------------------------------
 // 2. Limits
 
-#[test]
-fn request_line_and_header_block_limits() {
+fn request_line_and_header_block_limits(transmit: &str) {
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, &[]);
     let addr = server.addr;
 
     // A request line of exactly `len` bytes (CRLF not counted).
@@ -1175,8 +1239,7 @@ fn request_line_and_header_block_limits() {
 // ---------------------------------------------------------------------------------------
 // 3. Connections
 
-#[test]
-fn a_thousand_pipelined_requests_are_answered_in_order() {
+fn a_thousand_pipelined_requests_are_answered_in_order(transmit: &str) {
     let root = docroot();
     for i in 0..10 {
         put(
@@ -1185,7 +1248,7 @@ fn a_thousand_pipelined_requests_are_answered_in_order() {
             format!("file number {i}\n").as_bytes(),
         );
     }
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, &[]);
     let mut all = Vec::new();
     for i in 0..1000 {
         let close = if i == 999 {
@@ -1213,13 +1276,12 @@ fn a_thousand_pipelined_requests_are_answered_in_order() {
     }
 }
 
-#[test]
-fn pipelined_responses_the_client_does_not_read_do_not_pile_up_in_memory() {
+fn pipelined_responses_the_client_does_not_read_do_not_pile_up_in_memory(transmit: &str) {
     let root = docroot();
     let content = pattern(128 << 10, 3);
     put(root.path(), "m.bin", &content);
-    // copy: the strategy that holds file bytes in user space.
-    let server = Server::start(root.path(), &["--transmit", "copy"]);
+    // copy holds file bytes in user space; the page-reference strategies hold pages.
+    let server = serve(root.path(), transmit, &[]);
     let before = family_rss_kib(server.pid());
     let mut c = server.conn();
     let mut reqs = Vec::new();
@@ -1249,11 +1311,10 @@ fn pipelined_responses_the_client_does_not_read_do_not_pile_up_in_memory() {
     writer.join().unwrap();
 }
 
-#[test]
-fn persistence_follows_version_and_connection() {
+fn persistence_follows_version_and_connection(transmit: &str) {
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, &[]);
     let addr = server.addr;
 
     // HTTP/1.0: one response, then close.
@@ -1285,13 +1346,12 @@ fn persistence_follows_version_and_connection() {
     }
 }
 
-#[test]
-fn a_half_closed_client_gets_the_whole_response() {
+fn a_half_closed_client_gets_the_whole_response(transmit: &str) {
     let root = docroot();
     let big = pattern(5 * MIB, 4);
     put(root.path(), "big", &big);
     put(root.path(), "f.txt", b"F\n");
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, &[]);
 
     let rs = parse_all(&raw(server.addr, &req("GET", "/big", ""), true), &[]);
     assert_eq!(rs.len(), 1);
@@ -1320,12 +1380,11 @@ fn reset_mid_response(addr: SocketAddr) {
     assert_eq!((b.len(), end), (64 << 10, End::Open));
 }
 
-#[test]
-fn clients_resetting_mid_response_cost_nothing() {
+fn clients_resetting_mid_response_cost_nothing(transmit: &str) {
     let root = docroot();
     let big = pattern(5 * MIB, 6);
     put(root.path(), "big", &big);
-    let mut server = Server::start(root.path(), &[]);
+    let mut server = serve(root.path(), transmit, &[]);
     for _ in 0..3 {
         reset_mid_response(server.addr);
     }
@@ -1354,13 +1413,12 @@ fn clients_resetting_mid_response_cost_nothing() {
 // ---------------------------------------------------------------------------------------
 // 4. Files
 
-#[test]
-fn validators_content_types_and_dates() {
+fn validators_content_types_and_dates(transmit: &str) {
     let root = docroot();
     put(root.path(), "page.html", b"<p>hi</p>\n");
     put(root.path(), "notes.txt", b"notes\n");
     put(root.path(), "blob", &[0, 1, 2, 3]);
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, &[]);
     let mut c = server.conn();
     let mut etags = Vec::new();
     for (target, ctype, body) in [
@@ -1429,12 +1487,18 @@ fn validators_content_types_and_dates() {
 // ---------------------------------------------------------------------------------------
 // 5. Ranges
 
-#[test]
-fn byte_ranges() {
+/// [`byte_ranges_with`] with the defaults, then with every part by the strategy.
+fn byte_ranges(transmit: &str) {
+    for extra in FILE_PARTS {
+        byte_ranges_with(transmit, extra);
+    }
+}
+
+fn byte_ranges_with(transmit: &str, extra: &[&str]) {
     let root = docroot();
     let content = pattern(1000, 5);
     put(root.path(), "r.txt", &content);
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, extra);
     let addr = server.addr;
     let mut c = server.conn();
 
@@ -1525,8 +1589,14 @@ fn expect_not_modified(c: &mut Conn, extra: &str, etag: &str, lm: &str) {
     assert!(r.body.is_empty());
 }
 
-#[test]
-fn conditional_requests() {
+/// [`conditional_requests_with`] with the defaults, then with every part by the strategy.
+fn conditional_requests(transmit: &str) {
+    for extra in FILE_PARTS {
+        conditional_requests_with(transmit, extra);
+    }
+}
+
+fn conditional_requests_with(transmit: &str, extra: &[&str]) {
     let root = docroot();
     let body = b"conditional body\n";
     put(root.path(), "c.txt", body);
@@ -1538,7 +1608,7 @@ fn conditional_requests() {
         .unwrap()
         .set_modified(hour_ago)
         .unwrap();
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, extra);
     let addr = server.addr;
     let mut c = server.conn();
     let r = c.get("/c.txt", "");
@@ -1635,12 +1705,11 @@ fn conditional_requests() {
 // ---------------------------------------------------------------------------------------
 // 7. HEAD
 
-#[test]
-fn head_has_the_headers_of_get_and_no_body() {
+fn head_has_the_headers_of_get_and_no_body(transmit: &str) {
     let root = docroot();
     let page = [&b"<html>"[..], &pattern(3000, 7)[..]].concat();
     put(root.path(), "page.html", &page);
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, &[]);
     let addr = server.addr;
     let mut c = server.conn();
 
@@ -1687,8 +1756,7 @@ fn head_has_the_headers_of_get_and_no_body() {
 // ---------------------------------------------------------------------------------------
 // 8. Directories and paths
 
-#[test]
-fn directories_paths_dotfiles_symlinks_and_special_files() {
+fn directories_paths_dotfiles_symlinks_and_special_files(transmit: &str) {
     let root = docroot();
     let r = root.path();
     put(r, "f.txt", b"F\n");
@@ -1719,7 +1787,7 @@ fn directories_paths_dotfiles_symlinks_and_special_files() {
     let _sock = std::os::unix::net::UnixListener::bind(r.join("sock")).unwrap();
 
     {
-        let server = Server::start(r, &[]);
+        let server = serve(r, transmit, &[]);
         let addr = server.addr;
         let mut c = server.conn();
 
@@ -1797,7 +1865,7 @@ fn directories_paths_dotfiles_symlinks_and_special_files() {
     }
 
     {
-        let server = Server::start(r, &["--dotfiles"]);
+        let server = serve(r, transmit, &["--dotfiles"]);
         for (target, body) in [
             ("/.hidden", &b"hidden\n"[..]),
             ("/.git/config", &b"[core]\n"[..]),
@@ -1815,7 +1883,7 @@ fn directories_paths_dotfiles_symlinks_and_special_files() {
     }
 
     {
-        let server = Server::start(r, &["--autoindex"]);
+        let server = serve(r, transmit, &["--autoindex"]);
         let l = fetch(server.addr, "/noindex/", "");
         assert_eq!(l.status, 200, "{l:?}");
         let listing = String::from_utf8_lossy(&l.body);
@@ -1831,14 +1899,13 @@ fn directories_paths_dotfiles_symlinks_and_special_files() {
 // ---------------------------------------------------------------------------------------
 // 9. While sending
 
-#[test]
-fn a_file_truncated_during_a_send_gives_a_prefix_then_a_close() {
+fn a_file_truncated_during_a_send_gives_a_prefix_then_a_close(transmit: &str) {
     let root = docroot();
     let content = pattern(64 * MIB, 41);
     let path = root.path().join("big.bin");
     fs::write(&path, &content).unwrap();
     put(root.path(), "f.txt", b"F\n");
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, &[]);
     let mut c = server.conn();
     c.send(&req("GET", "/big.bin", ""));
     let h = c.read_head();
@@ -1877,14 +1944,13 @@ fn a_file_truncated_during_a_send_gives_a_prefix_then_a_close() {
     assert_eq!(r.status, 200);
 }
 
-#[test]
-fn a_file_replaced_or_deleted_during_a_send_is_served_from_the_open_file() {
+fn a_file_replaced_or_deleted_during_a_send_is_served_from_the_open_file(transmit: &str) {
     let root = docroot();
     let old = pattern(16 * MIB, 21);
     let new = pattern(16 * MIB, 22);
     let path = root.path().join("big.bin");
     fs::write(&path, &old).unwrap();
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, &[]);
     let mut c = server.conn();
 
     // Replaced by a rename.
@@ -1925,12 +1991,12 @@ fn a_file_replaced_or_deleted_during_a_send_is_served_from_the_open_file() {
 // ---------------------------------------------------------------------------------------
 // 10. Exhaustion and lifecycle
 
-#[test]
-fn slowloris_is_cut_by_the_header_deadline_while_others_are_served() {
+fn slowloris_is_cut_by_the_header_deadline_while_others_are_served(transmit: &str) {
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
-    let server = Server::start(
+    let server = serve(
         root.path(),
+        transmit,
         &["--header-timeout", "1", "--idle-timeout", "30"],
     );
     let slow = connect(server.addr);
@@ -1997,12 +2063,12 @@ fn slowloris_is_cut_by_the_header_deadline_while_others_are_served() {
     assert!(served >= 3, "only {served} requests served meanwhile");
 }
 
-#[test]
-fn idle_connections_are_closed_after_the_idle_timeout() {
+fn idle_connections_are_closed_after_the_idle_timeout(transmit: &str) {
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
-    let server = Server::start(
+    let server = serve(
         root.path(),
+        transmit,
         &["--idle-timeout", "1", "--header-timeout", "30"],
     );
     let mut c = server.conn();
@@ -2027,8 +2093,7 @@ fn idle_connections_are_closed_after_the_idle_timeout() {
     );
 }
 
-#[test]
-fn a_reader_that_stops_reading_is_closed_by_the_send_deadline() {
+fn a_reader_that_stops_reading_is_closed_by_the_send_deadline(transmit: &str) {
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
     let len = 64 * MIB;
@@ -2036,7 +2101,7 @@ fn a_reader_that_stops_reading_is_closed_by_the_send_deadline() {
         .unwrap()
         .set_len(len as u64)
         .unwrap();
-    let server = Server::start(root.path(), &["--send-timeout", "1"]);
+    let server = serve(root.path(), transmit, &["--send-timeout", "1"]);
     let mut stalled = server.conn();
     stalled.send(&req("GET", "/zeros", ""));
     // The stalled reader holds nobody up.
@@ -2061,13 +2126,12 @@ fn a_reader_that_stops_reading_is_closed_by_the_send_deadline() {
     assert!(body.iter().all(|&b| b == 0), "bytes other than the file's");
 }
 
-#[test]
-fn sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0() {
+fn sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0(transmit: &str) {
     let root = docroot();
     let big = pattern(64 * MIB, 31);
     put(root.path(), "big.bin", &big);
     put(root.path(), "f.txt", b"F\n");
-    let mut server = Server::start(root.path(), &[]);
+    let mut server = serve(root.path(), transmit, &[]);
     let addr = server.addr;
 
     let mut idle = server.conn();
@@ -2122,11 +2186,10 @@ fn sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0() {
     );
 }
 
-#[test]
-fn out_of_descriptors_no_accept_busy_loop_and_accepting_resumes() {
+fn out_of_descriptors_no_accept_busy_loop_and_accepting_resumes(transmit: &str) {
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
-    let server = Server::start(root.path(), &[]);
+    let server = serve(root.path(), transmit, &[]);
     let mut existing = server.conn();
     assert_eq!(existing.get("/f.txt", "").status, 200);
     thread::sleep(Duration::from_millis(200));
@@ -2180,8 +2243,7 @@ fn out_of_descriptors_no_accept_busy_loop_and_accepting_resumes() {
 // ---------------------------------------------------------------------------------------
 // 11. Every transmit strategy
 
-#[test]
-fn every_transmit_strategy_serves_gets_ranges_heads_and_offsets_past_4_gib() {
+fn gets_ranges_heads_and_offsets_past_4_gib(transmit: &str) {
     let root = docroot();
     let small = pattern(1000, 11);
     let mid = pattern(5 * MIB, 12);
@@ -2196,8 +2258,9 @@ fn every_transmit_strategy_serves_gets_ranges_heads_and_offsets_past_4_gib() {
     f.write_all_at(marker, marker_at).unwrap();
     drop(f);
 
-    for s in STRATEGIES {
-        let server = Server::start(root.path(), &["--transmit", s]);
+    for extra in FILE_PARTS {
+        let s = &format!("{transmit} {extra:?}");
+        let server = serve(root.path(), transmit, extra);
         let mut c = server.conn();
 
         let g = c.get("/small.txt", "");
