@@ -100,6 +100,9 @@ per_strategy!(
     sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0,
     out_of_descriptors_no_accept_busy_loop_and_accepting_resumes,
     gets_ranges_heads_and_offsets_past_4_gib,
+    transfer_codings_and_chunk_framing_through_the_binary,
+    methods_versions_and_targets_one_byte_per_write,
+    request_line_and_header_limits_follow_their_flags,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -2420,5 +2423,172 @@ fn gets_ranges_heads_and_offsets_past_4_gib(transmit: &str) {
         assert!(r.closes(), "{s}");
         assert_bytes_eq(&r.body, &small, s);
         c.expect_eof();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 12. Gaps: one exact test each
+
+/// The short body every error carries: `STATUS REASON\n`.
+fn expect_error_body(r: &Response, status: u16, reason: &str) {
+    assert_eq!((r.status, r.reason.as_str()), (status, reason), "{r:?}");
+    assert_eq!(r.header("content-type"), Some("text/plain"), "{r:?}");
+    assert_eq!(r.body, format!("{status} {reason}\n").into_bytes(), "{r:?}");
+}
+
+/// Requests answered with these (status, `Connection: close`, body) exactly, whole and
+/// one byte per write.
+fn expect_answers(addr: SocketAddr, request: &str, want: &[(u16, bool, &[u8])]) {
+    let want: Vec<(u16, bool, Vec<u8>)> =
+        want.iter().map(|&(s, c, b)| (s, c, b.to_vec())).collect();
+    let whole = parse_all(&raw(addr, request.as_bytes(), false), &[]);
+    assert_eq!(answers(&whole), want, "{request:?}");
+    let bytewise = parse_all(&raw_bytewise(addr, request.as_bytes()), &[]);
+    assert_eq!(answers(&bytewise), want, "{request:?} one byte per write");
+}
+
+fn transfer_codings_and_chunk_framing_through_the_binary(transmit: &str) {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let server = serve(root.path(), transmit, &[]);
+    let addr = server.addr;
+    const BAD: &[u8] = b"400 Bad Request\n";
+    const UNSUPPORTED: &[u8] = b"501 Not Implemented\n";
+    let h = "GET /f.txt HTTP/1.1\r\nHost: t\r\n";
+    // A well-formed coding the server does not support: 501; a malformed field: 400.
+    for (te, status, body) in [
+        ("bogus", 501, UNSUPPORTED),
+        ("bogus, chunked", 501, UNSUPPORTED),
+        ("chunked, bogus", 501, UNSUPPORTED),
+        ("gzip", 501, UNSUPPORTED),
+        (",", 400, BAD),
+        ("chunked, chunked", 400, BAD),
+        ("chu nked", 400, BAD),
+        ("chunked;q=1", 400, BAD),
+    ] {
+        let request = format!("{h}Transfer-Encoding: {te}\r\n\r\n0\r\n\r\n");
+        expect_answers(addr, &request, &[(status, true, body)]);
+        let r = expect_refused(addr, request.as_bytes(), status);
+        assert_eq!(r.content_length(), Some(body.len() as u64));
+    }
+    // Any Transfer-Encoding in HTTP/1.0.
+    expect_answers(
+        addr,
+        "GET /f.txt HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        &[(400, true, BAD)],
+    );
+    // Bad chunk framing in a GET's body: the GET, whose head was whole, is answered; the
+    // body then gets a 400 and the close.
+    for body in [
+        "zz\r\n",
+        "\r\n",
+        "5\r\nhelloXX\r\n0\r\n\r\n",
+        "5\nhello\r\n0\r\n\r\n",
+        "0\r\nX-Trailer: 1\n\r\n",
+        "11111111111111111\r\n",
+    ] {
+        let request = format!("{h}Transfer-Encoding: chunked\r\n\r\n{body}");
+        expect_answers(addr, &request, &[(200, false, b"F\n"), (400, true, BAD)]);
+    }
+    let r = fetch(addr, "/f.txt", "");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"F\n"[..]));
+}
+
+fn methods_versions_and_targets_one_byte_per_write(transmit: &str) {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let server = serve(root.path(), transmit, &[]);
+    let addr = server.addr;
+    let not_allowed: &[u8] = b"405 Method Not Allowed\n";
+    for request in [
+        "POST /f.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        "POST /f.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+        "DELETE /f.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    ] {
+        expect_answers(addr, request, &[(405, true, not_allowed)]);
+    }
+    // A POST with a body, then a GET on the same connection.
+    expect_answers(
+        addr,
+        "POST /f.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhelloGET /f.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        &[(405, false, not_allowed), (200, true, b"F\n")],
+    );
+    // HTTP/1.0 without Host: served, then closed.
+    expect_answers(addr, "GET /f.txt HTTP/1.0\r\n\r\n", &[(200, true, b"F\n")]);
+    expect_answers(
+        addr,
+        "GET /f.txt HTTP/1.0\r\nConnection: keep-alive\r\n\r\nGET /f.txt HTTP/1.0\r\n\r\n",
+        &[(200, false, b"F\n"), (200, true, b"F\n")],
+    );
+    // Absolute-form: the path is served whatever the authority and Host say.
+    for request in [
+        "GET http://other.example:8080/f.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        "GET http://t/f.txt HTTP/1.0\r\n\r\n",
+        "GET http://t/%66.txt?q=1 HTTP/1.1\r\nHost: elsewhere\r\nConnection: close\r\n\r\n",
+    ] {
+        expect_answers(addr, request, &[(200, true, b"F\n")]);
+    }
+}
+
+fn request_line_and_header_limits_follow_their_flags(transmit: &str) {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let line = |len: usize| {
+        let q = "q".repeat(len - "GET /f.txt? HTTP/1.1".len());
+        format!("GET /f.txt?{q} HTTP/1.1")
+    };
+    // Header lines (CRLFs included, the empty line not) of exactly `len` bytes.
+    let fields = |len: usize| {
+        let fixed = "Host: t\r\nConnection: close\r\nX-Pad: \r\n".len();
+        format!(
+            "Host: t\r\nConnection: close\r\nX-Pad: {}\r\n",
+            "p".repeat(len - fixed)
+        )
+    };
+    let ok = [(200, true, &b"F\n"[..])];
+    for (max_line, max_header) in [(100usize, 1000usize), (20_000, 30_000)] {
+        let server = serve(
+            root.path(),
+            transmit,
+            &[
+                "--max-request-line",
+                &max_line.to_string(),
+                "--max-header-bytes",
+                &max_header.to_string(),
+            ],
+        );
+        let addr = server.addr;
+        // One byte per write too, for the small limits only (time).
+        let check = |request: String, want: &[(u16, bool, &[u8])]| {
+            if max_line < 1000 {
+                expect_answers(addr, &request, want);
+            } else {
+                let rs = parse_all(&raw(addr, request.as_bytes(), false), &[]);
+                let want: Vec<(u16, bool, Vec<u8>)> =
+                    want.iter().map(|&(s, c, b)| (s, c, b.to_vec())).collect();
+                assert_eq!(answers(&rs), want, "{:.80}", request);
+            }
+        };
+        check(format!("{}\r\n{}\r\n", line(max_line), fields(100)), &ok);
+        check(
+            format!("{}\r\n{}\r\n", line(max_line + 1), fields(100)),
+            &[(414, true, b"414 URI Too Long\n")],
+        );
+        let over = format!("{}\r\n{}\r\n", line(max_line + 1), fields(100));
+        expect_error_body(
+            &expect_refused(addr, over.as_bytes(), 414),
+            414,
+            "URI Too Long",
+        );
+
+        let head = "GET /f.txt HTTP/1.1\r\n";
+        check(format!("{head}{}\r\n", fields(max_header)), &ok);
+        check(
+            format!("{head}{}\r\n", fields(max_header + 1)),
+            &[(431, true, b"431 Request Header Fields Too Large\n")],
+        );
+        let over = format!("{head}{}\r\n", fields(max_header + 1));
+        let r = expect_refused(addr, over.as_bytes(), 431);
+        expect_error_body(&r, 431, "Request Header Fields Too Large");
     }
 }
