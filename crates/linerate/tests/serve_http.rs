@@ -100,8 +100,11 @@ per_strategy!(
     sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0,
     out_of_descriptors_no_accept_busy_loop_and_accepting_resumes,
     gets_ranges_heads_and_offsets_past_4_gib,
+    device_files_are_404_without_blocking,
+    a_backslash_is_a_literal_byte_of_a_path,
     transfer_codings_and_chunk_framing_through_the_binary,
     methods_versions_and_targets_one_byte_per_write,
+    the_etag_changes_with_the_inode_at_the_same_size_and_mtime,
     request_line_and_header_limits_follow_their_flags,
 );
 
@@ -2436,6 +2439,82 @@ fn expect_error_body(r: &Response, status: u16, reason: &str) {
     assert_eq!(r.body, format!("{status} {reason}\n").into_bytes(), "{r:?}");
 }
 
+/// Whether the tests run as root (mknod needs it).
+fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next().map(|u| u == "0"))
+        .unwrap_or(false)
+}
+
+fn device_files_are_404_without_blocking(transmit: &str) {
+    if !is_root() {
+        eprintln!("skipped: mknod needs root");
+        return;
+    }
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    // /dev/null's and /dev/zero's numbers, and a block device (loop0's).
+    for (name, kind, major, minor) in [
+        ("null", "c", "1", "3"),
+        ("zero", "c", "1", "5"),
+        ("loop", "b", "7", "0"),
+    ] {
+        let made = Command::new("mknod")
+            .arg(root.path().join(name))
+            .args([kind, major, minor])
+            .status()
+            .expect("mknod runs");
+        assert!(made.success(), "mknod {name} {kind} {major} {minor}");
+    }
+    let server = serve(root.path(), transmit, &[]);
+    let mut c = server.conn();
+    for target in ["/null", "/zero", "/loop"] {
+        let t = Instant::now();
+        let r = c.get(target, "");
+        expect_error_body(&r, 404, "Not Found");
+        assert!(!r.closes(), "{target}: a 404 keeps the connection: {r:?}");
+        let h = c.head(target, "");
+        assert_eq!(h.status, 404, "HEAD {target}: {h:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "{target} took {:?}",
+            t.elapsed()
+        );
+    }
+    let r = c.get("/f.txt", "");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"F\n"[..]));
+}
+
+fn a_backslash_is_a_literal_byte_of_a_path(transmit: &str) {
+    let root = docroot();
+    put(root.path(), "a\\b", b"back slash\n");
+    put(root.path(), "a/b", b"a slash b\n");
+    let server = serve(root.path(), transmit, &[]);
+    let mut c = server.conn();
+    for target in ["/a\\b", "/a%5Cb", "/a%5cb"] {
+        let r = c.get(target, "");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"back slash\n"[..]),
+            "{target}: {r:?}"
+        );
+        assert_eq!(
+            r.header("content-type"),
+            Some("application/octet-stream"),
+            "{target}"
+        );
+        assert_eq!(r.content_length(), Some(11), "{target}");
+    }
+    // Never a separator: `/a\b` is not `/a/b`, and `\..\` climbs nowhere.
+    let r = c.get("/a%2Fb", "");
+    expect_error_body(&r, 404, "Not Found");
+    let r = c.get("/x\\..\\a\\b", "");
+    expect_error_body(&r, 404, "Not Found");
+}
+
 /// Requests answered with these (status, `Connection: close`, body) exactly, whole and
 /// one byte per write.
 fn expect_answers(addr: SocketAddr, request: &str, want: &[(u16, bool, &[u8])]) {
@@ -2528,6 +2607,50 @@ fn methods_versions_and_targets_one_byte_per_write(transmit: &str) {
     ] {
         expect_answers(addr, request, &[(200, true, b"F\n")]);
     }
+}
+
+fn the_etag_changes_with_the_inode_at_the_same_size_and_mtime(transmit: &str) {
+    use std::os::unix::fs::MetadataExt;
+    let root = docroot();
+    let path = root.path().join("i.txt");
+    let body = b"the same bytes\n";
+    fs::write(&path, body).unwrap();
+    let server = serve(root.path(), transmit, &[]);
+    let mut c = server.conn();
+    let r1 = c.get("/i.txt", "");
+    assert_eq!((r1.status, r1.body.as_slice()), (200, &body[..]));
+    let before = fs::metadata(&path).unwrap();
+
+    let tmp = root.path().join("i.txt.new");
+    fs::write(&tmp, body).unwrap();
+    File::options()
+        .write(true)
+        .open(&tmp)
+        .unwrap()
+        .set_modified(before.modified().unwrap())
+        .unwrap();
+    fs::rename(&tmp, &path).unwrap();
+    let after = fs::metadata(&path).unwrap();
+    assert_ne!(after.ino(), before.ino());
+    assert_eq!(
+        (after.len(), after.mtime(), after.mtime_nsec()),
+        (before.len(), before.mtime(), before.mtime_nsec()),
+        "same size and mtime to the nanosecond"
+    );
+
+    let r2 = c.get("/i.txt", "");
+    assert_eq!((r2.status, r2.body.as_slice()), (200, &body[..]));
+    assert_ne!(
+        r1.must("etag"),
+        r2.must("etag"),
+        "a new inode, the same ETag"
+    );
+    assert_eq!(r1.must("last-modified"), r2.must("last-modified"));
+    // The old validator no longer matches; the new one does.
+    let r = c.get("/i.txt", &format!("If-None-Match: {}\r\n", r1.must("etag")));
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = c.get("/i.txt", &format!("If-None-Match: {}\r\n", r2.must("etag")));
+    assert_eq!(r.status, 304, "{r:?}");
 }
 
 fn request_line_and_header_limits_follow_their_flags(transmit: &str) {
