@@ -105,7 +105,10 @@ per_strategy!(
     transfer_codings_and_chunk_framing_through_the_binary,
     methods_versions_and_targets_one_byte_per_write,
     the_etag_changes_with_the_inode_at_the_same_size_and_mtime,
+    a_trickling_reader_is_not_closed_by_the_send_deadline,
+    sigterm_with_a_client_that_never_reads_exits_0_after_the_shutdown_timeout,
     request_line_and_header_limits_follow_their_flags,
+    after_an_error_a_client_still_sending_reads_the_error_then_the_server_closes,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -2653,6 +2656,107 @@ fn the_etag_changes_with_the_inode_at_the_same_size_and_mtime(transmit: &str) {
     assert_eq!(r.status, 304, "{r:?}");
 }
 
+/// Sets `SO_RCVBUF` of a connected socket (which fixes it: no autotuning).
+fn set_rcvbuf(s: &TcpStream, bytes: i32) {
+    use std::os::fd::AsFd;
+    linerate_sys::net::setsockopt_int(
+        s.as_fd(),
+        linerate_sys::net::SOL_SOCKET,
+        linerate_sys::net::SO_RCVBUF,
+        bytes,
+    )
+    .expect("SO_RCVBUF");
+}
+
+fn a_trickling_reader_is_not_closed_by_the_send_deadline(transmit: &str) {
+    let root = docroot();
+    let content = pattern(256 << 10, 51);
+    put(root.path(), "t.bin", &content);
+    // Small buffers on both sides, so the server waits on this reader most of the time.
+    let server = serve(
+        root.path(),
+        transmit,
+        &["--send-timeout", "1", "--sndbuf", "16K"],
+    );
+    let mut c = server.conn();
+    set_rcvbuf(&c.s, 16 << 10);
+    let t = Instant::now();
+    c.send(&req("GET", "/t.bin", ""));
+    let h = c.read_head();
+    assert_eq!(
+        (h.status, h.content_length()),
+        (200, Some(content.len() as u64))
+    );
+    let mut got = Vec::new();
+    while got.len() < content.len() {
+        thread::sleep(Duration::from_millis(200));
+        let want = (32 << 10).min(content.len() - got.len());
+        let (b, end) = c.read_upto(want);
+        got.extend_from_slice(&b);
+        assert_eq!(
+            end,
+            End::Open,
+            "{transmit}: closed after {} bytes and {:?} though the reader kept reading",
+            got.len(),
+            t.elapsed()
+        );
+    }
+    assert_bytes_eq(&got, &content, "trickled body");
+    // The test means something only if the server waited on the reader for well over
+    // the deadline in all.
+    assert!(
+        t.elapsed() > Duration::from_millis(1200),
+        "the body arrived in {:?}: buffers too large for this test",
+        t.elapsed()
+    );
+    // Still a keep-alive connection.
+    let r = c.get("/t.bin", "Range: bytes=0-9\r\n");
+    assert_eq!((r.status, r.body.as_slice()), (206, &content[..10]));
+}
+
+fn sigterm_with_a_client_that_never_reads_exits_0_after_the_shutdown_timeout(transmit: &str) {
+    let root = docroot();
+    let len: u64 = 256 << 20;
+    File::create(root.path().join("zeros"))
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+    put(root.path(), "f.txt", b"F\n");
+    let mut server = serve(root.path(), transmit, &["--shutdown-timeout", "1"]);
+    let addr = server.addr;
+    let mut idle = server.conn();
+    assert_eq!(idle.get("/f.txt", "").status, 200);
+    let mut stalled = server.conn();
+    stalled.send(&req("GET", "/zeros", ""));
+    // Its buffers fill; it never reads until the server is gone.
+    thread::sleep(Duration::from_millis(300));
+
+    server.sigterm();
+    let t = Instant::now();
+    idle.expect_eof();
+    // The idle close comes after the listener is closed: a new connection is refused.
+    match TcpStream::connect(addr) {
+        Err(e) => assert_eq!(e.kind(), io::ErrorKind::ConnectionRefused, "{e}"),
+        Ok(_) => panic!("a connection made after SIGTERM was accepted by the kernel"),
+    }
+    let status = server
+        .wait_exit(Duration::from_secs(5))
+        .expect("exits within 5 s of SIGTERM with --shutdown-timeout 1");
+    let took = t.elapsed();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(
+        took >= Duration::from_millis(500),
+        "exited {took:?} after SIGTERM: the response in flight did not get its second"
+    );
+    // The stalled response was cut, not finished nor padded: a head, zeros, then EOF.
+    let h = stalled.read_head();
+    assert_eq!((h.status, h.content_length()), (200, Some(len)));
+    let (body, end) = stalled.read_upto(len as usize);
+    assert_eq!(end, End::Eof, "after {} bytes", body.len());
+    assert!((body.len() as u64) < len);
+    assert!(body.iter().all(|&b| b == 0), "bytes other than the file's");
+}
+
 fn request_line_and_header_limits_follow_their_flags(transmit: &str) {
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
@@ -2714,4 +2818,40 @@ fn request_line_and_header_limits_follow_their_flags(transmit: &str) {
         let r = expect_refused(addr, over.as_bytes(), 431);
         expect_error_body(&r, 431, "Request Header Fields Too Large");
     }
+}
+
+fn after_an_error_a_client_still_sending_reads_the_error_then_the_server_closes(transmit: &str) {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let server = serve(root.path(), transmit, &[]);
+    let mut s = connect(server.addr);
+    s.write_all(b"GET /f.txt HTTP/1.1\r\nHost: t\r\nBad@Name: x\r\n\r\n")
+        .unwrap();
+    let start = Instant::now();
+    // The client goes on sending 1 KiB every 20 ms, for up to 8 s, until a write fails.
+    let mut w = s.try_clone().unwrap();
+    let writer = thread::spawn(move || -> Option<Duration> {
+        let junk = [b'j'; 1024];
+        while start.elapsed() < Duration::from_secs(8) {
+            if w.write_all(&junk).is_err() {
+                return Some(start.elapsed());
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        None
+    });
+    // It reads only after sending for a while: a server that closed at once, with its
+    // input unread, would have reset the connection under the unread 400 by now.
+    thread::sleep(Duration::from_millis(500));
+    let got = read_until_eof(&mut s, Vec::new());
+    let rs = parse_all(&got, &[]);
+    assert_eq!(rs.len(), 1, "{rs:?}");
+    expect_error_body(&rs[0], 400, "Bad Request");
+    assert!(rs[0].closes(), "{:?}", rs[0]);
+    let failed = writer.join().unwrap();
+    let failed = failed.expect("the server never closed while the client kept sending");
+    assert!(
+        failed < Duration::from_secs(5),
+        "the server closed {failed:?} after the error (it drains for about 2 s)"
+    );
 }
