@@ -109,6 +109,7 @@ per_strategy!(
     sigterm_with_a_client_that_never_reads_exits_0_after_the_shutdown_timeout,
     request_line_and_header_limits_follow_their_flags,
     after_an_error_a_client_still_sending_reads_the_error_then_the_server_closes,
+    the_access_log_holds_one_exact_line_per_request_in_order,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -2853,5 +2854,193 @@ fn after_an_error_a_client_still_sending_reads_the_error_then_the_server_closes(
     assert!(
         failed < Duration::from_secs(5),
         "the server closed {failed:?} after the error (it drains for about 2 s)"
+    );
+}
+
+/// Checks one access-log line against what is known of its request. `format`: "clf" or
+/// "json". All the log assertions are here, so a change of format is one change.
+fn check_access_log_line(format: &str, line: &str, request_line: &str, status: u16, bytes: u64) {
+    match format {
+        "clf" => {
+            // 127.0.0.1 - - [22/Nov/2026:18:20:12 +0000] "GET / HTTP/1.1" 200 2
+            let (before, rest) = line
+                .split_once(" [")
+                .unwrap_or_else(|| panic!("CLF line {line:?}"));
+            assert_eq!(before, "127.0.0.1 - -", "{line:?}");
+            let (time, rest) = rest.split_once("] ").unwrap();
+            check_clf_time(time);
+            assert_eq!(
+                rest,
+                format!("\"{request_line}\" {status} {bytes}"),
+                "{line:?}"
+            );
+        }
+        "json" => {
+            let v: serde_json::Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("JSON line {line:?}: {e}"));
+            let obj = v.as_object().expect("a JSON object");
+            let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+            keys.sort();
+            assert_eq!(
+                keys,
+                ["bytes", "remote", "request", "status", "time"],
+                "{line:?}"
+            );
+            assert_eq!(v["remote"], "127.0.0.1", "{line:?}");
+            assert_eq!(v["request"], request_line, "{line:?}");
+            assert_eq!(v["status"], status, "{line:?}");
+            assert_eq!(v["bytes"], bytes, "{line:?}");
+            let time = v["time"].as_str().expect("time is a string");
+            let t =
+                parse_imf_date(time).unwrap_or_else(|| panic!("time {time:?} is no IMF-fixdate"));
+            assert!((t - unix_now()).abs() <= 30, "time {time:?} is not now");
+        }
+        other => panic!("format {other}"),
+    }
+}
+
+/// `10/Oct/2000:13:55:36 +0000`, and now.
+fn check_clf_time(time: &str) {
+    let parse = || -> Option<i64> {
+        let (date, zone) = time.split_once(' ')?;
+        if zone != "+0000" {
+            return None;
+        }
+        let f: Vec<&str> = date.split([':', '/']).collect();
+        if f.len() != 6 || f[0].len() != 2 || f[2].len() != 4 || f[3..].iter().any(|x| x.len() != 2)
+        {
+            return None;
+        }
+        let num = |x: &str| x.parse::<i64>().ok();
+        let mon = MONTHS.iter().position(|m| *m == f[1])? as i64 + 1;
+        let days = days_from_civil(num(f[2])?, mon, num(f[0])?);
+        Some(days * 86_400 + num(f[3])? * 3600 + num(f[4])? * 60 + num(f[5])?)
+    };
+    let t = parse().unwrap_or_else(|| panic!("CLF time {time:?}"));
+    assert!((t - unix_now()).abs() <= 30, "CLF time {time:?} is not now");
+}
+
+fn the_access_log_holds_one_exact_line_per_request_in_order(transmit: &str) {
+    let root = docroot();
+    let content = pattern(40_000, 61);
+    put(root.path(), "f.txt", b"F\n");
+    put(root.path(), "big.bin", &content);
+    let logs = docroot();
+    for format in ["clf", "json"] {
+        let log = logs.path().join(format!("access.{format}"));
+        let log_arg = log.to_str().unwrap();
+        let server = serve(
+            root.path(),
+            transmit,
+            &["--access-log", log_arg, "--log-format", format],
+        );
+        let mut c = server.conn();
+        // (request line, status, body bytes)
+        let mut want: Vec<(String, u16, u64)> = Vec::new();
+        let r = c.get("/f.txt", "");
+        assert_eq!(r.status, 200);
+        want.push(("GET /f.txt HTTP/1.1".into(), 200, 2));
+        let r = c.head("/f.txt", "");
+        assert_eq!(r.status, 200);
+        want.push(("HEAD /f.txt HTTP/1.1".into(), 200, 0));
+        let r = c.get("/missing?x=1", "");
+        assert_eq!(r.status, 404);
+        want.push(("GET /missing?x=1 HTTP/1.1".into(), 404, 14));
+        let r = c.get("/big.bin", "");
+        assert_eq!(r.status, 200);
+        want.push(("GET /big.bin HTTP/1.1".into(), 200, content.len() as u64));
+        let r = c.get("/big.bin", "Range: bytes=10-19\r\n");
+        assert_eq!(r.status, 206);
+        want.push(("GET /big.bin HTTP/1.1".into(), 206, 10));
+        let etag = r.must("etag").to_string();
+        let r = c.get("/big.bin", &format!("If-None-Match: {etag}\r\n"));
+        assert_eq!(r.status, 304);
+        want.push(("GET /big.bin HTTP/1.1".into(), 304, 0));
+        let r = c.head("/missing", "");
+        assert_eq!(r.status, 404);
+        want.push(("HEAD /missing HTTP/1.1".into(), 404, 0));
+        c.send(b"GET /f.txt HTTP/1.0\r\n\r\n");
+        let r = c.response();
+        assert_eq!(r.status, 200);
+        want.push(("GET /f.txt HTTP/1.0".into(), 200, 2));
+        c.expect_eof();
+
+        // Lines may reach the file up to a tick later.
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let text = loop {
+            let text = fs::read_to_string(&log).unwrap_or_default();
+            if text.lines().count() >= want.len() || Instant::now() > deadline {
+                break text;
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        assert!(text.ends_with('\n'), "{format}: {text:?}");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), want.len(), "{format}: {text}");
+        for (line, (request_line, status, bytes)) in lines.iter().zip(&want) {
+            check_access_log_line(format, line, request_line, *status, *bytes);
+        }
+    }
+}
+
+/// The long flags `linerate serve` declares in src/main.rs (`ServeArgs`).
+fn serve_flags_in_source() -> Vec<String> {
+    let src = include_str!("../src/main.rs");
+    let start = src
+        .find("struct ServeArgs {")
+        .expect("ServeArgs in main.rs");
+    let body = &src[start..];
+    let body = &body[..body.find("\n}\n").expect("the end of ServeArgs")];
+    let mut flags = Vec::new();
+    let mut long: Option<Option<String>> = None;
+    for line in body.lines().map(str::trim) {
+        if line.starts_with("#[arg(") {
+            if let Some(i) = line.find("long = \"") {
+                let rest = &line[i + 8..];
+                long = Some(Some(rest[..rest.find('"').unwrap()].to_string()));
+            } else if line.contains("long") {
+                long = Some(None);
+            }
+        } else if let Some((field, _)) = line.split_once(':') {
+            if field.starts_with("//") || field.contains(' ') {
+                continue;
+            }
+            if let Some(name) = long.take() {
+                flags.push(name.unwrap_or_else(|| field.replace('_', "-")));
+            }
+        }
+    }
+    flags.sort();
+    flags
+}
+
+#[test]
+fn serve_help_names_every_long_flag() {
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("linerate serve --help runs");
+    assert!(out.status.success(), "{out:?}");
+    let help = String::from_utf8(out.stdout).expect("UTF-8 help");
+    let mut in_help: Vec<String> = help
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let l = l.strip_prefix("-h, ").unwrap_or(l);
+            let flag = l.strip_prefix("--")?;
+            let end = flag.find([' ', '=', ',']).unwrap_or(flag.len());
+            Some(flag[..end].to_string())
+        })
+        .filter(|f| f != "help")
+        .collect();
+    in_help.sort();
+    let in_source = serve_flags_in_source();
+    assert!(
+        in_source.len() >= 20 && in_source.iter().any(|f| f == "transmit"),
+        "ServeArgs parsed wrong: {in_source:?}"
+    );
+    assert_eq!(
+        in_help, in_source,
+        "serve --help against ServeArgs:\n{help}"
     );
 }
