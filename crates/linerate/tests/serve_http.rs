@@ -16,7 +16,12 @@
 //! - files truncated, replaced or deleted during a send;
 //! - header, idle and send deadlines, running out of descriptors (via `prlimit`),
 //!   SIGTERM with a response in flight;
-//! - GETs, ranges, HEADs and offsets past 4 GiB through every part of the queue.
+//! - GETs, ranges, HEADs and offsets past 4 GiB through every part of the queue;
+//! - one exact test each for: device files, `\` in paths, transfer codings and chunk
+//!   framing, one-byte writes of 405 / HTTP/1.0 / absolute-form, an inode change at the
+//!   same size and mtime, a trickling reader, SIGTERM with a reader that never reads,
+//!   `--max-request-line` / `--max-header-bytes`, the drain after an error, the access
+//!   log (CLF and JSON), and `serve --help` against the flags in src/main.rs.
 //!
 //! Every test runs once per transmit strategy (`--transmit copy|sendfile|splice|zerocopy`,
 //! one `#[test]` each: `byte_ranges::splice`); tests of file parts run a second time with
@@ -3043,4 +3048,28 @@ fn serve_help_names_every_long_flag() {
         in_help, in_source,
         "serve --help against ServeArgs:\n{help}"
     );
+
+    // --config names a key for each flag but itself: `root` for DIR, `pin` for --no-pin.
+    let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    let keys = flat
+        .split_once("without the dashes: ")
+        .and_then(|(_, rest)| rest.split_once(')'))
+        .map(|(list, _)| list)
+        .unwrap_or_else(|| panic!("no key list in --config's help:\n{help}"));
+    let mut keys: Vec<String> = keys.split(", ").map(str::to_string).collect();
+    keys.sort();
+    let mut want: Vec<String> = in_source
+        .iter()
+        .filter(|f| *f != "config")
+        .map(|f| {
+            if f == "no-pin" {
+                "pin".into()
+            } else {
+                f.clone()
+            }
+        })
+        .chain(["root".to_string()])
+        .collect();
+    want.sort();
+    assert_eq!(keys, want, "--config's keys against the flags");
 }
