@@ -2236,10 +2236,21 @@ fn sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0(transmit
     );
 }
 
+/// [`out_of_descriptors_no_accept_busy_loop_and_accepting_resumes_with`] with the defaults (the file served from memory), then with
+/// the file sent by the strategy from its cached descriptor.
 fn out_of_descriptors_no_accept_busy_loop_and_accepting_resumes(transmit: &str) {
+    for extra in FILE_PARTS {
+        out_of_descriptors_no_accept_busy_loop_and_accepting_resumes_with(transmit, extra);
+    }
+}
+
+fn out_of_descriptors_no_accept_busy_loop_and_accepting_resumes_with(
+    transmit: &str,
+    extra: &[&str],
+) {
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
-    let server = serve(root.path(), transmit, &[]);
+    let server = serve(root.path(), transmit, extra);
     let mut existing = server.conn();
     assert_eq!(existing.get("/f.txt", "").status, 200);
     thread::sleep(Duration::from_millis(200));
