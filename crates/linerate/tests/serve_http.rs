@@ -2034,8 +2034,37 @@ fn a_file_replaced_or_deleted_during_a_send_is_served_from_the_open_file(transmi
     got.extend_from_slice(&rest);
     assert_eq!(end, End::Open, "cut after {} bytes", got.len());
     assert_bytes_eq(&got, &new, "deleted during the send");
-
     assert_eq!(fetch(server.addr, "/big.bin", "").status, 404);
+
+    // Grown during the send: exactly the length announced; the next request sees the
+    // new length.
+    fs::write(&path, &old).unwrap();
+    c.send(&req("GET", "/big.bin", ""));
+    let h = c.read_head();
+    assert_eq!(
+        (h.status, h.content_length()),
+        (200, Some(old.len() as u64))
+    );
+    let (mut got, end) = c.read_upto(MIB);
+    assert_eq!(end, End::Open);
+    OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(&new)
+        .unwrap();
+    let (rest, end) = c.read_upto(old.len() - got.len());
+    got.extend_from_slice(&rest);
+    assert_eq!(end, End::Open, "cut after {} bytes", got.len());
+    assert_bytes_eq(&got, &old, "grown during the send");
+    c.send(&req("GET", "/big.bin", "Range: bytes=0-3\r\n"));
+    let r = c.response();
+    assert_eq!(r.status, 206, "{r:?}");
+    assert_eq!(
+        r.header("content-range"),
+        Some(format!("bytes 0-3/{}", old.len() + new.len()).as_str())
+    );
+    assert_eq!(r.body, &old[..4]);
 }
 
 // ---------------------------------------------------------------------------------------
