@@ -2932,7 +2932,16 @@ fn after_an_error_a_client_still_sending_reads_the_error_then_the_server_closes(
 
 /// Checks one access-log line against what is known of its request. `format`: "clf" or
 /// "json". All the log assertions are here, so a change of format is one change.
-fn check_access_log_line(format: &str, line: &str, request_line: &str, status: u16, bytes: u64) {
+/// One access-log line: CLF writes `-` for no body bytes and `"` and `\` as `\xHH`;
+/// JSON lines carry the host (the absolute-form authority, else `Host`).
+fn check_access_log_line(
+    format: &str,
+    line: &str,
+    request_line: &str,
+    host: Option<&str>,
+    status: u16,
+    bytes: u64,
+) {
     match format {
         "clf" => {
             // 127.0.0.1 - - [22/Nov/2026:18:20:12 +0000] "GET / HTTP/1.1" 200 2
@@ -2942,11 +2951,12 @@ fn check_access_log_line(format: &str, line: &str, request_line: &str, status: u
             assert_eq!(before, "127.0.0.1 - -", "{line:?}");
             let (time, rest) = rest.split_once("] ").unwrap();
             check_clf_time(time);
-            assert_eq!(
-                rest,
-                format!("\"{request_line}\" {status} {bytes}"),
-                "{line:?}"
-            );
+            let escaped = request_line.replace('\\', "\\x5C").replace('"', "\\x22");
+            let bytes = match bytes {
+                0 => "-".to_string(),
+                n => n.to_string(),
+            };
+            assert_eq!(rest, format!("\"{escaped}\" {status} {bytes}"), "{line:?}");
         }
         "json" => {
             let v: serde_json::Value =
@@ -2956,10 +2966,11 @@ fn check_access_log_line(format: &str, line: &str, request_line: &str, status: u
             keys.sort();
             assert_eq!(
                 keys,
-                ["bytes", "remote", "request", "status", "time"],
+                ["bytes", "host", "remote", "request", "status", "time"],
                 "{line:?}"
             );
             assert_eq!(v["remote"], "127.0.0.1", "{line:?}");
+            assert_eq!(v["host"].as_str(), host, "{line:?}");
             assert_eq!(v["request"], request_line, "{line:?}");
             assert_eq!(v["status"], status, "{line:?}");
             assert_eq!(v["bytes"], bytes, "{line:?}");
@@ -3008,34 +3019,53 @@ fn the_access_log_holds_one_exact_line_per_request_in_order(transmit: &str) {
             &["--access-log", log_arg, "--log-format", format],
         );
         let mut c = server.conn();
-        // (request line, status, body bytes)
-        let mut want: Vec<(String, u16, u64)> = Vec::new();
+        // (request line, host, status, body bytes)
+        let mut want: Vec<(String, Option<&str>, u16, u64)> = Vec::new();
         let r = c.get("/f.txt", "");
         assert_eq!(r.status, 200);
-        want.push(("GET /f.txt HTTP/1.1".into(), 200, 2));
+        want.push(("GET /f.txt HTTP/1.1".into(), Some("t"), 200, 2));
         let r = c.head("/f.txt", "");
         assert_eq!(r.status, 200);
-        want.push(("HEAD /f.txt HTTP/1.1".into(), 200, 0));
+        want.push(("HEAD /f.txt HTTP/1.1".into(), Some("t"), 200, 0));
         let r = c.get("/missing?x=1", "");
         assert_eq!(r.status, 404);
-        want.push(("GET /missing?x=1 HTTP/1.1".into(), 404, 14));
+        want.push(("GET /missing?x=1 HTTP/1.1".into(), Some("t"), 404, 14));
         let r = c.get("/big.bin", "");
         assert_eq!(r.status, 200);
-        want.push(("GET /big.bin HTTP/1.1".into(), 200, content.len() as u64));
+        want.push((
+            "GET /big.bin HTTP/1.1".into(),
+            Some("t"),
+            200,
+            content.len() as u64,
+        ));
         let r = c.get("/big.bin", "Range: bytes=10-19\r\n");
         assert_eq!(r.status, 206);
-        want.push(("GET /big.bin HTTP/1.1".into(), 206, 10));
+        want.push(("GET /big.bin HTTP/1.1".into(), Some("t"), 206, 10));
         let etag = r.must("etag").to_string();
         let r = c.get("/big.bin", &format!("If-None-Match: {etag}\r\n"));
         assert_eq!(r.status, 304);
-        want.push(("GET /big.bin HTTP/1.1".into(), 304, 0));
+        want.push(("GET /big.bin HTTP/1.1".into(), Some("t"), 304, 0));
         let r = c.head("/missing", "");
         assert_eq!(r.status, 404);
-        want.push(("HEAD /missing HTTP/1.1".into(), 404, 0));
+        want.push(("HEAD /missing HTTP/1.1".into(), Some("t"), 404, 0));
+        // An absolute-form target's authority wins over Host, in the log too.
+        c.send(b"GET http://other.example:8080/f.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+        let r = c.response();
+        assert_eq!(r.status, 200);
+        want.push((
+            "GET /f.txt HTTP/1.1".into(),
+            Some("other.example:8080"),
+            200,
+            2,
+        ));
+        // A request line with a quote and a backslash, escaped in CLF.
+        let r = c.get("/q\"\\x", "");
+        assert_eq!(r.status, 404);
+        want.push(("GET /q\"\\x HTTP/1.1".into(), Some("t"), 404, 14));
         c.send(b"GET /f.txt HTTP/1.0\r\n\r\n");
         let r = c.response();
         assert_eq!(r.status, 200);
-        want.push(("GET /f.txt HTTP/1.0".into(), 200, 2));
+        want.push(("GET /f.txt HTTP/1.0".into(), None, 200, 2));
         c.expect_eof();
 
         // Lines may reach the file up to a tick later.
@@ -3050,8 +3080,8 @@ fn the_access_log_holds_one_exact_line_per_request_in_order(transmit: &str) {
         assert!(text.ends_with('\n'), "{format}: {text:?}");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), want.len(), "{format}: {text}");
-        for (line, (request_line, status, bytes)) in lines.iter().zip(&want) {
-            check_access_log_line(format, line, request_line, *status, *bytes);
+        for (line, (request_line, host, status, bytes)) in lines.iter().zip(&want) {
+            check_access_log_line(format, line, request_line, *host, *status, *bytes);
         }
     }
 }
