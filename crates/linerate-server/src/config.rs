@@ -61,6 +61,9 @@ pub struct Config {
     pub pin: bool,
     /// Strategy for file bodies.
     pub transmit: Strategy,
+    /// `TCP_NOTSENT_LOWAT` for the batched strategies: None, the send buffer's size
+    /// when the engine first sends; 0, left unset.
+    pub notsent_lowat: Option<usize>,
     /// Files up to this size are cached in memory per worker and sent with their head
     /// in one `sendmsg`.
     pub small_file_bytes: u64,
@@ -113,6 +116,7 @@ impl Config {
             workers: linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len().max(1)),
             pin: true,
             transmit: Strategy::SendfileBatched,
+            notsent_lowat: None,
             small_file_bytes: 16 * 1024,
             limits: Limits::default(),
             idle_timeout: Duration::from_secs(60),
@@ -150,6 +154,8 @@ pub struct FileConfig {
     pub pin: Option<bool>,
     /// Strategy name for file bodies.
     pub transmit: Option<String>,
+    /// `TCP_NOTSENT_LOWAT` of the batched strategies (0: unset).
+    pub lowat: Option<Size>,
     /// Small-file size: bytes, or a string like "16K".
     pub small_file: Option<Size>,
     /// Most file bytes per connection per turn.

@@ -256,7 +256,10 @@ impl<D: Driver> Worker<D> {
             (AccessLog::File(_), None) => None,
         };
         Ok(Worker {
-            tx: TxConfig::new(cfg.transmit),
+            tx: TxConfig {
+                notsent_lowat: cfg.notsent_lowat,
+                ..TxConfig::new(cfg.transmit)
+            },
             site: Site::new(Arc::clone(&cfg), cache, stats, all_stats, disk),
             cfg,
             driver,

@@ -89,7 +89,7 @@ struct ServeArgs {
     dir: Option<PathBuf>,
     /// TOML file with any of the settings below (keys as the flags, without the dashes:
     /// root, listen, workers, pin, transmit, small-file, send-slice, send-slice-min,
-    /// sndbuf, disk-helpers, read-ahead, status-path, collapse, open-file-cache,
+    /// lowat, sndbuf, disk-helpers, read-ahead, status-path, collapse, open-file-cache,
     /// max-request-line, max-header-bytes, max-header-fields, idle-timeout,
     /// header-timeout, send-timeout, shutdown-timeout, dotfiles, autoindex, access-log,
     /// log-format). Flags win.
@@ -109,6 +109,11 @@ struct ServeArgs {
     /// and sendfile-chunk-SIZE, for measurement) [default: sendfile].
     #[arg(long, value_parser = parse_strategy)]
     transmit: Option<Strategy>,
+    /// TCP_NOTSENT_LOWAT of the batched strategies: the socket wakes when fewer than
+    /// half this many bytes wait unsent. 0 leaves it unset, as nginx does [default: the
+    /// send buffer's size when a connection's first file part goes out].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    lowat: Option<usize>,
     /// Files up to this size are kept in memory per worker and sent with their head in
     /// one sendmsg [default: 16K].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
@@ -599,6 +604,11 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         },
         (None, None) => None,
     };
+    match size(a.lowat, "lowat", &file.lowat, usize::MAX) {
+        Ok(usize::MAX) => {}
+        Ok(n) => cfg.notsent_lowat = Some(n),
+        Err(e) => return bad("lowat", e),
+    }
     match (a.open_file_cache, file.open_file_cache) {
         (Some(n), _) => cfg.open_file_cache_entries = n as usize,
         (None, Some(n)) if !(1..=1_000_000).contains(&n) => {

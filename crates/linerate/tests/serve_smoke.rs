@@ -670,3 +670,25 @@ fn after_sigterm_the_response_in_flight_finishes_and_no_further_request_is_read(
     let status = s.child.wait().unwrap();
     assert_eq!(status.code(), Some(0));
 }
+
+#[test]
+fn lowat_settings_serve_large_files_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let body: Vec<u8> = (0..3u32 << 20).map(|i| (i % 253) as u8).collect();
+    std::fs::write(dir.path().join("big"), &body).unwrap();
+    for lowat in ["0", "32K", "4M"] {
+        let s = Server::start(dir.path(), &["--lowat", lowat, "--send-slice", "0"]);
+        let (head, got) = split(&exchange(
+            &s.addr,
+            b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ));
+        assert!(head.starts_with("HTTP/1.1 200 "), "--lowat {lowat}: {head}");
+        assert!(got == body, "--lowat {lowat}: the body differs");
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", "--lowat", "lots"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--lowat"));
+}
