@@ -124,11 +124,6 @@ impl Connection {
         self.peer_closed = true;
     }
 
-    /// Whether the peer has closed its side.
-    pub fn is_peer_closed(&self) -> bool {
-        self.peer_closed
-    }
-
     /// The next thing to do, at `now`.
     pub fn next(&mut self, now: Instant) -> Event {
         loop {
@@ -236,11 +231,6 @@ impl Connection {
     /// When the head being received started to arrive (for the header deadline).
     pub fn head_started(&self) -> Option<Instant> {
         self.head_started
-    }
-
-    /// A request body is being discarded.
-    pub fn in_body(&self) -> bool {
-        self.body.is_some()
     }
 
     /// Nothing owed, nothing half-received.
