@@ -28,11 +28,13 @@ pub enum LogFormat {
     Json,
 }
 
-/// Default [`Config::send_slice_bytes`]: 64 KiB, the size of the pipe inside the
-/// kernel's `sendfile`. Measured on loopback (BENCHMARKS.md), slicing files of 1 MiB and
-/// more at 64 KiB gave +121% requests/s at 1 MiB and +86% at 10 MiB, with 42-55% less
-/// CPU per request; sliced at 100 KiB it cost 17%, hence [`DEFAULT_SEND_SLICE_MIN`].
-pub const DEFAULT_SEND_SLICE: u64 = 64 * 1024;
+/// Default [`Config::send_slice_bytes`]: 0, no slices. A connection sends until its
+/// socket is full (seed 000's batch) and the low-water mark wakes it half empty. 64 KiB
+/// slices won on an earlier machine but lost here (BENCHMARKS.md, "Slices off"): with
+/// wrk pinned beside one worker, 10 MiB bodies sliced at 64 KiB cost 64% more CPU per
+/// request than nginx and 14% fewer requests/s, and 1 MiB bodies about twice the CPU of
+/// unsliced ones. `--send-slice` stays for turn-taking between large and small responses.
+pub const DEFAULT_SEND_SLICE: u64 = 0;
 
 /// Default [`Config::send_slice_min_bytes`].
 pub const DEFAULT_SEND_SLICE_MIN: u64 = 1 << 20;

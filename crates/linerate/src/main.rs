@@ -120,7 +120,7 @@ struct ServeArgs {
     small_file: Option<usize>,
     /// Most bytes of a file one connection sends per turn before the worker serves the
     /// others, as lighttpd's 256 KiB and nginx's sendfile_max_chunk do; 0: until the
-    /// socket is full [default: 64K].
+    /// socket is full [default: 0].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     send_slice: Option<usize>,
     /// Only file bodies of at least this many bytes are sliced [default: 1M].

@@ -1,0 +1,80 @@
+//! `scripts/paired`, the paired reading of interleaved benchmark samples that
+//! `scripts/serve-vs-nginx` and `scripts/serve-variants` print under each verdict.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/paired")
+}
+
+fn run(a: &str, b: &str, better: &str) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let (pa, pb) = (dir.path().join("a.rps"), dir.path().join("b.rps"));
+    std::fs::write(&pa, a).unwrap();
+    std::fs::write(&pb, b).unwrap();
+    Command::new(script())
+        .arg(&pa)
+        .arg(&pb)
+        .arg(better)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    assert!(
+        o.status.success(),
+        "{:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn counts_rounds_won_and_gives_the_binomial_p() {
+    let cases = [
+        (
+            "100\n200\n100\n200\n100\n200\n100\n200\n",
+            "110\n220\n110\n220\n110\n220\n110\n220\n",
+            "higher",
+            "in 8 of 8 rounds (sign test p = 0.008); \
+             b.rps/a.rps geometric mean 1.100, range 1.100-1.100\n",
+        ),
+        // Lower is better: 1 of 6 lower, so p = 2 * P(X <= 1) = 2 * 7/64.
+        (
+            "10\n10\n10\n10\n10\n10\n",
+            "5\n20\n20\n20\n20\n20\n",
+            "lower",
+            "in 1 of 6 rounds (sign test p = 0.219); \
+             b.rps/a.rps geometric mean 1.587, range 0.500-2.000\n",
+        ),
+    ];
+    for (a, b, better, tail) in cases {
+        let out = stdout(&run(a, b, better));
+        assert_eq!(out, format!("paired: b.rps better than a.rps {tail}"));
+    }
+}
+
+#[test]
+fn ties_count_against_b_and_p_is_capped_at_one() {
+    let out = stdout(&run("1\n2\n", "1\n3\n", "higher"));
+    assert!(
+        out.contains("in 1 of 2 rounds (sign test p = 1.000)"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_with_a_usage_or_data_code() {
+    assert_eq!(run("1\n", "1\n", "bigger").status.code(), Some(64));
+    assert_eq!(run("1\n2\n", "1\n", "higher").status.code(), Some(65));
+    assert_eq!(run("1\n0\n", "1\n1\n", "higher").status.code(), Some(65));
+    assert_eq!(run("", "", "higher").status.code(), Some(65));
+    let missing = Command::new(script())
+        .args(["/nonexistent/a", "/nonexistent/b", "higher"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(66));
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read /nonexistent/a"));
+}
