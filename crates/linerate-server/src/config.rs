@@ -94,6 +94,9 @@ pub struct Config {
     pub send_slice_bytes: u64,
     /// Only file bodies of at least this many bytes are sliced.
     pub send_slice_min_bytes: u64,
+    /// File bodies of at least this many bytes go out with `TCP_CORK` set, as nginx's
+    /// `tcp_nopush` (0: never).
+    pub cork_min_bytes: u64,
     /// `SO_SNDBUF` of accepted connections (None: the kernel's autotuning).
     pub sndbuf: Option<usize>,
     /// Helper threads that read cold file ranges into the page cache, so the workers
@@ -132,6 +135,7 @@ impl Config {
             open_file_cache_entries: 10_000,
             send_slice_bytes: DEFAULT_SEND_SLICE,
             send_slice_min_bytes: DEFAULT_SEND_SLICE_MIN,
+            cork_min_bytes: 0,
             sndbuf: None,
             disk_helpers: DEFAULT_DISK_HELPERS,
             read_ahead_bytes: DEFAULT_READ_AHEAD,
@@ -164,6 +168,8 @@ pub struct FileConfig {
     pub send_slice: Option<Size>,
     /// Smallest file body that is sliced.
     pub send_slice_min: Option<Size>,
+    /// Smallest file body sent with `TCP_CORK` (0: never).
+    pub cork_min: Option<Size>,
     /// Send buffer of accepted connections.
     pub sndbuf: Option<Size>,
     /// Disk helper threads (0: no residency probe).

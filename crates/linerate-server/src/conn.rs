@@ -95,6 +95,10 @@ pub(crate) struct Conn {
     /// The current transmit ends at the slice limit (not at a read-ahead window's end):
     /// the connection yields its turn there.
     yield_at_end: bool,
+    /// File parts of at least this many bytes are sent corked (0: none).
+    cork_min: u64,
+    /// `TCP_CORK` is set, for the front file part.
+    corked: bool,
     /// The front file part is known resident up to this file offset.
     resident_until: u64,
     /// The connection waits for the helpers' window at `job_at`; nothing is sent.
@@ -112,7 +116,7 @@ impl Conn {
         peer: SocketAddr,
         tx_config: TxConfig,
         limits: Limits,
-        (slice_bytes, slice_min): (u64, u64),
+        (slice_bytes, slice_min, cork_min): (u64, u64, u64),
         (slot, serial): (usize, u64),
         now: Instant,
     ) -> Conn {
@@ -135,6 +139,8 @@ impl Conn {
             yielded: false,
             on_run_list: false,
             yield_at_end: false,
+            cork_min,
+            corked: false,
             resident_until: 0,
             disk_wait: false,
             job_at: None,
@@ -423,6 +429,19 @@ impl Conn {
         }
     }
 
+    /// Sets or clears `TCP_CORK` (nginx's `tcp_nopush`) for a file body.
+    fn set_cork(&mut self, on: bool, stats: &Stats) -> Result<(), TxError> {
+        net::setsockopt_int(
+            self.sock.as_fd(),
+            net::IPPROTO_TCP,
+            net::TCP_CORK,
+            i32::from(on),
+        )?;
+        self.corked = on;
+        Stats::add(if on { &stats.corked } else { &stats.uncorked }, 1);
+        Ok(())
+    }
+
     /// Sends queued responses; `Ok(true)` when the socket is full.
     fn flush(
         &mut self,
@@ -473,6 +492,10 @@ impl Conn {
                         if let Some(front) = self.queue.front_mut() {
                             front.parts.pop_front();
                         }
+                        if self.corked {
+                            // Clearing the cork sends the held tail at once.
+                            self.set_cork(false, stats)?;
+                        }
                         self.front_sent = 0;
                         self.resident_until = 0;
                         self.finish_done(log);
@@ -513,6 +536,13 @@ impl Conn {
                     }
                 }
                 self.slice_len = n;
+                if self.cork_min > 0 && len >= self.cork_min && !self.corked {
+                    // Without the cork, ACKs handled between two of the kernel's 64 KiB
+                    // steps inside one `sendfile` push the partial segment at the
+                    // queue's tail out on its own (we set `TCP_NODELAY`): 169-170
+                    // segments per 10 MiB, against nginx's 164 with `tcp_nopush`.
+                    self.set_cork(true, stats)?;
+                }
                 self.transmit = Some(Transmit::new(Source::File {
                     file: f,
                     offset: start,

@@ -180,6 +180,9 @@ pub(crate) struct Stats {
     pub collapsed_bytes: AtomicU64,
     /// Gathers linearized into their last segment (seed 001's defrag).
     pub defrags: AtomicU64,
+    /// File bodies sent with `TCP_CORK` set (`--cork-min`), and corks cleared after one.
+    pub corked: AtomicU64,
+    pub uncorked: AtomicU64,
 }
 
 impl Stats {
@@ -210,6 +213,8 @@ impl Stats {
                 "collapsed": sum(|s| &s.collapsed),
                 "collapsed_bytes": sum(|s| &s.collapsed_bytes),
                 "defrags": sum(|s| &s.defrags),
+                "corked": sum(|s| &s.corked),
+                "uncorked": sum(|s| &s.uncorked),
             }
         })
     }

@@ -368,7 +368,11 @@ impl<D: Driver> Worker<D> {
             let peer = sock
                 .peer_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-            let slicing = (self.cfg.send_slice_bytes, self.cfg.send_slice_min_bytes);
+            let sending = (
+                self.cfg.send_slice_bytes,
+                self.cfg.send_slice_min_bytes,
+                self.cfg.cork_min_bytes,
+            );
             let idx = match self.free.pop() {
                 Some(i) => i,
                 None => {
@@ -380,7 +384,7 @@ impl<D: Driver> Worker<D> {
             Stats::add(&self.site.stats.accepted, 1);
             let id = (idx, self.serial);
             let limits = self.site.limits();
-            let conn = Conn::new(sock, peer, self.tx.clone(), limits, slicing, id, now);
+            let conn = Conn::new(sock, peer, self.tx.clone(), limits, sending, id, now);
             let token = (idx + self.listeners.len()) as u64;
             if self
                 .driver

@@ -94,6 +94,9 @@ pub const SO_RCVBUF: libc::c_int = libc::SO_RCVBUF;
 /// `TCP_NOTSENT_LOWAT`: the socket reports writable only while fewer unsent bytes than
 /// this are queued, and a send stops queueing once that many are unsent.
 pub const TCP_NOTSENT_LOWAT: libc::c_int = libc::TCP_NOTSENT_LOWAT;
+/// `TCP_CORK`: while set, partial segments are held until full or until it is cleared
+/// (which sends them at once), whatever `TCP_NODELAY` says.
+pub const TCP_CORK: libc::c_int = libc::TCP_CORK;
 
 /// Reads an integer socket option.
 pub fn getsockopt_int(

@@ -89,7 +89,7 @@ struct ServeArgs {
     dir: Option<PathBuf>,
     /// TOML file with any of the settings below (keys as the flags, without the dashes:
     /// root, listen, workers, pin, transmit, small-file, send-slice, send-slice-min,
-    /// lowat, sndbuf, disk-helpers, read-ahead, status-path, collapse, open-file-cache,
+    /// cork-min, lowat, sndbuf, disk-helpers, read-ahead, status-path, collapse, open-file-cache,
     /// max-request-line, max-header-bytes, max-header-fields, idle-timeout,
     /// header-timeout, send-timeout, shutdown-timeout, dotfiles, autoindex, access-log,
     /// log-format). Flags win.
@@ -126,6 +126,11 @@ struct ServeArgs {
     /// Only file bodies of at least this many bytes are sliced [default: 1M].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     send_slice_min: Option<usize>,
+    /// File bodies of at least this many bytes are sent with TCP_CORK set (nginx's
+    /// tcp_nopush): no partial segment leaves before the body's last, so fewer and fuller
+    /// packets, for a trade in CPU that BENCHMARKS.md measures; 0: never [default: 0].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    cork_min: Option<usize>,
     /// SO_SNDBUF of accepted connections (as nginx's `listen ... sndbuf=`); fixing it
     /// turns the kernel's send-buffer autotuning off [default: autotuning].
     #[arg(long, value_name = "BYTES", value_parser = parse_positive_size)]
@@ -594,6 +599,15 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     ) {
         Ok(n) => cfg.send_slice_min_bytes = n as u64,
         Err(e) => return bad("send-slice-min", e),
+    }
+    match size(
+        a.cork_min,
+        "cork-min",
+        &file.cork_min,
+        cfg.cork_min_bytes as usize,
+    ) {
+        Ok(n) => cfg.cork_min_bytes = n as u64,
+        Err(e) => return bad("cork-min", e),
     }
     cfg.sndbuf = match (a.sndbuf, &file.sndbuf) {
         (Some(n), _) => Some(n),

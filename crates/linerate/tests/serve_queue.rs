@@ -135,3 +135,40 @@ fn a_queue_too_fragmented_for_one_sendmsg_is_defragmented_and_arrives_whole() {
     assert!(queue(&v, "defrags") >= 1, "{v}");
     assert_eq!(queue(&v, "collapsed"), 40 * 16, "{v}");
 }
+
+#[test]
+fn bodies_from_cork_min_go_corked_and_the_cork_is_cleared_after_each() {
+    // Two whole 2 MiB bodies (corked with --cork-min 1M), a 100-byte range of the same
+    // file between them (not corked), pipelined on one connection.
+    let (dir, file) = site();
+    let req = "GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n\
+               GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=1000-1099\r\n\r\n\
+               GET /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+    let conf = dir.path().join("cork.toml");
+    std::fs::write(&conf, "cork-min = \"1M\"\n").unwrap();
+    let from_file = ["--config", conf.to_str().unwrap()];
+    for (flags, corks) in [
+        (&["--cork-min", "1M"][..], 2),
+        (&from_file[..], 2),
+        (&["--cork-min", "0"][..], 0),
+        (&[][..], 0),
+    ] {
+        let mut args = vec!["--status-path", "/_status", "--collapse", "0"];
+        args.extend_from_slice(flags);
+        let srv = Server::start(dir.path(), &args);
+        let out = exchange(&srv.addr, req.as_bytes());
+        let (head, body, rest) = response(&out);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(body == &file[..], "first body intact");
+        let (head, body, rest) = response(rest);
+        assert!(head.starts_with("HTTP/1.1 206"), "{head}");
+        assert!(body == &file[1000..1100], "range intact");
+        let (head, body, rest) = response(rest);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(body == &file[..], "last body intact");
+        assert!(rest.is_empty());
+        let v = status(&srv.addr);
+        assert_eq!(queue(&v, "corked"), corks, "{flags:?}: {v}");
+        assert_eq!(queue(&v, "uncorked"), corks, "{flags:?}: {v}");
+    }
+}

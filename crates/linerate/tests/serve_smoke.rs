@@ -282,6 +282,7 @@ fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
         ("max-header-bytes = 0\n", "max-header-bytes"),
         ("disk-helpers = 1000\n", "disk-helpers"),
         ("log-format = \"xml\"\n", "log-format"),
+        ("cork-min = \"1Q\"\n", "cork-min"),
     ] {
         std::fs::write(&conf, text).unwrap();
         let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
