@@ -36,6 +36,16 @@ pub enum LogFormat {
 /// unsliced ones. `--send-slice` stays for turn-taking between large and small responses.
 pub const DEFAULT_SEND_SLICE: u64 = 0;
 
+/// Default [`Config::notsent_lowat`]: 16 KiB. The engine's own default, the send
+/// buffer's size, comes out at 4 MiB on loopback, where autotuning has already grown the
+/// buffer when a connection's first file part goes out. Then up to 2 MiB wait unsent,
+/// and the client's CPU sends them: its ACKs open the window, and the kernel transmits
+/// the queued bytes in the softirq that handles each ACK. With 16 KiB almost nothing
+/// waits, so the worker sends every segment itself. With wrk on the other CPU at 10 MiB,
+/// that gave +69% requests/s against nginx (10 of 10 rounds), with CPU per request
+/// level (BENCHMARKS.md, "The low-water mark").
+pub const DEFAULT_NOTSENT_LOWAT: usize = 16 * 1024;
+
 /// Default [`Config::send_slice_min_bytes`].
 pub const DEFAULT_SEND_SLICE_MIN: u64 = 1 << 20;
 
@@ -64,7 +74,7 @@ pub struct Config {
     /// Strategy for file bodies.
     pub transmit: Strategy,
     /// `TCP_NOTSENT_LOWAT` for the batched strategies: None, the send buffer's size
-    /// when the engine first sends; 0, left unset.
+    /// when the engine first sends; 0, left unset. [`DEFAULT_NOTSENT_LOWAT`] unless set.
     pub notsent_lowat: Option<usize>,
     /// Files up to this size are cached in memory per worker and sent with their head
     /// in one `sendmsg`.
@@ -121,7 +131,7 @@ impl Config {
             workers: linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len().max(1)),
             pin: true,
             transmit: Strategy::SendfileBatched,
-            notsent_lowat: None,
+            notsent_lowat: Some(DEFAULT_NOTSENT_LOWAT),
             small_file_bytes: 16 * 1024,
             limits: Limits::default(),
             idle_timeout: Duration::from_secs(60),

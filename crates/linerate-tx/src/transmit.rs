@@ -73,7 +73,7 @@ impl TxConfig {
 pub enum Sizing {
     /// Ask for everything left (capped by `max_call_bytes`): the kernel queues what fits,
     /// including space freed by ACKs while the call runs, and returns short when the
-    /// buffer is full. One call per wake-up.
+    /// buffer is full. One call per wake-up, and one more that sees `EAGAIN`.
     #[default]
     Remaining,
     /// Seed 000 taken literally: ask for the free space measured just before the call
@@ -582,9 +582,9 @@ impl Transmit {
         }
     }
 
-    /// Seed 000: one `sendfile` of `min(remaining, free space)` per writable event; a
-    /// short count means the buffer is full, so wait for the wake-up without another
-    /// call to see `EAGAIN`.
+    /// Seed 000: one `sendfile` of `min(remaining, free space)` per writable event, and
+    /// after a short count one more to tell a full socket (`EAGAIN`) from a file that
+    /// ended early (0).
     fn sendfile_batched(
         &mut self,
         fd: BorrowedFd<'_>,
@@ -608,8 +608,13 @@ impl Transmit {
                 Call::Did(n) => {
                     self.accepted(sock, n);
                     if n < want {
+                        // Short: the socket filled, or the file ended early. Only the
+                        // first leaves the socket flagged to wake us, so call again:
+                        // EAGAIN (full: the writable edge will come), 0 (the file
+                        // shrank), or more bytes. Waiting on a short count alone hung a
+                        // truncated transmit once the low-water mark was small.
                         sock.counters.short_sends += 1;
-                        return Ok(Progress::Blocked);
+                        continue;
                     }
                     if sock.config.sizing == Sizing::FreeSpace && n >= space {
                         // It all fit: the buffer may have grown under autotuning.

@@ -110,8 +110,8 @@ struct ServeArgs {
     #[arg(long, value_parser = parse_strategy)]
     transmit: Option<Strategy>,
     /// TCP_NOTSENT_LOWAT of the batched strategies: the socket wakes when fewer than
-    /// half this many bytes wait unsent. 0 leaves it unset, as nginx does [default: the
-    /// send buffer's size when a connection's first file part goes out].
+    /// half this many bytes wait unsent, so the worker, not the client's ACKs, sends
+    /// nearly every segment. 0 leaves it unset, as nginx does [default: 16K].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     lowat: Option<usize>,
     /// Files up to this size are kept in memory per worker and sent with their head in
