@@ -523,6 +523,7 @@ impl Write for SharedFile {
 /// `"`, `\\`, control and non-ASCII bytes as `\\xHH`, as nginx writes them), or a JSON
 /// object.
 fn log_line(json: bool, peer: SocketAddr, r: &Response, t: SystemTime) -> String {
+    use std::fmt::Write as _;
     if json {
         let mut line = serde_json::json!({
             "time": httpdate::fmt_http_date(t),
@@ -539,7 +540,7 @@ fn log_line(json: bool, peer: SocketAddr, r: &Response, t: SystemTime) -> String
     let mut request = String::with_capacity(r.request_line.len());
     for b in r.request_line.bytes() {
         if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
-            request.push_str(&format!("\\x{b:02X}"));
+            let _ = write!(request, "\\x{b:02X}");
         } else {
             request.push(char::from(b));
         }

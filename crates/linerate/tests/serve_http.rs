@@ -323,6 +323,18 @@ fn family_fd_count(pid: u32) -> usize {
         .sum()
 }
 
+/// The server's descriptor count once it is back to `baseline`, or after 3 s: closes
+/// finish a moment after the client sees the connection end.
+fn fd_count_settled(pid: u32, baseline: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut fds = family_fd_count(pid);
+    while fds > baseline && Instant::now() < deadline {
+        thread::sleep(Duration::from_millis(50));
+        fds = family_fd_count(pid);
+    }
+    fds
+}
+
 /// CPU time (user + system) of the server's processes, seconds.
 fn family_cpu_seconds(pid: u32) -> f64 {
     let ticks_per_second: f64 = Command::new("getconf")
@@ -1408,12 +1420,7 @@ fn clients_resetting_mid_response_cost_nothing(transmit: &str) {
         reset_mid_response(server.addr);
     }
     // Not one more descriptor: under splice a pipe kept by a reset connection shows.
-    let deadline = Instant::now() + Duration::from_secs(3);
-    let mut fds = family_fd_count(server.pid());
-    while fds > baseline && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(50));
-        fds = family_fd_count(server.pid());
-    }
+    let fds = fd_count_settled(server.pid(), baseline);
     assert!(
         fds <= baseline,
         "{fds} descriptors open after 30 resets, {baseline} before"
@@ -2221,12 +2228,7 @@ fn a_reader_that_stops_reading_is_closed_by_the_send_deadline(transmit: &str) {
     // no queued byte in what the next response goes through.
     let r = fetch(server.addr, "/p.bin", "");
     assert_bytes_eq(&r.body, &content, "after the cut");
-    let deadline = Instant::now() + Duration::from_secs(3);
-    let mut fds = family_fd_count(server.pid());
-    while fds > baseline && Instant::now() < deadline {
-        thread::sleep(Duration::from_millis(50));
-        fds = family_fd_count(server.pid());
-    }
+    let fds = fd_count_settled(server.pid(), baseline);
     assert!(
         fds <= baseline,
         "{fds} descriptors open after the cut, {baseline} before"
