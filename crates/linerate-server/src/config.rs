@@ -97,6 +97,10 @@ pub struct Config {
     pub access_log: AccessLog,
     /// Access log line format.
     pub log_format: LogFormat,
+    /// Where operational conditions are logged.
+    pub error_log: crate::logs::ErrorLog,
+    /// The least severe error-log lines written.
+    pub error_log_level: tracing::Level,
     /// Open files kept per worker.
     pub open_file_cache_entries: usize,
     /// Most bytes of a file one connection sends per turn before the worker serves the
@@ -142,6 +146,8 @@ impl Config {
             autoindex: false,
             access_log: AccessLog::Stdout,
             log_format: LogFormat::Clf,
+            error_log: crate::logs::ErrorLog::Stderr,
+            error_log_level: tracing::Level::WARN,
             open_file_cache_entries: 10_000,
             send_slice_bytes: DEFAULT_SEND_SLICE,
             send_slice_min_bytes: DEFAULT_SEND_SLICE_MIN,
@@ -162,8 +168,8 @@ impl Config {
 pub struct FileConfig {
     /// Document root.
     pub root: Option<PathBuf>,
-    /// Listen addresses.
-    pub listen: Option<Vec<SocketAddr>>,
+    /// Listen addresses: one ("127.0.0.1:80") or a list.
+    pub listen: Option<OneOrMany<SocketAddr>>,
     /// Worker threads.
     pub workers: Option<usize>,
     /// Pin workers to CPUs.
@@ -214,6 +220,30 @@ pub struct FileConfig {
     pub access_log: Option<String>,
     /// "clf" or "json".
     pub log_format: Option<String>,
+    /// "stderr", "off" or a file path.
+    pub error_log: Option<String>,
+    /// "error", "warn", "info" or "debug".
+    pub error_log_level: Option<String>,
+}
+
+/// A key that takes one value or a list of them.
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany<T> {
+    /// `key = value`.
+    One(T),
+    /// `key = [value, ...]`.
+    Many(Vec<T>),
+}
+
+impl<T: Clone> OneOrMany<T> {
+    /// The values, in order.
+    pub fn to_vec(&self) -> Vec<T> {
+        match self {
+            OneOrMany::One(v) => vec![v.clone()],
+            OneOrMany::Many(v) => v.clone(),
+        }
+    }
 }
 
 /// A byte count in a configuration file: a number, or a string with K, M or G.
@@ -240,7 +270,30 @@ impl FileConfig {
     /// Reads and checks a configuration file.
     pub fn load(path: &std::path::Path) -> Result<FileConfig, String> {
         let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), e.message()))
+        toml::from_str(&text).map_err(|e| format!("{}: {}", path.display(), explain(&text, &e)))
+    }
+}
+
+/// A TOML error as one line naming where it is: `line N: KEY: message` when the error
+/// points into a `key = value` line (serde's own messages, such as "data did not match
+/// any variant", name no key).
+fn explain(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim_end().replace('\n', " ");
+    let Some(span) = e.span() else {
+        return msg;
+    };
+    let line_no = text[..span.start.min(text.len())].matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("");
+    match line.split_once('=') {
+        Some((key, _)) if !key.trim().is_empty() && !key.trim().starts_with('[') => {
+            let key = key.trim().trim_matches('"');
+            if msg.contains(key) {
+                format!("line {line_no}: {msg}")
+            } else {
+                format!("line {line_no}: {key}: {msg}")
+            }
+        }
+        _ => format!("line {line_no}: {msg}"),
     }
 }
 
@@ -259,5 +312,23 @@ mod tests {
         assert_eq!(c.idle_timeout, Some(1.5));
         let e = toml::from_str::<FileConfig>("wrokers = 2\n").unwrap_err();
         assert!(e.message().contains("wrokers"), "{}", e.message());
+        let one: FileConfig = toml::from_str("listen = \"127.0.0.1:80\"\n").unwrap();
+        let many: FileConfig =
+            toml::from_str("listen = [\"127.0.0.1:80\", \"[::1]:81\"]\n").unwrap();
+        assert_eq!(one.listen.unwrap().to_vec().len(), 1);
+        assert_eq!(many.listen.unwrap().to_vec().len(), 2);
+    }
+
+    #[test]
+    fn a_bad_value_is_reported_with_its_line_and_key() {
+        let text = "workers = 2\nlisten = 80\n";
+        let e = toml::from_str::<FileConfig>(text).unwrap_err();
+        let line = explain(text, &e);
+        assert!(line.starts_with("line 2: listen: "), "{line}");
+        assert!(!line.contains('\n'), "{line}");
+        let text = "workers = \"two\"\n";
+        let e = toml::from_str::<FileConfig>(text).unwrap_err();
+        let line = explain(text, &e);
+        assert!(line.starts_with("line 1: workers: "), "{line}");
     }
 }

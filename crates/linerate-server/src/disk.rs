@@ -183,6 +183,18 @@ pub(crate) struct Stats {
     /// File bodies sent with `TCP_CORK` set (`--cork-min`), and corks cleared after one.
     pub corked: AtomicU64,
     pub uncorked: AtomicU64,
+    /// Opens of files refused for lack of descriptors (`EMFILE`/`ENFILE`; each empties
+    /// the open-file cache and tries once more).
+    pub open_out_of_fds: AtomicU64,
+    /// 503s answered because the retry failed too.
+    pub unavailable: AtomicU64,
+    /// Accepts refused for lack of descriptors (accepting then pauses).
+    pub accept_out_of_fds: AtomicU64,
+    /// 403s: the permission bits refused an open.
+    pub forbidden: AtomicU64,
+    /// Responses that ended before their last byte (reset, deadline, shutdown,
+    /// truncation).
+    pub aborted: AtomicU64,
 }
 
 impl Stats {
@@ -215,6 +227,13 @@ impl Stats {
                 "defrags": sum(|s| &s.defrags),
                 "corked": sum(|s| &s.corked),
                 "uncorked": sum(|s| &s.uncorked),
+            },
+            "errors": {
+                "open_out_of_descriptors": sum(|s| &s.open_out_of_fds),
+                "accept_out_of_descriptors": sum(|s| &s.accept_out_of_fds),
+                "unavailable_503": sum(|s| &s.unavailable),
+                "forbidden_403": sum(|s| &s.forbidden),
+                "responses_aborted": sum(|s| &s.aborted),
             }
         })
     }

@@ -14,11 +14,15 @@
 
 pub mod config;
 mod conn;
+pub mod control;
 mod disk;
 pub mod driver;
 mod files;
+pub mod logs;
 mod site;
 pub mod worker;
 
 pub use config::{AccessLog, Config, FileConfig, LogFormat};
+pub use control::Control;
+pub use logs::ErrorLog;
 pub use worker::{serve, ServeError};

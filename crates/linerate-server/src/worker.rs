@@ -2,10 +2,10 @@
 //! loop, open-file cache and connections. Listeners are bound before any worker starts,
 //! so a bad address fails the start, not a worker.
 
-use std::fs::File;
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -15,16 +15,18 @@ use socket2::{Domain, Socket, Type};
 
 use crate::config::{AccessLog, Config};
 use crate::conn::{After, Conn};
+use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Disk, Inbox, Job, Stats};
 use crate::driver::{Driver, EpollDriver, Interest, Ready};
 use crate::files::FileCache;
+use crate::logs::{LogFile, LogWriter};
 use crate::site::{Response, Site};
 
 /// Why the server could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The document root.
-    #[error("{}: {source}", path.display())]
+    #[error("{}", path.display())]
     Root {
         /// The path given.
         path: std::path::PathBuf,
@@ -32,16 +34,18 @@ pub enum ServeError {
         source: io::Error,
     },
     /// A listen address.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr}")]
     Listen {
         /// The address.
         addr: SocketAddr,
         /// Why.
         source: io::Error,
     },
-    /// The access log file.
-    #[error("access log {}: {source}", path.display())]
+    /// A log file.
+    #[error("{what} {}", path.display())]
     Log {
+        /// Which log.
+        what: &'static str,
         /// The path.
         path: std::path::PathBuf,
         /// Why.
@@ -81,24 +85,75 @@ fn listener(addr: SocketAddr, sndbuf: Option<usize>) -> io::Result<TcpListener> 
     Ok(s.into())
 }
 
-/// Serves `cfg` until `stop` is set; then finishes in-flight responses (up to the
+/// Descriptors kept back from the open-file caches' share for what each worker holds
+/// besides connections and cached files (epoll, inotify, eventfd, its listeners) and
+/// what the process holds once (standard streams, logs, the root, the helpers'
+/// `/dev/null`).
+fn fixed_descriptors(cfg: &Config) -> u64 {
+    let workers = cfg.workers.max(1) as u64;
+    8 + workers * (4 + cfg.listen.len() as u64) + cfg.disk_helpers as u64
+}
+
+/// Raises the soft descriptor limit to the hard one and sizes each worker's open-file
+/// cache from its share of it: half of what is left after [`fixed_descriptors`], split
+/// among the workers, so cached files can never take the descriptors connections need
+/// (the other half; a cache that meets `EMFILE` anyway empties itself and retries).
+fn size_for_descriptors(cfg: &mut Config) {
+    let (soft, hard) = match linerate_sys::fs::raise_nofile_limit() {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("cannot raise the descriptor limit: {e}");
+            linerate_sys::fs::nofile_limit().unwrap_or((1024, 1024))
+        }
+    };
+    let share = soft.saturating_sub(fixed_descriptors(cfg)) / 2 / cfg.workers.max(1) as u64;
+    let entries = (cfg.open_file_cache_entries as u64).min(share.max(16)) as usize;
+    if entries < cfg.open_file_cache_entries {
+        tracing::info!(
+            "open-file cache: {entries} entries per worker (asked {}), its share of {soft} descriptors",
+            cfg.open_file_cache_entries
+        );
+        cfg.open_file_cache_entries = entries;
+    }
+    if soft < LOW_DESCRIPTOR_LIMIT {
+        tracing::warn!(
+            "only {soft} descriptors (hard limit {hard}): each connection and each cached file takes one; raise the hard limit (ulimit -Hn, systemd's LimitNOFILE=) to serve more than a few hundred connections"
+        );
+    }
+}
+
+/// Below this many descriptors the start says the limit is low.
+const LOW_DESCRIPTOR_LIMIT: u64 = 4096;
+
+/// How often the main thread looks at the signal flags and the workers.
+const CONTROL_POLL: Duration = Duration::from_millis(50);
+
+/// Serves `cfg` until `control` says stop; then finishes in-flight responses (up to the
 /// shutdown timeout) and returns. `on_listen` hears each bound address once.
 pub fn serve(
-    cfg: Config,
-    stop: Arc<AtomicBool>,
+    mut cfg: Config,
+    control: &Control,
     on_listen: &dyn Fn(SocketAddr),
 ) -> Result<(), ServeError> {
     let root_err = |source| ServeError::Root {
         path: cfg.root.clone(),
         source,
     };
-    let root = File::open(&cfg.root).map_err(root_err)?;
-    if !root.metadata().map_err(root_err)?.is_dir() {
-        return Err(root_err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a directory",
-        )));
-    }
+    // Never blocks: a FIFO or a device given as the root fails here at once.
+    let root = linerate_sys::fs::open_directory(&cfg.root).map_err(root_err)?;
+    // The error log first, so what follows can be reported.
+    let error_log =
+        crate::logs::install_error_log(&cfg.error_log, cfg.error_log_level).map_err(|source| {
+            ServeError::Log {
+                what: "error log",
+                path: match &cfg.error_log {
+                    crate::logs::ErrorLog::File(p) => p.clone(),
+                    _ => PathBuf::new(),
+                },
+                source,
+            }
+        })?;
+    size_for_descriptors(&mut cfg);
     // Bind every listener of every worker now. Port 0 is resolved by the first worker's
     // socket and reused by the others.
     let workers = cfg.workers.max(1);
@@ -131,18 +186,18 @@ pub fn serve(
     // The log opens after the binds (a port in use creates no log file) and before
     // any address is announced (a start that fails names none).
     let log_file = match &cfg.access_log {
-        AccessLog::File(p) => Some(Arc::new(
-            std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(p)
-                .map_err(|source| ServeError::Log {
-                    path: p.clone(),
-                    source,
-                })?,
-        )),
+        AccessLog::File(p) => Some(Arc::new(LogFile::open(p).map_err(|source| {
+            ServeError::Log {
+                what: "access log",
+                path: p.clone(),
+                source,
+            }
+        })?)),
         _ => None,
     };
+    if control.stopping() {
+        return Ok(());
+    }
     for &a in &bound_addrs {
         on_listen(a);
     }
@@ -153,6 +208,7 @@ pub fn serve(
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| vec![0]);
     let all_stats: Arc<[Arc<Stats>]> = (0..workers).map(|_| Arc::default()).collect();
+    let stop = &control.stop;
     std::thread::scope(|scope| -> Result<(), ServeError> {
         // The helpers end when the last worker drops its sender.
         let jobs = (cfg.disk_helpers > 0).then(|| disk::start_helpers(scope, cfg.disk_helpers));
@@ -162,7 +218,7 @@ pub fn serve(
             let stats = (Arc::clone(&all_stats[i]), Arc::clone(&all_stats));
             let cfg = Arc::clone(&cfg);
             let cpus = cpus.clone();
-            let stop = Arc::clone(&stop);
+            let stop = Arc::clone(stop);
             let root = root.try_clone()?;
             let log_file = log_file.clone();
             handles.push(scope.spawn(move || -> io::Result<()> {
@@ -184,6 +240,19 @@ pub fn serve(
             }));
         }
         drop(jobs);
+        // The operator's signals are answered here, between looks at the workers; a
+        // worker that ends before a stop was asked for (an error) stops the others, so
+        // the process ends and says why instead of serving on with fewer workers.
+        while !handles.iter().all(|h| h.is_finished()) {
+            for r in control.take() {
+                answer(r, log_file.as_deref(), error_log.as_deref());
+            }
+            if !control.stopping() && handles.iter().any(|h| h.is_finished()) {
+                tracing::error!("a worker ended unasked; stopping the others");
+                stop.store(true, Ordering::Relaxed);
+            }
+            std::thread::sleep(CONTROL_POLL);
+        }
         for h in handles {
             match h.join() {
                 Ok(r) => r?,
@@ -192,6 +261,29 @@ pub fn serve(
         }
         Ok(())
     })
+}
+
+/// Carries out one signal's request (see [`crate::control`]).
+fn answer(r: ControlRequest, access: Option<&LogFile>, error: Option<&LogFile>) {
+    match r {
+        ControlRequest::Reopen => {
+            for f in [access, error].into_iter().flatten() {
+                match f.reopen() {
+                    Ok(()) => tracing::info!("SIGUSR1: reopened {}", f.path().display()),
+                    Err(e) => tracing::error!(
+                        "SIGUSR1: cannot reopen {}: {e}; still writing to the file open before",
+                        f.path().display()
+                    ),
+                }
+            }
+        }
+        ControlRequest::Reload => tracing::warn!(
+            "SIGHUP: reloading the configuration is not built yet; serving on with the settings of the start"
+        ),
+        ControlRequest::Upgrade => tracing::warn!(
+            "SIGUSR2: the binary upgrade is not built yet; serving on unchanged"
+        ),
+    }
 }
 
 /// One worker's state; everything it asks of the kernel's readiness machinery goes
@@ -221,7 +313,7 @@ impl<D: Driver> Worker<D> {
         cfg: Arc<Config>,
         root: OwnedFd,
         listeners: Vec<TcpListener>,
-        log_file: Option<Arc<File>>,
+        log_file: Option<Arc<LogFile>>,
         jobs: Option<std::sync::mpsc::Sender<Job>>,
         (stats, all_stats): (Arc<Stats>, Arc<[Arc<Stats>]>),
     ) -> io::Result<Worker<D>> {
@@ -252,7 +344,7 @@ impl<D: Driver> Worker<D> {
         let log: Option<Box<dyn Write>> = match (&cfg.access_log, log_file) {
             (AccessLog::Off, _) => None,
             (AccessLog::Stdout, _) => Some(Box::new(io::BufWriter::new(io::stdout()))),
-            (AccessLog::File(_), Some(f)) => Some(Box::new(io::BufWriter::new(SharedFile(f)))),
+            (AccessLog::File(_), Some(f)) => Some(Box::new(io::BufWriter::new(LogWriter(f)))),
             (AccessLog::File(_), None) => None,
         };
         Ok(Worker {
@@ -503,19 +595,6 @@ impl<D: Driver> Worker<D> {
         if let Some(l) = self.log.as_mut() {
             let _ = l.flush();
         }
-    }
-}
-
-/// A log file shared by the workers; each line goes in one `write` of an append-mode
-/// file, so lines never interleave.
-struct SharedFile(Arc<File>);
-
-impl Write for SharedFile {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self.0).write(buf)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }
 

@@ -153,3 +153,67 @@ pub fn stat_fd(fd: BorrowedFd<'_>) -> io::Result<FileMeta> {
     crate::cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
     Ok(meta(&st))
 }
+
+/// Opens `path` as a directory without ever blocking: a FIFO, a device or anything else
+/// that is not a directory fails at once (`ENOTDIR`) instead of waiting in `open` for a
+/// writer, as a plain open of a FIFO would.
+pub fn open_directory(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+}
+
+/// Opens `path` for appending (creating a regular file if there is none) without ever
+/// blocking in `open`: a FIFO nobody reads fails with `ENXIO`. Once open, writes block
+/// as usual (`O_NONBLOCK` is cleared), so a FIFO or a terminal never drops a line.
+pub fn open_append(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    // SAFETY: F_GETFL reads the flags of a descriptor `f` owns; no memory is passed.
+    let flags = crate::cvt(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_GETFL) })?;
+    // SAFETY: F_SETFL takes an integer; `f` stays open for the call.
+    crate::cvt(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, flags & !libc::O_NONBLOCK) })?;
+    Ok(f)
+}
+
+/// The process's descriptor limit (`RLIMIT_NOFILE`) as (soft, hard).
+pub fn nofile_limit() -> io::Result<(u64, u64)> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: the kernel writes one rlimit into a live local.
+    crate::cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) })?;
+    Ok((r.rlim_cur, r.rlim_max))
+}
+
+/// Raises the soft descriptor limit to the hard one, as most servers do at start;
+/// returns the new (soft, hard).
+pub fn raise_nofile_limit() -> io::Result<(u64, u64)> {
+    let (soft, hard) = nofile_limit()?;
+    if soft < hard {
+        let r = libc::rlimit {
+            rlim_cur: hard,
+            rlim_max: hard,
+        };
+        // SAFETY: the kernel reads one rlimit from a live local.
+        crate::cvt(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) })?;
+    }
+    nofile_limit()
+}
+
+/// `EMFILE` or `ENFILE`: the process or the system is out of descriptors.
+pub fn is_out_of_descriptors(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EMFILE) | Some(libc::ENFILE))
+}
+
+/// `EACCES`: the permission bits refuse the open.
+pub fn is_permission_denied(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::EACCES)
+}

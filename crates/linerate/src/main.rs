@@ -92,7 +92,7 @@ struct ServeArgs {
     /// cork-min, lowat, sndbuf, disk-helpers, read-ahead, status-path, collapse, open-file-cache,
     /// max-request-line, max-header-bytes, max-header-fields, idle-timeout,
     /// header-timeout, send-timeout, shutdown-timeout, dotfiles, autoindex, access-log,
-    /// log-format). Flags win.
+    /// log-format, error-log, error-log-level). Flags win.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Address to listen on; repeat for several (port 0: a free port; each bound
@@ -196,6 +196,14 @@ struct ServeArgs {
     /// Access log lines: clf (Common Log Format) or json [default: clf].
     #[arg(long, value_name = "clf|json")]
     log_format: Option<String>,
+    /// Error log (operational conditions: out of descriptors, permission refused, disk
+    /// read errors, cut connections, signals): stderr, off, or a file to append to;
+    /// SIGUSR1 reopens a file [default: stderr].
+    #[arg(long, value_name = "stderr|off|FILE")]
+    error_log: Option<String>,
+    /// Least severe error-log lines written: error, warn, info or debug [default: warn].
+    #[arg(long, value_name = "LEVEL")]
+    error_log_level: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -396,6 +404,16 @@ fn parse_on_off(s: &str) -> Result<bool, String> {
     }
 }
 
+fn parse_level(s: &str) -> Result<tracing::Level, String> {
+    match s {
+        "error" => Ok(tracing::Level::ERROR),
+        "warn" => Ok(tracing::Level::WARN),
+        "info" => Ok(tracing::Level::INFO),
+        "debug" => Ok(tracing::Level::DEBUG),
+        _ => Err(format!("'{s}': give error, warn, info or debug")),
+    }
+}
+
 fn stop_flag() -> anyhow::Result<StopFlag> {
     let flag: StopFlag = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -478,6 +496,9 @@ fn usage_error(msg: &str) -> ExitCode {
 }
 
 fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
+    // First of all: from here on no signal ends the server unasked, and a stop asked
+    // for during the start is honoured (nothing below blocks).
+    let control = linerate_server::Control::install().context("installing signal handlers")?;
     // Flags win over the configuration file, which wins over the defaults.
     let file = match &a.config {
         Some(p) => match linerate_server::FileConfig::load(p) {
@@ -502,10 +523,11 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if !a.listen.is_empty() {
         cfg.listen = a.listen.clone();
     } else if let Some(l) = &file.listen {
+        let l = l.to_vec();
         if l.is_empty() {
             return bad("listen", "needs at least one address".into());
         }
-        cfg.listen = l.clone();
+        cfg.listen = l;
     }
     match (a.workers, file.workers) {
         (Some(w), _) => cfg.workers = w as usize,
@@ -728,13 +750,38 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         other => return bad("log-format", format!("'{other}': give clf or json")),
     };
-    let stop = stop_flag()?;
+    let error_log = a
+        .error_log
+        .clone()
+        .or(file.error_log.clone())
+        .unwrap_or_else(|| "stderr".into());
+    cfg.error_log = match error_log.as_str() {
+        "off" => linerate_server::ErrorLog::Off,
+        "stderr" => linerate_server::ErrorLog::Stderr,
+        "" if a.error_log.is_some() => {
+            return Ok(usage_error("--error-log: give stderr, off or a file"))
+        }
+        "" => return bad("error-log", "give stderr, off or a file".into()),
+        p => linerate_server::ErrorLog::File(PathBuf::from(p)),
+    };
+    let level = a
+        .error_log_level
+        .as_deref()
+        .or(file.error_log_level.as_deref())
+        .unwrap_or("warn");
+    cfg.error_log_level = match parse_level(level) {
+        Ok(l) => l,
+        Err(e) if a.error_log_level.is_some() => {
+            return Ok(usage_error(&format!("--error-log-level {e}")))
+        }
+        Err(e) => return bad("error-log-level", e),
+    };
     let announce = |addr: SocketAddr| {
         use std::io::Write;
         println!("listening on {addr}");
         let _ = std::io::stdout().flush();
     };
-    linerate_server::serve(cfg, stop, &announce)?;
+    linerate_server::serve(cfg, &control, &announce)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -115,6 +115,8 @@ per_strategy!(
     request_line_and_header_limits_follow_their_flags,
     after_an_error_a_client_still_sending_reads_the_error_then_the_server_closes,
     the_access_log_holds_one_exact_line_per_request_in_order,
+    signals_sent_by_habit_leave_the_server_serving_and_lose_no_log_line,
+    sigusr1_reopens_the_access_log_by_its_path_and_loses_no_line,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -197,13 +199,35 @@ impl Server {
     }
 
     fn sigterm(&self) {
+        self.signal("TERM");
+    }
+
+    /// `kill -NAME PID`.
+    fn signal(&self, name: &str) {
         let ok = Command::new("kill")
-            .arg("-TERM")
+            .arg(format!("-{name}"))
             .arg(self.pid().to_string())
             .status()
             .expect("kill runs")
             .success();
-        assert!(ok, "kill -TERM {} failed", self.pid());
+        assert!(ok, "kill -{name} {} failed", self.pid());
+    }
+
+    /// What the server wrote to standard error so far (the error log by default).
+    fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.lock().unwrap()).into_owned()
+    }
+
+    /// Waits up to 5 s for standard error to hold `needle`.
+    fn wait_stderr(&self, needle: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let text = self.stderr_text();
+            if text.contains(needle) || Instant::now() > deadline {
+                return text;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// Waits up to `limit` for the process to exit.
@@ -3172,4 +3196,224 @@ fn serve_help_names_every_long_flag() {
         .collect();
     want.sort();
     assert_eq!(keys, want, "--config's keys against the flags");
+}
+
+// ---------------------------------------------------------------------------------------
+// Signals and start-up
+
+/// Lines of a log file (none if it does not exist).
+fn log_lines(path: &Path) -> Vec<String> {
+    fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Regression: SIGHUP, SIGUSR1, SIGUSR2 and SIGQUIT killed the server (exit 129, 138,
+/// 140, 131), cutting the download in flight, and a `kill -HUP` after 500 answered
+/// requests left 327 lines in the access log. Now each leaves the server serving (so do
+/// SIGWINCH, SIGCHLD and SIGPIPE), the download goes on byte-exact, SIGQUIT stops
+/// gracefully with exit 0, and every answered request has its line.
+fn signals_sent_by_habit_leave_the_server_serving_and_lose_no_log_line(transmit: &str) {
+    let root = docroot();
+    let big = pattern(16 * MIB, 71);
+    put(root.path(), "big.bin", &big);
+    put(root.path(), "f.txt", b"F\n");
+    let logs = docroot();
+    let log = logs.path().join("access.log");
+    let mut server = serve(
+        root.path(),
+        transmit,
+        &["--access-log", log.to_str().unwrap()],
+    );
+    let mut c = server.conn();
+    c.send(&req("GET", "/big.bin", ""));
+    let h = c.read_head();
+    assert_eq!(h.status, 200);
+    let (mut got, end) = c.read_upto(MIB);
+    assert_eq!(end, End::Open);
+    let mut answered = 0;
+    for sig in ["HUP", "USR1", "USR2", "WINCH", "CHLD", "PIPE"] {
+        server.signal(sig);
+        thread::sleep(Duration::from_millis(150));
+        assert!(server.running(), "SIG{sig} ended the server");
+        assert_eq!(
+            fetch(server.addr, "/f.txt", "").status,
+            200,
+            "after SIG{sig}"
+        );
+        answered += 1;
+    }
+    let (rest, end) = c.read_upto(big.len() - got.len());
+    got.extend_from_slice(&rest);
+    assert_eq!(end, End::Open, "download cut after {} bytes", got.len());
+    assert_bytes_eq(&got, &big, "the download in flight during the signals");
+    answered += 1;
+    for _ in 0..500 {
+        assert_eq!(c.get("/f.txt", "").status, 200);
+    }
+    answered += 500;
+    server.signal("HUP");
+    thread::sleep(Duration::from_millis(50));
+    server.signal("QUIT");
+    let status = server
+        .wait_exit(Duration::from_secs(10))
+        .expect("exits after SIGQUIT");
+    assert_eq!(status.code(), Some(0), "SIGQUIT: {status:?}");
+    let lines = log_lines(&log);
+    assert_eq!(
+        lines.len(),
+        answered,
+        "access-log lines for {answered} answers"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("GET /big.bin")).count(),
+        1
+    );
+}
+
+/// `mv access.log access.log.1; kill -USR1 PID` (logrotate's postrotate): the lines
+/// before the reopen are in the renamed file, those after it in a new file at the path,
+/// none lost; the error log says so.
+fn sigusr1_reopens_the_access_log_by_its_path_and_loses_no_line(transmit: &str) {
+    let root = docroot();
+    put(root.path(), "a.txt", b"A\n");
+    put(root.path(), "b.txt", b"B\n");
+    let logs = docroot();
+    let log = logs.path().join("access.log");
+    let rotated = logs.path().join("access.log.1");
+    let mut server = serve(
+        root.path(),
+        transmit,
+        &[
+            "--access-log",
+            log.to_str().unwrap(),
+            "--error-log-level",
+            "info",
+        ],
+    );
+    let mut c = server.conn();
+    for _ in 0..100 {
+        assert_eq!(c.get("/a.txt", "").status, 200);
+    }
+    fs::rename(&log, &rotated).unwrap();
+    server.signal("USR1");
+    let err = server.wait_stderr("SIGUSR1: reopened");
+    assert!(err.contains("SIGUSR1: reopened"), "error log: {err}");
+    for _ in 0..100 {
+        assert_eq!(c.get("/b.txt", "").status, 200);
+    }
+    server.sigterm();
+    assert_eq!(
+        server.wait_exit(Duration::from_secs(10)).map(|s| s.code()),
+        Some(Some(0))
+    );
+    let (old, new) = (log_lines(&rotated), log_lines(&log));
+    assert_eq!(old.len() + new.len(), 200, "old {old:?}\nnew {new:?}");
+    assert!(old.iter().all(|l| l.contains("/a.txt")), "{old:?}");
+    assert_eq!(new.iter().filter(|l| l.contains("/b.txt")).count(), 100);
+}
+
+/// Regression: `mkfifo pipe; linerate serve pipe` hung in `open` and ignored SIGTERM and
+/// SIGINT. Now it exits with one line naming the root, at once.
+#[test]
+fn a_fifo_as_the_root_fails_the_start_at_once_with_one_line() {
+    let dir = docroot();
+    let fifo = dir.path().join("pipe");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let t = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", fifo.to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    while child.try_wait().unwrap().is_none() && t.elapsed() < Duration::from_secs(3) {
+        thread::sleep(Duration::from_millis(10));
+    }
+    if child.try_wait().unwrap().is_none() {
+        let _ = child.kill();
+        panic!("still starting after 3 s with a FIFO as the root");
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("pipe") && err.contains("Not a directory"),
+        "{err}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "announced an address with a FIFO root"
+    );
+}
+
+/// Regression: a missing root printed its cause twice ("No such file or directory (os
+/// error 2): No such file or directory (os error 2)").
+#[test]
+fn a_start_error_names_its_cause_once() {
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args([
+            "serve",
+            "/nonexistent/linerate-root",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+    assert!(err.contains("/nonexistent/linerate-root"), "{err}");
+}
+
+/// A configuration file's `listen` takes one address as well as a list (it was refused
+/// with "expected a sequence" and no key named); a bad value names its line and key.
+#[test]
+fn the_config_file_takes_one_listen_address_and_names_a_bad_key() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let conf = root.path().join("linerate.toml");
+    fs::write(
+        &conf,
+        "listen = \"127.0.0.1:0\"\naccess-log = \"off\"\nworkers = 1\n",
+    )
+    .unwrap();
+    // Not through the harness, whose --listen flag would win over the file.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .arg("serve")
+        .arg(root.path())
+        .args(["--config", conf.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    let addr: SocketAddr = first
+        .trim_end()
+        .strip_prefix("listening on ")
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("first line {first:?}"));
+    let status = fetch(addr, "/f.txt", "").status;
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(status, 200);
+    fs::write(&conf, "workers = 1\nlisten = 8080\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", "--config", conf.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("line 2: listen: "), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }
