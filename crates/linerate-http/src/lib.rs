@@ -37,6 +37,8 @@ pub enum Status {
     NotModified,
     /// 400
     BadRequest,
+    /// 403
+    Forbidden,
     /// 404
     NotFound,
     /// 405
@@ -68,6 +70,7 @@ impl Status {
             Status::MovedPermanently => 301,
             Status::NotModified => 304,
             Status::BadRequest => 400,
+            Status::Forbidden => 403,
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
             Status::RequestTimeout => 408,
@@ -89,6 +92,7 @@ impl Status {
             Status::MovedPermanently => "Moved Permanently",
             Status::NotModified => "Not Modified",
             Status::BadRequest => "Bad Request",
+            Status::Forbidden => "Forbidden",
             Status::NotFound => "Not Found",
             Status::MethodNotAllowed => "Method Not Allowed",
             Status::RequestTimeout => "Request Timeout",

@@ -12,7 +12,8 @@ use crate::Status;
 pub struct Resolved {
     /// The segments, decoded (arbitrary bytes but `/` and NUL).
     pub segments: Vec<Vec<u8>>,
-    /// The request path ended in `/`.
+    /// The request path names a directory: it ends in `/`, or in a `.` or `..` segment
+    /// (`/a/.`, `/a/b/..`), as nginx reads it. A file named so is 404.
     pub trailing_slash: bool,
 }
 
@@ -29,8 +30,10 @@ pub fn resolve(raw: &str, allow_dotfiles: bool) -> Result<Resolved, Status> {
         return Err(Status::BadRequest);
     }
     let mut segments: Vec<Vec<u8>> = Vec::new();
+    let mut names_directory = false;
     for seg in raw[1..].split('/') {
         let decoded = decode(seg)?;
+        names_directory = matches!(&decoded[..], b"" | b"." | b"..");
         if decoded.contains(&0) {
             return Err(Status::BadRequest);
         }
@@ -54,7 +57,7 @@ pub fn resolve(raw: &str, allow_dotfiles: bool) -> Result<Resolved, Status> {
     }
     Ok(Resolved {
         segments,
-        trailing_slash: raw.ends_with('/'),
+        trailing_slash: names_directory,
     })
 }
 
@@ -119,6 +122,19 @@ mod tests {
         assert!(resolve("/.well-known/x", true).is_ok());
         assert_eq!(segs("a"), Err(Status::BadRequest));
         assert!(resolve("/dir/", false).unwrap().trailing_slash);
+        assert!(resolve("/", false).unwrap().trailing_slash);
+        assert!(!resolve("/f.bin", false).unwrap().trailing_slash);
+        for dir in [
+            "/f.bin/.",
+            "/f.bin/%2e",
+            "/f.bin/x/..",
+            "/f.bin//",
+            "/f.bin/./",
+        ] {
+            let r = resolve(dir, false).unwrap();
+            assert!(r.trailing_slash, "{dir} names a directory");
+            assert_eq!(r.relative(), b"f.bin", "{dir}");
+        }
     }
 
     proptest! {

@@ -32,13 +32,14 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use linerate_http::conditional::Validators;
 use linerate_sys::fs::{open_beneath, open_beneath_no_symlinks, stat_at, stat_fd, FileMeta};
 use linerate_sys::notify::{self, Inotify};
 
 use crate::disk::Stats;
+use crate::logs::{more, RateLimit};
 
 /// A cached open file.
 pub(crate) struct Entry {
@@ -60,6 +61,21 @@ pub(crate) enum Found {
     File(Rc<Entry>),
     Dir,
     Missing,
+    /// The permission bits refuse the server (403).
+    Forbidden,
+    /// Out of descriptors even after the cache emptied itself (503).
+    Unavailable,
+}
+
+/// Why an open failed, as the response sees it.
+fn refusal(e: &std::io::Error) -> Found {
+    if linerate_sys::fs::is_permission_denied(e) {
+        Found::Forbidden
+    } else if linerate_sys::fs::is_out_of_descriptors(e) {
+        Found::Unavailable
+    } else {
+        Found::Missing
+    }
 }
 
 pub(crate) struct FileCache {
@@ -78,6 +94,9 @@ pub(crate) struct FileCache {
     /// Read small files only from the page cache (`RWF_NOWAIT`).
     nowait: bool,
     stats: Arc<Stats>,
+    /// Error-log lines for running out of descriptors, and for refused permissions.
+    out_of_fds_log: RateLimit,
+    forbidden_log: RateLimit,
 }
 
 impl FileCache {
@@ -99,6 +118,64 @@ impl FileCache {
             unsynced: false,
             nowait,
             stats,
+            out_of_fds_log: RateLimit::new(Duration::from_secs(1)),
+            forbidden_log: RateLimit::new(Duration::from_secs(1)),
+        }
+    }
+
+    /// Opens `rel` beneath the root. Out of descriptors (`EMFILE`/`ENFILE`), the cache
+    /// gives back every descriptor it holds and tries once more; what still fails is
+    /// logged (rate-limited) and counted.
+    fn open(&mut self, rel: &[u8]) -> std::io::Result<OwnedFd> {
+        let first = match open_beneath(self.root.as_fd(), rel) {
+            Err(e) if linerate_sys::fs::is_out_of_descriptors(&e) => e,
+            r => return self.note_refusal(rel, r),
+        };
+        Stats::add(&self.stats.open_out_of_fds, 1);
+        let held = self.entries.len();
+        // The watches stay (they cost no descriptor; a new inotify instance would).
+        self.entries.clear();
+        self.current.clear();
+        let r = open_beneath(self.root.as_fd(), rel);
+        if let Some(n) = self.out_of_fds_log.allow(Instant::now()) {
+            let outcome = match &r {
+                Ok(_) => "then it opened".to_string(),
+                Err(e) => format!("then: {e}; answering 503"),
+            };
+            tracing::warn!(
+                "out of descriptors opening /{} ({first}): emptied the open-file cache ({held} entries), {outcome}{}",
+                String::from_utf8_lossy(rel),
+                more(n)
+            );
+        }
+        self.note_refusal(rel, r)
+    }
+
+    /// Passes `r` on, noting its error if it has one.
+    fn note_refusal(
+        &mut self,
+        rel: &[u8],
+        r: std::io::Result<OwnedFd>,
+    ) -> std::io::Result<OwnedFd> {
+        if let Err(e) = &r {
+            self.note_error(rel, e);
+        }
+        r
+    }
+
+    /// Counts and logs (rate-limited) a refused permission, counts a 503.
+    fn note_error(&mut self, rel: &[u8], e: &std::io::Error) {
+        if linerate_sys::fs::is_permission_denied(e) {
+            Stats::add(&self.stats.forbidden, 1);
+            if let Some(n) = self.forbidden_log.allow(Instant::now()) {
+                tracing::error!(
+                    "/{}: {e}: answering 403{}",
+                    String::from_utf8_lossy(rel),
+                    more(n)
+                );
+            }
+        } else if linerate_sys::fs::is_out_of_descriptors(e) {
+            Stats::add(&self.stats.unavailable, 1);
         }
     }
 
@@ -128,15 +205,23 @@ impl FileCache {
                 return Found::File(e);
             }
         }
-        let Ok(m) = stat_at(self.root.as_fd(), rel) else {
-            self.entries.remove(rel);
-            return Found::Missing;
+        let m = match stat_at(self.root.as_fd(), rel) {
+            Ok(m) => m,
+            Err(e) => {
+                self.entries.remove(rel);
+                // A directory on the way that the server may not search: 403.
+                if linerate_sys::fs::is_permission_denied(&e) {
+                    self.note_error(rel, &e);
+                    return Found::Forbidden;
+                }
+                return Found::Missing;
+            }
         };
         if m.is_dir() {
             // Only if it is reachable beneath the root (not through an escaping link).
-            return match open_beneath(self.root.as_fd(), rel) {
+            return match self.open(rel) {
                 Ok(_) => Found::Dir,
-                Err(_) => Found::Missing,
+                Err(e) => refusal(&e),
             };
         }
         if !m.is_file() {
@@ -150,9 +235,12 @@ impl FileCache {
                 return Found::File(e);
             }
         }
-        let Ok(fd) = open_beneath(self.root.as_fd(), rel) else {
-            self.entries.remove(rel);
-            return Found::Missing;
+        let fd = match self.open(rel) {
+            Ok(fd) => fd,
+            Err(e) => {
+                self.entries.remove(rel);
+                return refusal(&e);
+            }
         };
         let Ok(fm) = stat_fd(fd.as_fd()) else {
             return Found::Missing;
@@ -263,13 +351,14 @@ impl FileCache {
         }
     }
 
-    /// Names in directory `rel`, sorted, dot-files left out unless `dotfiles`.
-    pub fn list(&self, rel: &[u8], dotfiles: bool) -> Option<Vec<(String, bool)>> {
-        let fd = open_beneath(self.root.as_fd(), rel).ok()?;
+    /// Names in directory `rel`, sorted, dot-files left out unless `dotfiles`; or why
+    /// not (missing, forbidden, out of descriptors).
+    pub fn list(&mut self, rel: &[u8], dotfiles: bool) -> Result<Vec<(String, bool)>, Found> {
+        let fd = self.open(rel).map_err(|e| refusal(&e))?;
         // /proc/self/fd gives the opened directory itself, wherever links pointed.
         let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
         let mut names: Vec<(String, bool)> = std::fs::read_dir(path)
-            .ok()?
+            .map_err(|e| refusal(&e))?
             .filter_map(|e| e.ok())
             .filter_map(|e| {
                 let n = e.file_name().into_string().ok()?;
@@ -278,7 +367,7 @@ impl FileCache {
             })
             .collect();
         names.sort();
-        Some(names)
+        Ok(names)
     }
 }
 

@@ -223,14 +223,10 @@ impl Site {
         };
         let rel = resolved.relative();
         match self.cache.lookup(&rel) {
-            Found::Missing => self.error_for(
-                Status::NotFound,
-                keep,
-                &[],
-                line,
-                now,
-                req.method == Method::Head,
-            ),
+            // A path that names a directory (`/f.bin/`, `/f.bin/.`) is no file's.
+            Found::File(_) if resolved.trailing_slash => {
+                self.not_served(Found::Missing, req, line, now)
+            }
             Found::File(e) => self.file(req, &e, line, now),
             Found::Dir => {
                 if !resolved.trailing_slash {
@@ -255,18 +251,34 @@ impl Site {
                 index.extend_from_slice(b"index.html");
                 match self.cache.lookup(&index) {
                     Found::File(e) => self.file(req, &e, line, now),
-                    _ if self.cfg.autoindex => self.listing(req, &rel, line, now),
-                    _ => self.error_for(
-                        Status::NotFound,
-                        keep,
-                        &[],
-                        line,
-                        now,
-                        req.method == Method::Head,
-                    ),
+                    Found::Missing | Found::Dir if self.cfg.autoindex => {
+                        self.listing(req, &rel, line, now)
+                    }
+                    Found::Dir => self.not_served(Found::Missing, req, line, now),
+                    other => self.not_served(other, req, line, now),
                 }
             }
+            other => self.not_served(other, req, line, now),
         }
+    }
+
+    /// The answer for what the cache could not give: 404 (missing), 403 (the permission
+    /// bits refuse the server), 503 with `Retry-After` (out of descriptors: a file that
+    /// exists is never a 404 for that).
+    fn not_served(&mut self, why: Found, req: &Request, line: String, now: SystemTime) -> Response {
+        let (status, extra): (Status, &[(&str, &str)]) = match why {
+            Found::Forbidden => (Status::Forbidden, &[]),
+            Found::Unavailable => (Status::ServiceUnavailable, &[("Retry-After", "1")]),
+            Found::Missing | Found::Dir | Found::File(_) => (Status::NotFound, &[]),
+        };
+        self.error_for(
+            status,
+            req.keep_alive,
+            extra,
+            line,
+            now,
+            req.method == Method::Head,
+        )
     }
 
     /// Whether `e`'s pages are all in the page cache, for a file of at most one
@@ -345,15 +357,9 @@ impl Site {
     }
 
     fn listing(&mut self, req: &Request, rel: &[u8], line: String, now: SystemTime) -> Response {
-        let Some(names) = self.cache.list(rel, self.cfg.dotfiles) else {
-            return self.error_for(
-                Status::NotFound,
-                req.keep_alive,
-                &[],
-                line,
-                now,
-                req.method == Method::Head,
-            );
+        let names = match self.cache.list(rel, self.cfg.dotfiles) {
+            Ok(names) => names,
+            Err(why) => return self.not_served(why, req, line, now),
         };
         let title = html_escape(&req.path);
         let mut body = format!("<!DOCTYPE html>\n<html><head><title>Index of {title}</title></head><body>\n<h1>Index of {title}</h1>\n<ul>\n");

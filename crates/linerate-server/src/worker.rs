@@ -19,7 +19,7 @@ use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Disk, Inbox, Job, Stats};
 use crate::driver::{Driver, EpollDriver, Interest, Ready};
 use crate::files::FileCache;
-use crate::logs::{LogFile, LogWriter};
+use crate::logs::{more, LogFile, LogWriter, RateLimit};
 use crate::site::{Response, Site};
 
 /// Why the server could not start or had to stop.
@@ -305,6 +305,8 @@ struct Worker<D: Driver> {
     runnable: Vec<usize>,
     /// Serial of the last connection accepted.
     serial: u64,
+    /// Error-log lines for accepts refused for lack of descriptors.
+    accept_log: RateLimit,
 }
 
 impl<D: Driver> Worker<D> {
@@ -363,6 +365,7 @@ impl<D: Driver> Worker<D> {
             scratch: vec![0; crate::conn::READ_BYTES],
             runnable: Vec::new(),
             serial: 0,
+            accept_log: RateLimit::new(Duration::from_secs(1)),
         })
     }
 
@@ -448,9 +451,17 @@ impl<D: Driver> Worker<D> {
                 Ok(fd) => fd,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if matches!(e.raw_os_error(), Some(24) | Some(23)) => {
-                    // EMFILE/ENFILE: stop accepting for a moment instead of spinning on a
-                    // listener that stays readable; existing connections go on.
+                Err(e) if linerate_sys::fs::is_out_of_descriptors(&e) => {
+                    // Stop accepting for a moment instead of spinning on a listener that
+                    // stays readable; existing connections go on.
+                    Stats::add(&self.site.stats.accept_out_of_fds, 1);
+                    if let Some(n) = self.accept_log.allow(now) {
+                        tracing::warn!(
+                            "accept: {e}: pausing accepts for {} ms{}",
+                            ACCEPT_PAUSE.as_millis(),
+                            more(n)
+                        );
+                    }
                     self.pause_accepting(now);
                     return;
                 }

@@ -52,7 +52,7 @@ const BY_STRATEGY: &[&str] = &["--collapse", "0", "--small-file", "0"];
 const FILE_PARTS: [&[&str]; 2] = [&[], BY_STRATEGY];
 const MIB: usize = 1 << 20;
 /// Statuses whose responses carry a short `text/plain` body.
-const ERROR_STATUSES: [u16; 8] = [400, 404, 405, 412, 414, 416, 431, 501];
+const ERROR_STATUSES: [u16; 10] = [400, 403, 404, 405, 412, 414, 416, 431, 501, 503];
 
 // ---------------------------------------------------------------------------------------
 // One test per transmit strategy
@@ -117,6 +117,10 @@ per_strategy!(
     the_access_log_holds_one_exact_line_per_request_in_order,
     signals_sent_by_habit_leave_the_server_serving_and_lose_no_log_line,
     sigusr1_reopens_the_access_log_by_its_path_and_loses_no_line,
+    with_1024_descriptors_1500_files_are_all_served,
+    out_of_descriptors_an_existing_file_is_served_or_503_never_404,
+    a_path_that_names_a_directory_never_serves_a_file,
+    a_file_the_server_may_not_read_is_403_with_an_error_log_line,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -136,17 +140,36 @@ struct Server {
 
 impl Server {
     /// `linerate serve ROOT --listen 127.0.0.1:0 --workers 1 --access-log off EXTRA...`
-    /// (without `--access-log off` when `extra` names an access log).
+    /// (without `--workers 1` or `--access-log off` when `extra` names its own).
     fn start(root: &Path, extra: &[&str]) -> Server {
+        Server::start_under(&[], root, extra)
+    }
+
+    /// [`Server::start`] with the command run by `wrapper` (`prlimit ...`, `setpriv ...`).
+    fn start_under(wrapper: &[&str], root: &Path, extra: &[&str]) -> Server {
         let log_off: &[&str] = if extra.contains(&"--access-log") {
             &[]
         } else {
             &["--access-log", "off"]
         };
-        let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        let mut cmd = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(env!("CARGO_BIN_EXE_linerate"));
+                c
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_linerate")),
+        };
+        let one_worker: &[&str] = if extra.contains(&"--workers") {
+            &[]
+        } else {
+            &["--workers", "1"]
+        };
+        let mut child = cmd
             .arg("serve")
             .arg(root)
-            .args(["--listen", "127.0.0.1:0", "--workers", "1"])
+            .args(["--listen", "127.0.0.1:0"])
+            .args(one_worker)
             .args(log_off)
             .args(extra)
             .stdin(Stdio::null())
@@ -3416,4 +3439,197 @@ fn the_config_file_takes_one_listen_address_and_names_a_bad_key() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("line 2: listen: "), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Descriptors and permissions
+
+/// Sets the soft descriptor limit of process `pid` (the hard one stays).
+fn set_soft_nofile(pid: u32, soft: u64) {
+    let limits = fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();
+    let hard = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(4))
+        .expect("Max open files line")
+        .to_string();
+    let ok = Command::new("prlimit")
+        .arg("--pid")
+        .arg(pid.to_string())
+        .arg(format!("--nofile={soft}:{hard}"))
+        .status()
+        .expect("prlimit runs")
+        .success();
+    assert!(ok, "prlimit --pid {pid} --nofile={soft}:{hard}");
+}
+
+/// Regression: under `prlimit --nofile=1024:1024` with two workers and the default
+/// `--open-file-cache 10000`, 1,500 distinct 16 KiB files gave 1,003 answers 200 and 497
+/// answers 404 (`openat2` failing with EMFILE), and `/index.html` was 404 afterwards.
+/// Each worker's cache is now sized from its share of the limit.
+fn with_1024_descriptors_1500_files_are_all_served(transmit: &str) {
+    let root = docroot();
+    let body = pattern(16 * 1024, 81);
+    for i in 0..1500 {
+        put(root.path(), &format!("d{}/f{i}.bin", i % 10), &body);
+    }
+    put(root.path(), "index.html", b"<p>home</p>\n");
+    let server = Server::start_under(
+        &["prlimit", "--nofile=1024:1024"],
+        root.path(),
+        &["--transmit", transmit, "--workers", "2"],
+    );
+    // Eight keep-alive connections, spread over both workers by the kernel's hash.
+    let mut conns: Vec<Conn> = (0..8).map(|_| server.conn()).collect();
+    let mut statuses = std::collections::BTreeMap::new();
+    for i in 0..1500 {
+        let r = conns[i % 8].get(&format!("/d{}/f{i}.bin", i % 10), "");
+        *statuses.entry(r.status).or_insert(0) += 1;
+        if r.status == 200 {
+            assert_bytes_eq(&r.body, &body, &format!("f{i}.bin"));
+        }
+    }
+    assert_eq!(statuses.get(&200), Some(&1500), "statuses: {statuses:?}");
+    for _ in 0..20 {
+        let r = fetch(server.addr, "/index.html", "");
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+}
+
+/// Out of descriptors for real: a file that exists is never a 404. With cached files
+/// holding descriptors, the cache gives them back and the open is retried (200); with
+/// none to give back, 503 with `Retry-After`, and 200 again once descriptors are free.
+/// Both are counted on the status page and the first is in the error log.
+fn out_of_descriptors_an_existing_file_is_served_or_503_never_404(transmit: &str) {
+    let root = docroot();
+    let big = pattern(100_000, 82);
+    for i in 0..8 {
+        put(root.path(), &format!("f{i}.bin"), &big);
+    }
+    put(root.path(), "new.bin", &big);
+    put(root.path(), "g.txt", b"G\n");
+    let server = serve(root.path(), transmit, &["--status-path", "/status"]);
+    let pid = server.pid();
+    let mut c = server.conn();
+    for i in 0..8 {
+        assert_eq!(c.get(&format!("/f{i}.bin"), "").status, 200);
+    }
+    // No descriptor free: the lowest free number is the limit.
+    let open = open_fds(pid);
+    let lowest_free = (0..).find(|fd| !open.contains(fd)).unwrap();
+    set_soft_nofile(pid, lowest_free);
+    let r = c.get("/new.bin", "");
+    assert_eq!(r.status, 200, "the cache gave back its descriptors: {r:?}");
+    assert_bytes_eq(&r.body, &big, "new.bin");
+    let err = server.wait_stderr("out of descriptors opening /new.bin");
+    assert!(
+        err.contains("emptied the open-file cache"),
+        "error log: {err}"
+    );
+
+    // Nothing left to give back: every new descriptor is refused.
+    set_soft_nofile(pid, 3);
+    for _ in 0..2 {
+        let r = c.get("/g.txt", "");
+        assert_eq!(r.status, 503, "{r:?}");
+        assert_eq!(r.header("retry-after"), Some("1"), "{r:?}");
+        assert!(
+            !r.closes(),
+            "a 503 for descriptors keeps the connection: {r:?}"
+        );
+    }
+    set_soft_nofile(pid, 1024);
+    let r = c.get("/g.txt", "");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"G\n"[..]), "{r:?}");
+    let s = c.get("/status", "");
+    let j: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    assert!(
+        j["errors"]["open_out_of_descriptors"].as_u64() >= Some(3),
+        "{j}"
+    );
+    assert!(j["errors"]["unavailable_503"].as_u64() >= Some(2), "{j}");
+}
+
+/// Regression: `GET /file.bin/` and `/file.bin/.` answered 200 with the file (nginx: 404).
+/// A path ending in `/`, `.` or `..` names a directory.
+fn a_path_that_names_a_directory_never_serves_a_file(transmit: &str) {
+    let root = docroot();
+    put(root.path(), "file.bin", b"FILE\n");
+    put(root.path(), "dir/index.html", b"INDEX\n");
+    let server = serve(root.path(), transmit, &[]);
+    let mut c = server.conn();
+    for target in [
+        "/file.bin/",
+        "/file.bin/.",
+        "/file.bin/%2e",
+        "/file.bin/x/..",
+    ] {
+        let r = c.get(target, "");
+        assert_eq!(r.status, 404, "{target}: {r:?}");
+        let h = c.head(target, "");
+        assert_eq!(h.status, 404, "HEAD {target}: {h:?}");
+    }
+    assert_eq!(c.get("/file.bin", "").body, b"FILE\n");
+    for target in ["/dir/", "/dir/.", "/dir/x/.."] {
+        let r = c.get(target, "");
+        assert_eq!(
+            (r.status, r.body.as_slice()),
+            (200, &b"INDEX\n"[..]),
+            "{target}"
+        );
+    }
+    assert_eq!(c.get("/dir", "").status, 301);
+}
+
+/// Whether this test process can start the server as user nobody (root, and `setpriv`).
+fn can_run_as_nobody() -> bool {
+    let root = fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false);
+    root && Command::new("setpriv").arg("--version").output().is_ok()
+}
+
+/// Regression: a file the server may not read (mode 000, the server running as nobody)
+/// answered 404 and logged nothing. Now 403 with an error-log line; so is a file under a
+/// directory the server may not search. Readable files beside them are served.
+fn a_file_the_server_may_not_read_is_403_with_an_error_log_line(transmit: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    if !can_run_as_nobody() {
+        eprintln!("skipped: needs root and setpriv to run the server as nobody");
+        return;
+    }
+    let root = docroot();
+    put(root.path(), "secret.txt", b"S\n");
+    put(root.path(), "open.txt", b"O\n");
+    put(root.path(), "closed/inner.txt", b"I\n");
+    let mode = |p: &Path, m: u32| fs::set_permissions(p, fs::Permissions::from_mode(m)).unwrap();
+    mode(root.path(), 0o755);
+    mode(&root.path().join("secret.txt"), 0o000);
+    mode(&root.path().join("closed"), 0o700);
+    let server = Server::start_under(
+        &[
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+        ],
+        root.path(),
+        &["--transmit", transmit],
+    );
+    let mut c = server.conn();
+    let r = c.get("/secret.txt", "");
+    assert_eq!(r.status, 403, "{r:?}");
+    assert_eq!(c.head("/secret.txt", "").status, 403);
+    assert_eq!(c.get("/closed/inner.txt", "").status, 403);
+    assert_eq!(c.get("/open.txt", "").body, b"O\n");
+    let err = server.wait_stderr("secret.txt");
+    assert!(
+        err.lines().any(|l| l.contains("/secret.txt")
+            && l.contains("Permission denied")
+            && l.contains("403")),
+        "error log: {err}"
+    );
 }
