@@ -81,6 +81,8 @@ pub struct Connection {
     peer_closed: bool,
     /// When the first byte of a head that has not all come arrived.
     head_started: Option<Instant>,
+    /// When the head of the request whose body is being discarded was complete.
+    body_started: Option<Instant>,
 }
 
 impl Connection {
@@ -99,6 +101,7 @@ impl Connection {
             stopped: false,
             peer_closed: false,
             head_started: None,
+            body_started: None,
         }
     }
 
@@ -154,6 +157,7 @@ impl Connection {
                 if self.body.is_some() {
                     return Event::Wait;
                 }
+                self.body_started = None;
                 continue;
             }
             if self.pending >= self.max_pending {
@@ -177,6 +181,7 @@ impl Connection {
                         Body::Length(n) => Some(BodySkip::Length(n)),
                         Body::Chunked => Some(BodySkip::Chunked(ChunkedSkipper::new())),
                     };
+                    self.body_started = self.body.as_ref().map(|_| now);
                     self.pending += 1;
                     if !request.keep_alive {
                         self.stop();
@@ -202,6 +207,7 @@ impl Connection {
     fn stop(&mut self) {
         self.stopped = true;
         self.body = None;
+        self.body_started = None;
         self.head_started = None;
         self.buf = Vec::new();
     }
@@ -231,6 +237,13 @@ impl Connection {
     /// When the head being received started to arrive (for the header deadline).
     pub fn head_started(&self) -> Option<Instant> {
         self.head_started
+    }
+
+    /// When the request whose body is being read and discarded had its head complete
+    /// (for a deadline on the whole body: one byte every few seconds must not hold the
+    /// connection for ever).
+    pub fn body_started(&self) -> Option<Instant> {
+        self.body_started
     }
 
     /// Nothing owed, nothing half-received.
@@ -489,6 +502,26 @@ mod tests {
         assert!(matches!(c.next(t1), Event::Request(_)));
         assert_eq!(c.next(t1), Event::Wait);
         assert_eq!(c.head_started(), Some(t1), "the next head started");
+    }
+
+    #[test]
+    fn the_body_deadline_runs_from_the_end_of_its_head_to_its_last_byte() {
+        let mut c = Connection::new(Limits::default(), 4);
+        let t0 = Instant::now();
+        c.receive(b"GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nx");
+        assert!(matches!(c.next(t0), Event::Request(_)));
+        assert_eq!(c.next(t0), Event::Wait);
+        assert_eq!(c.body_started(), Some(t0));
+        let t1 = t0 + std::time::Duration::from_secs(2);
+        c.receive(b"y");
+        assert_eq!(c.next(t1), Event::Wait);
+        assert_eq!(c.body_started(), Some(t0), "a byte does not restart it");
+        c.receive(b"z");
+        assert_eq!(c.next(t1), Event::Wait);
+        assert_eq!(c.body_started(), None, "the body is done");
+        c.receive(GET);
+        assert!(matches!(c.next(t1), Event::Request(_)));
+        assert_eq!(c.body_started(), None, "no body, no deadline");
     }
 
     #[test]

@@ -87,6 +87,8 @@ pub struct Config {
     pub header_timeout: Duration,
     /// A response that makes no send progress this long is abandoned.
     pub send_timeout: Duration,
+    /// A request body must be read (and discarded) whole within this long of its head.
+    pub body_timeout: Duration,
     /// In-flight responses get this long after SIGTERM.
     pub shutdown_timeout: Duration,
     /// Serve dot-files and dot-directories.
@@ -141,6 +143,7 @@ impl Config {
             idle_timeout: Duration::from_secs(60),
             header_timeout: Duration::from_secs(10),
             send_timeout: Duration::from_secs(60),
+            body_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(10),
             dotfiles: false,
             autoindex: false,
@@ -210,6 +213,8 @@ pub struct FileConfig {
     pub header_timeout: Option<f64>,
     /// Seconds.
     pub send_timeout: Option<f64>,
+    /// Seconds.
+    pub body_timeout: Option<f64>,
     /// Seconds.
     pub shutdown_timeout: Option<f64>,
     /// Serve dot-files.

@@ -60,6 +60,45 @@ pub(crate) enum After {
     Reset,
 }
 
+/// How a response that did not finish was cut, for the access log and the counters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cut {
+    /// The client reset or closed the connection first (nginx logs 499 when nothing
+    /// was sent).
+    Client,
+    /// No send progress for `--send-timeout`.
+    SendTimeout,
+    /// The request body did not come whole within `--body-timeout`.
+    BodyTimeout,
+    /// The shutdown deadline after SIGTERM.
+    Shutdown,
+    /// The file shrank during the send.
+    Truncated,
+}
+
+impl Cut {
+    /// The word in the access log.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cut::Client => "client",
+            Cut::SendTimeout => "send-timeout",
+            Cut::BodyTimeout => "body-timeout",
+            Cut::Shutdown => "shutdown",
+            Cut::Truncated => "truncated",
+        }
+    }
+}
+
+/// What the access log says of a response that did not finish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Aborted {
+    pub cut: Cut,
+    /// Body bytes (everything after the head) that left.
+    pub body_sent: u64,
+    /// None of the head left.
+    pub nothing_sent: bool,
+}
+
 pub(crate) struct Conn {
     pub sock: TcpStream,
     pub peer: SocketAddr,
@@ -108,6 +147,8 @@ pub(crate) struct Conn {
     /// Slot in the worker and a serial unique in it, for the helpers' answers.
     pub slot: usize,
     pub serial: u64,
+    /// Why the last `drive` gave up on the connection, if it failed.
+    pub cut: Option<Cut>,
 }
 
 impl Conn {
@@ -146,7 +187,41 @@ impl Conn {
             job_at: None,
             slot,
             serial,
+            cut: None,
         }
+    }
+
+    /// The connection is being closed with `cut` (unless `drive` found a cause of its
+    /// own): every response not sent whole is logged with the bytes that left, then
+    /// the ones already sent and not yet logged. Returns how many were cut.
+    pub fn abort(
+        &mut self,
+        cut: Cut,
+        log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>),
+    ) -> u64 {
+        self.finish_done(log);
+        let cut = self.cut.unwrap_or(cut);
+        let in_flight = self.transmit.as_ref().map_or(0, Transmit::sent);
+        let queue = std::mem::take(&mut self.queue);
+        let mut n = 0;
+        for (i, r) in queue.iter().enumerate() {
+            let sent = if i == 0 {
+                r.sent + self.front_sent as u64 + in_flight
+            } else {
+                r.sent
+            };
+            log(
+                self,
+                r,
+                Some(Aborted {
+                    cut,
+                    body_sent: sent.saturating_sub(r.head_bytes),
+                    nothing_sent: sent == 0,
+                }),
+            );
+            n += 1;
+        }
+        n
     }
 
     /// The helpers brought `len` bytes from `offset` into the page cache; true if the
@@ -288,7 +363,7 @@ impl Conn {
         readable: bool,
         error_event: bool,
         now: Instant,
-        log: &mut dyn FnMut(&Conn, &Response),
+        log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>),
     ) -> After {
         if readable {
             self.may_read = true;
@@ -296,7 +371,7 @@ impl Conn {
         if error_event {
             if let Some(tx) = self.tx.as_mut() {
                 if let Err(e) = tx.reap(self.sock.as_fd()) {
-                    return after_error(&e);
+                    return self.failed(&e);
                 }
             }
         }
@@ -309,7 +384,7 @@ impl Conn {
             match self.flush(now, log, site.disk.as_ref(), &site.stats, collapse) {
                 Ok(true) => return After::Keep, // blocked on a full socket
                 Ok(false) => {}
-                Err(e) => return after_error(&e),
+                Err(e) => return self.failed(&e),
             }
             // Requests already read come first (they waited while the queue was full).
             if self.process(site, now) {
@@ -331,7 +406,10 @@ impl Conn {
                         return After::Keep;
                     }
                 }
-                Err(_) => return After::Close,
+                Err(_) => {
+                    self.cut = Some(Cut::Client);
+                    return After::Close;
+                }
             }
         }
         if self.busy() {
@@ -424,6 +502,8 @@ impl Conn {
                     site.error(status, false, &[], "-".into(), t)
                 }
             };
+            let mut r = r;
+            r.head_bytes = r.parts.front().map_or(0, Part::len);
             self.queue.push_back(r);
             queued = true;
         }
@@ -446,7 +526,7 @@ impl Conn {
     fn flush(
         &mut self,
         now: Instant,
-        log: &mut dyn FnMut(&Conn, &Response),
+        log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>),
         disk: Option<&Disk>,
         stats: &Stats,
         collapse: u64,
@@ -490,7 +570,9 @@ impl Conn {
                             continue;
                         }
                         if let Some(front) = self.queue.front_mut() {
-                            front.parts.pop_front();
+                            if let Some(p) = front.parts.pop_front() {
+                                front.sent += p.len();
+                            }
                         }
                         if self.corked {
                             // Clearing the cork sends the held tail at once.
@@ -664,7 +746,9 @@ impl Conn {
                 return;
             }
             n -= left;
-            front.parts.pop_front();
+            if let Some(p) = front.parts.pop_front() {
+                front.sent += p.len();
+            }
             self.front_sent = 0;
             if front.parts.is_empty() {
                 if let Some(r) = self.queue.pop_front() {
@@ -674,24 +758,35 @@ impl Conn {
         }
     }
 
-    fn finish_done(&mut self, log: &mut dyn FnMut(&Conn, &Response)) {
+    fn finish_done(&mut self, log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>)) {
         let finished = std::mem::take(&mut self.finished);
         for r in &finished {
             self.http.sent();
-            log(self, r);
+            log(self, r, None);
         }
         while self.queue.front().is_some_and(|r| r.parts.is_empty()) {
             if let Some(r) = self.queue.pop_front() {
                 self.http.sent();
-                log(self, &r);
+                log(self, &r, None);
             }
         }
     }
 }
 
-fn after_error(e: &TxError) -> After {
-    match e {
-        TxError::Truncated { .. } => After::Reset,
-        _ => After::Close,
+impl Conn {
+    /// A send failed: how the connection ends, and why for the log.
+    fn failed(&mut self, e: &TxError) -> After {
+        match e {
+            TxError::Truncated { .. } => {
+                self.cut = Some(Cut::Truncated);
+                // Logged as the file system's condition, not the client's.
+                tracing::warn!("{e}: connection reset");
+                After::Reset
+            }
+            _ => {
+                self.cut = Some(Cut::Client);
+                After::Close
+            }
+        }
     }
 }

@@ -49,6 +49,10 @@ pub(crate) struct Response {
     /// The request's authority (absolute-form target, else `Host`), for the log.
     pub host: Option<String>,
     pub body_bytes: u64,
+    /// Bytes of the head (the first part), set when the response is queued.
+    pub head_bytes: u64,
+    /// Bytes of parts sent whole and taken off the front.
+    pub sent: u64,
 }
 
 pub(crate) struct Site {
@@ -169,6 +173,8 @@ impl Site {
             request_line: line,
             host: None,
             body_bytes,
+            head_bytes: 0,
+            sent: 0,
         }
     }
 
@@ -353,6 +359,8 @@ impl Site {
             request_line: line,
             host: None,
             body_bytes: len,
+            head_bytes: 0,
+            sent: 0,
         }
     }
 
@@ -409,6 +417,8 @@ impl Site {
                     request_line: line,
                     host: None,
                     body_bytes: 0,
+                    head_bytes: 0,
+                    sent: 0,
                 };
             }
             Precondition::Proceed => {}
@@ -509,6 +519,8 @@ impl Site {
             request_line: line,
             host: None,
             body_bytes: if send_body { body_len } else { 0 },
+            head_bytes: 0,
+            sent: 0,
         }
     }
 }

@@ -14,7 +14,7 @@ use linerate_tx::TxConfig;
 use socket2::{Domain, Socket, Type};
 
 use crate::config::{AccessLog, Config};
-use crate::conn::{After, Conn};
+use crate::conn::{Aborted, After, Conn, Cut};
 use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Disk, Inbox, Job, Stats};
 use crate::driver::{Driver, EpollDriver, Interest, Ready};
@@ -307,6 +307,8 @@ struct Worker<D: Driver> {
     serial: u64,
     /// Error-log lines for accepts refused for lack of descriptors.
     accept_log: RateLimit,
+    /// Error-log lines for connections cut by a deadline.
+    cut_log: RateLimit,
 }
 
 impl<D: Driver> Worker<D> {
@@ -366,6 +368,7 @@ impl<D: Driver> Worker<D> {
             runnable: Vec::new(),
             serial: 0,
             accept_log: RateLimit::new(Duration::from_secs(1)),
+            cut_log: RateLimit::new(Duration::from_secs(1)),
         })
     }
 
@@ -414,7 +417,7 @@ impl<D: Driver> Worker<D> {
                 // Idle connections go at once; the rest when done or at the deadline.
                 for i in 0..self.conns.len() {
                     if self.conns[i].as_ref().is_some_and(|c| !c.busy()) || now >= d {
-                        self.close(i, After::Close);
+                        self.close(i, After::Close, Cut::Shutdown);
                     }
                 }
                 if self.conns.iter().all(Option::is_none) {
@@ -516,13 +519,8 @@ impl<D: Driver> Worker<D> {
         };
         let log = &mut self.log;
         let json = self.cfg.log_format == crate::config::LogFormat::Json;
-        let mut write_log = |c: &Conn, r: &Response| {
-            if let Some(l) = log.as_mut() {
-                let line = log_line(json, c.peer, r, SystemTime::now());
-                // One write per line: the buffer flushes between lines, never inside one.
-                let _ = l.write_all(line.as_bytes());
-            }
-        };
+        let mut write_log =
+            |c: &Conn, r: &Response, a: Option<Aborted>| write_access(log, json, c, r, a);
         let after = conn.drive(
             &mut self.site,
             &mut self.scratch,
@@ -532,7 +530,7 @@ impl<D: Driver> Worker<D> {
             &mut write_log,
         );
         if after != After::Keep {
-            self.close(idx, after);
+            self.close(idx, after, Cut::Client);
         } else if conn.take_yielded() && !conn.on_run_list {
             conn.on_run_list = true;
             self.runnable.push(idx);
@@ -560,8 +558,14 @@ impl<D: Driver> Worker<D> {
         }
     }
 
-    fn close(&mut self, idx: usize, how: After) {
-        if let Some(c) = self.conns[idx].take() {
+    /// Closes connection `idx`; responses it had not sent whole are logged as cut by
+    /// `cut` (unless the connection knows a cause of its own) and counted.
+    fn close(&mut self, idx: usize, how: After, cut: Cut) {
+        if let Some(mut c) = self.conns[idx].take() {
+            let log = &mut self.log;
+            let json = self.cfg.log_format == crate::config::LogFormat::Json;
+            let aborted = c.abort(cut, &mut |c, r, a| write_access(log, json, c, r, a));
+            Stats::add(&self.site.stats.aborted, aborted);
             let _ = self.driver.deregister(c.sock.as_fd());
             if how == After::Reset {
                 let _ = linerate_sys::fs::reset_on_close(c.sock.as_fd());
@@ -587,20 +591,43 @@ impl<D: Driver> Worker<D> {
             let Some(c) = self.conns[i].as_ref() else {
                 continue;
             };
-            let expired = if let Some(d) = c.draining_since {
-                now.duration_since(d) >= DRAIN
-            } else if let Some(h) = c.http.head_started() {
-                now.duration_since(h) >= cfg.header_timeout
+            let since = |t: Instant| now.duration_since(t);
+            // (deadline passed, what it cuts, the line for the error log)
+            let expired: Option<(Cut, &str)> = if let Some(d) = c.draining_since {
+                (since(d) >= DRAIN).then_some((Cut::Client, ""))
+            } else if c
+                .http
+                .body_started()
+                .is_some_and(|b| since(b) >= cfg.body_timeout)
+            {
+                Some((
+                    Cut::BodyTimeout,
+                    "request body not whole within --body-timeout",
+                ))
             } else if c.busy() {
-                now.duration_since(c.last_activity) >= cfg.send_timeout
+                (since(c.last_activity) >= cfg.send_timeout)
+                    .then_some((Cut::SendTimeout, "no send progress within --send-timeout"))
+            } else if let Some(h) = c.http.head_started() {
+                (since(h) >= cfg.header_timeout).then_some((
+                    Cut::Client,
+                    "request head not whole within --header-timeout",
+                ))
             } else if c.is_idle() {
-                now.duration_since(c.last_activity) >= cfg.idle_timeout
+                (since(c.last_activity) >= cfg.idle_timeout).then_some((Cut::Client, ""))
             } else {
-                // A body being skipped: as a header in progress.
-                now.duration_since(c.last_activity) >= cfg.header_timeout
+                // A body being skipped: no byte for as long as a head may take.
+                (since(c.last_activity) >= cfg.header_timeout).then_some((
+                    Cut::BodyTimeout,
+                    "no request body byte within --header-timeout",
+                ))
             };
-            if expired {
-                self.close(i, After::Close);
+            if let Some((cut, why)) = expired {
+                if !why.is_empty() {
+                    if let Some(n) = self.cut_log.allow(now) {
+                        tracing::info!("closed a connection from {}: {why}{}", c.peer, more(n));
+                    }
+                }
+                self.close(i, After::Close, cut);
             }
         }
         if let Some(l) = self.log.as_mut() {
@@ -609,42 +636,77 @@ impl<D: Driver> Worker<D> {
     }
 }
 
+/// Writes `r`'s access-log line, if there is a log.
+fn write_access(
+    log: &mut Option<Box<dyn Write>>,
+    json: bool,
+    c: &Conn,
+    r: &Response,
+    aborted: Option<Aborted>,
+) {
+    if let Some(l) = log.as_mut() {
+        let line = log_line(json, c.peer, r, aborted, SystemTime::now());
+        // One write per line: the buffer flushes between lines, never inside one.
+        let _ = l.write_all(line.as_bytes());
+    }
+}
+
 /// One access-log line: Common Log Format (`-` for no body bytes, the request line with
 /// `"`, `\\`, control and non-ASCII bytes as `\\xHH`, as nginx writes them), or a JSON
-/// object.
-fn log_line(json: bool, peer: SocketAddr, r: &Response, t: SystemTime) -> String {
+/// object. A response cut before its end (`aborted`) has the body bytes that left (that
+/// the socket took), 499 for its status if the client went away before any byte of it
+/// left (nginx's convention), and a last field saying how it was cut: ` aborted=HOW` in
+/// CLF, `"aborted": "HOW"` in JSON.
+fn log_line(
+    json: bool,
+    peer: SocketAddr,
+    r: &Response,
+    aborted: Option<Aborted>,
+    t: SystemTime,
+) -> String {
     use std::fmt::Write as _;
+    let (status, body_bytes) = match aborted {
+        Some(a) if a.nothing_sent && a.cut == Cut::Client => (499, 0),
+        Some(a) => (r.status.code(), a.body_sent),
+        None => (r.status.code(), r.body_bytes),
+    };
     if json {
-        let mut line = serde_json::json!({
+        let mut v = serde_json::json!({
             "time": httpdate::fmt_http_date(t),
             "remote": peer.ip().to_string(),
             "host": r.host,
             "request": r.request_line,
-            "status": r.status.code(),
-            "bytes": r.body_bytes,
-        })
-        .to_string();
+            "status": status,
+            "bytes": body_bytes,
+        });
+        if let Some(a) = aborted {
+            v["aborted"] = a.cut.as_str().into();
+        }
+        let mut line = v.to_string();
         line.push('\n');
         return line;
     }
-    let mut request = String::with_capacity(r.request_line.len());
+    let mut line = String::with_capacity(80 + r.request_line.len());
+    let _ = write!(line, "{} - - [{}] \"", peer.ip(), clf_date(t));
     for b in r.request_line.bytes() {
         if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
-            let _ = write!(request, "\\x{b:02X}");
+            let _ = write!(line, "\\x{b:02X}");
         } else {
-            request.push(char::from(b));
+            line.push(char::from(b));
         }
     }
-    let bytes = match r.body_bytes {
-        0 => "-".to_string(),
-        n => n.to_string(),
-    };
-    format!(
-        "{} - - [{}] \"{request}\" {} {bytes}\n",
-        peer.ip(),
-        clf_date(t),
-        r.status.code(),
-    )
+    let _ = write!(line, "\" {status} ");
+    match body_bytes {
+        0 => line.push('-'),
+        n => {
+            let _ = write!(line, "{n}");
+        }
+    }
+    if let Some(a) = aborted {
+        let _ = write!(line, " aborted={}", a.cut.as_str());
+    }
+    line.push('\n');
+    line
 }
 
 /// `[10/Oct/2000:13:55:36 +0000]`'s inside, from an HTTP date.
@@ -671,6 +733,8 @@ mod tests {
             request_line: line.into(),
             host: host.map(str::to_string),
             body_bytes: bytes,
+            head_bytes: 0,
+            sent: 0,
         }
     }
 
@@ -680,15 +744,16 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136);
         let r = response("GET /a.txt HTTP/1.1", Some("h"), Status::Ok, 1234);
         assert_eq!(
-            log_line(false, peer, &r, t),
+            log_line(false, peer, &r, None, t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /a.txt HTTP/1.1\" 200 1234\n"
         );
         let r = response("GET /\"x\\\u{7f}é HTTP/1.1", None, Status::NotFound, 0);
         assert_eq!(
-            log_line(false, peer, &r, t),
+            log_line(false, peer, &r, None, t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /\\x22x\\x5C\\x7F\\xC3\\xA9 HTTP/1.1\" 404 -\n"
         );
-        let j: serde_json::Value = serde_json::from_str(&log_line(true, peer, &r, t)).unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(&log_line(true, peer, &r, None, t)).unwrap();
         assert_eq!(j["request"], "GET /\"x\\\u{7f}é HTTP/1.1");
         assert_eq!(j["host"], serde_json::Value::Null);
         assert_eq!(j["remote"], "198.18.0.2");
@@ -698,7 +763,43 @@ mod tests {
         );
         assert_eq!(j["time"], "Tue, 10 Oct 2000 13:55:36 GMT");
         let r = response("GET http://a/ HTTP/1.1", Some("a"), Status::Ok, 5);
-        let j: serde_json::Value = serde_json::from_str(&log_line(true, peer, &r, t)).unwrap();
+        let j: serde_json::Value =
+            serde_json::from_str(&log_line(true, peer, &r, None, t)).unwrap();
         assert_eq!(j["host"], "a");
+        assert_eq!(j.get("aborted"), None);
+    }
+
+    #[test]
+    fn aborted_responses_have_the_bytes_that_left_and_how_they_were_cut() {
+        let peer: SocketAddr = "198.18.0.2:4000".parse().unwrap();
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136);
+        let r = response("GET /big HTTP/1.1", Some("h"), Status::Ok, 1 << 30);
+        let cut = |cut, body_sent, nothing_sent| {
+            Some(Aborted {
+                cut,
+                body_sent,
+                nothing_sent,
+            })
+        };
+        assert_eq!(
+            log_line(false, peer, &r, cut(Cut::SendTimeout, 65536, false), t),
+            "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /big HTTP/1.1\" 200 65536 aborted=send-timeout\n"
+        );
+        assert_eq!(
+            log_line(false, peer, &r, cut(Cut::Client, 0, true), t),
+            "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /big HTTP/1.1\" 499 - aborted=client\n"
+        );
+        assert_eq!(
+            log_line(false, peer, &r, cut(Cut::Shutdown, 0, false), t),
+            "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /big HTTP/1.1\" 200 - aborted=shutdown\n",
+            "the head left, no body byte"
+        );
+        let line = log_line(true, peer, &r, cut(Cut::Truncated, 100, false), t);
+        let j: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            (j["status"].as_u64(), j["bytes"].as_u64()),
+            (Some(200), Some(100))
+        );
+        assert_eq!(j["aborted"], "truncated");
     }
 }

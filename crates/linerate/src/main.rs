@@ -91,7 +91,7 @@ struct ServeArgs {
     /// root, listen, workers, pin, transmit, small-file, send-slice, send-slice-min,
     /// cork-min, lowat, sndbuf, disk-helpers, read-ahead, status-path, collapse, open-file-cache,
     /// max-request-line, max-header-bytes, max-header-fields, idle-timeout,
-    /// header-timeout, send-timeout, shutdown-timeout, dotfiles, autoindex, access-log,
+    /// header-timeout, send-timeout, body-timeout, shutdown-timeout, dotfiles, autoindex, access-log,
     /// log-format, error-log, error-log-level). Flags win.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
@@ -181,6 +181,11 @@ struct ServeArgs {
     /// Close a response that makes no send progress this long [default: 60].
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     send_timeout: Option<Duration>,
+    /// A request body must arrive whole (it is read and discarded) within this long of
+    /// its head, however it trickles (nginx's client_body_timeout and lingering_time)
+    /// [default: 30].
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    body_timeout: Option<Duration>,
     /// After SIGTERM or SIGINT, in-flight responses get this long [default: 10].
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
     shutdown_timeout: Option<Duration>,
@@ -705,6 +710,12 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             a.send_timeout,
             file.send_timeout,
             &mut cfg.send_timeout,
+        ),
+        (
+            "body-timeout",
+            a.body_timeout,
+            file.body_timeout,
+            &mut cfg.body_timeout,
         ),
         (
             "shutdown-timeout",
