@@ -79,6 +79,8 @@ pub struct Config {
     /// Files up to this size are cached in memory per worker and sent with their head
     /// in one `sendmsg`.
     pub small_file_bytes: u64,
+    /// Most bytes of small-file contents each worker holds (None: [`Config::small_file_memory_bytes`]'s default).
+    pub small_file_memory: Option<u64>,
     /// Request head limits.
     pub limits: Limits,
     /// A keep-alive connection idle this long is closed.
@@ -139,6 +141,7 @@ impl Config {
             transmit: Strategy::SendfileBatched,
             notsent_lowat: Some(DEFAULT_NOTSENT_LOWAT),
             small_file_bytes: 16 * 1024,
+            small_file_memory: None,
             limits: Limits::default(),
             idle_timeout: Duration::from_secs(60),
             header_timeout: Duration::from_secs(10),
@@ -164,6 +167,42 @@ impl Config {
     }
 }
 
+/// Largest `--small-file`: above it `sendfile` from the page cache beats a copy held in
+/// memory anyway, and a few such files would fill any budget.
+pub const MAX_SMALL_FILE: u64 = 16 << 20;
+
+/// Most bytes of small-file contents a worker holds by default: 1/32 of the machine's
+/// memory shared by the workers, at most [`MAX_SMALL_FILE_MEMORY_DEFAULT`].
+pub const MAX_SMALL_FILE_MEMORY_DEFAULT: u64 = 64 << 20;
+
+impl Config {
+    /// Bytes of small-file contents each worker may hold: the setting, or by default
+    /// 1/32 of the machine's memory shared by the workers, at most 64 MiB and at least
+    /// one small file.
+    pub fn small_file_memory_bytes(&self) -> u64 {
+        self.small_file_memory.unwrap_or_else(|| {
+            let ram = total_memory_bytes().unwrap_or(1 << 30);
+            (ram / 32 / self.workers.max(1) as u64)
+                .min(MAX_SMALL_FILE_MEMORY_DEFAULT)
+                .max(self.small_file_bytes)
+        })
+    }
+}
+
+/// `MemTotal` of `/proc/meminfo`.
+fn total_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kib: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
+}
+
 /// The settings a TOML configuration file may hold; each is also a command-line flag,
 /// which wins. Unknown keys are refused.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
@@ -183,6 +222,8 @@ pub struct FileConfig {
     pub lowat: Option<Size>,
     /// Small-file size: bytes, or a string like "16K".
     pub small_file: Option<Size>,
+    /// Small-file contents per worker.
+    pub small_file_memory: Option<Size>,
     /// Most file bytes per connection per turn.
     pub send_slice: Option<Size>,
     /// Smallest file body that is sliced.

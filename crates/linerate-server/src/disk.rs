@@ -132,6 +132,7 @@ fn helper(rx: &Mutex<Receiver<Job>>) {
             }
         };
         let mut read = 0u64;
+        let mut failed = None;
         while read < job.len {
             let want = (job.len - read).min(READ_CHUNK as u64) as usize;
             let mut at = job.offset + read;
@@ -147,8 +148,19 @@ fn helper(rx: &Mutex<Receiver<Job>>) {
                 Ok(n) => read += n as u64,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 // The send will meet the error itself and close the connection.
-                Err(_) => break,
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
             }
+        }
+        if let Some(e) = failed {
+            // Rare (a disk error, a file system gone): each is worth its line.
+            tracing::warn!(
+                "disk helper: reading {} bytes at offset {}: {e}",
+                job.len - read,
+                job.offset + read
+            );
         }
         job.inbox.put(Done {
             conn: job.conn,
@@ -175,6 +187,10 @@ pub(crate) struct Stats {
     pub helper_bytes: AtomicU64,
     /// Small files whose contents were not resident (`RWF_NOWAIT` would have waited).
     pub small_misses: AtomicU64,
+    /// Bytes of small-file contents held now (a gauge), and contents given up to stay
+    /// within `--small-file-memory`.
+    pub small_bytes_held: AtomicU64,
+    pub small_evictions: AtomicU64,
     /// File ranges read into the gather (seed 001's collapse), and their bytes.
     pub collapsed: AtomicU64,
     pub collapsed_bytes: AtomicU64,
@@ -203,6 +219,11 @@ impl Stats {
         c.store(c.load(Ordering::Relaxed).wrapping_add(n), Ordering::Relaxed);
     }
 
+    /// Sets a gauge of this worker's (single writer).
+    pub fn set(c: &AtomicU64, n: u64) {
+        c.store(n, Ordering::Relaxed);
+    }
+
     fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
     }
@@ -220,6 +241,10 @@ impl Stats {
                 "helper_reads": sum(|s| &s.helper_reads),
                 "helper_bytes": sum(|s| &s.helper_bytes),
                 "small_file_misses": sum(|s| &s.small_misses),
+            },
+            "small_files": {
+                "bytes_held": sum(|s| &s.small_bytes_held),
+                "evictions": sum(|s| &s.small_evictions),
             },
             "queue": {
                 "collapsed": sum(|s| &s.collapsed),

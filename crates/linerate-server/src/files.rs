@@ -25,7 +25,7 @@
 //! them (the response then goes out as a file range, through the probe and a helper),
 //! and a later lookup tries again.
 
-use std::cell::{Cell, OnceCell};
+use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::{AsFd, OwnedFd};
@@ -49,12 +49,49 @@ pub(crate) struct Entry {
     /// `Last-Modified`, formatted once per opened file.
     pub last_modified: String,
     pub content_type: &'static str,
-    /// The whole contents, for files up to the small-file size, once they could be
-    /// read without waiting for the disk.
-    pub small: OnceCell<Arc<[u8]>>,
+    /// The whole contents, for files up to the small-file size: see [`Small`].
+    pub small: RefCell<Small>,
     /// The residency epoch in which a probe found the whole file in the page cache
     /// (0: none).
     pub resident_epoch: Cell<u64>,
+}
+
+/// What a cache entry holds of its file's contents.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum Small {
+    /// Not read: a file above the small-file size, or not tried yet.
+    #[default]
+    Unread,
+    /// The whole contents.
+    Held(Arc<[u8]>),
+    /// Reading them would have waited for the disk (`RWF_NOWAIT`): the file goes to the
+    /// helpers, and a later lookup tries again.
+    NotResident,
+    /// Given up to keep the worker within `--small-file-memory`: the file goes out as a
+    /// file range until the cache starts over.
+    Evicted,
+}
+
+impl Entry {
+    /// The contents, if held.
+    pub fn contents(&self) -> Option<Arc<[u8]>> {
+        match &*self.small.borrow() {
+            Small::Held(b) => Some(Arc::clone(b)),
+            _ => None,
+        }
+    }
+
+    /// Reading the contents just now would have waited for the disk.
+    pub fn not_resident(&self) -> bool {
+        matches!(*self.small.borrow(), Small::NotResident)
+    }
+
+    fn held_bytes(&self) -> u64 {
+        match &*self.small.borrow() {
+            Small::Held(b) => b.len() as u64,
+            _ => 0,
+        }
+    }
 }
 
 pub(crate) enum Found {
@@ -83,6 +120,9 @@ pub(crate) struct FileCache {
     entries: HashMap<Vec<u8>, Rc<Entry>>,
     max_entries: usize,
     small_bytes: u64,
+    /// Most bytes of small-file contents held (`--small-file-memory`), and those held.
+    small_budget: u64,
+    small_held: u64,
     /// Change notification; None if inotify is unavailable.
     notify: Option<Inotify>,
     /// Paths whose entry is known current (see the module's text).
@@ -103,7 +143,7 @@ impl FileCache {
     pub fn new(
         root: OwnedFd,
         max_entries: usize,
-        small_bytes: u64,
+        (small_bytes, small_budget): (u64, u64),
         nowait: bool,
         stats: Arc<Stats>,
     ) -> FileCache {
@@ -112,6 +152,8 @@ impl FileCache {
             entries: HashMap::new(),
             max_entries: max_entries.max(1),
             small_bytes,
+            small_budget,
+            small_held: 0,
             notify: Inotify::new().ok(),
             current: HashSet::new(),
             watched: HashSet::new(),
@@ -134,7 +176,7 @@ impl FileCache {
         Stats::add(&self.stats.open_out_of_fds, 1);
         let held = self.entries.len();
         // The watches stay (they cost no descriptor; a new inotify instance would).
-        self.entries.clear();
+        self.clear_entries();
         self.current.clear();
         let r = open_beneath(self.root.as_fd(), rel);
         if let Some(n) = self.out_of_fds_log.allow(Instant::now()) {
@@ -179,17 +221,68 @@ impl FileCache {
         }
     }
 
-    /// `e` with its small contents, if it should have them and they can be read now.
-    fn fill(&self, e: &Rc<Entry>) {
-        if e.meta.size <= self.small_bytes && e.small.get().is_none() {
-            match read_whole(&e.file, e.meta.size, self.nowait) {
-                Some(b) => {
-                    let _ = e.small.set(b);
-                }
-                None if self.nowait => Stats::add(&self.stats.small_misses, 1),
-                None => {}
-            }
+    /// Reads `e`'s contents if it is a small file, has none and may have them: within
+    /// the memory budget, making room by evicting the largest contents held first (a
+    /// held file saves a system call per response whatever its size, so the large ones
+    /// give the least per byte), down to three quarters of the budget so that eviction
+    /// is rare. An entry evicted once is not read again until the cache starts over, so
+    /// a working set above the budget costs no read per request.
+    fn fill(&mut self, e: &Rc<Entry>) {
+        let size = e.meta.size;
+        if size > self.small_bytes || size > self.small_budget {
+            return;
         }
+        if matches!(*e.small.borrow(), Small::Held(_) | Small::Evicted) {
+            return;
+        }
+        match read_whole(&e.file, size, self.nowait) {
+            Some(b) => {
+                if self.small_held + size > self.small_budget {
+                    self.make_room(size);
+                }
+                *e.small.borrow_mut() = Small::Held(b);
+                self.small_held += size;
+            }
+            None if self.nowait => {
+                *e.small.borrow_mut() = Small::NotResident;
+                Stats::add(&self.stats.small_misses, 1);
+            }
+            None => {}
+        }
+        Stats::set(&self.stats.small_bytes_held, self.small_held);
+    }
+
+    fn make_room(&mut self, size: u64) {
+        let mut held: Vec<(u64, &Rc<Entry>)> = self
+            .entries
+            .values()
+            .map(|e| (e.held_bytes(), e))
+            .filter(|(n, _)| *n > 0)
+            .collect();
+        held.sort_unstable_by_key(|(n, _)| std::cmp::Reverse(*n));
+        let target = (self.small_budget / 4 * 3).saturating_sub(size);
+        for (n, e) in held {
+            if self.small_held <= target {
+                break;
+            }
+            *e.small.borrow_mut() = Small::Evicted;
+            self.small_held -= n;
+            Stats::add(&self.stats.small_evictions, 1);
+        }
+    }
+
+    /// Forgets `rel`'s entry.
+    fn remove_entry(&mut self, rel: &[u8]) {
+        if let Some(e) = self.entries.remove(rel) {
+            self.small_held -= e.held_bytes();
+        }
+    }
+
+    /// Forgets every entry (their descriptors close once no response holds them).
+    fn clear_entries(&mut self) {
+        self.entries.clear();
+        self.small_held = 0;
+        Stats::set(&self.stats.small_bytes_held, 0);
     }
 
     /// Looks `rel` (relative to the root, no `..`) up.
@@ -208,7 +301,7 @@ impl FileCache {
         let m = match stat_at(self.root.as_fd(), rel) {
             Ok(m) => m,
             Err(e) => {
-                self.entries.remove(rel);
+                self.remove_entry(rel);
                 // A directory on the way that the server may not search: 403.
                 if linerate_sys::fs::is_permission_denied(&e) {
                     self.note_error(rel, &e);
@@ -238,7 +331,7 @@ impl FileCache {
         let fd = match self.open(rel) {
             Ok(fd) => fd,
             Err(e) => {
-                self.entries.remove(rel);
+                self.remove_entry(rel);
                 return refusal(&e);
             }
         };
@@ -259,16 +352,18 @@ impl FileCache {
             content_type: linerate_http::response::content_type(&name),
             meta: fm,
             file: Arc::new(file),
-            small: OnceCell::new(),
+            small: RefCell::new(Small::Unread),
             resident_epoch: Cell::new(0),
         });
-        self.fill(&e);
         if self.entries.len() >= self.max_entries {
             // Bounded: start over rather than track recency on the request path.
-            self.entries.clear();
+            self.clear_entries();
             self.forget_watches();
         }
+        self.remove_entry(rel);
         self.entries.insert(rel.to_vec(), Rc::clone(&e));
+        // Once in the map, so the budget's accounting sees it.
+        self.fill(&e);
         let m = e.meta;
         self.make_current(rel, &m);
         Found::File(e)
@@ -336,7 +431,7 @@ impl FileCache {
             Ok(true) => {}
             Err(_) => self.notify = None,
         }
-        self.entries.clear();
+        self.clear_entries();
         self.forget_watches();
     }
 

@@ -294,7 +294,7 @@ impl Site {
         let Some(d) = self.disk.as_ref().filter(|d| d.usable.get()) else {
             return Residency::Unknown;
         };
-        if e.meta.size <= self.cfg.small_file_bytes {
+        if e.not_resident() {
             // Its contents could not be read without the disk just now; and that
             // RWF_NOWAIT read started a read a probe would count as present.
             return Residency::Missing;
@@ -436,13 +436,14 @@ impl Site {
             _ => RangeDecision::Full,
         };
         let send_body = req.method == Method::Get;
-        let residency = if send_body && e.small.get().is_none() {
+        let contents = e.contents();
+        let residency = if send_body && contents.is_none() {
             self.residency(e)
         } else {
             Residency::Unknown
         };
         let body = |r: ByteRange| -> Part {
-            match e.small.get() {
+            match &contents {
                 Some(b) => Part::Shared(Arc::clone(b), r.start as usize, r.end as usize),
                 None => Part::File(Arc::clone(&e.file), r.start, r.len(), residency),
             }

@@ -154,6 +154,11 @@ pub fn serve(
             }
         })?;
     size_for_descriptors(&mut cfg);
+    tracing::info!(
+        "small files: up to {} bytes each, {} bytes in all per worker",
+        cfg.small_file_bytes,
+        cfg.small_file_memory_bytes()
+    );
     // Bind every listener of every worker now. Port 0 is resolved by the first worker's
     // socket and reused by the others.
     let workers = cfg.workers.max(1);
@@ -341,7 +346,7 @@ impl<D: Driver> Worker<D> {
         let cache = FileCache::new(
             root,
             cfg.open_file_cache_entries,
-            cfg.small_file_bytes,
+            (cfg.small_file_bytes, cfg.small_file_memory_bytes()),
             disk.is_some(),
             Arc::clone(&stats),
         );

@@ -88,7 +88,7 @@ struct ServeArgs {
     /// Document root [default: the current directory].
     dir: Option<PathBuf>,
     /// TOML file with any of the settings below (keys as the flags, without the dashes:
-    /// root, listen, workers, pin, transmit, small-file, send-slice, send-slice-min,
+    /// root, listen, workers, pin, transmit, small-file, small-file-memory, send-slice, send-slice-min,
     /// cork-min, lowat, sndbuf, disk-helpers, read-ahead, status-path, collapse, open-file-cache,
     /// max-request-line, max-header-bytes, max-header-fields, idle-timeout,
     /// header-timeout, send-timeout, body-timeout, shutdown-timeout, dotfiles, autoindex, access-log,
@@ -114,10 +114,15 @@ struct ServeArgs {
     /// nearly every segment. 0 leaves it unset, as nginx does [default: 16K].
     #[arg(long, value_name = "BYTES", value_parser = parse_size)]
     lowat: Option<usize>,
-    /// Files up to this size are kept in memory per worker and sent with their head in
-    /// one sendmsg [default: 16K].
-    #[arg(long, value_name = "BYTES", value_parser = parse_size)]
+    /// Files up to this size (at most 16M) are kept in memory per worker and sent with
+    /// their head in one sendmsg [default: 16K].
+    #[arg(long, value_name = "BYTES", value_parser = parse_small_file)]
     small_file: Option<usize>,
+    /// Most bytes of small-file contents each worker keeps in memory; past it the
+    /// largest are given up first, and those files go out by the transmit strategy
+    /// [default: 1/32 of the machine's memory shared by the workers, at most 64M].
+    #[arg(long, value_name = "BYTES", value_parser = parse_size_u64)]
+    small_file_memory: Option<u64>,
     /// Most bytes of a file one connection sends per turn before the worker serves the
     /// others, as lighttpd's 256 KiB and nginx's sendfile_max_chunk do; 0: until the
     /// socket is full [default: 0].
@@ -364,6 +369,14 @@ fn parse_positive_size(s: &str) -> Result<usize, String> {
 /// Largest request line or header block a flag or the configuration file may allow.
 const MAX_HEAD_LIMIT: usize = 1 << 20;
 
+fn parse_small_file(s: &str) -> Result<usize, String> {
+    let n = parse_size(s)?;
+    if n as u64 > linerate_server::config::MAX_SMALL_FILE {
+        return Err(format!("'{s}': at most 16M"));
+    }
+    Ok(n)
+}
+
 fn parse_head_limit(s: &str) -> Result<usize, String> {
     match parse_positive_size(s)? {
         n if n > MAX_HEAD_LIMIT => Err(format!("'{s}' is more than 1M")),
@@ -606,9 +619,20 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         &file.small_file,
         cfg.small_file_bytes as usize,
     ) {
+        Ok(n) if n as u64 > linerate_server::config::MAX_SMALL_FILE => {
+            return bad("small-file", "at most 16M".into())
+        }
         Ok(n) => cfg.small_file_bytes = n as u64,
         Err(e) => return bad("small-file", e),
     }
+    cfg.small_file_memory = match (a.small_file_memory, &file.small_file_memory) {
+        (Some(n), _) => Some(n),
+        (None, Some(v)) => match v.bytes() {
+            Ok(n) => Some(n),
+            Err(e) => return bad("small-file-memory", e),
+        },
+        (None, None) => None,
+    };
     match size(
         a.send_slice,
         "send-slice",

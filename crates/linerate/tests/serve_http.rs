@@ -123,6 +123,7 @@ per_strategy!(
     a_file_the_server_may_not_read_is_403_with_an_error_log_line,
     aborted_responses_have_one_access_log_line_with_the_bytes_that_left,
     a_trickled_request_body_is_cut_by_the_body_deadline,
+    small_file_contents_stay_within_their_memory_budget,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -3803,4 +3804,73 @@ fn a_trickled_request_body_is_cut_by_the_body_deadline(transmit: &str) {
         err.contains("request body not whole within --body-timeout"),
         "{err}"
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Memory
+
+/// Regression: `--small-file 10G` was accepted, and two 200 MiB files then sat in memory
+/// (RSS 415 MB); with the defaults 10,000 files of 16 KiB cost 158 MB. The setting is now
+/// capped at 16M, and each worker holds at most `--small-file-memory` bytes of contents,
+/// giving up the largest first; every body stays exact.
+fn small_file_contents_stay_within_their_memory_budget(transmit: &str) {
+    let root = docroot();
+    let files: Vec<Vec<u8>> = (0..400).map(|i| pattern(64 * 1024, 900 + i)).collect();
+    for (i, f) in files.iter().enumerate() {
+        put(root.path(), &format!("s/{i}.bin"), f);
+    }
+    let server = serve(
+        root.path(),
+        transmit,
+        &[
+            "--small-file",
+            "64K",
+            "--small-file-memory",
+            "2M",
+            "--status-path",
+            "/status",
+        ],
+    );
+    let mut c = server.conn();
+    assert_eq!(c.get("/s/0.bin", "").status, 200);
+    let rss_before = family_rss_kib(server.pid());
+    for round in 0..2 {
+        for (i, f) in files.iter().enumerate() {
+            let r = c.get(&format!("/s/{i}.bin"), "");
+            assert_eq!(r.status, 200);
+            assert_bytes_eq(&r.body, f, &format!("round {round}, {i}.bin"));
+        }
+    }
+    let grown_kib = family_rss_kib(server.pid()).saturating_sub(rss_before);
+    let j: serde_json::Value = serde_json::from_slice(&c.get("/status", "").body).unwrap();
+    let held = j["small_files"]["bytes_held"].as_u64().unwrap();
+    assert!(held > 0 && held <= 2 << 20, "{held} bytes held: {j}");
+    assert!(j["small_files"]["evictions"].as_u64() > Some(0), "{j}");
+    // 25 MiB of files went through; contents beyond the budget were not kept.
+    assert!(
+        grown_kib < 12 * 1024,
+        "RSS grew {grown_kib} KiB for a 2 MiB budget"
+    );
+}
+
+#[test]
+fn the_small_file_size_is_capped() {
+    let dir = docroot();
+    let root = dir.path().to_str().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", root, "--small-file", "10G"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(err.contains("--small-file") && err.contains("16M"), "{err}");
+    let conf = dir.path().join("c.toml");
+    fs::write(&conf, "small-file = \"10G\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .args(["serve", root, "--config", conf.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("small-file") && err.contains("16M"), "{err}");
 }
