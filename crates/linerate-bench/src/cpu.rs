@@ -109,34 +109,13 @@ pub fn process_cpu(pid: u32) -> io::Result<Duration> {
 /// time with it, so measure servers whose processes live for the whole run.
 pub fn process_tree_cpu(pid: u32) -> io::Result<Duration> {
     let mut total = process_cpu(pid)?;
-    let mut todo = children(pid);
-    let mut seen = vec![pid];
-    while let Some(p) = todo.pop() {
-        if seen.contains(&p) {
-            continue;
-        }
-        seen.push(p);
+    for p in crate::procs::tree(pid).into_iter().skip(1) {
         // A child may exit between the listing and the reading; it no longer counts.
         if let Ok(t) = process_cpu(p) {
             total += t;
-            todo.extend(children(p));
         }
     }
     Ok(total)
-}
-
-/// The child processes of `pid`, over all its threads.
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
-        return out;
-    };
-    for t in tasks.flatten() {
-        if let Ok(s) = fs::read_to_string(t.path().join("children")) {
-            out.extend(s.split_whitespace().filter_map(|w| w.parse::<u32>().ok()));
-        }
-    }
-    out
 }
 
 /// A CPU figure for one side of a measurement.

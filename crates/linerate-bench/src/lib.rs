@@ -10,7 +10,9 @@
 pub mod compare;
 pub mod cpu;
 pub mod http;
+pub mod idle;
 pub mod netns;
+pub mod procs;
 pub mod series;
 pub mod sink;
 pub mod stream;

@@ -99,18 +99,34 @@ pub(crate) struct Aborted {
     pub nothing_sent: bool,
 }
 
+/// How a worker's connections send: the settings they share, kept once per worker so a
+/// connection does not carry its own copy.
+#[derive(Clone, Debug)]
+pub(crate) struct Sending {
+    /// The transmit engine's settings.
+    pub tx: TxConfig,
+    /// Most file bytes sent per turn before other connections get theirs (0: no limit).
+    pub slice_bytes: u64,
+    /// Only file parts of at least this many bytes are sliced.
+    pub slice_min: u64,
+    /// File parts of at least this many bytes are sent corked (0: none).
+    pub cork_min: u64,
+    /// File ranges up to this size are read into the gather (seed 001's collapse).
+    pub collapse: u64,
+}
+
 pub(crate) struct Conn {
     pub sock: TcpStream,
     pub peer: SocketAddr,
-    tx_config: TxConfig,
-    /// The engine's state for this socket, made when the first file part goes out.
-    tx: Option<TxSocket>,
+    /// The engine's state for this socket, made when the first file part goes out
+    /// (boxed, as the transmit below: an idle connection is kept small).
+    tx: Option<Box<TxSocket>>,
     /// The input side: requests, bodies, when to read, how the connection ends.
     pub http: Connection,
     queue: VecDeque<Response>,
     /// Bytes of the first part of the first response already sent.
     front_sent: usize,
-    transmit: Option<Transmit>,
+    transmit: Option<Box<Transmit>>,
     /// Responses sent but not yet logged.
     finished: Vec<Response>,
     /// A read may find bytes: a readable edge came, or the last read filled its buffer.
@@ -120,10 +136,6 @@ pub(crate) struct Conn {
     pub draining_since: Option<Instant>,
     /// Last time bytes moved either way.
     pub last_activity: Instant,
-    /// Most file bytes sent per turn before other connections get theirs (0: no limit).
-    slice_bytes: u64,
-    /// Only file parts of at least this many bytes are sliced.
-    slice_min: u64,
     /// Bytes of the current file part the current transmit covers.
     slice_len: u64,
     /// The connection stopped at its slice with the socket still writable: the worker
@@ -134,8 +146,6 @@ pub(crate) struct Conn {
     /// The current transmit ends at the slice limit (not at a read-ahead window's end):
     /// the connection yields its turn there.
     yield_at_end: bool,
-    /// File parts of at least this many bytes are sent corked (0: none).
-    cork_min: u64,
     /// `TCP_CORK` is set, for the front file part.
     corked: bool,
     /// The front file part is known resident up to this file offset.
@@ -155,16 +165,13 @@ impl Conn {
     pub fn new(
         sock: TcpStream,
         peer: SocketAddr,
-        tx_config: TxConfig,
         limits: Limits,
-        (slice_bytes, slice_min, cork_min): (u64, u64, u64),
         (slot, serial): (usize, u64),
         now: Instant,
     ) -> Conn {
         Conn {
             sock,
             peer,
-            tx_config,
             tx: None,
             http: Connection::new(limits, MAX_QUEUED),
             queue: VecDeque::new(),
@@ -174,13 +181,10 @@ impl Conn {
             may_read: true,
             draining_since: None,
             last_activity: now,
-            slice_bytes,
-            slice_min,
             slice_len: 0,
             yielded: false,
             on_run_list: false,
             yield_at_end: false,
-            cork_min,
             corked: false,
             resident_until: 0,
             disk_wait: false,
@@ -201,7 +205,7 @@ impl Conn {
     ) -> u64 {
         self.finish_done(log);
         let cut = self.cut.unwrap_or(cut);
-        let in_flight = self.transmit.as_ref().map_or(0, Transmit::sent);
+        let in_flight = self.transmit.as_ref().map_or(0, |t| t.sent());
         let queue = std::mem::take(&mut self.queue);
         let mut n = 0;
         for (i, r) in queue.iter().enumerate() {
@@ -380,8 +384,7 @@ impl Conn {
         }
         let mut read_this_turn = 0;
         loop {
-            let collapse = site.collapse_bytes();
-            match self.flush(now, log, site.disk.as_ref(), &site.stats, collapse) {
+            match self.flush(now, log, site.disk.as_ref(), &site.stats, &site.sending) {
                 Ok(true) => return After::Keep, // blocked on a full socket
                 Ok(false) => {}
                 Err(e) => return self.failed(&e),
@@ -529,7 +532,7 @@ impl Conn {
         log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>),
         disk: Option<&Disk>,
         stats: &Stats,
-        collapse: u64,
+        sending: &Sending,
     ) -> Result<bool, TxError> {
         if self.disk_wait {
             return Ok(true);
@@ -542,9 +545,10 @@ impl Conn {
                 // only ever send bytes parts (small files, errors) never pay them.
                 let tx = match &mut self.tx {
                     Some(tx) => tx,
-                    None => self
-                        .tx
-                        .insert(TxSocket::new(self.sock.as_fd(), self.tx_config.clone())?),
+                    None => self.tx.insert(Box::new(TxSocket::new(
+                        self.sock.as_fd(),
+                        sending.tx.clone(),
+                    )?)),
                 };
                 let p = t.advance(self.sock.as_fd(), tx)?;
                 if t.sent() > before {
@@ -587,7 +591,7 @@ impl Conn {
             }
             self.finish_done(log);
             if self.transmit.is_none() {
-                self.collapse(collapse, nowait, stats);
+                self.collapse(sending.collapse, nowait, stats);
             }
             let Some(front) = self.queue.front() else {
                 return Ok(false);
@@ -596,9 +600,9 @@ impl Conn {
                 let (f, off, len, residency) = (std::sync::Arc::clone(f), *off, *len, *residency);
                 let start = off + self.front_sent as u64;
                 let rest = len - self.front_sent as u64;
-                let mut n = match self.slice_bytes {
+                let mut n = match sending.slice_bytes {
                     0 => rest,
-                    _ if len < self.slice_min => rest,
+                    _ if len < sending.slice_min => rest,
                     s => rest.min(s),
                 };
                 self.yield_at_end = n < rest;
@@ -618,18 +622,18 @@ impl Conn {
                     }
                 }
                 self.slice_len = n;
-                if self.cork_min > 0 && len >= self.cork_min && !self.corked {
+                if sending.cork_min > 0 && len >= sending.cork_min && !self.corked {
                     // Without the cork, ACKs handled between two of the kernel's 64 KiB
                     // steps inside one `sendfile` push the partial segment at the
                     // queue's tail out on its own (we set `TCP_NODELAY`): 169-170
                     // segments per 10 MiB, against nginx's 164 with `tcp_nopush`.
                     self.set_cork(true, stats)?;
                 }
-                self.transmit = Some(Transmit::new(Source::File {
+                self.transmit = Some(Box::new(Transmit::new(Source::File {
                     file: f,
                     offset: start,
                     len: n,
-                }));
+                })));
                 continue;
             }
             // Gather byte parts, across pipelined responses, up to a file part. Past

@@ -69,6 +69,8 @@ pub(crate) struct Site {
     all_stats: Arc<[Arc<Stats>]>,
     /// The residency probe and the helpers (None: off).
     pub disk: Option<Disk>,
+    /// How this worker's connections send.
+    pub sending: crate::conn::Sending,
 }
 
 impl Site {
@@ -90,6 +92,16 @@ impl Site {
             | 1;
         Site {
             logging: cfg.access_log != crate::config::AccessLog::Off,
+            sending: crate::conn::Sending {
+                tx: linerate_tx::TxConfig {
+                    notsent_lowat: cfg.notsent_lowat,
+                    ..linerate_tx::TxConfig::new(cfg.transmit)
+                },
+                slice_bytes: cfg.send_slice_bytes,
+                slice_min: cfg.send_slice_min_bytes,
+                cork_min: cfg.cork_min_bytes,
+                collapse: cfg.collapse_bytes,
+            },
             cfg,
             cache,
             date: String::new(),
@@ -99,11 +111,6 @@ impl Site {
             all_stats,
             disk,
         }
-    }
-
-    /// Largest file range collapsed into a gather.
-    pub fn collapse_bytes(&self) -> u64 {
-        self.cfg.collapse_bytes
     }
 
     pub fn limits(&self) -> linerate_http::request::Limits {

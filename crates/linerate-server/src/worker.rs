@@ -10,7 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use linerate_tx::TxConfig;
 use socket2::{Domain, Socket, Type};
 
 use crate::config::{AccessLog, Config};
@@ -302,7 +301,6 @@ struct Worker<D: Driver> {
     site: Site,
     accept_paused_until: Option<Instant>,
     log: Option<Box<dyn Write>>,
-    tx: TxConfig,
     /// Where every connection's reads land first.
     scratch: Vec<u8>,
     /// Connections that gave up their turn with the socket still writable; served
@@ -357,10 +355,6 @@ impl<D: Driver> Worker<D> {
             (AccessLog::File(_), None) => None,
         };
         Ok(Worker {
-            tx: TxConfig {
-                notsent_lowat: cfg.notsent_lowat,
-                ..TxConfig::new(cfg.transmit)
-            },
             site: Site::new(Arc::clone(&cfg), cache, stats, all_stats, disk),
             cfg,
             driver,
@@ -479,11 +473,6 @@ impl<D: Driver> Worker<D> {
             let peer = sock
                 .peer_addr()
                 .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-            let sending = (
-                self.cfg.send_slice_bytes,
-                self.cfg.send_slice_min_bytes,
-                self.cfg.cork_min_bytes,
-            );
             let idx = match self.free.pop() {
                 Some(i) => i,
                 None => {
@@ -495,7 +484,7 @@ impl<D: Driver> Worker<D> {
             Stats::add(&self.site.stats.accepted, 1);
             let id = (idx, self.serial);
             let limits = self.site.limits();
-            let conn = Conn::new(sock, peer, self.tx.clone(), limits, sending, id, now);
+            let conn = Conn::new(sock, peer, limits, id, now);
             let token = (idx + self.listeners.len()) as u64;
             if self
                 .driver

@@ -589,3 +589,113 @@ pub fn print_http(r: &HttpResult) {
         }
     );
 }
+
+#[derive(Args, Debug, Clone)]
+pub struct IdleArgs {
+    /// The URL each connection requests once before it is held
+    /// (http://HOST[:PORT]/PATH) [default: http://127.0.0.1:8080/].
+    #[arg(value_name = "URL")]
+    url: Option<String>,
+    /// Connections to open and hold (capped by this process's descriptor limit, which
+    /// is raised to its hard limit first) [default: 10000].
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    connections: Option<u32>,
+    /// Seconds to hold them before the probe request on a new connection [default: 0].
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    hold: Option<Duration>,
+    /// The server's process: its memory (with its child processes), descriptors and
+    /// threads are read before and with the connections held.
+    #[arg(long, value_name = "PID")]
+    server_pid: Option<u32>,
+    /// One JSON object instead of the human report.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `linerate bench idle`.
+pub fn run_idle(a: IdleArgs) -> anyhow::Result<ExitCode> {
+    let url = a.url.as_deref().unwrap_or("http://127.0.0.1:8080/");
+    let (target, host, path) = match parse_url(url) {
+        Ok(t) => t,
+        Err(e) => return Ok(usage_error(&format!("URL {e}"))),
+    };
+    if let Some(pid) = a.server_pid {
+        if linerate_bench::procs::Usage::of_tree(pid).is_none() {
+            return Ok(usage_error(&format!("--server-pid {pid}: no such process")));
+        }
+    }
+    let cfg = linerate_bench::idle::IdleConfig {
+        target,
+        host,
+        path,
+        connections: a.connections.unwrap_or(10_000) as usize,
+        hold: a.hold.unwrap_or(Duration::ZERO),
+        server_pid: a.server_pid,
+    };
+    let r = linerate_bench::idle::run(&cfg).with_context(|| url.to_string())?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        print_idle(&r);
+    }
+    // Every connection held and answered 200, and the probe too: exit 0.
+    let all_ok = r.connections_held == r.connections_asked
+        && r.statuses.keys().all(|&s| s == 200)
+        && r.probe_status == Some(200);
+    Ok(if all_ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn print_idle(r: &linerate_bench::idle::IdleReport) {
+    let statuses: Vec<String> = r
+        .statuses
+        .iter()
+        .map(|(s, n)| format!("{n} × {s}"))
+        .collect();
+    println!(
+        "idle connections: {} of {} held ({:.1} s to open), answers {}",
+        r.connections_held,
+        r.connections_asked,
+        r.open_seconds,
+        if statuses.is_empty() {
+            "none".into()
+        } else {
+            statuses.join(", ")
+        }
+    );
+    for (what, n) in &r.failures {
+        println!("  failed {n} ×: {what}");
+    }
+    if r.connections_held < r.connections_asked {
+        println!(
+            "  (this process may open {} descriptors)",
+            r.client_descriptor_limit
+        );
+    }
+    if let (Some(b), Some(w)) = (r.server_before, r.server_with) {
+        println!(
+            "server: RSS {:.1} MiB before, {:.1} MiB with them; descriptors {} → {}; threads {} → {}",
+            b.rss_kib as f64 / 1024.0,
+            w.rss_kib as f64 / 1024.0,
+            b.descriptors,
+            w.descriptors,
+            b.threads,
+            w.threads
+        );
+    }
+    if let Some(per) = r.rss_bytes_per_connection {
+        println!(
+            "memory per idle connection: {:.2} KB ({per:.0} bytes)",
+            per / 1024.0
+        );
+    }
+    match (r.probe_status, r.probe_ms) {
+        (Some(s), Some(ms)) => {
+            println!("a request on a new connection meanwhile: {s} in {ms:.2} ms")
+        }
+        _ => println!("a request on a new connection meanwhile: no answer"),
+    }
+}

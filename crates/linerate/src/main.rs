@@ -73,6 +73,11 @@ enum Bench {
     /// --compare: variants run interleaved and are compared by Student's t (ministat).
     #[command(args_override_self = true)]
     Http(Box<http_cmd::HttpArgs>),
+    /// What idle keep-alive connections cost a server: opens N connections, one request
+    /// each, holds them, and reads the server's memory, descriptors and threads before
+    /// and with them (--server-pid); a request on a new connection meanwhile shows it
+    /// still answers.
+    Idle(http_cmd::IdleArgs),
     /// Write the file sets `bench http` asks for: one file per size, and/or the
     /// SpecWeb99-style static mix.
     Files(http_cmd::FilesArgs),
@@ -468,6 +473,9 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: Bench::Files(a),
         } => http_cmd::run_files(a),
+        Command::Bench {
+            bench: Bench::Idle(a),
+        } => http_cmd::run_idle(a),
         Command::Bench {
             bench: Bench::Compare(a),
         } => compare_cmd::run_compare(*a),

@@ -422,3 +422,43 @@ fn interim_responses_and_servers_that_close_are_not_errors() {
         assert_eq!(v["errors"][k], 0, "{k}: {v}");
     }
 }
+
+/// `bench idle` once at a tiny size against the real server: every connection held and
+/// answered, the server's tree read before and with them, the probe answered.
+#[test]
+fn bench_idle_holds_connections_and_reads_the_servers_memory() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("index.html"), b"<p>x</p>\n").unwrap();
+    let server = Server::start(root.path(), &[]);
+    let url = format!("http://{}/index.html", server.addr);
+    let pid = server.pid().to_string();
+    let (code, out, err) = linerate(&[
+        "bench",
+        "idle",
+        &url,
+        "-n",
+        "50",
+        "--server-pid",
+        &pid,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}{out}");
+    let v = json(&out);
+    assert_eq!(v["connections_held"], 50, "{v}");
+    assert_eq!(v["statuses"]["200"], 50, "{v}");
+    assert_eq!(v["probe_status"], 200, "{v}");
+    let before = v["server_before"]["descriptors"].as_u64().unwrap();
+    let with = v["server_with"]["descriptors"].as_u64().unwrap();
+    assert!(with >= before + 50, "{v}");
+    assert!(v["rss_bytes_per_connection"].is_number(), "{v}");
+    let (code, out, _) = linerate(&["bench", "idle", &url, "-n", "5"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("5 of 5 held"), "{out}");
+    // Bad input: a usage error naming the cause.
+    let (code, _, err) = linerate(&["bench", "idle", "ftp://x/", "-n", "5"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("only http://"), "{err}");
+    let (code, _, err) = linerate(&["bench", "idle", &url, "--server-pid", "4000000000"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--server-pid"), "{err}");
+}

@@ -6,7 +6,7 @@
 //! the measured interval, so a result says what each request cost the server as well as
 //! how fast it came back.
 
-mod client;
+pub(crate) mod client;
 mod judge;
 pub mod workload;
 
