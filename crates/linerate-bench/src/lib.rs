@@ -15,6 +15,7 @@ pub mod netns;
 pub mod procs;
 pub mod series;
 pub mod sink;
+pub mod soak;
 pub mod stream;
 
 /// Set by SIGINT/SIGTERM handlers; long loops stop when it is set.

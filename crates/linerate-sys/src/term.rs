@@ -45,3 +45,14 @@ pub fn signal_group(pgid: u32, signal: i32) -> std::io::Result<()> {
     crate::cvt(unsafe { libc::kill(-pgid, signal) })?;
     Ok(())
 }
+
+/// Sends `signal` to process `pid`.
+pub fn signal_process(pid: u32, signal: i32) -> std::io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .ok()
+        .filter(|&p| p > 0)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a process"))?;
+    // SAFETY: kill only delivers a signal; pid > 0 names one process.
+    crate::cvt(unsafe { libc::kill(pid, signal) })?;
+    Ok(())
+}

@@ -193,7 +193,7 @@ fn parse_header(s: &str) -> Result<String, String> {
 }
 
 /// `http://HOST[:PORT]/PATH` → the address, the Host field and the path.
-fn parse_url(url: &str) -> Result<(SocketAddr, String, String), String> {
+pub(crate) fn parse_url(url: &str) -> Result<(SocketAddr, String, String), String> {
     let rest = url
         .strip_prefix("http://")
         .ok_or_else(|| format!("'{url}': only http:// URLs are supported"))?;

@@ -5,6 +5,7 @@
 
 mod compare_cmd;
 mod http_cmd;
+mod soak_cmd;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -78,6 +79,11 @@ enum Bench {
     /// and with them (--server-pid); a request on a new connection meanwhile shows it
     /// still answers.
     Idle(http_cmd::IdleArgs),
+    /// A bounded mixed load with resets, slow readers, malformed requests, pipelining,
+    /// and files truncated and renamed meanwhile, against a server it starts (or one
+    /// given); then the server's descriptors, threads and memory against the baseline,
+    /// its access-log lines against the requests, and the errors. Exit 0 when clean.
+    Soak(Box<soak_cmd::SoakArgs>),
     /// Write the file sets `bench http` asks for: one file per size, and/or the
     /// SpecWeb99-style static mix.
     Files(http_cmd::FilesArgs),
@@ -476,6 +482,9 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: Bench::Idle(a),
         } => http_cmd::run_idle(a),
+        Command::Bench {
+            bench: Bench::Soak(a),
+        } => soak_cmd::run_soak(*a),
         Command::Bench {
             bench: Bench::Compare(a),
         } => compare_cmd::run_compare(*a),

@@ -462,3 +462,96 @@ fn bench_idle_holds_connections_and_reads_the_servers_memory() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--server-pid"), "{err}");
 }
+
+/// `bench soak` for two seconds against a server it starts, under each transmit
+/// strategy: no error, nothing leaked, every answer in the access log, exit 0 after
+/// SIGTERM.
+#[test]
+fn bench_soak_against_its_own_server_under_every_strategy() {
+    let runs: Vec<_> = ["copy", "sendfile", "splice", "zerocopy"]
+        .into_iter()
+        .map(|t| {
+            std::thread::spawn(move || {
+                (
+                    t,
+                    linerate(&[
+                        "bench",
+                        "soak",
+                        "-d",
+                        "2",
+                        "-c",
+                        "2",
+                        "--json",
+                        "--",
+                        "--transmit",
+                        t,
+                    ]),
+                )
+            })
+        })
+        .collect();
+    for r in runs {
+        let (t, (code, out, err)) = r.join().unwrap();
+        assert_eq!(code, 0, "{t}: {out}{err}");
+        let v = json(&out);
+        assert_eq!(v["passed"], true, "{t}: {v}");
+        assert_eq!(v["server_exit_code"], 0, "{t}: {v}");
+        assert!(v["requests_sent"].as_u64() > Some(20), "{t}: {v}");
+        assert_eq!(v["errors"], serde_json::json!({}), "{t}: {v}");
+        let (b, a) = (&v["server_before"], &v["server_after"]);
+        assert_eq!(a["threads"], b["threads"], "{t}: {v}");
+        assert!(
+            v["access_log_lines"].as_u64() >= v["requests_answered"].as_u64(),
+            "{t}: {v}"
+        );
+    }
+}
+
+/// `bench soak` against a given server: its files written under the given root, its
+/// tree and access log read; bad combinations of flags are usage errors.
+#[test]
+fn bench_soak_against_a_given_server() {
+    let root = tempfile::tempdir().unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("access.log");
+    let server = Server::spawn(&[
+        "serve",
+        root.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--access-log",
+        log.to_str().unwrap(),
+    ]);
+    let url = format!("http://{}/", server.addr);
+    let pid = server.pid().to_string();
+    let (code, out, err) = linerate(&[
+        "bench",
+        "soak",
+        &url,
+        "-d",
+        "2",
+        "-c",
+        "2",
+        "--root",
+        root.path().to_str().unwrap(),
+        "--server-pid",
+        &pid,
+        "--access-log",
+        log.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("errors: none"), "{out}");
+    assert!(
+        out.contains("nothing leaked") && out.contains("every answer logged"),
+        "{out}"
+    );
+    assert!(root.path().join("linerate-soak/l.bin").exists());
+    let (code, _, err) = linerate(&["bench", "soak", &url, "-d", "1"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--root"), "{err}");
+    let (code, _, err) = linerate(&["bench", "soak", "-d", "1", "--server-pid", &pid]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("URL"), "{err}");
+}
