@@ -2359,7 +2359,11 @@ fn out_of_descriptors_no_accept_busy_loop_and_accepting_resumes_with(
 ) {
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
-    let server = serve(root.path(), transmit, extra);
+    let server = serve(
+        root.path(),
+        transmit,
+        &[extra, &["--status-path", "/status"]].concat(),
+    );
     let mut existing = server.conn();
     assert_eq!(existing.get("/f.txt", "").status, 200);
     thread::sleep(Duration::from_millis(200));
@@ -2411,6 +2415,15 @@ fn out_of_descriptors_no_accept_busy_loop_and_accepting_resumes_with(
         "{r:?}"
     );
     assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    // Logged (once a second at most) and counted.
+    let err = server.wait_stderr("accept: ");
+    assert!(err.contains("pausing accepts"), "error log: {err}");
+    let s = existing.get("/status", "");
+    let j: serde_json::Value = serde_json::from_slice(&s.body).unwrap();
+    assert!(
+        j["errors"]["accept_out_of_descriptors"].as_u64() > Some(0),
+        "{j}"
+    );
 
     // Descriptors free up: accepting resumes.
     drop(crowd);
@@ -3745,8 +3758,8 @@ fn aborted_responses_have_one_access_log_line_with_the_bytes_that_left(transmit:
 
 /// Regression: a request body trickled one byte every 2 s kept its connection open
 /// indefinitely (still open at 25 s with --header-timeout 3 --idle-timeout 5). The whole
-/// body must now arrive within --body-timeout of its head; the answer is sent, then the
-/// connection is closed at the deadline, with an error-log line.
+/// body must now arrive within --body-timeout of its head (4 s here); the answer is
+/// sent, then the connection is closed at the deadline, with an error-log line.
 fn a_trickled_request_body_is_cut_by_the_body_deadline(transmit: &str) {
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
@@ -3755,7 +3768,7 @@ fn a_trickled_request_body_is_cut_by_the_body_deadline(transmit: &str) {
         transmit,
         &[
             "--body-timeout",
-            "2",
+            "4",
             "--header-timeout",
             "3",
             "--idle-timeout",
@@ -3771,33 +3784,31 @@ fn a_trickled_request_body_is_cut_by_the_body_deadline(transmit: &str) {
     assert_eq!((r.status, r.body.as_slice()), (200, &b"F\n"[..]));
     c.s.set_read_timeout(Some(Duration::from_millis(50)))
         .unwrap();
+    // One byte every 2 s (under the 3 s allowed between two bytes), reading meanwhile
+    // for the close.
     let mut closed_at = None;
-    while t.elapsed() < Duration::from_secs(8) {
-        if c.s.write_all(b"x").is_err() {
-            closed_at = Some(t.elapsed());
-            break;
+    let mut next_byte = Instant::now();
+    while closed_at.is_none() && t.elapsed() < Duration::from_secs(8) {
+        if Instant::now() >= next_byte {
+            if c.s.write_all(b"x").is_err() {
+                closed_at = Some(t.elapsed());
+            }
+            next_byte += Duration::from_secs(2);
         }
         let mut b = [0u8; 64];
         match c.s.read(&mut b) {
-            Ok(0) => {
-                closed_at = Some(t.elapsed());
-                break;
-            }
+            Ok(0) => closed_at = Some(t.elapsed()),
             Ok(n) => panic!("{n} bytes after the answer"),
             Err(e)
                 if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut => {
             }
-            Err(_) => {
-                closed_at = Some(t.elapsed());
-                break;
-            }
+            Err(_) => closed_at = Some(t.elapsed()),
         }
-        thread::sleep(Duration::from_millis(950));
     }
     let closed_at = closed_at.expect("the connection was still open 8 s into a trickled body");
     assert!(
-        closed_at >= Duration::from_millis(1500) && closed_at < Duration::from_secs(4),
-        "closed {closed_at:?} after the head, with --body-timeout 2"
+        closed_at >= Duration::from_millis(3800) && closed_at < Duration::from_secs(5),
+        "closed {closed_at:?} after the head, with --body-timeout 4"
     );
     let err = server.wait_stderr("--body-timeout");
     assert!(
