@@ -7,11 +7,17 @@
 //! readers that give up, half-closed clients, and requests for files that a mutator
 //! thread truncates, regrows and renames meanwhile (an answer for one of those may be a
 //! 404, or a prefix of the file and then a close; never another file's bytes). Before
-//! the load, after a warm-up request for every file, and after it, once every connection
-//! is gone and every file was requested again, the server's process tree is read from
-//! `/proc` (descriptors, threads, resident memory), so what the load leaked shows as a
-//! difference. With the access log's path, its lines are counted against the requests
-//! sent and the requests answered: every answered request must have its line.
+//! the measured load, after a warm-up load (a tenth of the time, 2 s at most) that fills
+//! the server's caches and pools in every worker, and after it, once every connection is
+//! gone, the server's process tree is read from `/proc` (descriptors, threads, resident
+//! memory), so what the load leaked shows as a difference. Caches and pools are bounded,
+//! so [`LEAK_SLACK`] descriptors of difference are allowed; a leak per request or per
+//! reset shows as thousands.
+//!
+//! Every request carries its own number in its query (`?n=ID`), so with the access log's
+//! path each line is matched to its request: every request whose answer began to arrive
+//! must have exactly one line, and no line may name a request never sent. Malformed
+//! requests, which cannot carry a number that the log would keep, are counted apart.
 //!
 //! The files live under `linerate-soak/` in the server's document root, written by the
 //! soak itself, contents a function of their names (the `bench files` generator), so a
@@ -100,21 +106,39 @@ pub struct SoakReport {
     pub server_after: Option<Usage>,
     /// Lines the access log gained.
     pub access_log_lines: Option<u64>,
+    /// Answered requests without their line.
+    pub access_log_missing: Option<u64>,
+    /// Lines naming a request never sent, or a request twice.
+    pub access_log_unexpected: Option<u64>,
+    /// Malformed requests (their lines carry no number): sent, answered, and lines
+    /// without a number.
+    pub malformed_sent: u64,
+    pub malformed_answered: u64,
+    pub access_log_untagged: Option<u64>,
 }
 
+/// Descriptors the server may hold after the load beyond the baseline: what its bounded
+/// caches and pools (open files, splice pipes, per worker) can still take on.
+pub const LEAK_SLACK: u64 = 32;
+
 impl SoakReport {
-    /// Every answered request has its log line, and no more lines than requests.
+    /// Every answered request has its one line, no line names a request never sent, and
+    /// the malformed requests' lines are between those answered and those sent.
     pub fn log_consistent(&self) -> Option<bool> {
-        self.access_log_lines
-            .map(|l| l >= self.requests_answered && l <= self.requests_sent)
+        Some(
+            self.access_log_missing? == 0
+                && self.access_log_unexpected? == 0
+                && (self.malformed_answered..=self.malformed_sent)
+                    .contains(&self.access_log_untagged?),
+        )
     }
 
-    /// Nothing leaked: descriptors back to the baseline (give or take what the
-    /// open-file cache holds for the mutated files), the same threads.
+    /// Nothing leaked: descriptors back to the baseline give or take [`LEAK_SLACK`]
+    /// (bounded caches and pools), the same threads.
     pub fn nothing_leaked(&self) -> Option<bool> {
         match (self.server_before, self.server_after) {
             (Some(b), Some(a)) => {
-                Some(a.descriptors <= b.descriptors + 4 && a.threads == b.threads)
+                Some(a.descriptors <= b.descriptors + LEAK_SLACK && a.threads == b.threads)
             }
             _ => None,
         }
@@ -156,8 +180,14 @@ fn expected(name: &str, len: u64) -> Vec<u8> {
 /// Counters the client threads share.
 #[derive(Default)]
 struct Tally {
+    /// The next request number.
+    next_id: AtomicU64,
     sent: AtomicU64,
     answered: AtomicU64,
+    /// Bit `n`: request `n`'s answer began to arrive.
+    answered_ids: Mutex<Vec<u64>>,
+    malformed_sent: AtomicU64,
+    malformed_answered: AtomicU64,
     resets: AtomicU64,
     slow: AtomicU64,
     changes: AtomicU64,
@@ -166,13 +196,87 @@ struct Tally {
 }
 
 impl Tally {
-    fn status(&self, s: u16) {
+    fn id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+    /// Request `id` (None: a malformed one) was answered with `s`.
+    fn status(&self, s: u16, id: Option<u64>) {
         self.answered.fetch_add(1, Ordering::Relaxed);
         *self.statuses.lock().unwrap().entry(s).or_insert(0) += 1;
+        match id {
+            Some(id) => set_bit(&mut self.answered_ids.lock().unwrap(), id),
+            None => {
+                self.malformed_answered.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
     fn error(&self, what: impl Into<String>) {
         *self.errors.lock().unwrap().entry(what.into()).or_insert(0) += 1;
     }
+}
+
+fn set_bit(bits: &mut Vec<u64>, n: u64) {
+    let (w, b) = ((n / 64) as usize, n % 64);
+    if bits.len() <= w {
+        bits.resize(w + 1, 0);
+    }
+    bits[w] |= 1 << b;
+}
+
+fn bit(bits: &[u64], n: u64) -> bool {
+    bits.get((n / 64) as usize)
+        .is_some_and(|w| w & (1 << (n % 64)) != 0)
+}
+
+/// What the access log says of the requests, from byte `from` of the file at `path`.
+struct LogCheck {
+    lines: u64,
+    missing: u64,
+    unexpected: u64,
+    untagged: u64,
+}
+
+/// Reads the lines the log gained and matches each to its request number.
+fn check_log(path: &Path, from: u64, ids_sent: u64, answered: &[u64]) -> io::Result<LogCheck> {
+    let mut f = File::open(path)?;
+    std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(from))?;
+    let mut text = Vec::new();
+    f.read_to_end(&mut text)?;
+    let mut logged: Vec<u64> = Vec::new();
+    let (mut lines, mut unexpected, mut untagged) = (0, 0, 0);
+    for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        lines += 1;
+        match request_number(line) {
+            Some(n) if n < ids_sent && !bit(&logged, n) => set_bit(&mut logged, n),
+            Some(_) => unexpected += 1,
+            None => untagged += 1,
+        }
+    }
+    let missing = (0..ids_sent)
+        .filter(|&n| bit(answered, n) && !bit(&logged, n))
+        .count() as u64;
+    Ok(LogCheck {
+        lines,
+        missing,
+        unexpected,
+        untagged,
+    })
+}
+
+/// The `n=NUMBER` of a log line's request (CLF or JSON).
+fn request_number(line: &[u8]) -> Option<u64> {
+    let at = line.windows(3).position(|w| w == b"?n=")? + 3;
+    let digits: Vec<u8> = line[at..]
+        .iter()
+        .copied()
+        .take_while(u8::is_ascii_digit)
+        .collect();
+    std::str::from_utf8(&digits).ok()?.parse().ok()
+}
+
+/// Bytes in the file at `path` now.
+fn file_len(path: &Path) -> io::Result<u64> {
+    Ok(fs::metadata(path)?.len())
 }
 
 /// Runs the soak.
@@ -195,65 +299,55 @@ pub fn run(cfg: &SoakConfig) -> io::Result<SoakReport> {
             expected(RENAMED.0, RENAMED.1),
         ),
     ]);
-    let tally = Arc::new(Tally::default());
-    // Warm-up: every file once, so the baseline has them in the server's caches. Its
-    // requests are logged before the count starts, so they are not counted either.
-    let warm_tally = Arc::new(Tally::default());
-    Client::new(cfg.target, &cfg.host, Arc::clone(&warm_tally)).warm_up(&files, &large, &mutable);
-    for (what, n) in std::mem::take(&mut *warm_tally.errors.lock().unwrap()) {
-        *tally.errors.lock().unwrap().entry(what).or_insert(0) += n;
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let before = cfg.server_pid.and_then(Usage::of_tree);
-    let log_start = cfg.access_log.as_deref().map(count_lines).transpose()?;
-
-    let deadline = Instant::now() + cfg.duration;
-    let start = Instant::now();
-    let stop = Arc::new(AtomicBool::new(false));
-    let mut threads = Vec::new();
-    for seed in 0..cfg.clients.max(1) {
-        let mut c = Client::new(cfg.target, &cfg.host, Arc::clone(&tally));
-        let (files, large, mutable) =
-            (Arc::clone(&files), Arc::clone(&large), Arc::clone(&mutable));
-        let (stop, user_stop) = (Arc::clone(&stop), Arc::clone(&cfg.stop));
-        threads.push(std::thread::spawn(move || {
-            let mut rng = fastrand::Rng::with_seed(seed as u64 + 1);
-            while Instant::now() < deadline
-                && !stop.load(Ordering::Relaxed)
-                && !user_stop.load(Ordering::Relaxed)
-            {
-                c.act(&mut rng, &files, &large, &mutable);
-            }
-        }));
-    }
-    let mutator = {
-        let (dir, tally, stop) = (cfg.root.join(DIR), Arc::clone(&tally), Arc::clone(&stop));
-        let user_stop = Arc::clone(&cfg.stop);
-        std::thread::spawn(move || mutate(&dir, &tally, deadline, &stop, &user_stop))
+    let shared = Shared {
+        files,
+        large,
+        mutable,
     };
-    for t in threads {
-        if t.join().is_err() {
-            tally.error("a client thread panicked");
-        }
+    // Warm-up: the same load for a tenth of the time (2 s at most), so the baseline
+    // has the server's caches and pools filled in every worker. Its requests are logged
+    // before the count starts, so they are not counted; its errors are.
+    let warm = Arc::new(Tally::default());
+    let warm_for = (cfg.duration / 10).min(Duration::from_secs(2));
+    load(cfg, &shared, &warm, warm_for);
+    let tally = Arc::new(Tally::default());
+    for (what, n) in std::mem::take(&mut *warm.errors.lock().unwrap()) {
+        *tally
+            .errors
+            .lock()
+            .unwrap()
+            .entry(format!("warm-up: {what}"))
+            .or_insert(0) += n;
     }
-    stop.store(true, Ordering::Relaxed);
-    if let Ok(Err(e)) = mutator.join() {
-        tally.error(format!("changing files: {e}"));
-    }
-    let seconds = start.elapsed().as_secs_f64();
-    // Every file once more (the mutated ones restored), then the connections gone.
     write_files(&cfg.root)?;
-    Client::new(cfg.target, &cfg.host, Arc::clone(&tally)).warm_up(&files, &large, &mutable);
-    let after = cfg.server_pid.and_then(|pid| settled(pid, before));
-    let log_lines = match (&cfg.access_log, log_start) {
-        (Some(p), Some(n)) => {
+    std::thread::sleep(Duration::from_millis(500));
+    let before = cfg
+        .server_pid
+        .and_then(|pid| settled(pid, None, Duration::ZERO));
+    let log_start = cfg.access_log.as_deref().map(file_len).transpose()?;
+
+    let start = Instant::now();
+    load(cfg, &shared, &tally, cfg.duration);
+    let seconds = start.elapsed().as_secs_f64();
+    write_files(&cfg.root)?;
+    let after = cfg
+        .server_pid
+        .and_then(|pid| settled(pid, before, Duration::from_secs(5)));
+    let t = Arc::try_unwrap(tally).unwrap_or_default();
+    let answered_ids = t.answered_ids.into_inner().unwrap_or_default();
+    let log = match (&cfg.access_log, log_start) {
+        (Some(p), Some(from)) => {
             // Lines are written within a tick of the server's (100 ms).
             std::thread::sleep(Duration::from_millis(500));
-            Some(count_lines(p)?.saturating_sub(n))
+            Some(check_log(
+                p,
+                from,
+                t.next_id.load(Ordering::Relaxed),
+                &answered_ids,
+            )?)
         }
         _ => None,
     };
-    let t = Arc::try_unwrap(tally).unwrap_or_default();
     Ok(SoakReport {
         seconds,
         requests_sent: t.sent.into_inner(),
@@ -265,14 +359,70 @@ pub fn run(cfg: &SoakConfig) -> io::Result<SoakReport> {
         errors: t.errors.into_inner().unwrap_or_default(),
         server_before: before,
         server_after: after,
-        access_log_lines: log_lines,
+        access_log_lines: log.as_ref().map(|l| l.lines),
+        access_log_missing: log.as_ref().map(|l| l.missing),
+        access_log_unexpected: log.as_ref().map(|l| l.unexpected),
+        malformed_sent: t.malformed_sent.into_inner(),
+        malformed_answered: t.malformed_answered.into_inner(),
+        access_log_untagged: log.as_ref().map(|l| l.untagged),
     })
 }
 
-/// The server's tree once its descriptors are back to `before`'s, or after 5 s: closes
-/// finish a moment after the client sees the connections end.
-fn settled(pid: u32, before: Option<Usage>) -> Option<Usage> {
-    let deadline = Instant::now() + Duration::from_secs(5);
+/// The expected contents, shared by the client threads.
+struct Shared {
+    files: Arc<Vec<(String, Vec<u8>)>>,
+    large: Arc<Vec<u8>>,
+    mutable: Arc<Vec<(String, Vec<u8>)>>,
+}
+
+/// `cfg.clients` client threads and the file mutator, for `duration` (or until the
+/// user stops it); every connection is closed when it returns.
+fn load(cfg: &SoakConfig, shared: &Shared, tally: &Arc<Tally>, duration: Duration) {
+    let deadline = Instant::now() + duration;
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    for seed in 0..cfg.clients.max(1) {
+        let mut c = Client::new(cfg.target, &cfg.host, Arc::clone(tally));
+        let (files, large, mutable) = (
+            Arc::clone(&shared.files),
+            Arc::clone(&shared.large),
+            Arc::clone(&shared.mutable),
+        );
+        let (stop, user_stop) = (Arc::clone(&stop), Arc::clone(&cfg.stop));
+        let seed = seed as u64 + 1 + tally.next_id.load(Ordering::Relaxed);
+        threads.push(std::thread::spawn(move || {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            while Instant::now() < deadline
+                && !stop.load(Ordering::Relaxed)
+                && !user_stop.load(Ordering::Relaxed)
+            {
+                c.act(&mut rng, &files, &large, &mutable);
+            }
+        }));
+    }
+    let mutator = {
+        let (dir, tally, stop) = (cfg.root.join(DIR), Arc::clone(tally), Arc::clone(&stop));
+        let user_stop = Arc::clone(&cfg.stop);
+        std::thread::spawn(move || mutate(&dir, &tally, deadline, &stop, &user_stop))
+    };
+    for t in threads {
+        if t.join().is_err() {
+            tally.error("a client thread panicked");
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    match mutator.join() {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tally.error(format!("changing files: {e}")),
+        Err(_) => tally.error("the file mutator panicked"),
+    }
+}
+
+/// The server's tree once its descriptors are back to `before`'s (or steady, with no
+/// `before`), waiting at most `wait`: closes finish a moment after the client sees the
+/// connections end.
+fn settled(pid: u32, before: Option<Usage>, wait: Duration) -> Option<Usage> {
+    let deadline = Instant::now() + wait;
     loop {
         let now = Usage::of_tree(pid)?;
         let done = before.is_none_or(|b| now.descriptors <= b.descriptors);
@@ -280,19 +430,6 @@ fn settled(pid: u32, before: Option<Usage>) -> Option<Usage> {
             return Some(now);
         }
         std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Lines (newlines) in the file at `path`.
-pub fn count_lines(path: &Path) -> io::Result<u64> {
-    let mut f = File::open(path)?;
-    let mut buf = vec![0u8; 1 << 16];
-    let mut n = 0u64;
-    loop {
-        match f.read(&mut buf)? {
-            0 => return Ok(n),
-            k => n += buf[..k].iter().filter(|&&b| b == b'\n').count() as u64,
-        }
     }
 }
 
@@ -377,7 +514,8 @@ impl Conn {
                 Ok(Some(h)) => {
                     let want = if head { 0 } else { h.content_length as usize };
                     while self.buf.len() - h.head_len < want {
-                        if self.fill()? == 0 {
+                        // A close or a reset after the head: a cut answer.
+                        if self.fill().unwrap_or(0) == 0 {
                             let body = self.buf.split_off(h.head_len);
                             self.buf.clear();
                             return Ok(Some(Answer {
@@ -419,51 +557,23 @@ impl Client {
         }
     }
 
-    fn request(&self, method: &str, path: &str, extra: &str) -> Vec<u8> {
-        format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\n{extra}\r\n",
+    /// A request for `path` with its number in the query; the bytes and the number.
+    fn request(&self, method: &str, path: &str, extra: &str) -> (Vec<u8>, u64) {
+        let id = self.tally.id();
+        let bytes = format!(
+            "{method} {path}?n={id} HTTP/1.1\r\nHost: {}\r\n{extra}\r\n",
             self.host
         )
-        .into_bytes()
+        .into_bytes();
+        (bytes, id)
     }
 
-    fn send(&self, c: &mut Conn, bytes: &[u8], requests: u64) -> io::Result<()> {
-        c.s.write_all(bytes)?;
-        self.tally.sent.fetch_add(requests, Ordering::Relaxed);
+    /// Writes requests (`count` of them) on `c`.
+    fn send(&self, c: &mut Conn, bytes: &[u8], count: u64) -> Result<(), String> {
+        c.s.write_all(bytes)
+            .map_err(|e| format!("send: {}", e.kind()))?;
+        self.tally.sent.fetch_add(count, Ordering::Relaxed);
         Ok(())
-    }
-
-    /// Requests each file once on a new connection, checking every byte.
-    fn warm_up(&self, files: &[(String, Vec<u8>)], large: &[u8], mutable: &[(String, Vec<u8>)]) {
-        let large_path = format!("/{DIR}/{}", LARGE.0);
-        let all = files
-            .iter()
-            .map(|(p, b)| (p.as_str(), b.as_slice()))
-            .chain([(large_path.as_str(), large)])
-            .chain(mutable.iter().map(|(p, b)| (p.as_str(), b.as_slice())));
-        let mut c = match Conn::open(self.target) {
-            Ok(c) => c,
-            Err(e) => return self.tally.error(format!("warm-up connect: {e}")),
-        };
-        for (path, want) in all {
-            let req = self.request("GET", path, "");
-            let r = self.send(&mut c, &req, 1).and_then(|()| c.answer(false));
-            match r {
-                Ok(Some(a)) if a.status == 200 && a.whole && a.body == want => {
-                    self.tally.status(200)
-                }
-                Ok(Some(a)) => {
-                    self.tally.status(a.status);
-                    self.tally.error(format!(
-                        "warm-up {path}: {} ({} bytes)",
-                        a.status,
-                        a.body.len()
-                    ));
-                }
-                Ok(None) => self.tally.error(format!("warm-up {path}: closed")),
-                Err(e) => self.tally.error(format!("warm-up {path}: {e}")),
-            }
-        }
     }
 
     /// The kept connection, opened if there is none.
@@ -525,39 +635,45 @@ impl Client {
         }
     }
 
-    /// GETs (or HEADs) on the kept connection, pipelined, each answer checked
-    /// (`want` is the body; a HEAD's is empty). A connection the server closed while
-    /// idle is opened again once.
+    /// GETs (or HEADs) on the kept connection, pipelined, each answer checked (`want`
+    /// is the body; a HEAD's is empty). A connection the server closed while idle
+    /// (before any answer) is opened again once, with new requests.
     fn keep_alive(
         &mut self,
         reqs: &[(&str, &[u8])],
         method: &str,
         extra: &str,
     ) -> Result<(), String> {
-        let bytes: Vec<u8> = reqs
-            .iter()
-            .flat_map(|(p, _)| self.request(method, p, extra))
-            .collect();
         let tally = Arc::clone(&self.tally);
         let head = method == "HEAD";
         let want_status = if extra.is_empty() { 200 } else { 206 };
-        for attempt in 0..2 {
+        let mut last = String::from("no attempt");
+        for _attempt in 0..2 {
+            let (mut bytes, mut ids) = (Vec::new(), Vec::new());
+            for (p, _) in reqs {
+                let (b, id) = self.request(method, p, extra);
+                bytes.extend_from_slice(&b);
+                ids.push(id);
+            }
             let c = self.kept().map_err(|e| format!("connect: {e}"))?;
-            if c.s.write_all(&bytes).is_err() {
+            if let Err(e) = c.s.write_all(&bytes) {
                 self.keep = None;
+                last = format!("{method}: send on a kept connection: {}", e.kind());
                 continue;
             }
             tally.sent.fetch_add(reqs.len() as u64, Ordering::Relaxed);
-            for (i, (path, want)) in reqs.iter().enumerate() {
+            let mut closed_idle = false;
+            for (i, ((path, want), id)) in reqs.iter().zip(&ids).enumerate() {
                 match c.answer(head) {
                     Ok(Some(a)) => {
-                        tally.status(a.status);
+                        tally.status(a.status, Some(*id));
                         if a.status != want_status || !a.whole || a.body != *want {
                             self.keep = None;
                             return Err(format!(
-                                "{method} {path}: {} with {} bytes, wanted {want_status} with {}",
+                                "{method} {path}: {} with {} bytes (whole: {}), wanted {want_status} with {}",
                                 a.status,
                                 a.body.len(),
+                                a.whole,
                                 want.len()
                             ));
                         }
@@ -566,9 +682,9 @@ impl Client {
                             return Err(format!("{method} {path}: closed a keep-alive connection"));
                         }
                     }
-                    // Closed by the server's idle deadline just as we wrote: once more.
-                    Ok(None) if i == 0 && attempt == 0 => {
-                        self.keep = None;
+                    // Closed by the server's idle deadline just as we wrote.
+                    Ok(None) if i == 0 => {
+                        closed_idle = true;
                         break;
                     }
                     Ok(None) => {
@@ -580,31 +696,29 @@ impl Client {
                         return Err(format!("{method} {path}: {}", e.kind()));
                     }
                 }
-                if i + 1 == reqs.len() {
-                    return Ok(());
-                }
             }
+            if !closed_idle {
+                return Ok(());
+            }
+            self.keep = None;
+            last = format!("{method}: a kept connection closed before any answer, twice");
         }
-        Ok(())
+        Err(last)
     }
 
     /// A request on a new connection that must get `status`.
     fn expect_status(&self, path: &str, status: u16) -> Result<(), String> {
         let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
-        self.send(
-            &mut c,
-            &self.request("GET", path, "Connection: close\r\n"),
-            1,
-        )
-        .map_err(|e| format!("send: {e}"))?;
+        let (req, id) = self.request("GET", path, "Connection: close\r\n");
+        self.send(&mut c, &req, 1)?;
         match c.answer(false) {
-            Ok(Some(a)) if a.status == status => {
-                self.tally.status(a.status);
-                Ok(())
-            }
             Ok(Some(a)) => {
-                self.tally.status(a.status);
-                Err(format!("GET {path}: {} instead of {status}", a.status))
+                self.tally.status(a.status, Some(id));
+                if a.status == status {
+                    Ok(())
+                } else {
+                    Err(format!("GET {path}: {} instead of {status}", a.status))
+                }
             }
             Ok(None) => Err(format!("GET {path}: closed before the answer")),
             Err(e) => Err(format!("GET {path}: {}", e.kind())),
@@ -614,19 +728,19 @@ impl Client {
     /// A request line no server may accept: 400, then the connection closes.
     fn malformed(&self) -> Result<(), String> {
         let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
-        self.send(&mut c, b"G ET / HTTP/1.1\r\nHost: t\r\n\r\n", 1)
-            .map_err(|e| format!("send: {e}"))?;
+        self.send(&mut c, b"G ET / HTTP/1.1\r\nHost: t\r\n\r\n", 1)?;
+        self.tally.malformed_sent.fetch_add(1, Ordering::Relaxed);
         match c.answer(false) {
-            Ok(Some(a)) if a.status == 400 && a.close => {
-                self.tally.status(400);
-                Ok(())
-            }
             Ok(Some(a)) => {
-                self.tally.status(a.status);
-                Err(format!(
-                    "malformed request: {} (close {})",
-                    a.status, a.close
-                ))
+                self.tally.status(a.status, None);
+                if a.status == 400 && a.close {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "malformed request: {} (close {})",
+                        a.status, a.close
+                    ))
+                }
             }
             _ => Err("malformed request: no answer".into()),
         }
@@ -636,15 +750,15 @@ impl Client {
     fn reset_mid_response(&self, rng: &mut fastrand::Rng, large: &[u8]) -> Result<(), String> {
         let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
         let path = format!("/{DIR}/{}", LARGE.0);
-        self.send(&mut c, &self.request("GET", &path, ""), 1)
-            .map_err(|e| format!("send: {e}"))?;
+        let (req, id) = self.request("GET", &path, "");
+        self.send(&mut c, &req, 1)?;
         let take = rng.usize(1..1 << 20);
         let mut seen_head = false;
         loop {
             if let Ok(Some(h)) = parse_head(&c.buf) {
                 if !seen_head {
                     seen_head = true;
-                    self.tally.status(h.status);
+                    self.tally.status(h.status, Some(id));
                 }
                 if h.status != 200 {
                     return Err(format!("GET {path}: {}", h.status));
@@ -672,8 +786,8 @@ impl Client {
     fn slow_reader(&self, large: &[u8]) -> Result<(), String> {
         let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
         let path = format!("/{DIR}/{}", LARGE.0);
-        self.send(&mut c, &self.request("GET", &path, ""), 1)
-            .map_err(|e| format!("send: {e}"))?;
+        let (req, id) = self.request("GET", &path, "");
+        self.send(&mut c, &req, 1)?;
         let end = Instant::now() + Duration::from_millis(500);
         let mut chunk = [0u8; 16 * 1024];
         let mut seen_head = false;
@@ -688,8 +802,9 @@ impl Client {
             if !seen_head {
                 if let Ok(Some(h)) = parse_head(&c.buf) {
                     seen_head = true;
-                    self.tally.status(h.status);
-                    if h.status != 200 || c.buf[h.head_len..] != large[..c.buf.len() - h.head_len] {
+                    self.tally.status(h.status, Some(id));
+                    let got = &c.buf[h.head_len..];
+                    if h.status != 200 || got != &large[..got.len().min(large.len())] {
                         return Err(format!("GET {path}: {} or wrong bytes", h.status));
                     }
                 }
@@ -700,28 +815,20 @@ impl Client {
         Ok(())
     }
 
-    /// A file being truncated or renamed: 404, the whole file, or a prefix of it and a
-    /// close; never other bytes.
+    /// A file being truncated, regrown or renamed: 404, or 200 with bytes that are each
+    /// the file's or zero (the page-reference strategies send what the page cache holds
+    /// when the bytes leave, and a truncation zeroes a cut folio's tail in place), and
+    /// perhaps a close or a reset before the end; never another file's bytes.
     fn mutable(&self, path: &str, full: &[u8]) -> Result<(), String> {
         let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
-        self.send(
-            &mut c,
-            &self.request("GET", path, "Connection: close\r\n"),
-            1,
-        )
-        .map_err(|e| format!("send: {e}"))?;
+        let (req, id) = self.request("GET", path, "Connection: close\r\n");
+        self.send(&mut c, &req, 1)?;
         match c.answer(false) {
             Ok(Some(a)) => {
-                self.tally.status(a.status);
-                let prefix = a.body.len() <= full.len() && a.body == full[..a.body.len()];
-                let zeros = a.body.iter().all(|&b| b == 0);
+                self.tally.status(a.status, Some(id));
                 match a.status {
                     404 => Ok(()),
-                    // Past a cut, page-reference strategies may send zeros (the kernel's
-                    // zeroed folio tail); never another file's bytes.
-                    200 if prefix || (!a.whole && (zeros || prefix_then_zeros(&a.body, full))) => {
-                        Ok(())
-                    }
+                    200 if a.body.len() <= full.len() && of_file_or_zero(&a.body, full) => Ok(()),
                     s => Err(format!(
                         "GET {path}: {s} with {} bytes not of the file",
                         a.body.len()
@@ -729,8 +836,7 @@ impl Client {
                 }
             }
             Ok(None) => Err(format!("GET {path}: closed before the answer")),
-            // A truncation resets the connection (the server's choice when a file
-            // shrinks under a send).
+            // A truncation resets the connection, perhaps before the head arrived.
             Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Ok(()),
             Err(e) => Err(format!("GET {path}: {}", e.kind())),
         }
@@ -739,21 +845,21 @@ impl Client {
     /// A request written, the client's side half-closed, the answer read to the end.
     fn half_closed(&self, path: &str, want: &[u8]) -> Result<(), String> {
         let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
-        self.send(&mut c, &self.request("GET", path, ""), 1)
-            .map_err(|e| format!("send: {e}"))?;
+        let (req, id) = self.request("GET", path, "");
+        self.send(&mut c, &req, 1)?;
         let _ = c.s.shutdown(Shutdown::Write);
         match c.answer(false) {
-            Ok(Some(a)) if a.status == 200 && a.whole && a.body == want => {
-                self.tally.status(200);
-                Ok(())
-            }
             Ok(Some(a)) => {
-                self.tally.status(a.status);
-                Err(format!(
-                    "half-closed GET {path}: {} with {} bytes",
-                    a.status,
-                    a.body.len()
-                ))
+                self.tally.status(a.status, Some(id));
+                if a.status == 200 && a.whole && a.body == want {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "half-closed GET {path}: {} with {} bytes",
+                        a.status,
+                        a.body.len()
+                    ))
+                }
             }
             Ok(None) => Err(format!("half-closed GET {path}: no answer")),
             Err(e) => Err(format!("half-closed GET {path}: {}", e.kind())),
@@ -761,8 +867,50 @@ impl Client {
     }
 }
 
-/// `body` is a prefix of `full` up to some point and zeros after it.
-fn prefix_then_zeros(body: &[u8], full: &[u8]) -> bool {
-    let same = body.iter().zip(full).take_while(|(a, b)| a == b).count();
-    body[same..].iter().all(|&b| b == 0)
+/// Each byte of `body` is the file's byte at its offset, or zero.
+fn of_file_or_zero(body: &[u8], full: &[u8]) -> bool {
+    body.iter().zip(full).all(|(&b, &f)| b == f || b == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn log_lines_are_matched_to_their_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.log");
+        let clf = |n: &str| {
+            format!("1.2.3.4 - - [x] \"GET /linerate-soak/s1.bin?n={n} HTTP/1.1\" 200 10\n")
+        };
+        let mut text = String::from("an old line ?n=1\n");
+        let from = text.len() as u64;
+        text += &clf("0");
+        text += &clf("2");
+        text += &clf("2"); // twice
+        text += &clf("9"); // never sent
+        text += "{\"request\":\"GET /x?n=3 HTTP/1.1\",\"status\":404}\n";
+        text += "1.2.3.4 - - [x] \"-\" 400 12\n";
+        fs::write(&p, text).unwrap();
+        let mut answered = Vec::new();
+        for n in [0, 1, 2, 3] {
+            set_bit(&mut answered, n);
+        }
+        let c = check_log(&p, from, 5, &answered).unwrap();
+        assert_eq!((c.lines, c.missing, c.unexpected, c.untagged), (6, 1, 2, 1));
+        assert_eq!(request_number(b"GET /a?n=42 HTTP/1.1"), Some(42));
+        assert_eq!(request_number(b"GET /a HTTP/1.1"), None);
+    }
+
+    #[test]
+    fn a_mutated_file_may_show_zeros_never_other_bytes() {
+        let full = expected("t.bin", 10_000);
+        assert!(of_file_or_zero(&full, &full));
+        let mut cut = full.clone();
+        cut[5000..6000].fill(0);
+        assert!(of_file_or_zero(&cut, &full));
+        assert!(of_file_or_zero(&full[..100], &full));
+        let other = expected("r.bin", 10_000);
+        assert!(!of_file_or_zero(&other, &full));
+    }
 }

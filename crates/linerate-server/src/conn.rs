@@ -74,6 +74,8 @@ pub(crate) enum Cut {
     Shutdown,
     /// The file shrank during the send.
     Truncated,
+    /// A local error (out of descriptors for a pipe, a disk error under `sendfile`).
+    Error,
 }
 
 impl Cut {
@@ -85,6 +87,7 @@ impl Cut {
             Cut::BodyTimeout => "body-timeout",
             Cut::Shutdown => "shutdown",
             Cut::Truncated => "truncated",
+            Cut::Error => "error",
         }
     }
 }
@@ -159,6 +162,10 @@ pub(crate) struct Conn {
     pub serial: u64,
     /// Why the last `drive` gave up on the connection, if it failed.
     pub cut: Option<Cut>,
+    /// Since when a request body has been awaited with nothing owed to the client (the
+    /// body deadline's clock: it does not run while the server itself is not reading,
+    /// its socket full of a response).
+    pub body_clock: Option<Instant>,
 }
 
 impl Conn {
@@ -192,6 +199,7 @@ impl Conn {
             slot,
             serial,
             cut: None,
+            body_clock: None,
         }
     }
 
@@ -787,8 +795,14 @@ impl Conn {
                 tracing::warn!("{e}: connection reset");
                 After::Reset
             }
-            _ => {
+            TxError::PeerGone(_) => {
                 self.cut = Some(Cut::Client);
+                After::Close
+            }
+            TxError::Io(_) => {
+                // The server's own trouble, not the client's: the operator must see it.
+                self.cut = Some(Cut::Error);
+                tracing::warn!("sending to {}: {e}: connection closed", self.peer);
                 After::Close
             }
         }

@@ -10,6 +10,7 @@
 //! | `SIGHUP` | reload: not built yet; one error-log line, and serving goes on unchanged |
 //! | `SIGUSR2` | binary upgrade: not built yet; as `SIGHUP` |
 //! | `SIGPIPE` | ignored (a peer that went away is an `EPIPE` of its own connection) |
+//! | `SIGXFSZ` | ignored (a log past the file-size limit fails its write with `EFBIG`) |
 //!
 //! The handlers only set flags (async-signal-safe); the server's main thread reads them
 //! between its waits for the workers.
@@ -18,7 +19,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGXFSZ};
 
 /// The flags the signal handlers set.
 #[derive(Clone, Debug, Default)]
@@ -54,6 +55,9 @@ impl Control {
         signal_hook::flag::register(SIGUSR1, Arc::clone(&c.reopen))?;
         signal_hook::flag::register(SIGHUP, Arc::clone(&c.reload))?;
         signal_hook::flag::register(SIGUSR2, Arc::clone(&c.upgrade))?;
+        // A handler that only sets a flag nobody reads: the signal no longer ends the
+        // process, and the write that raised it fails with EFBIG instead.
+        signal_hook::flag::register(SIGXFSZ, Arc::new(AtomicBool::new(false)))?;
         linerate_sys::ignore_sigpipe();
         Ok(c)
     }

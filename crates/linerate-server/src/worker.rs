@@ -582,18 +582,29 @@ impl<D: Driver> Worker<D> {
         }
         let cfg = Arc::clone(&self.cfg);
         for i in 0..self.conns.len() {
-            let Some(c) = self.conns[i].as_ref() else {
+            let Some(c) = self.conns[i].as_mut() else {
                 continue;
             };
+            // The body deadline runs while a body is awaited and nothing is owed: while
+            // a response is in flight the server reads nothing (the send deadline
+            // applies then), so its time is not the client's to answer for. A body
+            // waits behind at most the responses queued before its head, so the clock
+            // starts over at most that once.
+            c.body_clock = match (c.http.body_started(), c.busy()) {
+                // From the body's head, or from the last tick if it waited behind a
+                // response until now.
+                (Some(b), false) => Some(
+                    c.body_clock
+                        .unwrap_or_else(|| b.max(now.checked_sub(TICK).unwrap_or(now))),
+                ),
+                _ => None,
+            };
+            let c = &*c;
             let since = |t: Instant| now.duration_since(t);
             // (deadline passed, what it cuts, the line for the error log)
             let expired: Option<(Cut, &str)> = if let Some(d) = c.draining_since {
                 (since(d) >= DRAIN).then_some((Cut::Client, ""))
-            } else if c
-                .http
-                .body_started()
-                .is_some_and(|b| since(b) >= cfg.body_timeout)
-            {
+            } else if c.body_clock.is_some_and(|b| since(b) >= cfg.body_timeout) {
                 Some((
                     Cut::BodyTimeout,
                     "request body not whole within --body-timeout",

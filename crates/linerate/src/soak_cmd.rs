@@ -233,14 +233,14 @@ fn print_soak(r: &SoakReport, exit: Option<Option<i32>>) {
     }
     if let Some(l) = r.access_log_lines {
         println!(
-            "access log: {l} lines for {} requests sent, {} answered ({})",
+            "access log: {l} lines for {} requests sent, {} answered: {} answered without a line, {} lines for no request sent or twice, {} lines for {} malformed requests ({})",
             r.requests_sent,
             r.requests_answered,
-            if r.log_consistent() == Some(true) {
-                "every answer logged"
-            } else {
-                "LINES MISSING"
-            }
+            r.access_log_missing.unwrap_or(0),
+            r.access_log_unexpected.unwrap_or(0),
+            r.access_log_untagged.unwrap_or(0),
+            r.malformed_sent,
+            if r.log_consistent() == Some(true) { "every answer logged once" } else { "LINES MISSING OR WRONG" }
         );
     }
     match exit {

@@ -124,6 +124,7 @@ per_strategy!(
     aborted_responses_have_one_access_log_line_with_the_bytes_that_left,
     a_trickled_request_body_is_cut_by_the_body_deadline,
     small_file_contents_stay_within_their_memory_budget,
+    the_body_deadline_does_not_run_while_the_server_is_not_reading,
 );
 
 // ---------------------------------------------------------------------------------------
@@ -3884,4 +3885,34 @@ fn the_small_file_size_is_capped() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("small-file") && err.contains("16M"), "{err}");
+}
+
+/// The body deadline is the client's to meet only while the server reads: while a large
+/// response fills the socket the server reads nothing, so a client still sending its
+/// body then (and not reading) is not cut at --body-timeout; once the answer is read,
+/// the rest of the body comes and the connection goes on.
+fn the_body_deadline_does_not_run_while_the_server_is_not_reading(transmit: &str) {
+    let root = docroot();
+    let big = pattern(16 * MIB, 83);
+    put(root.path(), "big.bin", &big);
+    put(root.path(), "f.txt", b"F\n");
+    let server = serve(root.path(), transmit, &["--body-timeout", "1"]);
+    let mut c = server.conn();
+    c.send(&req("GET", "/big.bin", "Content-Length: 5\r\n"));
+    c.send(b"a");
+    // The server fills the socket with the answer and stops reading; 2.5 s pass.
+    thread::sleep(Duration::from_millis(2500));
+    let h = c.read_head();
+    assert_eq!(h.status, 200);
+    let (body, end) = c.read_upto(big.len());
+    assert_eq!(
+        end,
+        End::Open,
+        "the download was cut after {} bytes",
+        body.len()
+    );
+    assert_bytes_eq(&body, &big, "the answer read late");
+    c.send(b"bcde");
+    let r = c.get("/f.txt", "");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"F\n"[..]));
 }
