@@ -175,7 +175,37 @@ pub const MAX_SMALL_FILE: u64 = 16 << 20;
 /// memory shared by the workers, at most [`MAX_SMALL_FILE_MEMORY_DEFAULT`].
 pub const MAX_SMALL_FILE_MEMORY_DEFAULT: u64 = 64 << 20;
 
+/// How a worker's connections send: the settings they share, kept once per worker so a
+/// connection does not carry its own copy.
+#[derive(Clone, Debug)]
+pub struct Sending {
+    /// The transmit engine's settings.
+    pub tx: linerate_tx::TxConfig,
+    /// Most file bytes sent per turn before other connections get theirs (0: no limit).
+    pub slice_bytes: u64,
+    /// Only file parts of at least this many bytes are sliced.
+    pub slice_min: u64,
+    /// File parts of at least this many bytes are sent corked (0: none).
+    pub cork_min: u64,
+    /// File ranges up to this size are read into the gather (seed 001's collapse).
+    pub collapse: u64,
+}
+
 impl Config {
+    /// The settings a worker's connections send by.
+    pub fn sending(&self) -> Sending {
+        Sending {
+            tx: linerate_tx::TxConfig {
+                notsent_lowat: self.notsent_lowat,
+                ..linerate_tx::TxConfig::new(self.transmit)
+            },
+            slice_bytes: self.send_slice_bytes,
+            slice_min: self.send_slice_min_bytes,
+            cork_min: self.cork_min_bytes,
+            collapse: self.collapse_bytes,
+        }
+    }
+
     /// Bytes of small-file contents each worker may hold: the setting, or by default
     /// 1/32 of the machine's memory shared by the workers, at most 64 MiB and at least
     /// one small file.

@@ -31,8 +31,9 @@ use std::time::{Instant, SystemTime};
 use linerate_http::connection::{Connection, Ending, Event};
 use linerate_http::request::Limits;
 use linerate_sys::net::{self, SendFlags, IOV_MAX};
-use linerate_tx::{Progress, Source, Transmit, TxConfig, TxError, TxSocket};
+use linerate_tx::{Progress, Source, Transmit, TxError, TxSocket};
 
+use crate::config::Sending;
 use crate::disk::{Disk, Job, Residency, Stats};
 use crate::site::{Part, Response, Site};
 
@@ -100,22 +101,6 @@ pub(crate) struct Aborted {
     pub body_sent: u64,
     /// None of the head left.
     pub nothing_sent: bool,
-}
-
-/// How a worker's connections send: the settings they share, kept once per worker so a
-/// connection does not carry its own copy.
-#[derive(Clone, Debug)]
-pub(crate) struct Sending {
-    /// The transmit engine's settings.
-    pub tx: TxConfig,
-    /// Most file bytes sent per turn before other connections get theirs (0: no limit).
-    pub slice_bytes: u64,
-    /// Only file parts of at least this many bytes are sliced.
-    pub slice_min: u64,
-    /// File parts of at least this many bytes are sent corked (0: none).
-    pub cork_min: u64,
-    /// File ranges up to this size are read into the gather (seed 001's collapse).
-    pub collapse: u64,
 }
 
 pub(crate) struct Conn {

@@ -70,7 +70,7 @@ pub(crate) struct Site {
     /// The residency probe and the helpers (None: off).
     pub disk: Option<Disk>,
     /// How this worker's connections send.
-    pub sending: crate::conn::Sending,
+    pub sending: crate::config::Sending,
 }
 
 impl Site {
@@ -92,16 +92,7 @@ impl Site {
             | 1;
         Site {
             logging: cfg.access_log != crate::config::AccessLog::Off,
-            sending: crate::conn::Sending {
-                tx: linerate_tx::TxConfig {
-                    notsent_lowat: cfg.notsent_lowat,
-                    ..linerate_tx::TxConfig::new(cfg.transmit)
-                },
-                slice_bytes: cfg.send_slice_bytes,
-                slice_min: cfg.send_slice_min_bytes,
-                cork_min: cfg.cork_min_bytes,
-                collapse: cfg.collapse_bytes,
-            },
+            sending: cfg.sending(),
             cfg,
             cache,
             date: String::new(),
