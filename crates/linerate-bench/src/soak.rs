@@ -568,6 +568,14 @@ impl Client {
         (bytes, id)
     }
 
+    /// A new connection with one request written on it; the connection and the number.
+    fn open_with(&self, path: &str, extra: &str) -> Result<(Conn, u64), String> {
+        let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
+        let (req, id) = self.request("GET", path, extra);
+        self.send(&mut c, &req, 1)?;
+        Ok((c, id))
+    }
+
     /// Writes requests (`count` of them) on `c`.
     fn send(&self, c: &mut Conn, bytes: &[u8], count: u64) -> Result<(), String> {
         c.s.write_all(bytes)
@@ -708,9 +716,7 @@ impl Client {
 
     /// A request on a new connection that must get `status`.
     fn expect_status(&self, path: &str, status: u16) -> Result<(), String> {
-        let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
-        let (req, id) = self.request("GET", path, "Connection: close\r\n");
-        self.send(&mut c, &req, 1)?;
+        let (mut c, id) = self.open_with(path, "Connection: close\r\n")?;
         match c.answer(false) {
             Ok(Some(a)) => {
                 self.tally.status(a.status, Some(id));
@@ -748,10 +754,8 @@ impl Client {
 
     /// A large GET read for a while, then the connection reset.
     fn reset_mid_response(&self, rng: &mut fastrand::Rng, large: &[u8]) -> Result<(), String> {
-        let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
         let path = format!("/{DIR}/{}", LARGE.0);
-        let (req, id) = self.request("GET", &path, "");
-        self.send(&mut c, &req, 1)?;
+        let (mut c, id) = self.open_with(&path, "")?;
         let take = rng.usize(1..1 << 20);
         let mut seen_head = false;
         loop {
@@ -784,10 +788,8 @@ impl Client {
 
     /// A large GET read 16 KiB at a time with pauses, given up after half a second.
     fn slow_reader(&self, large: &[u8]) -> Result<(), String> {
-        let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
         let path = format!("/{DIR}/{}", LARGE.0);
-        let (req, id) = self.request("GET", &path, "");
-        self.send(&mut c, &req, 1)?;
+        let (mut c, id) = self.open_with(&path, "")?;
         let end = Instant::now() + Duration::from_millis(500);
         let mut chunk = [0u8; 16 * 1024];
         let mut seen_head = false;
@@ -820,9 +822,7 @@ impl Client {
     /// when the bytes leave, and a truncation zeroes a cut folio's tail in place), and
     /// perhaps a close or a reset before the end; never another file's bytes.
     fn mutable(&self, path: &str, full: &[u8]) -> Result<(), String> {
-        let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
-        let (req, id) = self.request("GET", path, "Connection: close\r\n");
-        self.send(&mut c, &req, 1)?;
+        let (mut c, id) = self.open_with(path, "Connection: close\r\n")?;
         match c.answer(false) {
             Ok(Some(a)) => {
                 self.tally.status(a.status, Some(id));
@@ -844,9 +844,7 @@ impl Client {
 
     /// A request written, the client's side half-closed, the answer read to the end.
     fn half_closed(&self, path: &str, want: &[u8]) -> Result<(), String> {
-        let mut c = Conn::open(self.target).map_err(|e| format!("connect: {e}"))?;
-        let (req, id) = self.request("GET", path, "");
-        self.send(&mut c, &req, 1)?;
+        let (mut c, id) = self.open_with(path, "")?;
         let _ = c.s.shutdown(Shutdown::Write);
         match c.answer(false) {
             Ok(Some(a)) => {

@@ -649,12 +649,13 @@ pub fn run_idle(a: IdleArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `3 × 200, 1 × 404`: counts by status.
+pub(crate) fn by_status(statuses: &std::collections::BTreeMap<u16, u64>) -> Vec<String> {
+    statuses.iter().map(|(s, n)| format!("{n} × {s}")).collect()
+}
+
 fn print_idle(r: &linerate_bench::idle::IdleReport) {
-    let statuses: Vec<String> = r
-        .statuses
-        .iter()
-        .map(|(s, n)| format!("{n} × {s}"))
-        .collect();
+    let statuses = by_status(&r.statuses);
     println!(
         "idle connections: {} of {} held ({:.1} s to open), answers {}",
         r.connections_held,

@@ -193,11 +193,7 @@ fn stop_server(s: &mut Started) -> Option<i32> {
 }
 
 fn print_soak(r: &SoakReport, exit: Option<Option<i32>>) {
-    let statuses: Vec<String> = r
-        .statuses
-        .iter()
-        .map(|(s, n)| format!("{n} × {s}"))
-        .collect();
+    let statuses = crate::http_cmd::by_status(&r.statuses);
     println!(
         "soak: {:.0} s, {} requests sent, {} answered ({}); {} resets, {} slow readers, {} file changes",
         r.seconds,
