@@ -3606,7 +3606,13 @@ fn can_run_as_nobody() -> bool {
                 .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
         })
         .unwrap_or(false);
-    root && Command::new("setpriv").arg("--version").output().is_ok()
+    // nobody must be able to reach the binary too (a checkout under /root is not).
+    root && Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_linerate"))
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// Regression: a file the server may not read (mode 000, the server running as nobody)
@@ -3615,7 +3621,7 @@ fn can_run_as_nobody() -> bool {
 fn a_file_the_server_may_not_read_is_403_with_an_error_log_line(transmit: &str) {
     use std::os::unix::fs::PermissionsExt;
     if !can_run_as_nobody() {
-        eprintln!("skipped: needs root and setpriv to run the server as nobody");
+        eprintln!("skipped: needs root, setpriv, and a binary user nobody may run");
         return;
     }
     let root = docroot();
