@@ -44,6 +44,8 @@ pub struct Usage {
     pub rss_kib: u64,
     /// Open descriptors, summed.
     pub descriptors: u64,
+    /// Of those, sockets (listeners and connections).
+    pub sockets: u64,
     /// Threads, summed.
     pub threads: u64,
 }
@@ -60,7 +62,19 @@ impl Usage {
             u.processes += 1;
             u.rss_kib += field_kib(&status, "VmRSS:");
             u.threads += field_kib(&status, "Threads:");
-            u.descriptors += fs::read_dir(format!("/proc/{p}/fd")).map_or(0, |d| d.count() as u64);
+            if let Ok(fds) = fs::read_dir(format!("/proc/{p}/fd")) {
+                for fd in fds.flatten() {
+                    u.descriptors += 1;
+                    let target = fs::read_link(fd.path()).unwrap_or_default();
+                    if target
+                        .as_os_str()
+                        .as_encoded_bytes()
+                        .starts_with(b"socket:")
+                    {
+                        u.sockets += 1;
+                    }
+                }
+            }
         }
         Some(u)
     }

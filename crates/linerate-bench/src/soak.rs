@@ -10,9 +10,10 @@
 //! the measured load, after a warm-up load (a tenth of the time, 2 s at most) that fills
 //! the server's caches and pools in every worker, and after it, once every connection is
 //! gone, the server's process tree is read from `/proc` (descriptors, threads, resident
-//! memory), so what the load leaked shows as a difference. Caches and pools are bounded,
-//! so [`LEAK_SLACK`] descriptors of difference are allowed; a leak per request or per
-//! reset shows as thousands.
+//! memory), so what the load leaked shows as a difference: not one socket more (every
+//! connection the clients closed must be closed by the server within 5 s), and, since
+//! caches and pools are bounded, [`LEAK_SLACK`] descriptors of other kinds; a leak per
+//! request or per reset shows as thousands.
 //!
 //! Every request carries its own number in its query (`?n=ID`), so with the access log's
 //! path each line is matched to its request: every request whose answer began to arrive
@@ -133,13 +134,16 @@ impl SoakReport {
         )
     }
 
-    /// Nothing leaked: descriptors back to the baseline give or take [`LEAK_SLACK`]
+    /// Nothing leaked: no socket more than at the baseline (every connection the
+    /// clients closed is closed), descriptors back to it give or take [`LEAK_SLACK`]
     /// (bounded caches and pools), the same threads.
     pub fn nothing_leaked(&self) -> Option<bool> {
         match (self.server_before, self.server_after) {
-            (Some(b), Some(a)) => {
-                Some(a.descriptors <= b.descriptors + LEAK_SLACK && a.threads == b.threads)
-            }
+            (Some(b), Some(a)) => Some(
+                a.sockets <= b.sockets
+                    && a.descriptors <= b.descriptors + LEAK_SLACK
+                    && a.threads == b.threads,
+            ),
             _ => None,
         }
     }
@@ -425,7 +429,8 @@ fn settled(pid: u32, before: Option<Usage>, wait: Duration) -> Option<Usage> {
     let deadline = Instant::now() + wait;
     loop {
         let now = Usage::of_tree(pid)?;
-        let done = before.is_none_or(|b| now.descriptors <= b.descriptors);
+        let done =
+            before.is_none_or(|b| now.descriptors <= b.descriptors && now.sockets <= b.sockets);
         if done || Instant::now() > deadline {
             return Some(now);
         }

@@ -120,6 +120,9 @@ pub(crate) struct Conn {
     /// A read may find bytes: a readable edge came, or the last read filled its buffer.
     /// After a short read the socket is drained and the next edge says when to read.
     may_read: bool,
+    /// The peer shut its side down (seen in an event): once the socket is drained,
+    /// its input has ended, and no later edge will say so.
+    peer_hup: bool,
     /// Our side was shut down; input is being drained before the close.
     pub draining_since: Option<Instant>,
     /// Last time bytes moved either way.
@@ -171,6 +174,7 @@ impl Conn {
             transmit: None,
             finished: Vec::new(),
             may_read: true,
+            peer_hup: false,
             draining_since: None,
             last_activity: now,
             slice_len: 0,
@@ -331,6 +335,20 @@ impl Conn {
         true
     }
 
+    /// The peer shut its side down (an event said so).
+    pub fn peer_hung_up(&mut self) {
+        self.peer_hup = true;
+    }
+
+    /// The socket is drained: reading waits for the next edge, unless the peer has shut
+    /// its side, in which case the input has ended (a read would return 0).
+    fn drained(&mut self) {
+        self.may_read = false;
+        if self.peer_hup {
+            self.http.peer_closed();
+        }
+    }
+
     /// Whether the connection gave up its turn with more to send (and clears that).
     pub fn take_yielded(&mut self) -> bool {
         std::mem::take(&mut self.yielded)
@@ -459,8 +477,9 @@ impl Conn {
                     total += n;
                     self.last_activity = now;
                     if n < scratch.len() {
-                        // Drained: the next edge brings more.
-                        self.may_read = false;
+                        // Drained: the next edge brings more (or, after a hang-up,
+                        // nothing).
+                        self.drained();
                         return Ok(total);
                     }
                     if !self.http.wants_bytes() {
@@ -468,7 +487,7 @@ impl Conn {
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.may_read = false;
+                    self.drained();
                     return Ok(total);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

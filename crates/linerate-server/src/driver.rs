@@ -25,6 +25,10 @@ pub struct Ready {
     pub token: u64,
     /// Readable (or the peer closed).
     pub readable: bool,
+    /// The peer shut its side down (`EPOLLRDHUP`, `EPOLLHUP`): once what it sent before
+    /// is read, nothing more comes. An edge-triggered socket may report this together
+    /// with the data before it, and never again.
+    pub hangup: bool,
     /// Writable.
     pub writable: bool,
     /// Error queue or socket error (zero-copy completions).
@@ -77,6 +81,7 @@ impl Driver for EpollDriver {
         out.extend(self.raw.iter().map(|e| Ready {
             token: e.token,
             readable: e.events & (epoll::IN | epoll::RDHUP | epoll::HUP) != 0,
+            hangup: e.events & (epoll::RDHUP | epoll::HUP) != 0,
             writable: e.events & (epoll::OUT | epoll::HUP) != 0,
             error: e.events & epoll::ERR != 0,
         }));

@@ -395,7 +395,13 @@ impl<D: Driver> Worker<D> {
                 if t < self.listeners.len() {
                     self.accept(t, now);
                 } else {
-                    self.event(t - self.listeners.len(), ev.readable, ev.error, now);
+                    let idx = t - self.listeners.len();
+                    if ev.hangup {
+                        if let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) {
+                            c.peer_hung_up();
+                        }
+                    }
+                    self.event(idx, ev.readable, ev.error, now);
                 }
             }
             for idx in turn {

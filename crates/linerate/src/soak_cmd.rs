@@ -213,9 +213,11 @@ fn print_soak(r: &SoakReport, exit: Option<Option<i32>>) {
     }
     if let (Some(b), Some(a)) = (r.server_before, r.server_after) {
         println!(
-            "server: descriptors {} → {}, threads {} → {}, RSS {:.1} → {:.1} MiB ({})",
+            "server: descriptors {} → {} (sockets {} → {}), threads {} → {}, RSS {:.1} → {:.1} MiB ({})",
             b.descriptors,
             a.descriptors,
+            b.sockets,
+            a.sockets,
             b.threads,
             a.threads,
             b.rss_kib as f64 / 1024.0,

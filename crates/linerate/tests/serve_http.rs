@@ -1435,6 +1435,22 @@ fn a_half_closed_client_gets_the_whole_response(transmit: &str) {
     assert_eq!(rs[0].status, 200);
     assert_bytes_eq(&rs[0].body, &big, "half-closed client");
 
+    // Regression (found by bench soak): a request and the half-close sent back to back
+    // reach the server as one edge-triggered event; the server answered, then held the
+    // connection until the idle deadline. Now it closes once the answer is sent.
+    drop(server);
+    let server = serve(root.path(), transmit, &["--idle-timeout", "30"]);
+    for _ in 0..20 {
+        let t = Instant::now();
+        let rs = parse_all(&raw(server.addr, &req("GET", "/f.txt", ""), true), &[]);
+        assert_eq!((rs.len(), rs[0].status), (1, 200));
+        assert!(
+            t.elapsed() < Duration::from_secs(3),
+            "EOF after {:?}",
+            t.elapsed()
+        );
+    }
+
     // Two pipelined requests, then the half-close: both answered, then EOF.
     let mut c = server.conn();
     c.send(&[req("GET", "/big", ""), req("GET", "/f.txt", "")].concat());
