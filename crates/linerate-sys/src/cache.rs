@@ -119,9 +119,8 @@ impl EventFd {
         // SAFETY: eventfd takes an initial value and flags and returns a new descriptor.
         let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
         // SAFETY: the descriptor is new and owned by nobody else.
-        Ok(EventFd {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(EventFd { fd })
     }
 
     /// The descriptor, to register with an event loop.

@@ -35,9 +35,8 @@ impl Inotify {
         // SAFETY: inotify_init1 takes flags and returns a new descriptor or -1.
         let fd = cvt(unsafe { libc::inotify_init1(libc::IN_NONBLOCK | libc::IN_CLOEXEC) })?;
         // SAFETY: the descriptor is new and owned by nobody else.
-        Ok(Inotify {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Inotify { fd })
     }
 
     /// Watches `path` (resolved now) for `mask`.
