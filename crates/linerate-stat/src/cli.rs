@@ -23,6 +23,16 @@ const USAGE: &str = "Usage: ministat [-C column] [-c confidence] [-d delimiter(s
 \t-w : width of graph/test output (default 74 or terminal width)
 ";
 
+/// `linerate stat --help`: what the command is, then ministat's own usage. ministat has
+/// no help option (`-h` is an invalid option there, and stays one here, byte for byte).
+pub fn help() -> String {
+    format!(
+        "linerate stat: ministat, byte for byte (Debian's 20150715), plus FreeBSD's -q (no legend, no header).\n\
+         Each file holds one sample, a number per line (column -C); two or more files are compared by\n\
+         Student's t at the -c confidence. Reads standard input without files.\n\n{USAGE}\t-q : print no legend and no header\n"
+    )
+}
+
 /// How a run ends.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Exit {

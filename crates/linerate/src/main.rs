@@ -42,7 +42,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// ministat, byte for byte: `linerate stat [-Anqs] [-C column] [-c confidence]
-    /// [-d delimiters] [-w width] [file ...]` (see `linerate stat -h` for its usage).
+    /// [-d delimiters] [-w width] [file ...]` (see `linerate stat --help`).
     #[command(disable_help_flag = true)]
     Stat {
         /// ministat's options and files.
@@ -456,6 +456,10 @@ fn main() -> ExitCode {
     // `stat` parses its own arguments exactly as ministat's getopt does.
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("stat") {
+        if args.len() == 3 && args[2] == "--help" {
+            print!("{}", linerate_stat::cli::help());
+            return ExitCode::SUCCESS;
+        }
         return run_stat(&args[2..]);
     }
     let cli = match Cli::try_parse() {

@@ -461,3 +461,22 @@ fn compare_refuses_bad_variants_before_running() {
         "-c",
     );
 }
+
+/// `linerate stat --help` prints what the command is and ministat's usage, exit 0; `-h`
+/// stays ministat's invalid option (the differential tests hold it to the byte).
+#[test]
+fn stat_help_exits_0_and_dash_h_stays_ministats() {
+    let out = run(&["stat", "--help"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("linerate stat: ministat"), "{text}");
+    assert!(
+        text.contains("Usage: ministat [-C column]") && text.contains("-q :"),
+        "{text}"
+    );
+    let out = run(&["stat", "-h"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("ministat: invalid option -- 'h'"));
+    let top = run(&["--help"]);
+    assert!(String::from_utf8_lossy(&top.stdout).contains("linerate stat --help"));
+}
