@@ -47,9 +47,39 @@ pub struct HttpArgs {
     /// Confidence of the comparisons: 80, 90, 95, 98, 99 or 99.5.
     #[arg(long, value_name = "PERCENT", default_value = "95", value_parser = parse_confidence)]
     confidence: linerate_stat::Confidence,
+    /// Any answer with another status is an error: the command then says how many and
+    /// exits 1 (without it, non-2xx answers are reported, as wrk does, and exit 0).
+    #[arg(long, value_name = "STATUS", value_parser = clap::value_parser!(u16).range(100..=599))]
+    expect_status: Option<u16>,
     /// Print results as JSON.
     #[arg(long)]
     json: bool,
+}
+
+/// With `--expect-status`, the answers of `results` that had another status: a line
+/// on standard error and exit 1; else exit 0.
+fn expected_exit<'a>(
+    expect: Option<u16>,
+    results: impl IntoIterator<Item = &'a HttpResult>,
+) -> ExitCode {
+    let Some(want) = expect else {
+        return ExitCode::SUCCESS;
+    };
+    let mut other = std::collections::BTreeMap::new();
+    for r in results {
+        for (&s, &n) in r.statuses.iter().filter(|(&s, _)| s != want) {
+            *other.entry(s).or_insert(0u64) += n;
+        }
+    }
+    if other.is_empty() {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!(
+        "linerate: --expect-status {want}: {} other answers ({})",
+        other.values().sum::<u64>(),
+        by_status(&other).join(", ")
+    );
+    ExitCode::from(1)
 }
 
 /// The load of one `bench http` run, shared with `bench compare`.
@@ -373,7 +403,7 @@ pub fn run_http(a: HttpArgs) -> anyhow::Result<ExitCode> {
             };
             println!("{}", serde_json::to_string_pretty(&v)?);
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(expected_exit(a.expect_status, &results));
     }
     if a.iterations < 3 {
         return Ok(usage_error(
@@ -428,6 +458,7 @@ pub fn run_http(a: HttpArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let mut out = Vec::new();
+    let mut exit = ExitCode::SUCCESS;
     for w in 0..base.len() {
         let cfgs: Vec<&HttpConfig> = variants.iter().map(|v| &v[w]).collect();
         let total = a.iterations as usize * cfgs.len();
@@ -446,6 +477,9 @@ pub fn run_http(a: HttpArgs) -> anyhow::Result<ExitCode> {
             }
             Ok::<_, anyhow::Error>(r)
         })?;
+        if expected_exit(a.expect_status, runs.iter().flatten()) != ExitCode::SUCCESS {
+            exit = ExitCode::from(1);
+        }
         let workload = base[w].workload.describe();
         let judged = http::judge(&labels, &runs, a.out.as_deref(), &workload, a.confidence)
             .with_context(|| "--out".to_string())?;
@@ -473,7 +507,7 @@ pub fn run_http(a: HttpArgs) -> anyhow::Result<ExitCode> {
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(exit)
 }
 
 /// One run in a line: requests/s, p99, server CPU per request, and trouble if any.
@@ -552,6 +586,10 @@ pub fn print_http(r: &HttpResult) {
             statuses.join(", ")
         }
     );
+    if r.non_2xx() > 0 {
+        // As prominent as wrk makes it: a run of 404s is not a benchmark of a server.
+        println!("  Non-2xx responses: {}", r.non_2xx());
+    }
     let e = &r.errors;
     if e.total() == 0 {
         println!("  errors    none");

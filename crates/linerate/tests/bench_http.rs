@@ -555,3 +555,50 @@ fn bench_soak_against_a_given_server() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("URL"), "{err}");
 }
+
+/// A run of 404s is not a benchmark: non-2xx answers are printed apart, as wrk does, and
+/// `--expect-status 200` makes them an error (exit 1, the count named); a run that gets
+/// what it expects exits 0.
+#[test]
+fn non_2xx_answers_are_shown_and_expect_status_fails_the_run() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("f.txt"), b"F\n").unwrap();
+    let server = Server::start(root.path(), &[]);
+    let missing = format!("http://{}/missing", server.addr);
+    let (code, out, err) = linerate(&["bench", "http", &missing, "-n", "20", "-c", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Non-2xx responses: 20"), "{out}");
+    let (code, _, err) = linerate(&[
+        "bench",
+        "http",
+        &missing,
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "--expect-status",
+        "200",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("--expect-status 200: 20 other answers (20 × 404)"),
+        "{err}"
+    );
+    let found = format!("http://{}/f.txt", server.addr);
+    let (code, out, err) = linerate(&[
+        "bench",
+        "http",
+        &found,
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "--expect-status",
+        "200",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("Non-2xx"), "{out}");
+    let (code, _, err) = linerate(&["bench", "http", &found, "--expect-status", "99"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--expect-status"), "{err}");
+}
