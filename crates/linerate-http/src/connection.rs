@@ -4,7 +4,7 @@
 //! and the output queue; every decision about the input is made here, so each is tested
 //! with literal bytes, one byte at a time as well as all at once.
 //!
-//! The rules it keeps (HTTP-BEHAVIOUR.md):
+//! The rules it keeps (docs/http.md):
 //! - pipelined requests come out in order; once `max_pending` answers are owed, nothing
 //!   more is parsed and [`Connection::wants_bytes`] says stop reading, so a client that
 //!   pipelines without reading cannot grow the server's memory;

@@ -1,5 +1,5 @@
 //! Sans-I/O HTTP/1.1 for `linerate serve`: bytes in, decisions out. No system calls,
-//! no clock reads (the caller passes the time), so every rule of HTTP-BEHAVIOUR.md that
+//! no clock reads (the caller passes the time), so every rule of docs/http.md that
 //! lives here is tested with literal bytes.
 //!
 //! - [`connection`]: one connection's input: pipelined requests, bodies discarded,

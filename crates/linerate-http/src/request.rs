@@ -1,5 +1,5 @@
 //! Request heads: `httparse` for the grammar, and around it the policies of
-//! HTTP-BEHAVIOUR.md that it leaves to us: bare LF, size limits, `Host`, body framing,
+//! docs/http.md that it leaves to us: bare LF, size limits, `Host`, body framing,
 //! methods, connection persistence. Parsing is restartable: call [`parse`] again with
 //! more bytes; a request that arrives one byte per write gets the same answer.
 

@@ -1,4 +1,4 @@
-//! Server settings: limits, timeouts and policies of HTTP-BEHAVIOUR.md, with its
+//! Server settings: limits, timeouts and policies of docs/http.md, with its
 //! defaults.
 
 use std::net::SocketAddr;

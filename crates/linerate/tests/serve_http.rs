@@ -1,5 +1,5 @@
 //! `linerate serve` over real sockets, raw bytes in and exact bytes out: one or more
-//! checks per line of HTTP-BEHAVIOUR.md.
+//! checks per line of docs/http.md.
 //!
 //! - request parsing and framing (bare LF, obs-fold, bad names and values, bad request
 //!   lines, methods, `Host`, absolute-form, `Content-Length`/`Transfer-Encoding`, bodies

@@ -1,6 +1,6 @@
 //! `linerate serve` started as a user would, with curl-like raw requests: the basics
 //! every transmit strategy must get right, and the start-up errors. The full
-//! HTTP-BEHAVIOUR.md suite is in serve_http.rs.
+//! docs/http.md suite is in serve_http.rs.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
