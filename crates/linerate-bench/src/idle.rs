@@ -13,14 +13,14 @@
 //! known order with no load generator of note running meanwhile.
 
 use std::collections::BTreeMap;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::http::client::parse_head;
 use crate::procs::Usage;
+use crate::soak::Conn;
 
 /// One `bench idle` run.
 #[derive(Clone, Debug)]
@@ -132,38 +132,22 @@ pub fn run(cfg: &IdleConfig) -> io::Result<IdleReport> {
 
 /// Connects, sends `request`, reads the whole answer; the open connection and the status.
 fn exchange(target: SocketAddr, request: &[u8]) -> io::Result<(TcpStream, u16)> {
-    let mut s = TcpStream::connect_timeout(&target, Duration::from_secs(5))?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    s.write_all(request)?;
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        let n = s.read(&mut chunk)?;
-        if n == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::UnexpectedEof,
-                "closed before the whole answer",
-            ));
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        match parse_head(&buf) {
-            Ok(Some(h)) => {
-                if (buf.len() - h.head_len) as u64 >= h.content_length {
-                    if h.close {
-                        return Err(io::Error::other("the server closed a keep-alive request"));
-                    }
-                    return Ok((s, h.status));
-                }
-            }
-            Ok(None) => {}
-            Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
-        }
+    let mut c = Conn::open(target)?;
+    c.s.write_all(request)?;
+    match c.answer(false)? {
+        Some(a) if a.whole && !a.close => Ok((c.s, a.status)),
+        Some(a) if a.whole => Err(io::Error::other("the server closed a keep-alive request")),
+        _ => Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "closed before the whole answer",
+        )),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
     use std::net::TcpListener;
 
     /// A tiny keep-alive server: answers every request on every connection with 200.

@@ -480,23 +480,23 @@ struct Client {
     keep: Option<Conn>,
 }
 
-/// A connection and the bytes read ahead on it.
-struct Conn {
-    s: TcpStream,
+/// A connection and the bytes read ahead on it (`bench idle` reads its answers so too).
+pub(crate) struct Conn {
+    pub s: TcpStream,
     buf: Vec<u8>,
 }
 
 /// A response read from a connection.
-struct Answer {
-    status: u16,
-    body: Vec<u8>,
+pub(crate) struct Answer {
+    pub status: u16,
+    pub body: Vec<u8>,
     /// The whole announced body arrived.
-    whole: bool,
-    close: bool,
+    pub whole: bool,
+    pub close: bool,
 }
 
 impl Conn {
-    fn open(target: SocketAddr) -> io::Result<Conn> {
+    pub fn open(target: SocketAddr) -> io::Result<Conn> {
         let s = TcpStream::connect_timeout(&target, Duration::from_secs(5))?;
         s.set_read_timeout(Some(Duration::from_secs(10)))?;
         s.set_write_timeout(Some(Duration::from_secs(10)))?;
@@ -513,7 +513,7 @@ impl Conn {
 
     /// The next response (a HEAD's has no body). `Ok(None)`: the connection ended before
     /// a head. A body cut by a close comes back with `whole` false.
-    fn answer(&mut self, head: bool) -> io::Result<Option<Answer>> {
+    pub fn answer(&mut self, head: bool) -> io::Result<Option<Answer>> {
         loop {
             match parse_head(&self.buf) {
                 Ok(Some(h)) => {
