@@ -6,7 +6,9 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use linerate_stat::{compare, Comparison, Confidence, DataSet, ReportOptions};
+use linerate_stat::{
+    compare, paired, Better, Comparison, Confidence, DataSet, Paired, ReportOptions,
+};
 use serde::Serialize;
 
 /// The samples of one metric for one variant.
@@ -33,6 +35,10 @@ pub struct Verdict {
     pub variant_mean: f64,
     /// Student's t comparison (difference = variant - baseline).
     pub comparison: Comparison,
+    /// The paired reading of the variant against the baseline, round by round (runs are
+    /// interleaved, so value i of each comes from round i): `None` when their sample
+    /// counts differ or a sample is not positive.
+    pub paired: Option<Paired>,
 }
 
 /// Runs `run(variant, round)` for `rounds` rounds, each round over every variant in
@@ -90,13 +96,15 @@ pub fn write_samples(dir: &Path, metric: &str, s: &Samples) -> io::Result<PathBu
 }
 
 /// ministat's report of `sets` (named by `names`, the first the baseline) and the
-/// verdicts of each later set against the first. `None` when a set has fewer than three
-/// values.
+/// verdicts of each later set against the first, with their paired reading (`better`
+/// says which direction of the metric wins a round). `None` when a set has fewer than
+/// three values.
 pub fn judge(
     metric: &str,
     sets: &[Samples],
     names: &[String],
     confidence: Confidence,
+    better: Better,
 ) -> Option<(String, Vec<Verdict>)> {
     let data: Vec<DataSet> = sets
         .iter()
@@ -131,6 +139,7 @@ pub fn judge(
             baseline_mean: data[0].avg(),
             variant_mean: d.avg(),
             comparison: compare(&data[0], d, confidence),
+            paired: paired(&sets[0].values, &s.values, better).ok(),
         })
         .collect();
     Some((text, verdicts))
@@ -163,11 +172,39 @@ mod tests {
             values: vec![10.1, 11.1, 10.4, 10.3, 10.7],
         };
         let names: Vec<String> = ["a", "b", "c"].iter().map(|s| s.to_string()).collect();
-        let (text, v) = judge("x", &[a, b, c], &names, Confidence::default()).unwrap();
+        let (text, v) = judge(
+            "x",
+            &[a, b, c],
+            &names,
+            Confidence::default(),
+            Better::Higher,
+        )
+        .unwrap();
         assert!(text.contains("Difference at 95.0% confidence"));
         assert!(text.contains("No difference proven at 95.0% confidence"));
         assert!(v[0].comparison.significant);
         assert!(!v[1].comparison.significant);
         assert_eq!(v[0].baseline, "a");
+        // Paired by round: b beat a in all five, c in three (10.1, 11.1, 10.3).
+        let p = v[0].paired.unwrap();
+        assert_eq!((p.wins, p.rounds), (5, 5));
+        assert_eq!(p.sign_test_p, 2.0 / 32.0);
+        assert!((p.min_ratio - 21.0 / 11.0).abs() < 1e-12);
+        assert_eq!(v[1].paired.unwrap().wins, 3);
+    }
+
+    #[test]
+    fn unequal_sample_counts_have_no_paired_reading() {
+        let a = Samples {
+            variant: "a".into(),
+            values: vec![1.0, 2.0, 3.0, 4.0],
+        };
+        let b = Samples {
+            variant: "b".into(),
+            values: vec![1.0, 2.0, 3.0],
+        };
+        let names = vec!["a".to_string(), "b".to_string()];
+        let (_, v) = judge("x", &[a, b], &names, Confidence::default(), Better::Lower).unwrap();
+        assert!(v[0].paired.is_none());
     }
 }

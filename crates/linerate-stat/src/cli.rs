@@ -6,7 +6,8 @@
 use std::fs::File;
 use std::io::{BufRead, BufReader};
 
-use crate::input::{read_dataset, ReadOptions};
+use crate::input::{read_dataset, strerror, ReadOptions};
+use crate::paired::{format_paired, Better};
 use crate::report::{render, ReportOptions};
 use crate::stats::Confidence;
 
@@ -29,8 +30,78 @@ pub fn help() -> String {
     format!(
         "linerate stat: ministat, byte for byte (Debian's 20150715), plus FreeBSD's -q (no legend, no header).\n\
          Each file holds one sample, a number per line (column -C); two or more files are compared by\n\
-         Student's t at the -c confidence. Reads standard input without files.\n\n{USAGE}\t-q : print no legend and no header\n"
+         Student's t at the -c confidence. Reads standard input without files.\n\n{USAGE}\t-q : print no legend and no header\n\n\
+         {PAIRED_USAGE}\n\
+         \tThe paired reading of two interleaved sample files (line i of A and of B from the same round):\n\
+         \tthe rounds B won (ties count against B), their two-sided sign test p, and the geometric mean\n\
+         \tand range of B/A. higher: bigger is better (requests/s); lower: smaller is (CPU per request).\n"
     )
+}
+
+const PAIRED_USAGE: &str = "Usage: linerate stat --paired higher|lower A B";
+
+/// `linerate stat --paired higher|lower A B` (`args` after `--paired`): the paired
+/// reading of two interleaved sample files, one number per line, named by their base
+/// names. Exits 64 on a usage error, 66 when a file cannot be read, 65 when the samples
+/// cannot be paired (different lengths, a line that is not a positive number, none).
+pub fn paired(args: &[String]) -> Outcome {
+    let fail = |code: i32, msg: String| Outcome {
+        stdout: String::new(),
+        stderr: format!("linerate stat --paired: {msg}\n"),
+        exit: Exit::Code(code),
+    };
+    let [better, a, b] = args else {
+        return Outcome {
+            stdout: String::new(),
+            stderr: format!("{PAIRED_USAGE}\n"),
+            exit: Exit::Code(64),
+        };
+    };
+    let better: Better = match better.parse() {
+        Ok(d) => d,
+        Err(e) => return fail(64, e),
+    };
+    let mut texts = Vec::with_capacity(2);
+    for f in [a, b] {
+        match std::fs::read(f) {
+            Ok(bytes) => texts.push(String::from_utf8_lossy(&bytes).into_owned()),
+            Err(e) => return fail(66, format!("cannot read {f}: {}", strerror(&e))),
+        }
+    }
+    let (ta, tb) = (&texts[0], &texts[1]);
+    let (na, nb) = (ta.lines().count(), tb.lines().count());
+    if na != nb {
+        return fail(
+            65,
+            format!("{a} and {b} differ in length ({na} and {nb} lines)"),
+        );
+    }
+    let mut columns = Vec::with_capacity(2);
+    for (f, t) in [(a, ta), (b, tb)] {
+        let mut values = Vec::with_capacity(na);
+        for (i, line) in t.lines().enumerate() {
+            match line.split_whitespace().next().map(str::parse::<f64>) {
+                Some(Ok(v)) => values.push(v),
+                _ => return fail(65, format!("{f}, line {}: not a number", i + 1)),
+            }
+        }
+        columns.push(values);
+    }
+    match crate::paired::paired(&columns[0], &columns[1], better) {
+        Ok(p) => Outcome {
+            stdout: format!("{}\n", format_paired(&p, &base_name(a), &base_name(b))),
+            stderr: String::new(),
+            exit: Exit::Code(0),
+        },
+        Err(e) => fail(65, format!("{a} and {b}: {e}")),
+    }
+}
+
+/// The last component of a path, as `basename` prints it.
+fn base_name(path: &str) -> String {
+    std::path::Path::new(path)
+        .file_name()
+        .map_or_else(|| path.to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// How a run ends.

@@ -70,7 +70,7 @@ impl StatError {
 }
 
 /// `strerror` text of an I/O error, without Rust's "(os error N)".
-fn strerror(e: &io::Error) -> String {
+pub(crate) fn strerror(e: &io::Error) -> String {
     let s = e.to_string();
     match s.rfind(" (os error ") {
         Some(i) => s[..i].to_string(),

@@ -21,6 +21,7 @@ use linerate_bench::stream::{
     self, Limit, NetnsSettings, StreamConfig, StreamResult, StreamSource,
 };
 use linerate_bench::StopFlag;
+use linerate_stat::Better;
 use linerate_tx::{Strategy, TxConfig};
 
 /// Exit status for usage errors (sysexits' EX_USAGE).
@@ -42,7 +43,8 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// ministat, byte for byte: `linerate stat [-Anqs] [-C column] [-c confidence]
-    /// [-d delimiters] [-w width] [file ...]` (see `linerate stat --help`).
+    /// [-d delimiters] [-w width] [file ...]`; `linerate stat --paired higher|lower A B`
+    /// reads two interleaved sample files as pairs (see `linerate stat --help`).
     #[command(disable_help_flag = true)]
     Stat {
         /// ministat's options and files.
@@ -460,6 +462,11 @@ fn main() -> ExitCode {
             print!("{}", linerate_stat::cli::help());
             return ExitCode::SUCCESS;
         }
+        // `--paired` is not ministat's (its getopt refuses `--`-words), so no ministat
+        // command line changes meaning.
+        if args.get(2).map(String::as_str) == Some("--paired") {
+            return print_outcome(linerate_stat::cli::paired(&args[3..]));
+        }
         return run_stat(&args[2..]);
     }
     let cli = match Cli::try_parse() {
@@ -503,7 +510,7 @@ fn main() -> ExitCode {
 }
 
 fn run_stat(args: &[String]) -> ExitCode {
-    use std::io::{IsTerminal, Write};
+    use std::io::IsTerminal;
     use std::os::fd::AsFd;
     let stdout = std::io::stdout();
     let tty = stdout.is_terminal();
@@ -514,7 +521,13 @@ fn run_stat(args: &[String]) -> ExitCode {
         posixly_correct: std::env::var_os("POSIXLY_CORRECT").is_some(),
         stdin: &mut stdin,
     };
-    let out = linerate_stat::cli::run(args, env);
+    print_outcome(linerate_stat::cli::run(args, env))
+}
+
+/// Writes what a `stat` run printed and ends as it says.
+fn print_outcome(out: linerate_stat::cli::Outcome) -> ExitCode {
+    use std::io::Write;
+    let stdout = std::io::stdout();
     let _ = std::io::stderr().write_all(out.stderr.as_bytes());
     let mut lock = stdout.lock();
     // A closed pipe (| head) is not an error worth a message.
@@ -1005,28 +1018,34 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
         },
     )?;
     type Extract = fn(&StreamResult) -> f64;
-    let metrics: [(&str, &str, Extract, bool); 6] = [
-        ("throughput", "10^6bits/s", |r| r.throughput_mbps, true),
+    // (name, unit, value, the better direction if judged).
+    let metrics: [(&str, &str, Extract, Option<Better>); 6] = [
+        (
+            "throughput",
+            "10^6bits/s",
+            |r| r.throughput_mbps,
+            Some(Better::Higher),
+        ),
         (
             "sender_sd",
             "sender us/KB",
             |r| r.sender.service_demand_us_per_kb,
-            true,
+            Some(Better::Lower),
         ),
         (
             "receiver_sd",
             "receiver us/KB",
             |r| r.receiver.map_or(0.0, |c| c.service_demand_us_per_kb),
-            false,
+            None,
         ),
         (
             "machine_sd",
             "machine us/KB",
             |r| r.machine.service_demand_us_per_kb,
-            false,
+            None,
         ),
-        ("syscalls_per_mb", "calls/MB", |r| r.per_mb.syscalls, false),
-        ("wakeups_per_mb", "wake-ups/MB", |r| r.per_mb.wakeups, false),
+        ("syscalls_per_mb", "calls/MB", |r| r.per_mb.syscalls, None),
+        ("wakeups_per_mb", "wake-ups/MB", |r| r.per_mb.wakeups, None),
     ];
     let mut samples = serde_json::Map::new();
     let mut verdicts = Vec::new();
@@ -1051,9 +1070,9 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
                 .collect::<Result<_, _>>()
                 .with_context(|| format!("--out {}", dir.display()))?;
         }
-        if judged {
+        if let Some(better) = judged {
             if let Some((text, v)) =
-                linerate_bench::series::judge(metric, &sets, &names, a.confidence)
+                linerate_bench::series::judge(metric, &sets, &names, a.confidence, better)
             {
                 if !a.json {
                     println!("{metric} ({unit}):\n{text}");
@@ -1106,7 +1125,8 @@ fn variant_labels(compare: Option<&str>, single: &str) -> Result<Vec<String>, St
     Ok(labels)
 }
 
-/// One line per verdict: which metric, which variants, and the difference if proven.
+/// One line per verdict: which metric, which variants, and the difference if proven;
+/// then, when the rounds pair up, the paired reading of the variant against the baseline.
 fn print_verdicts(verdicts: &[linerate_bench::series::Verdict]) {
     {
         for v in verdicts {
@@ -1132,6 +1152,12 @@ fn print_verdicts(verdicts: &[linerate_bench::series::Verdict]) {
                     format!("at {}% confidence", c.confidence)
                 }
             );
+            if let Some(p) = &v.paired {
+                println!(
+                    "  {}",
+                    linerate_stat::format_paired(p, &v.baseline, &v.variant)
+                );
+            }
         }
     }
 }

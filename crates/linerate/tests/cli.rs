@@ -389,6 +389,11 @@ fn compare_interleaves_variants_and_prints_verdicts() {
     assert!(verdicts
         .iter()
         .all(|x| x["comparison"]["significant"].is_boolean()));
+    // The rounds are interleaved, so each verdict also reads them as pairs (throughput is
+    // never zero; a service demand could be, and then there is no paired reading).
+    assert_eq!(verdicts[0]["metric"], "throughput");
+    assert_eq!(verdicts[0]["paired"]["rounds"], 3);
+    assert!(verdicts[0]["paired"]["sign_test_p"].as_f64().unwrap() >= 0.25);
     assert!(v["reports"]["sender_sd"].as_str().unwrap().contains("Avg"));
     // The sample files are ministat input: linerate stat reads them.
     let a = out_dir.path().join("sendfile-4k.sender_sd");
@@ -425,6 +430,18 @@ fn compare_human_output_ends_with_the_statistics() {
     assert!(text.contains("sender_sd (sender us/KB):"), "{text}");
     assert!(
         text.contains("90.0% confidence") || text.contains("at 90% confidence"),
+        "{text}"
+    );
+    // Under the throughput verdict, its paired reading.
+    let verdict = text
+        .lines()
+        .position(|l| l.starts_with("throughput ") && l.contains(": -m 16K vs copy: "))
+        .expect(&text);
+    let paired = text.lines().nth(verdict + 1).unwrap();
+    assert!(
+        paired.starts_with("  paired: -m 16K better than copy in ")
+            && paired.contains(" of 3 rounds (sign test p = ")
+            && paired.contains("; -m 16K/copy geometric mean "),
         "{text}"
     );
 }

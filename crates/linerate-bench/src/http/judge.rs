@@ -4,6 +4,7 @@
 use std::io;
 use std::path::Path;
 
+use linerate_stat::Better;
 use serde::Serialize;
 
 use super::HttpResult;
@@ -22,33 +23,39 @@ pub struct Judged {
 
 type Extract = fn(&HttpResult) -> Option<f64>;
 
-/// The metrics of a series: requests/s, p99 latency and server CPU per request are
-/// judged; the rest are kept as samples. (name, unit, value, judged).
-pub const METRICS: [(&str, &str, Extract, bool); 5] = [
+/// The metrics of a series: requests/s (higher is better), p99 latency and server CPU
+/// per request (lower is better) are judged; the rest are kept as samples. (name, unit,
+/// value, the better direction if judged).
+pub const METRICS: [(&str, &str, Extract, Option<Better>); 5] = [
     (
         "requests_per_second",
         "requests/s",
         |r| Some(r.requests_per_second),
-        true,
+        Some(Better::Higher),
     ),
-    ("p99_latency", "us", |r| Some(r.latency_us.p99 as f64), true),
+    (
+        "p99_latency",
+        "us",
+        |r| Some(r.latency_us.p99 as f64),
+        Some(Better::Lower),
+    ),
     (
         "server_cpu_per_request",
         "server us/request",
         |r| r.server.as_ref().map(|s| s.us_per_request),
-        true,
+        Some(Better::Lower),
     ),
     (
         "server_cpu_per_kb",
         "server us/KB",
         |r| r.server.as_ref().map(|s| s.us_per_kb),
-        false,
+        None,
     ),
     (
         "client_cpu_per_request",
         "client us/request",
         |r| Some(r.client.us_per_request),
-        false,
+        None,
     ),
 ];
 
@@ -87,8 +94,8 @@ pub fn judge(
                 .map(|s| series::write_samples(&dir, metric, s).map(|p| p.display().to_string()))
                 .collect::<Result<_, _>>()?;
         }
-        if judged {
-            if let Some((text, v)) = series::judge(metric, &sets, &names, confidence) {
+        if let Some(better) = judged {
+            if let Some((text, v)) = series::judge(metric, &sets, &names, confidence, better) {
                 j.reports.push((metric, unit, text));
                 j.verdicts.extend(v);
             }

@@ -1,11 +1,11 @@
-//! `scripts/paired`, the paired reading of interleaved benchmark samples that
-//! `scripts/serve-vs-nginx` and `scripts/serve-variants` print under each verdict.
+//! `linerate stat --paired`, the paired reading of interleaved benchmark samples that
+//! `scripts/serve-vs-nginx` and `scripts/serve-variants` print under each verdict (and
+//! `-i N --compare` prints under its own).
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-fn script() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/paired")
+fn linerate() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_linerate"))
 }
 
 fn run(a: &str, b: &str, better: &str) -> Output {
@@ -13,10 +13,10 @@ fn run(a: &str, b: &str, better: &str) -> Output {
     let (pa, pb) = (dir.path().join("a.rps"), dir.path().join("b.rps"));
     std::fs::write(&pa, a).unwrap();
     std::fs::write(&pb, b).unwrap();
-    Command::new(script())
+    linerate()
+        .args(["stat", "--paired", better])
         .arg(&pa)
         .arg(&pb)
-        .arg(better)
         .output()
         .unwrap()
 }
@@ -71,10 +71,39 @@ fn bad_input_is_refused_with_a_usage_or_data_code() {
     assert_eq!(run("1\n2\n", "1\n", "higher").status.code(), Some(65));
     assert_eq!(run("1\n0\n", "1\n1\n", "higher").status.code(), Some(65));
     assert_eq!(run("", "", "higher").status.code(), Some(65));
-    let missing = Command::new(script())
-        .args(["/nonexistent/a", "/nonexistent/b", "higher"])
+    assert_eq!(run("1\nx\n", "1\n1\n", "higher").status.code(), Some(65));
+    assert_eq!(run("1\n\n", "1\n1\n", "higher").status.code(), Some(65));
+    let missing = linerate()
+        .args([
+            "stat",
+            "--paired",
+            "higher",
+            "/nonexistent/a",
+            "/nonexistent/b",
+        ])
         .output()
         .unwrap();
     assert_eq!(missing.status.code(), Some(66));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read /nonexistent/a"));
+}
+
+#[test]
+fn wrong_word_counts_are_usage_errors_and_ministat_is_untouched() {
+    let out = linerate()
+        .args(["stat", "--paired", "higher", "a"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(64));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--paired higher|lower A B"));
+    // After another option `--paired` is ministat's invalid option, as `--help` is.
+    let out = linerate()
+        .args(["stat", "-n", "--paired"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("ministat: invalid option -- '-'"));
+    let help = linerate().args(["stat", "--help"]).output().unwrap();
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("linerate stat --paired higher|lower A B")
+    );
 }
