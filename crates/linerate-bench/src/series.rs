@@ -1,7 +1,8 @@
-//! Repeated, interleaved benchmark runs and their statistics: the method of DESIGN.md
-//! (A B A B …, at least five of each, Student's t at a stated confidence) for every
-//! benchmark. Samples are written as ministat-compatible files; comparisons come from
-//! `linerate-stat`, so no other code computes means or intervals.
+//! Repeated, interleaved benchmark runs and their statistics: the method of
+//! docs/design.md, "Measuring" (A B A B …, at least five of each, Student's t at a
+//! stated confidence) for every benchmark. Samples are written as ministat-compatible
+//! files; comparisons come from `linerate-stat`, so no other code computes means or
+//! intervals.
 
 use std::io;
 use std::path::{Path, PathBuf};

@@ -845,13 +845,27 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return bad("error-log-level", e),
     };
+    let root = cfg.root.display().to_string();
     let announce = |addr: SocketAddr| {
         use std::io::Write;
         println!("listening on {addr}");
         let _ = std::io::stdout().flush();
+        // For a person at a terminal; a closed stderr must not stop the server.
+        let _ = writeln!(std::io::stderr(), "serving {root} at {}", url_of(addr));
     };
     linerate_server::serve(cfg, &control, &announce)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The URL a person would open for a listening address: the loopback address of the
+/// same family when the server listens on all addresses.
+fn url_of(addr: SocketAddr) -> String {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    format!("http://{}/", SocketAddr::new(ip, addr.port()))
 }
 
 fn run_sink(a: SinkArgs) -> anyhow::Result<ExitCode> {

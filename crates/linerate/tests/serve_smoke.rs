@@ -21,6 +21,7 @@ fn split(resp: &[u8]) -> (String, Vec<u8>) {
     )
 }
 
+/// Rules: docs/http.md C1, F2.
 #[test]
 fn sliced_sends_take_turns_and_lose_nothing() {
     // With --send-slice 4K each connection yields after every 4 KiB of a file, so
@@ -69,6 +70,7 @@ fn sliced_sends_take_turns_and_lose_nothing() {
     }
 }
 
+/// Rules: docs/http.md F2, F4.
 #[test]
 fn every_transmit_strategy_serves_small_large_and_ranges() {
     let dir = tempfile::tempdir().unwrap();
@@ -110,6 +112,7 @@ fn every_transmit_strategy_serves_small_large_and_ranges() {
     }
 }
 
+/// Rules: docs/http.md P1, R2, F4, F5.
 #[test]
 fn errors_and_redirects() {
     let dir = tempfile::tempdir().unwrap();
@@ -215,6 +218,7 @@ fn bad_configuration_fails_before_serving() {
     }
 }
 
+/// Rules: docs/http.md P6, F5.
 #[test]
 fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
     let dir = tempfile::tempdir().unwrap();
@@ -330,6 +334,7 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap()
 }
 
+/// Rules: docs/http.md E3.
 #[test]
 fn idle_keep_alive_connections_hold_no_buffers() {
     let dir = tempfile::tempdir().unwrap();
@@ -381,6 +386,7 @@ fn curl(args: &[&str]) -> Output {
     }
 }
 
+/// Rules: docs/http.md C2, F2, F3.
 #[test]
 fn curl_downloads_ranges_heads_and_revalidates() {
     let dir = tempfile::tempdir().unwrap();
@@ -446,6 +452,7 @@ fn curl_downloads_ranges_heads_and_revalidates() {
     );
 }
 
+/// Rules: docs/http.md F1, F2, F3.
 #[test]
 fn a_rust_http_client_gets_files_ranges_and_errors() {
     let dir = tempfile::tempdir().unwrap();
@@ -639,6 +646,7 @@ fn the_open_file_cache_bounds_its_inotify_watches_and_stays_correct() {
     assert_eq!(get("/d2/f9"), "new contents");
 }
 
+/// Rules: docs/http.md E4.
 #[test]
 fn after_sigterm_the_response_in_flight_finishes_and_no_further_request_is_read() {
     let dir = tempfile::tempdir().unwrap();
@@ -692,4 +700,92 @@ fn lowat_settings_serve_large_files_whole() {
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--lowat"));
+}
+
+/// The workspace root, where the README's commands run.
+fn workspace() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `linerate serve ARGS` on a free port, one worker, no access log, started in the
+/// workspace root as the README says; (child, address from "listening on", the stderr
+/// line "serving ROOT at URL").
+fn start_in_workspace(args: &[&str]) -> (std::process::Child, String, String) {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
+        .current_dir(workspace())
+        .args(args)
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--access-log",
+            "off",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // The first stderr line that says where it serves (a warning may come first).
+    let told = std::io::BufReader::new(child.stderr.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("serving "))
+        .unwrap_or_default();
+    let addr = match first.trim().strip_prefix("listening on ") {
+        Some(a) => a.to_string(),
+        None => {
+            let _ = child.kill();
+            panic!("stdout {first:?}, stderr {told:?}");
+        }
+    };
+    (child, addr, told.trim().to_string())
+}
+
+#[test]
+fn the_readme_first_command_serves_the_example_site_at_the_url_it_prints() {
+    let (mut child, addr, told) = start_in_workspace(&["serve", "examples/site"]);
+    let url = format!("http://{addr}/");
+    let page = exchange(
+        &addr,
+        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(told, format!("serving examples/site at {url}"));
+    let (head, body) = split(&page);
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert!(
+        String::from_utf8_lossy(&body).contains("linerate is serving"),
+        "not examples/site/index.html"
+    );
+}
+
+#[test]
+fn the_example_configuration_loads_and_serves() {
+    // Flags win over the file: only the address and the access log change.
+    let (mut child, addr, _) = start_in_workspace(&["serve", "--config", "examples/linerate.toml"]);
+    let hello = exchange(
+        &addr,
+        b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-4\r\nConnection: close\r\n\r\n",
+    );
+    let status = exchange(
+        &addr,
+        b"GET /.status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let (head, body) = split(&hello);
+    assert!(head.starts_with("HTTP/1.1 206 "), "{head}");
+    assert_eq!(body, b"Hello");
+    let (head, _) = split(&status);
+    assert!(
+        head.starts_with("HTTP/1.1 200 "),
+        "the example's status page: {head}"
+    );
 }
