@@ -170,6 +170,7 @@ mod tests {
         }
     }
 
+    /// Rules: docs/http.md F1.
     #[test]
     fn etag_changes_with_a_same_size_rewrite_in_the_same_second() {
         let a = Validators::new(1, 100, UNIX_EPOCH + Duration::new(1_700_000_000, 1));
@@ -178,6 +179,7 @@ mod tests {
         assert_eq!(a.last_modified, b.last_modified);
     }
 
+    /// Rules: docs/http.md F3.
     #[test]
     fn if_none_match() {
         let v = v();
@@ -208,6 +210,7 @@ mod tests {
         );
     }
 
+    /// Rules: docs/http.md F3.
     #[test]
     fn if_match() {
         let v = v();
@@ -230,6 +233,7 @@ mod tests {
         );
     }
 
+    /// Rules: docs/http.md F3.
     #[test]
     fn dates_in_all_three_formats() {
         let v = v();
@@ -279,6 +283,7 @@ mod tests {
         );
     }
 
+    /// Rules: docs/http.md F3.
     #[test]
     fn if_range_needs_a_strong_validator() {
         let v = v();

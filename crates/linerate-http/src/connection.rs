@@ -318,6 +318,7 @@ mod tests {
             .collect()
     }
 
+    /// Rules: docs/http.md C1.
     #[test]
     fn pipelined_requests_come_out_in_order() {
         let mut input = Vec::new();
@@ -328,6 +329,7 @@ mod tests {
         assert_eq!(paths(&both(&input)), want);
     }
 
+    /// Rules: docs/http.md R5, R6.
     #[test]
     fn bodies_are_discarded_not_parsed_as_requests() {
         let input = [
@@ -353,6 +355,7 @@ mod tests {
         assert_eq!(run(&input, 1).1, Ending::Close);
     }
 
+    /// Rules: docs/http.md P1, R2, R3, R4, R6, C3.
     #[test]
     fn nothing_after_an_invalid_request_is_read() {
         for (bad, status) in [
@@ -380,6 +383,7 @@ mod tests {
         }
     }
 
+    /// Rules: docs/http.md C2.
     #[test]
     fn persistence_follows_version_and_connection() {
         let now = Instant::now();
@@ -422,6 +426,7 @@ mod tests {
         assert_eq!(c.ending(), Ending::Linger);
     }
 
+    /// Rules: docs/http.md C1.
     #[test]
     fn reading_pauses_while_answers_are_owed() {
         let now = Instant::now();
@@ -449,6 +454,7 @@ mod tests {
         assert!(c.is_idle());
     }
 
+    /// Rules: docs/http.md C1.
     #[test]
     fn input_held_unparsed_is_bounded() {
         let now = Instant::now();
@@ -461,6 +467,7 @@ mod tests {
         assert!(c.buffered() < MAX_BUFFERED + GET.len());
     }
 
+    /// Rules: docs/http.md P6.
     #[test]
     fn a_head_as_large_as_the_limits_allow_is_read_whole() {
         let limits = Limits {
@@ -487,6 +494,7 @@ mod tests {
         assert_eq!(paths(&both(&flood)), ["400"]);
     }
 
+    /// Rules: docs/http.md P6.
     #[test]
     fn the_head_deadline_runs_from_the_first_byte_of_a_head() {
         let t0 = Instant::now();
@@ -504,6 +512,7 @@ mod tests {
         assert_eq!(c.head_started(), Some(t1), "the next head started");
     }
 
+    /// Rules: docs/http.md P6.
     #[test]
     fn the_body_deadline_runs_from_the_end_of_its_head_to_its_last_byte() {
         let mut c = Connection::new(Limits::default(), 4);
@@ -535,6 +544,7 @@ mod tests {
         assert_eq!(c.ending(), Ending::Close);
     }
 
+    /// Rules: docs/http.md C4.
     #[test]
     fn a_half_closed_peer_still_has_its_requests_answered() {
         let now = Instant::now();
@@ -550,6 +560,7 @@ mod tests {
         assert_eq!(c.ending(), Ending::Close);
     }
 
+    /// Rules: docs/http.md P6, R6.
     #[test]
     fn limits_apply_the_same_one_byte_at_a_time() {
         let long_line = format!("GET /{} HTTP/1.1\r\nHost: h\r\n\r\n", "a".repeat(9000));

@@ -98,6 +98,7 @@ mod tests {
         })
     }
 
+    /// Rules: docs/http.md P3, P4, F5, F6.
     #[test]
     fn rules() {
         assert_eq!(segs("/"), Ok(vec![]));
@@ -138,6 +139,7 @@ mod tests {
     }
 
     proptest! {
+        /// Rules: docs/http.md F6.
         #[test]
         fn always_under_the_root(raw in "/[a-zA-Z0-9%./\\\\_-]{0,40}") {
             if let Ok(r) = resolve(&raw, true) {

@@ -140,6 +140,7 @@ mod tests {
     proptest! {
         /// Whatever the field, what is sent lies inside the file, in at most MAX_RANGES
         /// parts, never totalling more than the file; a single valid range is exact.
+        /// Rules: docs/http.md P5, F2.
         #[test]
         fn ranges_stay_inside_the_file(
             specs in prop::collection::vec((proptest::option::of(0u64..2000), proptest::option::of(0u64..2000)), 1..40),
@@ -171,6 +172,7 @@ mod tests {
         ByteRange { start, end }
     }
 
+    /// Rules: docs/http.md F2.
     #[test]
     fn single_ranges() {
         assert_eq!(
@@ -199,6 +201,7 @@ mod tests {
         );
     }
 
+    /// Rules: docs/http.md P2.
     #[test]
     fn invalid_syntax_is_ignored() {
         for v in [
@@ -215,6 +218,7 @@ mod tests {
         }
     }
 
+    /// Rules: docs/http.md F2.
     #[test]
     fn unsatisfiable() {
         assert_eq!(evaluate("bytes=1000-", 1000), RangeDecision::Unsatisfiable);
@@ -228,12 +232,14 @@ mod tests {
 
     /// Found by the `range` fuzz target: `bytes=-N` on an empty file gave the empty
     /// range 0..0, whose `Content-Range` end (`end - 1`) underflowed.
+    /// Rules: docs/http.md F2.
     #[test]
     fn regression_suffix_range_of_an_empty_file_is_unsatisfiable() {
         assert_eq!(evaluate("bytes=-11111", 0), RangeDecision::Unsatisfiable);
         assert_eq!(evaluate("bytes=-1,0-", 0), RangeDecision::Unsatisfiable);
     }
 
+    /// Rules: docs/http.md F2.
     #[test]
     fn several_ranges_stay_in_request_order() {
         assert_eq!(
@@ -247,6 +253,7 @@ mod tests {
         );
     }
 
+    /// Rules: docs/http.md P5.
     #[test]
     fn many_or_overlapping_ranges_are_coalesced() {
         assert_eq!(
@@ -266,6 +273,7 @@ mod tests {
         assert_eq!(evaluate("bytes=0-,0-", 1000), RangeDecision::Full);
     }
 
+    /// Rules: docs/http.md F2.
     #[test]
     fn offsets_past_4_gib() {
         let len = 5u64 << 30;

@@ -697,6 +697,7 @@ mod tests {
         assert_eq!(r.body, Body::None);
     }
 
+    /// Rules: docs/http.md P1, R6.
     #[test]
     fn bare_lf_anywhere_is_400() {
         assert_eq!(status("GET / HTTP/1.1\nHost: a\r\n\r\n"), Some(400));
@@ -704,6 +705,7 @@ mod tests {
         assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\n\n"), Some(400));
     }
 
+    /// Rules: docs/http.md R1, R6.
     #[test]
     fn malformed_heads_are_400() {
         for raw in [
@@ -722,6 +724,7 @@ mod tests {
         }
     }
 
+    /// Rules: docs/http.md R2, R6.
     #[test]
     fn unknown_and_lower_case_methods_are_501() {
         assert_eq!(status("get / HTTP/1.1\r\nHost: a\r\n\r\n"), Some(501));
@@ -736,6 +739,7 @@ mod tests {
         );
     }
 
+    /// Rules: docs/http.md R3, R6.
     #[test]
     fn host_rules() {
         assert_eq!(status("GET / HTTP/1.1\r\n\r\n"), Some(400));
@@ -762,6 +766,7 @@ mod tests {
         assert_eq!(r.query.as_deref(), Some("q"));
     }
 
+    /// Rules: docs/http.md R4, R6.
     #[test]
     fn body_framing() {
         let h = "GET / HTTP/1.1\r\nHost: a\r\n";
@@ -814,6 +819,7 @@ mod tests {
         );
     }
 
+    /// Rules: docs/http.md C2.
     #[test]
     fn persistence() {
         assert!(!ok("GET / HTTP/1.0\r\n\r\n").keep_alive);
@@ -822,6 +828,7 @@ mod tests {
         assert!(!ok("GET / HTTP/1.1\r\nHost: a\r\nConnection: x, Close\r\n\r\n").keep_alive);
     }
 
+    /// Rules: docs/http.md P6.
     #[test]
     fn limits() {
         let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(9000));
@@ -866,6 +873,7 @@ mod tests {
         ));
     }
 
+    /// Rules: docs/http.md P1, P6, R6.
     #[test]
     fn the_first_violation_in_byte_order_decides() {
         // A bare LF after the request line's limit: 414 whole and byte by byte.
@@ -906,6 +914,7 @@ mod tests {
         assert_eq!(request.path, "/2");
     }
 
+    /// Rules: docs/http.md R5, R6.
     #[test]
     fn chunked_bodies_are_skipped_exactly() {
         let body = b"5\r\nhello\r\n3;ext=1\r\nabc\r\n0\r\nTrailer: x\r\n\r\nGET /next";

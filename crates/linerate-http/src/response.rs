@@ -126,6 +126,7 @@ mod tests {
         );
     }
 
+    /// Rules: docs/http.md F1.
     #[test]
     fn types() {
         assert_eq!(content_type("a.html"), "text/html");
@@ -133,6 +134,7 @@ mod tests {
         assert_eq!(content_type("noext"), "application/octet-stream");
     }
 
+    /// Rules: docs/http.md F2.
     #[test]
     fn multipart_length_is_exact() {
         let ranges = [

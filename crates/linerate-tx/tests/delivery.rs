@@ -235,6 +235,7 @@ fn memory_sources_go_out_by_every_strategy() {
     }
 }
 
+/// Rules: docs/http.md S3.
 #[test]
 fn zerocopy_counts_completions_and_holds_buffers_until_them() {
     let content: Arc<[u8]> = pattern(4 << 20, 9).into();

@@ -466,6 +466,7 @@ fn bench_idle_holds_connections_and_reads_the_servers_memory() {
 /// `bench soak` for two seconds against a server it starts, under each transmit
 /// strategy: no error, nothing leaked, every answer in the access log, exit 0 after
 /// SIGTERM.
+/// Rules: docs/http.md R1, C1, C4, C5, S1, E4.
 #[test]
 fn bench_soak_against_its_own_server_under_every_strategy() {
     let runs: Vec<_> = ["copy", "sendfile", "splice", "zerocopy"]
@@ -509,6 +510,7 @@ fn bench_soak_against_its_own_server_under_every_strategy() {
 
 /// `bench soak` against a given server: its files written under the given root, its
 /// tree and access log read; bad combinations of flags are usage errors.
+/// Rules: docs/http.md R1, C1, C4, C5, S1.
 #[test]
 fn bench_soak_against_a_given_server() {
     let root = tempfile::tempdir().unwrap();

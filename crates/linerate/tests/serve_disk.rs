@@ -94,6 +94,7 @@ fn site() -> Site {
     }
 }
 
+/// Rules: docs/http.md C1, S4.
 #[test]
 fn cold_files_are_read_by_the_helpers_and_served_whole() {
     let s = site();

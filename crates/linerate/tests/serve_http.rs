@@ -84,48 +84,114 @@ macro_rules! per_strategy {
 }
 
 per_strategy!(
+    // Rules: docs/http.md P1, R1, R2, R3, R4, R6.
     malformed_requests_are_refused_then_closed_also_one_byte_per_write,
+    // Rules: docs/http.md R2, R3, R5, R6.
     methods_hosts_targets_and_request_bodies,
+    // Rules: docs/http.md P6.
     request_line_and_header_block_limits,
+    // Rules: docs/http.md C1.
     a_thousand_pipelined_requests_are_answered_in_order,
+    // Rules: docs/http.md C1.
     pipelined_responses_the_client_does_not_read_do_not_pile_up_in_memory,
+    // Rules: docs/http.md C2.
     persistence_follows_version_and_connection,
+    // Rules: docs/http.md C4.
     a_half_closed_client_gets_the_whole_response,
+    // Rules: docs/http.md C5.
     clients_resetting_mid_response_cost_nothing,
+    // Rules: docs/http.md F1.
     validators_content_types_and_dates,
+    // Rules: docs/http.md P2, P5, F2.
     byte_ranges,
+    // Rules: docs/http.md F3.
     conditional_requests,
+    // Rules: docs/http.md F2, F4.
     head_has_the_headers_of_get_and_no_body,
+    // Rules: docs/http.md P3, P4, F5, F6.
     directories_paths_dotfiles_symlinks_and_special_files,
+    // Rules: docs/http.md S1.
     a_file_truncated_during_a_send_gives_a_prefix_then_a_close,
+    // Rules: docs/http.md S2.
     a_file_replaced_or_deleted_during_a_send_is_served_from_the_open_file,
+    // Rules: docs/http.md P6, E1.
     slowloris_is_cut_by_the_header_deadline_while_others_are_served,
+    // Rules: docs/http.md P6.
     idle_connections_are_closed_after_the_idle_timeout,
+    // Rules: docs/http.md P6, E1.
     a_reader_that_stops_reading_is_closed_by_the_send_deadline,
+    // Rules: docs/http.md E4.
     sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0,
+    // Rules: docs/http.md E2.
     out_of_descriptors_no_accept_busy_loop_and_accepting_resumes,
+    // Rules: docs/http.md F2, F4.
     gets_ranges_heads_and_offsets_past_4_gib,
+    // Rules: docs/http.md P4.
     device_files_are_404_without_blocking,
+    // Rules: docs/http.md P3.
     a_backslash_is_a_literal_byte_of_a_path,
+    // Rules: docs/http.md R4, R6.
     transfer_codings_and_chunk_framing_through_the_binary,
+    // Rules: docs/http.md R2, R3, R6, C2.
     methods_versions_and_targets_one_byte_per_write,
+    // Rules: docs/http.md F1, F3.
     the_etag_changes_with_the_inode_at_the_same_size_and_mtime,
+    // Rules: docs/http.md P6.
     a_trickling_reader_is_not_closed_by_the_send_deadline,
+    // Rules: docs/http.md E4.
     sigterm_with_a_client_that_never_reads_exits_0_after_the_shutdown_timeout,
+    // Rules: docs/http.md P6, R6.
     request_line_and_header_limits_follow_their_flags,
+    // Rules: docs/http.md C3.
     after_an_error_a_client_still_sending_reads_the_error_then_the_server_closes,
+    // Rules: docs/http.md R3.
     the_access_log_holds_one_exact_line_per_request_in_order,
+    // Rules: docs/http.md E4.
     signals_sent_by_habit_leave_the_server_serving_and_lose_no_log_line,
+    // Rules: docs/http.md E4.
     sigusr1_reopens_the_access_log_by_its_path_and_loses_no_line,
+    // Rules: docs/http.md F7.
     with_1024_descriptors_1500_files_are_all_served,
+    // Rules: docs/http.md F7.
     out_of_descriptors_an_existing_file_is_served_or_503_never_404,
+    // Rules: docs/http.md F5.
     a_path_that_names_a_directory_never_serves_a_file,
+    // Rules: docs/http.md F7.
     a_file_the_server_may_not_read_is_403_with_an_error_log_line,
+    // Rules: docs/http.md E4.
     aborted_responses_have_one_access_log_line_with_the_bytes_that_left,
+    // Rules: docs/http.md P6, E1.
     a_trickled_request_body_is_cut_by_the_body_deadline,
     small_file_contents_stay_within_their_memory_budget,
+    // Rules: docs/http.md P6.
     the_body_deadline_does_not_run_while_the_server_is_not_reading,
 );
+
+/// The zero-copy strategy hands the kernel its buffers and reuses one only after the
+/// kernel's completion; on loopback every completion says the kernel copied anyway, and
+/// after a probe of 64 sends the strategy says so and copies from then on. Every
+/// answer, before and after the switch, is whole and exact.
+/// Rules: docs/http.md S3.
+#[test]
+fn zero_copy_answers_stay_exact_and_copied_completions_switch_to_copying() {
+    let root = tempfile::tempdir().unwrap();
+    let big = pattern(3 << 20, 31);
+    fs::write(root.path().join("big.bin"), &big).unwrap();
+    let s = serve(root.path(), "zerocopy", &["--error-log-level", "info"]);
+    let mut c = Conn::open(s.addr);
+    for i in 0..12 {
+        let r = c.get("/big.bin", "");
+        assert_eq!(r.status, 200, "answer {i}");
+        assert_bytes_eq(&r.body, &big, &format!("answer {i}"));
+    }
+    let log = s.wait_stderr("mostly copied by the kernel");
+    assert!(
+        log.contains("zero-copy sends were mostly copied by the kernel; copying from now on"),
+        "no switch to copying was logged: {log}"
+    );
+    let r = c.get("/big.bin", "");
+    assert_bytes_eq(&r.body, &big, "after the switch");
+}
 
 // ---------------------------------------------------------------------------------------
 // The server process

@@ -83,6 +83,7 @@ fn site() -> (tempfile::TempDir, Vec<u8>) {
     (dir, file)
 }
 
+/// Rules: docs/http.md F2.
 #[test]
 fn small_ranges_of_a_large_file_are_collapsed_into_the_gather() {
     let (dir, file) = site();
@@ -111,6 +112,7 @@ fn small_ranges_of_a_large_file_are_collapsed_into_the_gather() {
     }
 }
 
+/// Rules: docs/http.md F2.
 #[test]
 fn a_queue_too_fragmented_for_one_sendmsg_is_defragmented_and_arrives_whole() {
     // 40 pipelined requests of 16 ranges each: 32 are queued at once, 34 buffers each,
@@ -136,6 +138,7 @@ fn a_queue_too_fragmented_for_one_sendmsg_is_defragmented_and_arrives_whole() {
     assert_eq!(queue(&v, "collapsed"), 40 * 16, "{v}");
 }
 
+/// Rules: docs/http.md C1.
 #[test]
 fn bodies_from_cork_min_go_corked_and_the_cork_is_cleared_after_each() {
     // Two whole 2 MiB bodies (corked with --cork-min 1M), a 100-byte range of the same

@@ -1,0 +1,106 @@
+//! docs/http.md's promise: every rule is named by at least one test (a line
+//! `Rules: docs/http.md R3, R6.`), and no source file cites a document the repository
+//! does not hold.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// This test's own file, which names what it looks for.
+fn is_this_file(f: &Path) -> bool {
+    let me = file!().rsplit('/').next().unwrap();
+    f.file_name().is_some_and(|n| n.to_string_lossy() == me)
+}
+
+/// Rule ids defined in docs/http.md: lines `- **R3.** …`.
+fn rules() -> BTreeSet<String> {
+    let text = fs::read_to_string(workspace().join("docs/http.md")).unwrap();
+    text.lines()
+        .filter_map(|l| l.strip_prefix("- **"))
+        .filter_map(|l| l.split_once(".**").map(|(id, _)| id.to_string()))
+        .collect()
+}
+
+/// Rule ids named on `Rules: docs/http.md …` lines anywhere in the crates.
+fn cited() -> BTreeSet<String> {
+    let mut files = Vec::new();
+    sources(&workspace().join("crates"), &mut files);
+    let mut out = BTreeSet::new();
+    for f in files {
+        if is_this_file(&f) {
+            continue;
+        }
+        for line in fs::read_to_string(&f).unwrap().lines() {
+            if let Some((_, ids)) = line.split_once("Rules: docs/http.md ") {
+                for id in ids.trim_end_matches('.').split(", ") {
+                    out.insert(id.trim().trim_end_matches('.').to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_rule_of_docs_http_md_is_named_by_a_test() {
+    let rules = rules();
+    assert!(rules.len() >= 30, "found only {rules:?} in docs/http.md");
+    let cited = cited();
+    let missing: Vec<_> = rules.difference(&cited).collect();
+    assert!(missing.is_empty(), "rules no test names: {missing:?}");
+    let unknown: Vec<_> = cited.difference(&rules).collect();
+    assert!(
+        unknown.is_empty(),
+        "tests name rules docs/http.md lacks: {unknown:?}"
+    );
+}
+
+#[test]
+fn no_source_cites_a_document_outside_the_repository() {
+    let mut files = Vec::new();
+    sources(&workspace().join("crates"), &mut files);
+    for f in files {
+        if is_this_file(&f) {
+            continue;
+        }
+        let text = fs::read_to_string(&f).unwrap();
+        for gone in ["HTTP-BEHAVIOUR", "DESIGN.md", "STYLE.md", "../shared"] {
+            assert!(
+                !text.contains(gone),
+                "{} cites {gone}, which is not in the repository",
+                f.display()
+            );
+        }
+        // Every docs/NAME.md cited exists.
+        for (i, _) in text.match_indices("docs/") {
+            let rest = &text[i..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || "/._-".contains(c)))
+                .unwrap_or(rest.len());
+            let cited = rest[..end].trim_end_matches('.');
+            if cited.ends_with(".md") {
+                assert!(
+                    workspace().join(cited).exists(),
+                    "{} cites {cited}, which does not exist",
+                    f.display()
+                );
+            }
+        }
+    }
+}
