@@ -188,7 +188,7 @@ mod tests {
     #[test]
     fn p_matches_the_binomial_tail() {
         // 9 of 10: 2 * (1 + 10) / 1024; 4 of 10: 2 * (1 + 10 + 45 + 210 + 210) / 1024,
-        // as the benchmark logs of scripts/paired read.
+        // as the benchmark logs of the script it replaced read.
         assert_eq!(format!("{:.3}", sign_test_p(9, 10)), "0.021");
         assert_eq!(format!("{:.3}", sign_test_p(8, 10)), "0.109");
         assert_eq!(format!("{:.3}", sign_test_p(4, 10)), "0.754");

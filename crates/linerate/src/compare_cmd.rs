@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use linerate_bench::compare::{self, report, CompareConfig, Event, Peer};
+use linerate_bench::compare::{self, report, Client, CompareConfig, Event, Peer, ServerSpec};
 use linerate_bench::http::Workload;
 
 use crate::http_cmd::{format_us, run_line, FileSetArgs, LoadArgs};
@@ -14,10 +14,23 @@ use crate::{parse_confidence, stop_flag, usage_error};
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// Servers to compare, comma-separated; those not installed are skipped, and
-    /// linerate always runs (it is the baseline).
+    /// Servers to compare, comma-separated, the first being the baseline every other
+    /// is judged against; peers not installed are skipped.
     #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "linerate,nginx,lighttpd,h2o", value_parser = parse_peer)]
     servers: Vec<Peer>,
+    /// A linerate option set to compare, as NAME=FLAGS ("nolowat=--lowat 0"); repeat
+    /// for several. The variants take linerate's place in --servers (the end if it is
+    /// not listed), each a server of its own.
+    #[arg(long = "variant", value_name = "NAME=FLAGS", allow_hyphen_values = true, value_parser = parse_variant)]
+    variants: Vec<(String, String)>,
+    /// Run variant NAME with another linerate binary (an earlier commit's build, say)
+    /// as NAME=PATH; a NAME not given by --variant is a variant with no extra flags.
+    #[arg(long = "bin", value_name = "NAME=PATH", value_parser = parse_bin)]
+    bins: Vec<(String, PathBuf)>,
+    /// Load clients, comma-separated: builtin (`bench http`'s), wrk, or both (each
+    /// server and client pair is then a column; wrk runs the sizes, not the mix).
+    #[arg(long = "client", value_name = "LIST", value_delimiter = ',', default_value = "builtin", value_parser = parse_client)]
+    clients: Vec<Client>,
     /// Write the file set here instead of a temporary directory (kept afterwards).
     #[arg(long, value_name = "DIR")]
     root: Option<PathBuf>,
@@ -28,7 +41,7 @@ pub struct CompareArgs {
     /// CPU for the servers (default: 1 when there are two CPUs or more).
     #[arg(long, value_name = "N")]
     server_cpu: Option<usize>,
-    /// Extra arguments for `linerate serve`, one string ("--transmit splice").
+    /// Extra arguments for every linerate `serve`, one string ("--transmit splice").
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     linerate_args: Option<String>,
     /// Runs per server and workload (at least 3); servers are interleaved.
@@ -49,6 +62,101 @@ fn parse_peer(s: &str) -> Result<Peer, String> {
     s.parse()
 }
 
+fn parse_client(s: &str) -> Result<Client, String> {
+    s.parse()
+}
+
+/// A variant's name: it names sample files, so letters, digits, `.`, `_` and `-`.
+fn variant_name(name: &str) -> Result<String, String> {
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        return Err(format!(
+            "'{name}': a name is letters, digits, '.', '_' and '-'"
+        ));
+    }
+    Ok(name.to_string())
+}
+
+fn parse_variant(s: &str) -> Result<(String, String), String> {
+    let (name, flags) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}': give NAME=FLAGS (NAME= for linerate's defaults)"))?;
+    Ok((variant_name(name)?, flags.to_string()))
+}
+
+fn parse_bin(s: &str) -> Result<(String, PathBuf), String> {
+    let (name, path) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}': give NAME=PATH"))?;
+    if path.is_empty() {
+        return Err(format!("'{s}': give NAME=PATH"));
+    }
+    Ok((variant_name(name)?, PathBuf::from(path)))
+}
+
+/// The servers in order: each peer as listed, linerate replaced by the variants.
+fn server_list(a: &CompareArgs, exe: &std::path::Path) -> Vec<ServerSpec> {
+    let common: Vec<String> = a
+        .linerate_args
+        .as_deref()
+        .map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default();
+    let mut names: Vec<&str> = Vec::new();
+    for n in a
+        .variants
+        .iter()
+        .map(|v| &v.0)
+        .chain(a.bins.iter().map(|b| &b.0))
+    {
+        if !names.contains(&n.as_str()) {
+            names.push(n);
+        }
+    }
+    let linerate: Vec<ServerSpec> = if names.is_empty() {
+        vec![ServerSpec {
+            exe: Some(exe.to_path_buf()),
+            args: common,
+            ..ServerSpec::peer(Peer::Linerate)
+        }]
+    } else {
+        names
+            .iter()
+            .map(|&n| {
+                let mut args = common.clone();
+                if let Some((_, f)) = a.variants.iter().find(|v| v.0 == n) {
+                    args.extend(f.split_whitespace().map(str::to_string));
+                }
+                let bin = a.bins.iter().find(|b| b.0 == n).map(|b| b.1.clone());
+                ServerSpec {
+                    label: n.to_string(),
+                    peer: Peer::Linerate,
+                    exe: Some(bin.unwrap_or_else(|| exe.to_path_buf())),
+                    args,
+                }
+            })
+            .collect()
+    };
+    let mut out = Vec::new();
+    let mut placed = false;
+    for &p in &a.servers {
+        if p == Peer::Linerate {
+            if !placed {
+                out.extend(linerate.iter().cloned());
+                placed = true;
+            }
+        } else if !out.iter().any(|s: &ServerSpec| s.peer == p) {
+            out.push(ServerSpec::peer(p));
+        }
+    }
+    if !placed && !names.is_empty() {
+        out.extend(linerate);
+    }
+    out
+}
+
 pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = a.load.check() {
         return Ok(usage_error(&e));
@@ -61,7 +169,11 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         )));
     }
     let (sizes, mix) = if a.set.sizes.is_empty() && a.set.mix.is_none() {
-        (vec![1 << 10, 100 << 10, 10 << 20], true)
+        // wrk asks for one URL per run: by default it runs the sizes only.
+        (
+            vec![1 << 10, 100 << 10, 10 << 20],
+            !a.clients.contains(&Client::Wrk),
+        )
     } else {
         (a.set.sizes.clone(), a.set.mix.is_some())
     };
@@ -77,8 +189,20 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         None,
         1,
     );
+    for (i, (name, _)) in a.variants.iter().enumerate() {
+        if a.variants[..i].iter().any(|(n, _)| n == name) {
+            return Ok(usage_error(&format!("--variant: '{name}' is named twice")));
+        }
+    }
+    for (i, (name, _)) in a.bins.iter().enumerate() {
+        if a.bins[..i].iter().any(|(n, _)| n == name) {
+            return Ok(usage_error(&format!("--bin: '{name}' is named twice")));
+        }
+    }
+    let exe = std::env::current_exe().context("finding the linerate binary")?;
     let cfg = CompareConfig {
-        servers: a.servers.clone(),
+        servers: server_list(&a, &exe),
+        clients: a.clients.clone(),
         root: a.root.clone(),
         sizes,
         mix_dirs: mix.then_some(a.set.dirs as usize),
@@ -87,13 +211,10 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         iterations: a.iterations as usize,
         confidence: a.confidence,
         out: Some(a.out.join("samples")),
-        linerate_exe: std::env::current_exe().context("finding the linerate binary")?,
-        linerate_args: a
-            .linerate_args
-            .as_deref()
-            .map(|s| s.split_whitespace().map(str::to_string).collect())
-            .unwrap_or_default(),
     };
+    if let Err(e) = compare::check(&cfg) {
+        return Ok(usage_error(&e));
+    }
     let stop = stop_flag()?;
     let quiet = a.json;
     let mut on = |e: Event<'_>| {
@@ -123,11 +244,20 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         println!("{json}");
         return Ok(ExitCode::SUCCESS);
     }
+    let base = result.servers.first().map_or("", |s| s.name.as_str());
+    let width = result
+        .servers
+        .iter()
+        .map(|s| s.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(10);
+    let times = format!("x {base}");
     for w in &result.workloads {
         println!("== {}", w.workload);
         println!(
-            "{:<10} {:>14} {:>10} {:>12} {:>16} {:>10} {:>8}",
-            "server", "requests/s", "x linerate", "p99", "server us/req", "x linerate", "errors"
+            "{:<width$} {:>14} {:>10} {:>12} {:>16} {:>10} {:>8}",
+            "server", "requests/s", times, "p99", "server us/req", times, "errors"
         );
         let mean = |v: Vec<f64>| v.iter().sum::<f64>() / v.len().max(1) as f64;
         let rps = |s: usize| mean(w.runs[s].iter().map(|r| r.requests_per_second).collect());
@@ -146,7 +276,7 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
                 .map(|r| r.errors.total() + r.non_2xx())
                 .sum();
             println!(
-                "{:<10} {:>14.1} {:>10.2} {:>12} {:>16.3} {:>10.2} {:>8}",
+                "{:<width$} {:>14.1} {:>10.2} {:>12} {:>16.3} {:>10.2} {:>8}",
                 info.name,
                 rps(s),
                 rps(s) / rps(0).max(1e-9),

@@ -91,12 +91,7 @@ fn compares_every_installed_peer_and_writes_a_report_chromium_opens() {
     ]);
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&stdout).unwrap();
-    let names: Vec<&str> = v["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["name"].as_str().unwrap())
-        .collect();
+    let names = server_field(&v, "name");
     let mut want = vec!["linerate"];
     want.extend(&peers);
     assert_eq!(names, want);
@@ -233,4 +228,147 @@ fn bad_arguments_and_servers_that_cannot_start() {
         "{err}"
     );
     assert!(!out.path().join("report.html").exists());
+}
+
+/// One field of every server of a comparison's JSON, in order.
+fn server_field<'a>(v: &'a Value, field: &str) -> Vec<&'a str> {
+    v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s[field].as_str().unwrap())
+        .collect()
+}
+
+/// The sum of a run's error counts.
+fn errors(r: &Value) -> u64 {
+    r["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_u64().unwrap())
+        .sum()
+}
+
+#[test]
+fn variants_and_builds_of_linerate_each_a_server_and_wrk_as_a_second_client() {
+    let out = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_linerate");
+    let bin = format!("old={exe}");
+    let wrk = installed("wrk");
+    let clients = if wrk { "builtin,wrk" } else { "builtin" };
+    let (code, stdout, err) = linerate(&[
+        "bench",
+        "compare",
+        "--servers",
+        "linerate",
+        "--variant",
+        "base=",
+        "--variant",
+        "splice=--transmit splice --lowat 0",
+        "--bin",
+        &bin,
+        "--client",
+        clients,
+        "--sizes",
+        "1K",
+        "-d",
+        "0.2",
+        "-c",
+        "2",
+        "-i",
+        "3",
+        "--out",
+        out.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let names = server_field(&v, "name");
+    let want: Vec<String> = ["base", "splice", "old"]
+        .iter()
+        .flat_map(|s| {
+            if wrk {
+                vec![format!("{s}/builtin"), format!("{s}/wrk")]
+            } else {
+                vec![s.to_string()]
+            }
+        })
+        .collect();
+    assert_eq!(names, want);
+    // Each variant ran with its own flags, the build given by --bin with its own path.
+    let configs = server_field(&v, "config");
+    let splice = names.iter().position(|n| n.starts_with("splice")).unwrap();
+    assert!(
+        configs[splice].contains("\"--transmit\" \"splice\""),
+        "{}",
+        configs[splice]
+    );
+    assert!(!configs[0].contains("splice"), "{}", configs[0]);
+    let w = &v["workloads"][0];
+    for (name, rs) in names.iter().zip(w["runs"].as_array().unwrap()) {
+        for r in rs.as_array().unwrap() {
+            assert!(r["requests"].as_u64().unwrap() > 0, "{name}: {r}");
+            assert_eq!(errors(r), 0, "{name}: {r}");
+            if name.ends_with("/wrk") {
+                assert_eq!(r["wrk"]["from_400"], 0, "{name}: {r}");
+                assert_eq!(r["wrk"]["below_400"], r["requests"], "{name}: {r}");
+            } else {
+                assert!(r.get("wrk").is_none(), "{name}: {r}");
+            }
+            assert!(r["server"]["cpu_seconds"].as_f64().unwrap() > 0.0);
+        }
+    }
+    // Judged against the first column, with the paired reading of each round.
+    let verdicts = w["judged"]["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 3 * (names.len() - 1));
+    for x in verdicts {
+        assert_eq!(x["baseline"], names[0]);
+        assert_eq!(x["paired"]["rounds"], 3, "{x}");
+    }
+    // The servers are gone (by pid: another test's comparison may be running).
+    for r in w["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|x| x.as_array().unwrap())
+    {
+        let pid = r["server"]["pid"].as_u64().unwrap();
+        assert!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "{pid} still running"
+        );
+    }
+}
+
+#[test]
+fn wrong_variants_and_clients_are_usage_errors() {
+    for (args, want) in [
+        (&["--variant", "=--lowat 0"][..], "--variant"),
+        (&["--variant", "a b=--lowat 0"][..], "--variant"),
+        (&["--variant", "nolowat"][..], "NAME=FLAGS"),
+        (
+            &["--variant", "a=", "--variant", "a=--lowat 0"][..],
+            "named twice",
+        ),
+        (&["--bin", "a="][..], "--bin"),
+        (&["--client", "ab"][..], "--client"),
+        (
+            &["--client", "wrk", "--mix", "specweb99"][..],
+            "--client wrk",
+        ),
+        (&["--client", "wrk", "--pipeline", "4"][..], "--client wrk"),
+        (&["--client", "wrk", "-n", "100"][..], "--client wrk"),
+    ] {
+        // Bounded, should one of them be taken: one server, one small size, short.
+        let mut all = vec!["bench", "compare", "--servers", "linerate", "-c", "1"];
+        all.extend(["--sizes", "1K", "-i", "3"]);
+        if !args.contains(&"-n") {
+            all.extend(["-d", "0.1"]);
+        }
+        all.extend(args);
+        let (code, _, err) = linerate(&all);
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
 }

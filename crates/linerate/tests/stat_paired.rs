@@ -1,6 +1,5 @@
-//! `linerate stat --paired`, the paired reading of interleaved benchmark samples that
-//! `scripts/serve-vs-nginx` and `scripts/serve-variants` print under each verdict (and
-//! `-i N --compare` prints under its own).
+//! `linerate stat --paired`, the paired reading of interleaved benchmark samples, which
+//! every `-i N --compare` and `bench compare` also prints under each verdict.
 
 use std::process::{Command, Output};
 

@@ -1,10 +1,13 @@
-//! `bench compare`: linerate against the static servers users know, in one command.
+//! `bench compare`: linerate against the static servers users know, and linerate's
+//! option sets (or builds) against each other, in one command.
 //!
 //! It writes the file set, starts every server that is installed (see [`peers`]), runs
-//! the same `bench http` load against each for every workload, the servers interleaved
-//! round by round (linerate, nginx, lighttpd, h2o, linerate, …), and judges requests/s,
-//! p99 latency and server CPU per request of each peer against linerate with Student's
-//! t. [`report`] renders the result as a self-contained HTML page with SVG charts.
+//! the same load against each for every workload, the servers interleaved round by
+//! round (linerate, nginx, lighttpd, h2o, linerate, …), and judges requests/s, p99
+//! latency and server CPU per request of each against the first (the baseline) with
+//! Student's t and the paired reading. The load comes from the built-in client
+//! (`bench http`), from wrk, or from both, each a column of its own. [`report`] renders
+//! the result as a self-contained HTML page with SVG charts.
 
 pub mod peers;
 pub mod report;
@@ -17,11 +20,70 @@ use serde::Serialize;
 use crate::http::{self, workload, HttpConfig, HttpResult, Judged, Workload};
 pub use peers::Peer;
 
+/// One server of a comparison: a peer, or linerate with a set of options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerSpec {
+    /// Its name in the output (the peer's name, or the variant's).
+    pub label: String,
+    /// What it is.
+    pub peer: Peer,
+    /// Its executable (None: the peer found on `PATH`).
+    pub exe: Option<PathBuf>,
+    /// Extra arguments (linerate only: `--transmit splice`, say).
+    pub args: Vec<String>,
+}
+
+impl ServerSpec {
+    /// A peer as installed, under its own name.
+    pub fn peer(peer: Peer) -> ServerSpec {
+        ServerSpec {
+            label: peer.name().to_string(),
+            peer,
+            exe: None,
+            args: Vec::new(),
+        }
+    }
+}
+
+/// The program that makes the load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Client {
+    /// `bench http`'s own client.
+    Builtin,
+    /// wrk (one URL per run: the sizes, not the mix).
+    Wrk,
+}
+
+impl Client {
+    /// Its name on the command line and in labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            Client::Builtin => "builtin",
+            Client::Wrk => "wrk",
+        }
+    }
+}
+
+impl std::str::FromStr for Client {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Client, String> {
+        match s {
+            "builtin" => Ok(Client::Builtin),
+            "wrk" => Ok(Client::Wrk),
+            _ => Err(format!("'{s}': the clients are builtin and wrk")),
+        }
+    }
+}
+
 /// What `bench compare` runs.
 #[derive(Clone, Debug)]
 pub struct CompareConfig {
-    /// Servers asked for; those not installed are skipped (linerate always runs).
-    pub servers: Vec<Peer>,
+    /// Servers in order, the first being the baseline. Peers not installed are
+    /// skipped; a linerate that does not start ends the comparison.
+    pub servers: Vec<ServerSpec>,
+    /// Load clients; with several, each server and client pair is a column.
+    pub clients: Vec<Client>,
     /// Where the file set is written (a temporary directory if None).
     pub root: Option<PathBuf>,
     /// One workload per size.
@@ -39,10 +101,6 @@ pub struct CompareConfig {
     pub confidence: linerate_stat::Confidence,
     /// Where samples (ministat files) go, if anywhere.
     pub out: Option<PathBuf>,
-    /// The linerate binary.
-    pub linerate_exe: PathBuf,
-    /// Extra `linerate serve` arguments.
-    pub linerate_args: Vec<String>,
 }
 
 /// Failures that end a comparison.
@@ -60,15 +118,15 @@ pub enum CompareError {
     #[error("starting {server}: {reason}")]
     Start {
         /// Which.
-        server: &'static str,
+        server: String,
         /// Why.
         reason: std::io::Error,
     },
     /// A load run failed.
     #[error("{server}, {workload}: {reason}")]
     Run {
-        /// Which server.
-        server: &'static str,
+        /// Which server and client.
+        server: String,
         /// Which workload.
         workload: String,
         /// Why.
@@ -77,16 +135,23 @@ pub enum CompareError {
     /// Interrupted.
     #[error("interrupted")]
     Interrupted,
+    /// Nothing to compare.
+    #[error("{0}")]
+    Nothing(String),
     /// Anything else.
     #[error("{0}")]
     Io(#[from] std::io::Error),
 }
 
-/// A server that took part.
+/// A column of the comparison: a server that took part, with the client that loaded it.
 #[derive(Clone, Debug, Serialize)]
 pub struct ServerInfo {
-    /// Its name.
-    pub name: &'static str,
+    /// Its label: the server's, or "server/client" when there are several clients.
+    pub name: String,
+    /// The server's kind.
+    pub peer: Peer,
+    /// The load client.
+    pub client: Client,
     /// Its version line.
     pub version: String,
     /// Its configuration (for linerate: the command line).
@@ -107,7 +172,7 @@ pub struct WorkloadComparison {
 /// A whole comparison.
 #[derive(Clone, Debug, Serialize)]
 pub struct CompareResult {
-    /// Servers compared, linerate first.
+    /// Columns compared, the baseline first.
     pub servers: Vec<ServerInfo>,
     /// Servers asked for but not run, and why.
     pub skipped: Vec<(String, String)>,
@@ -136,12 +201,39 @@ pub struct CompareResult {
 /// Progress of a comparison, for the caller to show.
 #[derive(Debug)]
 pub enum Event<'a> {
-    /// A server was started.
+    /// A server was started (one event per column).
     Started(&'a ServerInfo),
     /// A server asked for is not installed.
     Skipped(&'a str, &'a str),
-    /// A run finished: (run number, of total, server, result).
+    /// A run finished: (run number, of total, column label, result).
     Run(usize, usize, &'a str, &'a HttpResult),
+}
+
+/// Why `cfg` cannot run, if it cannot: a usage mistake, found before anything starts.
+pub fn check(cfg: &CompareConfig) -> Result<(), String> {
+    if cfg.clients.is_empty() {
+        return Err("--client: give builtin, wrk or both".into());
+    }
+    if cfg.clients.contains(&Client::Wrk) {
+        let one = HttpConfig {
+            workload: Arc::new(Workload::List(vec![workload::size_item("/", 1)])),
+            ..cfg.load.clone()
+        };
+        let why = if cfg.mix_dirs.is_some() {
+            Some("wrk asks for one URL: leave out --mix (give --sizes)")
+        } else {
+            http::wrk::unsupported(&one)
+        };
+        if let Some(why) = why {
+            return Err(format!("--client wrk: {why}"));
+        }
+    }
+    let mut labels: Vec<&str> = cfg.servers.iter().map(|s| s.label.as_str()).collect();
+    labels.sort_unstable();
+    if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
+        return Err(format!("--servers/--variant: '{}' is named twice", w[0]));
+    }
+    Ok(())
 }
 
 /// Runs the comparison.
@@ -150,6 +242,7 @@ pub fn run(
     stop: &crate::StopFlag,
     on: &mut dyn FnMut(Event<'_>),
 ) -> Result<CompareResult, CompareError> {
+    check(cfg).map_err(CompareError::Nothing)?;
     let tmp;
     let root = match &cfg.root {
         Some(r) => r.clone(),
@@ -177,56 +270,69 @@ pub fn run(
     let mut running = Vec::new();
     let mut skipped = Vec::new();
     let mut servers = Vec::new();
-    let mut wanted = vec![Peer::Linerate];
-    wanted.extend(cfg.servers.iter().copied().filter(|p| *p != Peer::Linerate));
-    for peer in wanted {
-        let exe = match peer {
-            Peer::Linerate => Some(cfg.linerate_exe.clone()),
-            p => p.find(),
-        };
+    let wrk = if cfg.clients.contains(&Client::Wrk) {
+        Some(http::wrk::find().ok_or_else(|| {
+            CompareError::Nothing("--client wrk: wrk is not installed".to_string())
+        })?)
+    } else {
+        None
+    };
+    for spec in &cfg.servers {
+        let exe = spec.exe.clone().or_else(|| spec.peer.find());
         let Some(exe) = exe else {
             let why = "not installed".to_string();
-            on(Event::Skipped(peer.name(), &why));
-            skipped.push((peer.name().to_string(), why));
+            on(Event::Skipped(&spec.label, &why));
+            skipped.push((spec.label.clone(), why));
             continue;
         };
         let launch = peers::Launch {
-            peer,
+            peer: spec.peer,
             exe,
             root: root.clone(),
             port: peers::free_port()?,
             cpu: cfg.server_cpu,
-            work: work.path().join(peer.name()),
-            extra: if peer == Peer::Linerate {
-                cfg.linerate_args.clone()
-            } else {
-                Vec::new()
-            },
+            work: work.path().join(&spec.label),
+            extra: spec.args.clone(),
+            settings: peers::Settings::default(),
         };
         let r = match peers::start(&launch) {
             Ok(r) => r,
-            // linerate is the baseline: without it there is nothing to compare.
-            Err(reason) if peer == Peer::Linerate => {
+            // A linerate that does not start is a mistake in its options or build.
+            Err(reason) if spec.peer == Peer::Linerate => {
                 return Err(CompareError::Start {
-                    server: peer.name(),
+                    server: spec.label.clone(),
                     reason,
                 })
             }
             Err(reason) => {
                 let why = format!("did not start: {reason}");
-                on(Event::Skipped(peer.name(), &why));
-                skipped.push((peer.name().to_string(), why));
+                on(Event::Skipped(&spec.label, &why));
+                skipped.push((spec.label.clone(), why));
                 continue;
             }
         };
-        let info = ServerInfo {
-            name: peer.name(),
-            version: r.version.clone(),
-            config: r.config.clone(),
-        };
-        on(Event::Started(&info));
-        servers.push(info);
+        for &client in &cfg.clients {
+            let name = if cfg.clients.len() > 1 {
+                format!("{}/{}", spec.label, client.name())
+            } else {
+                spec.label.clone()
+            };
+            let info = ServerInfo {
+                name,
+                peer: spec.peer,
+                client,
+                version: r.version.clone(),
+                config: r.config.clone(),
+            };
+            on(Event::Started(&info));
+            servers.push((info, running.len()));
+        }
         running.push(r);
+    }
+    if servers.is_empty() {
+        return Err(CompareError::Nothing(
+            "no server to measure: none of those asked for is installed".into(),
+        ));
     }
     let mut workloads: Vec<Workload> = cfg
         .sizes
@@ -236,19 +342,20 @@ pub fn run(
     if let Some(d) = cfg.mix_dirs {
         workloads.push(Workload::specweb99("/", d));
     }
-    let total = workloads.len() * running.len() * cfg.iterations;
+    let total = workloads.len() * servers.len() * cfg.iterations;
     let mut done = 0;
-    let labels: Vec<String> = servers.iter().map(|s| s.name.to_string()).collect();
+    let labels: Vec<String> = servers.iter().map(|(s, _)| s.name.clone()).collect();
     let mut out = Vec::new();
     for w in workloads {
         let w = Arc::new(w);
         let name = w.describe();
-        let mut runs: Vec<Vec<HttpResult>> = vec![Vec::new(); running.len()];
+        let mut runs: Vec<Vec<HttpResult>> = vec![Vec::new(); servers.len()];
         for _round in 0..cfg.iterations {
-            for (i, server) in running.iter().enumerate() {
+            for (i, (info, at)) in servers.iter().enumerate() {
                 if crate::stopped(stop) {
                     return Err(CompareError::Interrupted);
                 }
+                let server = &running[*at];
                 let load = HttpConfig {
                     target: server.addr,
                     host: server.addr.to_string(),
@@ -256,14 +363,17 @@ pub fn run(
                     server_pid: Some(server.pid),
                     ..cfg.load.clone()
                 };
-                let r =
-                    http::run(&load, stop, &mut |_, _| {}).map_err(|reason| CompareError::Run {
-                        server: server.peer.name(),
-                        workload: name.clone(),
-                        reason,
-                    })?;
+                let result = match (info.client, &wrk) {
+                    (Client::Wrk, Some(exe)) => http::wrk::run(&load, exe),
+                    _ => http::run(&load, stop, &mut |_, _| {}),
+                };
+                let r = result.map_err(|reason| CompareError::Run {
+                    server: info.name.clone(),
+                    workload: name.clone(),
+                    reason,
+                })?;
                 done += 1;
-                on(Event::Run(done, total, server.peer.name(), &r));
+                on(Event::Run(done, total, &info.name, &r));
                 runs[i].push(r);
             }
         }
@@ -276,7 +386,7 @@ pub fn run(
     }
     drop(running);
     Ok(CompareResult {
-        servers,
+        servers: servers.into_iter().map(|(s, _)| s).collect(),
         skipped,
         workloads: out,
         iterations: cfg.iterations,

@@ -1,7 +1,8 @@
-//! The servers `bench compare` runs: linerate and the peers a user would otherwise pick
-//! for static files, each configured the way its own documentation recommends for that
-//! job, with one worker, no access log, and everything it writes kept in a work
-//! directory of ours.
+//! The servers `bench compare` and `bench idle` run: linerate and the peers a user
+//! would otherwise pick for static files, each configured the way its own
+//! documentation recommends for that job, with the same [`Settings`] (one worker by
+//! default), no access log, and everything it writes kept in a work directory of ours.
+//! This is the one configuration of each peer that every published number uses.
 //!
 //! Each server is started in the foreground from a thread whose CPU affinity is already
 //! the server CPU, so every process and thread it creates inherits that one CPU; its
@@ -84,6 +85,31 @@ pub struct Launch {
     pub work: PathBuf,
     /// Extra arguments (linerate only: for example `--transmit splice`).
     pub extra: Vec<String>,
+    /// What every server is given alike.
+    pub settings: Settings,
+}
+
+/// The settings every server of a comparison gets, each in its own words.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settings {
+    /// Worker processes or threads.
+    pub workers: usize,
+    /// How long an idle keep-alive connection is kept, seconds.
+    pub keepalive_seconds: u64,
+    /// Connections the server accepts at once (and descriptors it may open: twice as
+    /// many, for files and logs too).
+    pub connections: usize,
+}
+
+impl Default for Settings {
+    /// One worker, nginx's default keep-alive of 65 s, 10,240 connections.
+    fn default() -> Settings {
+        Settings {
+            workers: 1,
+            keepalive_seconds: 65,
+            connections: 10_240,
+        }
+    }
 }
 
 /// A running server; stopped (SIGTERM, then SIGKILL) when dropped.
@@ -134,6 +160,18 @@ pub fn config_text(l: &Launch) -> String {
     let root = l.root.display();
     let work = l.work.display();
     let port = l.port;
+    let Settings {
+        workers,
+        keepalive_seconds: keepalive,
+        connections,
+    } = l.settings;
+    // Descriptors: two per connection at most (the socket and a file), under the
+    // hard limit this process has (the servers inherit it).
+    let hard = linerate_sys::fs::nofile_limit().map_or(20_000, |(_, h)| h);
+    let fds = (2 * connections as u64)
+        .min(hard.saturating_sub(64))
+        .max(1024);
+    let lighttpd_workers = if workers > 1 { workers } else { 0 };
     let user = if linerate_sys::ns::effective_uid() == 0 {
         "user: root\n"
     } else {
@@ -142,16 +180,17 @@ pub fn config_text(l: &Launch) -> String {
     match l.peer {
         Peer::Linerate => String::new(),
         // nginx's "Serving Static Content" and "Optimizing Performance for Serving
-        // Content" guides: sendfile with tcp_nopush, open_file_cache; one worker; no
-        // access log. keepalive_requests is raised so that long-lived load connections
-        // are not closed every 1000 requests.
+        // Content" guides: sendfile with tcp_nopush, open_file_cache; no access log.
+        // keepalive_requests is raised so that long-lived load connections are not
+        // closed every 1000 requests.
         Peer::Nginx => format!(
-            "worker_processes 1;
+            "worker_processes {workers};
+worker_rlimit_nofile {fds};
 daemon off;
 master_process on;
 pid {work}/nginx.pid;
 error_log {work}/error.log warn;
-events {{ worker_connections 10240; }}
+events {{ worker_connections {connections}; }}
 http {{
     access_log off;
     sendfile on;
@@ -160,7 +199,7 @@ http {{
     open_file_cache max=10000 inactive=60s;
     open_file_cache_valid 60s;
     keepalive_requests 1000000;
-    keepalive_timeout 65s;
+    keepalive_timeout {keepalive}s;
     client_body_temp_path {work}/client_body;
     proxy_temp_path {work}/proxy;
     fastcgi_temp_path {work}/fastcgi;
@@ -176,35 +215,36 @@ http {{
 "
         ),
         // lighttpd's performance tuning page: the sendfile network backend, the stat
-        // cache; a single process (max-worker 0); keep-alive raised like nginx's, to
-        // its most (the setting is 16-bit: the load generator reconnects when told to
-        // close). max-fds stays under this machine's open-file limit of 20000.
+        // cache; a single process for one worker (max-worker 0); keep-alive requests
+        // raised like nginx's, to its most (the setting is 16-bit: the load generator
+        // reconnects when told to close). max-fds stays under the open-file limit.
         Peer::Lighttpd => format!(
             "server.document-root = \"{root}\"
 server.bind = \"127.0.0.1\"
 server.port = {port}
 server.pid-file = \"{work}/lighttpd.pid\"
 server.errorlog = \"{work}/error.log\"
-server.max-worker = 0
+server.max-worker = {lighttpd_workers}
 server.network-backend = \"sendfile\"
 server.stat-cache-engine = \"simple\"
 server.max-keep-alive-requests = 65535
-server.max-keep-alive-idle = 65
-server.max-connections = 8192
-server.max-fds = 16384
+server.max-keep-alive-idle = {keepalive}
+server.max-connections = {connections}
+server.max-fds = {fds}
 mimetype.assign = (\"\" => \"application/octet-stream\")
 "
         ),
-        // h2o's configuration directives: one thread, file.dir; no access-log
+        // h2o's configuration directives: num-threads, file.dir; no access-log
         // directive means no access log; send-compressed off (the default) so files
         // are sent as they are. h2o 2.2 has no sendfile (it reads and writes in about
         // 64 KiB pieces) and documents no open-file cache directive. Started as root it
         // would switch to nobody, who cannot write our work directory: it stays root.
         Peer::H2o => format!(
-            "{user}num-threads: 1
+            "{user}num-threads: {workers}
 pid-file: {work}/h2o.pid
 error-log: {work}/error.log
-max-connections: 10240
+max-connections: {connections}
+http1-request-timeout: {keepalive}
 file.send-compressed: OFF
 listen:
   host: 127.0.0.1
@@ -237,7 +277,9 @@ fn command(l: &Launch) -> Command {
             c.arg("serve")
                 .arg(&l.root)
                 .args(["--listen", &format!("127.0.0.1:{}", l.port)])
-                .args(["--workers", "1", "--access-log", "off"])
+                .args(["--workers", &l.settings.workers.to_string()])
+                .args(["--idle-timeout", &l.settings.keepalive_seconds.to_string()])
+                .args(["--access-log", "off"])
                 .args(&l.extra);
         }
         Peer::Nginx => {

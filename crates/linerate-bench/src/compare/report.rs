@@ -10,7 +10,7 @@ use plotters::prelude::*;
 use super::CompareResult;
 use crate::http::HttpResult;
 
-/// One colour per server, in the order of the comparison (linerate first).
+/// One colour per server, in the order of the comparison (the baseline first).
 const COLOURS: [RGBColor; 7] = [
     RGBColor(0xd9, 0x48, 0x1c),
     RGBColor(0x1f, 0x6f, 0xb4),
@@ -119,7 +119,7 @@ fn bar_chart(
             chart
                 .draw_series(bars)
                 .map_err(|e| e.to_string())?
-                .label(r.servers[s].name)
+                .label(r.servers[s].name.as_str())
                 .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], c.filled()));
             // Whiskers: lowest to highest run.
             let whiskers: Vec<_> = (0..nw)
@@ -223,7 +223,7 @@ fn latency_chart(r: &CompareResult, w: usize) -> Result<String, String> {
             chart
                 .draw_series(LineSeries::new(pts, c.stroke_width(2)))
                 .map_err(|e| e.to_string())?
-                .label(r.servers[s].name)
+                .label(r.servers[s].name.as_str())
                 .legend(move |(x, y)| {
                     PathElement::new(vec![(x, y), (x + 14, y)], c.stroke_width(2))
                 });
@@ -277,6 +277,7 @@ pub fn format_number(v: f64) -> String {
 /// The whole page.
 pub fn html(r: &CompareResult, command: &str) -> Result<String, String> {
     let mut h = String::new();
+    let base = r.servers.first().map_or("", |s| s.name.as_str());
     let title = "linerate bench compare";
     let _ = write!(
         h,
@@ -292,7 +293,7 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
     );
     let _ = write!(
         h,
-        "<p>{} CPUs, Linux {}. Each run: {} connections, {} thread(s), {}; {} run(s) per server and workload, servers interleaved; client on CPU(s) {}, servers on CPU {}. Verdicts by Student's t at {}% confidence against linerate.</p>\n<pre>{}</pre>\n",
+        "<p>{} CPUs, Linux {}. Each run: {} connections, {} thread(s), {}; {} run(s) per server and workload, servers interleaved; client on CPU(s) {}, servers on CPU {}. Verdicts by Student's t at {}% confidence against {}.</p>\n<pre>{}</pre>\n",
         r.cpus,
         escape(&r.kernel),
         r.connections,
@@ -308,6 +309,7 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
         },
         r.server_cpu.map(|c| c.to_string()).unwrap_or_else(|| "any".into()),
         r.confidence,
+        escape(base),
         escape(command)
     );
     h.push_str("<h2>Servers</h2>\n<table><tr><th>server</th><th>version</th></tr>\n");
@@ -315,7 +317,7 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
         let _ = writeln!(
             h,
             "<tr><td>{}</td><td>{}</td></tr>",
-            s.name,
+            escape(&s.name),
             escape(&s.version)
         );
     }
@@ -342,7 +344,8 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
     }
     for (w, wl) in r.workloads.iter().enumerate() {
         let _ = writeln!(h, "<h2>{}</h2>", escape(&wl.workload));
-        h.push_str("<table><tr><th>server</th><th>requests/s</th><th>× linerate</th><th>p99 latency</th><th>server CPU µs/request</th><th>× linerate</th><th>errors</th><th>non-2xx</th></tr>\n");
+        let base_e = escape(base);
+        let _ = writeln!(h, "<table><tr><th>server</th><th>requests/s</th><th>× {base_e}</th><th>p99 latency</th><th>server CPU µs/request</th><th>× {base_e}</th><th>errors</th><th>non-2xx</th></tr>");
         let base_rps = mean(&values(r, w, 0, rps));
         let base_cpu = mean(&values(r, w, 0, cpu));
         for (s, info) in r.servers.iter().enumerate() {
@@ -361,7 +364,7 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
             let _ = writeln!(
                 h,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} µs</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                info.name,
+                escape(&info.name),
                 format_number(m_rps),
                 ratio(m_rps, base_rps),
                 format_number(p99),
@@ -374,27 +377,27 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
         h.push_str("</table>\n<ul>\n");
         for v in &wl.judged.verdicts {
             let c = &v.comparison;
-            // Against linerate: higher is better for requests/s, lower for the rest.
+            // Against the baseline: higher is better for requests/s, lower for the rest.
             let higher_better = v.metric == "requests_per_second";
-            let linerate_better = c.significant && ((c.percent < 0.0) == higher_better);
+            let base_better = c.significant && ((c.percent < 0.0) == higher_better);
             let class = if !c.significant {
                 ""
-            } else if linerate_better {
+            } else if base_better {
                 "better"
             } else {
                 "worse"
             };
             let _ = writeln!(
                 h,
-                "<li>{} — {} vs linerate: <span class=\"{class}\">{}</span></li>",
+                "<li>{} — {} vs {base_e}: <span class=\"{class}\">{}</span></li>",
                 escape(&v.metric),
                 escape(&v.variant),
                 if c.significant {
                     format!(
-                        "{:+.1}% ± {:.1}% (linerate {})",
+                        "{:+.1}% ± {:.1}% ({base_e} {})",
                         c.percent,
                         c.percent_interval.abs(),
-                        if linerate_better { "better" } else { "worse" }
+                        if base_better { "better" } else { "worse" }
                     )
                 } else {
                     "no difference proven".into()
@@ -418,7 +421,12 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
     }
     h.push_str("<h2>Configurations</h2>\n");
     for s in &r.servers {
-        let _ = writeln!(h, "<h3>{}</h3><pre>{}</pre>", s.name, escape(&s.config));
+        let _ = writeln!(
+            h,
+            "<h3>{}</h3><pre>{}</pre>",
+            escape(&s.name),
+            escape(&s.config)
+        );
     }
     h.push_str("</body>\n</html>\n");
     Ok(h)

@@ -9,6 +9,7 @@
 pub(crate) mod client;
 mod judge;
 pub mod workload;
+pub mod wrk;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -157,6 +158,29 @@ pub struct ServerCpu {
     pub us_per_kb: f64,
 }
 
+impl ServerCpu {
+    /// The figures of `pid` from its CPU readings before and after a run of `secs`
+    /// seconds that got `requests` answers with `body_bytes` of bodies.
+    pub(crate) fn between(
+        pid: Option<u32>,
+        before: Option<Duration>,
+        after: Option<Duration>,
+        secs: f64,
+        requests: u64,
+        body_bytes: u64,
+    ) -> Option<ServerCpu> {
+        let (pid, before, after) = (pid?, before?, after?);
+        let cpu = after.saturating_sub(before);
+        Some(ServerCpu {
+            pid,
+            cpu_seconds: cpu.as_secs_f64(),
+            percent_of_one_cpu: 100.0 * cpu.as_secs_f64() / secs,
+            us_per_request: per(cpu, requests),
+            us_per_kb: crate::cpu::service_demand(cpu, body_bytes),
+        })
+    }
+}
+
 /// The client's own CPU over the run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ClientCpu {
@@ -212,6 +236,9 @@ pub struct HttpResult {
     pub server: Option<ServerCpu>,
     /// This process's CPU.
     pub client: ClientCpu,
+    /// When wrk made the run: its two status counts (it records no statuses).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wrk: Option<wrk::WrkStatuses>,
 }
 
 impl HttpResult {
@@ -221,7 +248,8 @@ impl HttpResult {
             .iter()
             .filter(|(s, _)| !(200..300).contains(*s))
             .map(|(_, n)| n)
-            .sum()
+            .sum::<u64>()
+            + self.wrk.map_or(0, |w| w.from_400)
     }
 }
 
@@ -381,19 +409,7 @@ pub fn run(
         }
     }
     let secs = elapsed.as_secs_f64().max(1e-9);
-    let server = match (cfg.server_pid, server0, server1) {
-        (Some(pid), Some(a), Some(b)) => {
-            let cpu = b.saturating_sub(a);
-            Some(ServerCpu {
-                pid,
-                cpu_seconds: cpu.as_secs_f64(),
-                percent_of_one_cpu: 100.0 * cpu.as_secs_f64() / secs,
-                us_per_request: per(cpu, requests),
-                us_per_kb: crate::cpu::service_demand(cpu, body_bytes),
-            })
-        }
-        _ => None,
-    };
+    let server = ServerCpu::between(cfg.server_pid, server0, server1, secs, requests, body_bytes);
     let client_cpu = client1.since(&client0).total();
     Ok(HttpResult {
         target: format!("http://{}", cfg.target),
@@ -420,6 +436,7 @@ pub fn run(
             cpu_seconds: client_cpu.as_secs_f64(),
             us_per_request: per(client_cpu, requests),
         },
+        wrk: None,
     })
 }
 
