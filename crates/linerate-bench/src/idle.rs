@@ -130,6 +130,162 @@ pub fn run(cfg: &IdleConfig) -> io::Result<IdleReport> {
     })
 }
 
+/// `bench idle --servers`: the same measurement against several servers, each started
+/// afresh for every round with the same [`Settings`](crate::compare::peers::Settings),
+/// servers interleaved round by round, and the memory per connection judged against
+/// the first server.
+#[derive(Clone, Debug)]
+pub struct IdleCompareConfig {
+    /// Servers in order, the first the baseline.
+    pub servers: Vec<crate::compare::ServerSpec>,
+    /// Rounds.
+    pub rounds: usize,
+    /// Connections per run.
+    pub connections: usize,
+    /// Hold before the probe.
+    pub hold: Duration,
+    /// Workers (processes or threads) of every server.
+    pub workers: usize,
+    /// Confidence of the verdicts.
+    pub confidence: linerate_stat::Confidence,
+    /// Where the samples (ministat files) go, if anywhere.
+    pub out: Option<std::path::PathBuf>,
+}
+
+/// A server of an idle comparison.
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleServer {
+    /// Its label.
+    pub name: String,
+    /// Its version line.
+    pub version: String,
+    /// Its configuration.
+    pub config: String,
+}
+
+/// The result of `bench idle --servers`.
+#[derive(Clone, Debug, Serialize)]
+pub struct IdleComparison {
+    /// Servers measured, the baseline first.
+    pub servers: Vec<IdleServer>,
+    /// Servers asked for but not installed.
+    pub skipped: Vec<String>,
+    /// Reports per server, one per round.
+    pub runs: Vec<Vec<IdleReport>>,
+    /// ministat's report of the bytes per connection.
+    pub report: Option<String>,
+    /// Each server against the first.
+    pub verdicts: Vec<crate::series::Verdict>,
+}
+
+/// Runs `bench idle --servers`; `on(round, server, report)` after each run.
+pub fn compare(
+    cfg: &IdleCompareConfig,
+    stop: &crate::StopFlag,
+    on: &mut dyn FnMut(usize, &str, &IdleReport),
+) -> Result<IdleComparison, crate::compare::CompareError> {
+    use crate::compare::{peers, CompareError};
+    let root = tempfile::Builder::new().prefix("linerate-idle").tempdir()?;
+    std::fs::write(root.path().join("index.html"), "<p>idle</p>\n")?;
+    crate::compare::readable_by_all(root.path())?;
+    let work = tempfile::Builder::new()
+        .prefix("linerate-idle-servers")
+        .tempdir()?;
+    let mut skipped = Vec::new();
+    let mut servers = Vec::new();
+    for spec in &cfg.servers {
+        match spec.exe.clone().or_else(|| spec.peer.find()) {
+            Some(exe) => servers.push((spec, exe)),
+            None => skipped.push(spec.label.clone()),
+        }
+    }
+    let settings = peers::Settings {
+        workers: cfg.workers,
+        keepalive_seconds: 600,
+        connections: cfg.connections + 1024,
+    };
+    let mut infos: Vec<Option<IdleServer>> = vec![None; servers.len()];
+    let mut runs: Vec<Vec<IdleReport>> = vec![Vec::new(); servers.len()];
+    for round in 0..cfg.rounds {
+        for (i, (spec, exe)) in servers.iter().enumerate() {
+            if crate::stopped(stop) {
+                return Err(CompareError::Interrupted);
+            }
+            let launch = peers::Launch {
+                peer: spec.peer,
+                exe: exe.clone(),
+                root: root.path().to_path_buf(),
+                port: peers::free_port()?,
+                cpu: None,
+                work: work.path().join(&spec.label),
+                extra: spec.args.clone(),
+                settings,
+            };
+            let server = peers::start(&launch).map_err(|reason| CompareError::Start {
+                server: spec.label.clone(),
+                reason,
+            })?;
+            infos[i].get_or_insert_with(|| IdleServer {
+                name: spec.label.clone(),
+                version: server.version.clone(),
+                config: server.config.clone(),
+            });
+            let r = run(&IdleConfig {
+                target: server.addr,
+                host: server.addr.to_string(),
+                path: "/index.html".into(),
+                connections: cfg.connections,
+                hold: cfg.hold,
+                server_pid: Some(server.pid),
+            })?;
+            drop(server);
+            if r.connections_held < r.connections_asked || r.rss_bytes_per_connection.is_none() {
+                return Err(CompareError::Nothing(format!(
+                    "{}: held {} of {} connections (this process may open {} descriptors)",
+                    spec.label, r.connections_held, r.connections_asked, r.client_descriptor_limit
+                )));
+            }
+            on(round + 1, &spec.label, &r);
+            runs[i].push(r);
+        }
+    }
+    let names: Vec<String> = servers.iter().map(|(s, _)| s.label.clone()).collect();
+    let samples: Vec<crate::series::Samples> = names
+        .iter()
+        .zip(&runs)
+        .map(|(n, rs)| crate::series::Samples {
+            variant: n.clone(),
+            values: rs
+                .iter()
+                .filter_map(|r| r.rss_bytes_per_connection)
+                .collect(),
+        })
+        .collect();
+    if let Some(dir) = &cfg.out {
+        for s in &samples {
+            crate::series::write_samples(dir, "bytes_per_connection", s)?;
+        }
+    }
+    let judged = crate::series::judge(
+        "bytes_per_connection",
+        &samples,
+        &names,
+        cfg.confidence,
+        linerate_stat::Better::Lower,
+    );
+    let (report, verdicts) = match judged {
+        Some((text, v)) => (Some(text), v),
+        None => (None, Vec::new()),
+    };
+    Ok(IdleComparison {
+        servers: infos.into_iter().flatten().collect(),
+        skipped,
+        runs,
+        report,
+        verdicts,
+    })
+}
+
 /// Connects, sends `request`, reads the whole answer; the open connection and the status.
 fn exchange(target: SocketAddr, request: &[u8]) -> io::Result<(TcpStream, u16)> {
     let mut c = Conn::open(target)?;

@@ -14,19 +14,8 @@ use crate::{parse_confidence, stop_flag, usage_error};
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
-    /// Servers to compare, comma-separated, the first being the baseline every other
-    /// is judged against; peers not installed are skipped.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', default_value = "linerate,nginx,lighttpd,h2o", value_parser = parse_peer)]
-    servers: Vec<Peer>,
-    /// A linerate option set to compare, as NAME=FLAGS ("nolowat=--lowat 0"); repeat
-    /// for several. The variants take linerate's place in --servers (the end if it is
-    /// not listed), each a server of its own.
-    #[arg(long = "variant", value_name = "NAME=FLAGS", allow_hyphen_values = true, value_parser = parse_variant)]
-    variants: Vec<(String, String)>,
-    /// Run variant NAME with another linerate binary (an earlier commit's build, say)
-    /// as NAME=PATH; a NAME not given by --variant is a variant with no extra flags.
-    #[arg(long = "bin", value_name = "NAME=PATH", value_parser = parse_bin)]
-    bins: Vec<(String, PathBuf)>,
+    #[command(flatten)]
+    set_of: ServerSetArgs,
     /// Load clients, comma-separated: builtin (`bench http`'s), wrk, or both (each
     /// server and client pair is then a column; wrk runs the sizes, not the mix).
     #[arg(long = "client", value_name = "LIST", value_delimiter = ',', default_value = "builtin", value_parser = parse_client)]
@@ -41,9 +30,6 @@ pub struct CompareArgs {
     /// CPU for the servers (default: 1 when there are two CPUs or more).
     #[arg(long, value_name = "N")]
     server_cpu: Option<usize>,
-    /// Extra arguments for every linerate `serve`, one string ("--transmit splice").
-    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
-    linerate_args: Option<String>,
     /// Runs per server and workload (at least 3); servers are interleaved.
     #[arg(short = 'i', long = "iterations", value_name = "N", default_value = "5", value_parser = clap::value_parser!(u32).range(3..=1000))]
     iterations: u32,
@@ -56,6 +42,60 @@ pub struct CompareArgs {
     /// Print the result as JSON on stdout too.
     #[arg(long)]
     json: bool,
+}
+
+/// Which servers a comparison runs: peers, and linerate's variants and builds. Shared
+/// by `bench compare` and `bench idle`.
+#[derive(Args, Debug, Clone)]
+pub struct ServerSetArgs {
+    /// Servers to compare, comma-separated (linerate, nginx, lighttpd, h2o), the first
+    /// being the baseline every other is judged against; peers not installed are
+    /// skipped [bench compare's default: linerate,nginx,lighttpd,h2o].
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_peer)]
+    pub servers: Option<Vec<Peer>>,
+    /// A linerate option set to compare, as NAME=FLAGS ("nolowat=--lowat 0"); repeat
+    /// for several. The variants take linerate's place in --servers (the end if it is
+    /// not listed), each a server of its own.
+    #[arg(long = "variant", value_name = "NAME=FLAGS", allow_hyphen_values = true, value_parser = parse_variant)]
+    pub variants: Vec<(String, String)>,
+    /// Run variant NAME with another linerate binary (an earlier commit's build, say)
+    /// as NAME=PATH; a NAME not given by --variant is a variant with no extra flags.
+    #[arg(long = "bin", value_name = "NAME=PATH", value_parser = parse_bin)]
+    pub bins: Vec<(String, PathBuf)>,
+    /// Extra arguments for every linerate `serve`, one string ("--transmit splice").
+    #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
+    pub linerate_args: Option<String>,
+}
+
+impl ServerSetArgs {
+    /// True when any option of the set was given.
+    pub fn given(&self) -> bool {
+        self.servers.is_some()
+            || !self.variants.is_empty()
+            || !self.bins.is_empty()
+            || self.linerate_args.is_some()
+    }
+
+    /// The servers in order (`default` when --servers is not given), linerate
+    /// replaced by its variants; `exe` is this linerate. A usage mistake in words.
+    pub fn specs(
+        &self,
+        exe: &std::path::Path,
+        default: &[Peer],
+    ) -> Result<Vec<ServerSpec>, String> {
+        let common: Vec<String> = self
+            .linerate_args
+            .as_deref()
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default();
+        compare::server_specs(&compare::Lineup {
+            peers: self.servers.as_deref().unwrap_or(default),
+            variants: &self.variants,
+            bins: &self.bins,
+            common: &common,
+            exe,
+        })
+    }
 }
 
 fn parse_peer(s: &str) -> Result<Peer, String> {
@@ -97,66 +137,6 @@ fn parse_bin(s: &str) -> Result<(String, PathBuf), String> {
     Ok((variant_name(name)?, PathBuf::from(path)))
 }
 
-/// The servers in order: each peer as listed, linerate replaced by the variants.
-fn server_list(a: &CompareArgs, exe: &std::path::Path) -> Vec<ServerSpec> {
-    let common: Vec<String> = a
-        .linerate_args
-        .as_deref()
-        .map(|s| s.split_whitespace().map(str::to_string).collect())
-        .unwrap_or_default();
-    let mut names: Vec<&str> = Vec::new();
-    for n in a
-        .variants
-        .iter()
-        .map(|v| &v.0)
-        .chain(a.bins.iter().map(|b| &b.0))
-    {
-        if !names.contains(&n.as_str()) {
-            names.push(n);
-        }
-    }
-    let linerate: Vec<ServerSpec> = if names.is_empty() {
-        vec![ServerSpec {
-            exe: Some(exe.to_path_buf()),
-            args: common,
-            ..ServerSpec::peer(Peer::Linerate)
-        }]
-    } else {
-        names
-            .iter()
-            .map(|&n| {
-                let mut args = common.clone();
-                if let Some((_, f)) = a.variants.iter().find(|v| v.0 == n) {
-                    args.extend(f.split_whitespace().map(str::to_string));
-                }
-                let bin = a.bins.iter().find(|b| b.0 == n).map(|b| b.1.clone());
-                ServerSpec {
-                    label: n.to_string(),
-                    peer: Peer::Linerate,
-                    exe: Some(bin.unwrap_or_else(|| exe.to_path_buf())),
-                    args,
-                }
-            })
-            .collect()
-    };
-    let mut out = Vec::new();
-    let mut placed = false;
-    for &p in &a.servers {
-        if p == Peer::Linerate {
-            if !placed {
-                out.extend(linerate.iter().cloned());
-                placed = true;
-            }
-        } else if !out.iter().any(|s: &ServerSpec| s.peer == p) {
-            out.push(ServerSpec::peer(p));
-        }
-    }
-    if !placed && !names.is_empty() {
-        out.extend(linerate);
-    }
-    out
-}
-
 pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = a.load.check() {
         return Ok(usage_error(&e));
@@ -189,19 +169,12 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         None,
         1,
     );
-    for (i, (name, _)) in a.variants.iter().enumerate() {
-        if a.variants[..i].iter().any(|(n, _)| n == name) {
-            return Ok(usage_error(&format!("--variant: '{name}' is named twice")));
-        }
-    }
-    for (i, (name, _)) in a.bins.iter().enumerate() {
-        if a.bins[..i].iter().any(|(n, _)| n == name) {
-            return Ok(usage_error(&format!("--bin: '{name}' is named twice")));
-        }
-    }
     let exe = std::env::current_exe().context("finding the linerate binary")?;
     let cfg = CompareConfig {
-        servers: server_list(&a, &exe),
+        servers: match a.set_of.specs(&exe, &Peer::ALL) {
+            Ok(s) => s,
+            Err(e) => return Ok(usage_error(&e)),
+        },
         clients: a.clients.clone(),
         root: a.root.clone(),
         sizes,

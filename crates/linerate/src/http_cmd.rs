@@ -648,10 +648,80 @@ pub struct IdleArgs {
     /// One JSON object instead of the human report.
     #[arg(long)]
     json: bool,
+    /// Servers to start and measure instead of a URL (each round starts each afresh,
+    /// with --workers workers and a 600 s keep-alive), compared by memory per
+    /// connection against the first.
+    #[command(flatten)]
+    set_of: crate::compare_cmd::ServerSetArgs,
+    /// With --servers: rounds, servers interleaved in each (at least 3).
+    #[arg(short = 'i', long = "iterations", value_name = "N", default_value = "5", value_parser = clap::value_parser!(u32).range(3..=1000))]
+    iterations: u32,
+    /// With --servers: worker processes or threads of every server.
+    #[arg(long, value_name = "N", default_value = "2", value_parser = clap::value_parser!(u32).range(1..=256))]
+    workers: u32,
+    /// With --servers: confidence of the comparison (80, 90, 95, 98, 99 or 99.5).
+    #[arg(long, value_name = "PERCENT", default_value = "95", value_parser = parse_confidence)]
+    confidence: linerate_stat::Confidence,
+    /// With --servers: directory for the ministat sample files.
+    #[arg(long, value_name = "DIR", default_value = "bench-out/idle")]
+    out: PathBuf,
+}
+
+/// `linerate bench idle --servers …`: each server started afresh per round.
+fn run_idle_servers(a: IdleArgs) -> anyhow::Result<ExitCode> {
+    if a.url.is_some() || a.server_pid.is_some() {
+        return Ok(usage_error(
+            "--servers: give servers to start, or a URL (with --server-pid), not both",
+        ));
+    }
+    let exe = std::env::current_exe().context("finding the linerate binary")?;
+    let servers = match a
+        .set_of
+        .specs(&exe, &[linerate_bench::compare::Peer::Linerate])
+    {
+        Ok(s) => s,
+        Err(e) => return Ok(usage_error(&e)),
+    };
+    let cfg = linerate_bench::idle::IdleCompareConfig {
+        servers,
+        rounds: a.iterations as usize,
+        connections: a.connections.unwrap_or(10_000) as usize,
+        hold: a.hold.unwrap_or(Duration::ZERO),
+        workers: a.workers as usize,
+        confidence: a.confidence,
+        out: Some(a.out.clone()),
+    };
+    let stop = stop_flag()?;
+    let quiet = a.json;
+    let r = linerate_bench::idle::compare(&cfg, &stop, &mut |round, name, r| {
+        if !quiet {
+            eprintln!(
+                "round {round} {name}: {} connections held, {:.0} bytes each",
+                r.connections_held,
+                r.rss_bytes_per_connection.unwrap_or(f64::NAN)
+            );
+        }
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for name in &r.skipped {
+        println!("skipped {name}: not installed");
+    }
+    if let Some(text) = &r.report {
+        println!("server memory per idle connection, bytes:\n{text}");
+    }
+    crate::print_verdicts(&r.verdicts);
+    println!("samples under {}", a.out.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `linerate bench idle`.
 pub fn run_idle(a: IdleArgs) -> anyhow::Result<ExitCode> {
+    if a.set_of.given() {
+        return run_idle_servers(a);
+    }
     let url = a.url.as_deref().unwrap_or("http://127.0.0.1:8080/");
     let (target, host, path) = match parse_url(url) {
         Ok(t) => t,

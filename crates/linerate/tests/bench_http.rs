@@ -463,6 +463,71 @@ fn bench_idle_holds_connections_and_reads_the_servers_memory() {
     assert!(err.contains("--server-pid"), "{err}");
 }
 
+/// `bench idle --servers`: each server started afresh per round (here two linerate
+/// variants, and nginx first when it is installed), judged against the first.
+#[test]
+fn bench_idle_compares_servers_it_starts_round_by_round() {
+    let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .iter()
+        .any(|p| std::path::Path::new(p).exists());
+    let out_dir = tempfile::tempdir().unwrap();
+    let servers = if nginx { "nginx,linerate" } else { "linerate" };
+    let (code, out, err) = linerate(&[
+        "bench",
+        "idle",
+        "--servers",
+        servers,
+        "--variant",
+        "a=",
+        "--variant",
+        "b=--small-file 0",
+        "-n",
+        "40",
+        "-i",
+        "3",
+        "--out",
+        out_dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}{out}");
+    let v = json(&out);
+    let names: Vec<&str> = v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    let want: &[&str] = if nginx {
+        &["nginx", "a", "b"]
+    } else {
+        &["a", "b"]
+    };
+    assert_eq!(names, want);
+    for rs in v["runs"].as_array().unwrap() {
+        let rs = rs.as_array().unwrap();
+        assert_eq!(rs.len(), 3);
+        for r in rs {
+            assert_eq!(r["connections_held"], 40, "{r}");
+            assert_eq!(r["probe_status"], 200, "{r}");
+        }
+    }
+    let verdicts = v["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), names.len() - 1);
+    assert!(verdicts.iter().all(|x| x["baseline"] == names[0]));
+    let samples = out_dir.path().join("b.bytes_per_connection");
+    assert_eq!(std::fs::read_to_string(samples).unwrap().lines().count(), 3);
+    // A URL and servers to start are two different questions.
+    let (code, _, err) = linerate(&[
+        "bench",
+        "idle",
+        "http://127.0.0.1:9/",
+        "--servers",
+        "linerate",
+    ]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--servers"), "{err}");
+}
+
 /// `bench soak` for two seconds against a server it starts, under each transmit
 /// strategy: no error, nothing leaked, every answer in the access log, exit 0 after
 /// SIGTERM.

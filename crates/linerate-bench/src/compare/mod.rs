@@ -45,6 +45,93 @@ impl ServerSpec {
     }
 }
 
+/// What a user asked to compare: peers in order, and linerate's variants.
+#[derive(Clone, Copy, Debug)]
+pub struct Lineup<'a> {
+    /// Peers in order (linerate where its variants go).
+    pub peers: &'a [Peer],
+    /// linerate option sets: (name, flags).
+    pub variants: &'a [(String, String)],
+    /// Other linerate builds: (variant name, binary).
+    pub bins: &'a [(String, PathBuf)],
+    /// Arguments every linerate gets before its own.
+    pub common: &'a [String],
+    /// This linerate.
+    pub exe: &'a std::path::Path,
+}
+
+/// The servers of `l` in order: each peer as listed, linerate replaced by the variants
+/// (appended when linerate is not listed). A name given twice is a usage mistake.
+pub fn server_specs(l: &Lineup<'_>) -> Result<Vec<ServerSpec>, String> {
+    for (what, names) in [
+        (
+            "--variant",
+            l.variants.iter().map(|v| &v.0).collect::<Vec<_>>(),
+        ),
+        ("--bin", l.bins.iter().map(|b| &b.0).collect()),
+    ] {
+        for (i, n) in names.iter().enumerate() {
+            if names[..i].contains(n) {
+                return Err(format!("{what}: '{n}' is named twice"));
+            }
+        }
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for n in l
+        .variants
+        .iter()
+        .map(|v| &v.0)
+        .chain(l.bins.iter().map(|b| &b.0))
+    {
+        if !names.contains(&n.as_str()) {
+            names.push(n);
+        }
+    }
+    let linerate: Vec<ServerSpec> = if names.is_empty() {
+        vec![ServerSpec {
+            exe: Some(l.exe.to_path_buf()),
+            args: l.common.to_vec(),
+            ..ServerSpec::peer(Peer::Linerate)
+        }]
+    } else {
+        names
+            .iter()
+            .map(|&n| {
+                let mut args = l.common.to_vec();
+                if let Some((_, f)) = l.variants.iter().find(|v| v.0 == n) {
+                    args.extend(f.split_whitespace().map(str::to_string));
+                }
+                let bin = l.bins.iter().find(|b| b.0 == n).map(|b| b.1.clone());
+                ServerSpec {
+                    label: n.to_string(),
+                    peer: Peer::Linerate,
+                    exe: Some(bin.unwrap_or_else(|| l.exe.to_path_buf())),
+                    args,
+                }
+            })
+            .collect()
+    };
+    let mut out: Vec<ServerSpec> = Vec::new();
+    let mut placed = false;
+    for &p in l.peers {
+        if p == Peer::Linerate {
+            if !placed {
+                out.extend(linerate.iter().cloned());
+                placed = true;
+            }
+        } else if !out.iter().any(|s| s.peer == p) {
+            out.push(ServerSpec::peer(p));
+        }
+    }
+    if !placed && !names.is_empty() {
+        out.extend(linerate);
+    }
+    if out.is_empty() {
+        return Err("--servers: give at least one server".into());
+    }
+    Ok(out)
+}
+
 /// The program that makes the load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -409,7 +496,7 @@ pub fn run(
 /// Makes `dir` and everything in it readable by everyone: a peer's workers may run as
 /// another user. The directories above are left alone; a temporary set lives under
 /// the world-searchable temporary directory.
-fn readable_by_all(dir: &std::path::Path) -> std::io::Result<()> {
+pub(crate) fn readable_by_all(dir: &std::path::Path) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     fn widen(p: &std::path::Path, m: &std::fs::Metadata) -> std::io::Result<()> {
         let mode = m.permissions().mode();
