@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod cold;
 pub mod compare;
 pub mod cpu;
 pub mod http;

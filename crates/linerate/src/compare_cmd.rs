@@ -273,3 +273,139 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     );
     Ok(ExitCode::SUCCESS)
 }
+
+#[derive(Args, Debug)]
+pub struct ColdArgs {
+    /// linerate variants to compare (--servers may only name linerate here) [default:
+    /// helpers= and inline=--disk-helpers 0].
+    #[command(flatten)]
+    set_of: ServerSetArgs,
+    /// Directory of the cold files, on a disk file system (tmpfs pages cannot be
+    /// dropped); written once and kept.
+    #[arg(long, value_name = "DIR", default_value = "/var/tmp/linerate-cold")]
+    dir: PathBuf,
+    /// Cold files.
+    #[arg(long, value_name = "N", default_value = "24", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    files: u32,
+    /// Bytes of each cold file.
+    #[arg(long, value_name = "BYTES", default_value = "16M", value_parser = crate::parse_positive_size)]
+    size: usize,
+    /// Seconds of the hot load per run.
+    #[arg(short = 'd', long = "duration", value_name = "SECONDS", default_value = "3", value_parser = crate::parse_seconds)]
+    duration: std::time::Duration,
+    /// Keep-alive connections of the hot load.
+    #[arg(short = 'c', long = "connections", value_name = "N", default_value = "8", value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    connections: u32,
+    /// CPUs of the two clients (default: 0 when there are two CPUs or more).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    cpu: Vec<usize>,
+    /// CPU of the servers (default: 1 when there are two CPUs or more).
+    #[arg(long, value_name = "N")]
+    server_cpu: Option<usize>,
+    /// Rounds, the variants interleaved in each (at least 3).
+    #[arg(short = 'i', long = "iterations", value_name = "N", default_value = "5", value_parser = clap::value_parser!(u32).range(3..=1000))]
+    iterations: u32,
+    /// Confidence of the comparisons: 80, 90, 95, 98, 99 or 99.5.
+    #[arg(long, value_name = "PERCENT", default_value = "95", value_parser = parse_confidence)]
+    confidence: linerate_stat::Confidence,
+    /// Directory for the ministat sample files.
+    #[arg(long, value_name = "DIR", default_value = "bench-out/cold")]
+    out: PathBuf,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `linerate bench cold`.
+pub fn run_cold(a: ColdArgs) -> anyhow::Result<ExitCode> {
+    let cpus = linerate_bench::cpu::online_cpus();
+    for &c in a.cpu.iter().chain(a.server_cpu.iter()) {
+        if c >= cpus {
+            return Ok(usage_error(&format!(
+                "--cpu/--server-cpu {c}: this machine has CPUs 0 to {}",
+                cpus - 1
+            )));
+        }
+    }
+    if let Some(p) = a
+        .set_of
+        .servers
+        .iter()
+        .flatten()
+        .find(|p| **p != Peer::Linerate)
+    {
+        return Ok(usage_error(&format!(
+            "--servers {}: bench cold compares linerate variants only",
+            p.name()
+        )));
+    }
+    let exe = std::env::current_exe().context("finding the linerate binary")?;
+    let mut set_of = a.set_of.clone();
+    if set_of.variants.is_empty() && set_of.bins.is_empty() {
+        set_of.variants = vec![
+            ("helpers".into(), String::new()),
+            ("inline".into(), "--disk-helpers 0".into()),
+        ];
+    }
+    let servers = match set_of.specs(&exe, &[Peer::Linerate]) {
+        Ok(s) => s,
+        Err(e) => return Ok(usage_error(&e)),
+    };
+    let client_cpus = if a.cpu.is_empty() && cpus >= 2 {
+        vec![0]
+    } else {
+        a.cpu.clone()
+    };
+    let hot = linerate_bench::http::HttpConfig {
+        target: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+        host: String::new(),
+        workload: Arc::new(linerate_bench::http::Workload::List(Vec::new())),
+        connections: a.connections as usize,
+        threads: 1,
+        pipeline: 1,
+        close: false,
+        rate: None,
+        limit: linerate_bench::http::Limit::Time(a.duration),
+        checksum: false,
+        timeout: std::time::Duration::from_secs(10),
+        headers: Vec::new(),
+        cpus: client_cpus,
+        server_pid: None,
+        seed: 1,
+    };
+    let cfg = linerate_bench::cold::ColdConfig {
+        servers,
+        dir: a.dir.clone(),
+        files: a.files as usize,
+        size: a.size as u64,
+        hot,
+        server_cpu: a.server_cpu.or((cpus >= 2).then_some(1)),
+        rounds: a.iterations as usize,
+        confidence: a.confidence,
+        out: Some(a.out.clone()),
+    };
+    let stop = stop_flag()?;
+    let quiet = a.json;
+    let r = linerate_bench::cold::run(&cfg, &stop, &mut |round, name, r| {
+        if !quiet {
+            eprintln!(
+                "round {round} {name}: hot p99 {}, p99.9 {}, max {}, {:.0} req/s; cold {:.0} MB/s",
+                format_us(r.hot.latency_us.p99),
+                format_us(r.hot.latency_us.p999),
+                format_us(r.hot.latency_us.max),
+                r.hot.requests_per_second,
+                r.cold.megabytes_per_second
+            );
+        }
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for (metric, unit, text) in &r.judged.reports {
+        println!("{metric} ({unit}):\n{text}");
+    }
+    crate::print_verdicts(&r.judged.verdicts);
+    println!("samples under {}", a.out.display());
+    Ok(ExitCode::SUCCESS)
+}

@@ -93,7 +93,14 @@ enum Bench {
     /// starts each server with one worker pinned to the server CPU, runs the same load
     /// against each, interleaved, and compares requests/s, p99 latency and server CPU
     /// per request by Student's t; writes compare.json and an HTML report with charts.
+    /// --variant and --bin compare linerate's option sets and builds; --client wrk
+    /// makes the load with wrk too.
     Compare(Box<compare_cmd::CompareArgs>),
+    /// Does a file not in memory stall the rest of its worker? Drops cold files from
+    /// the page cache, fetches them while a hot load runs beside, and compares the hot
+    /// tail latency and the cold throughput of linerate variants (default: the disk
+    /// helpers against --disk-helpers 0), interleaved, by Student's t.
+    Cold(Box<compare_cmd::ColdArgs>),
 }
 
 #[derive(Args, Debug)]
@@ -499,6 +506,9 @@ fn main() -> ExitCode {
         Command::Bench {
             bench: Bench::Compare(a),
         } => compare_cmd::run_compare(*a),
+        Command::Bench {
+            bench: Bench::Cold(a),
+        } => compare_cmd::run_cold(*a),
     };
     match r {
         Ok(code) => code,

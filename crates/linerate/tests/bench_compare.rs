@@ -372,3 +372,78 @@ fn wrong_variants_and_clients_are_usage_errors() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+/// `bench cold` once at a tiny size: both default variants, each round's cold files
+/// dropped from the page cache and fetched whole beside a hot load, every metric judged.
+#[test]
+fn bench_cold_compares_the_disk_helpers_with_inline_reads() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (code, stdout, err) = linerate(&[
+        "bench",
+        "cold",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--files",
+        "3",
+        "--size",
+        "256K",
+        "-d",
+        "0.6",
+        "-c",
+        "2",
+        "-i",
+        "3",
+        "--out",
+        out.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(server_field(&v, "name"), ["helpers", "inline"]);
+    assert!(server_field(&v, "config")[1].contains("\"--disk-helpers\" \"0\""));
+    for rs in v["runs"].as_array().unwrap() {
+        let rs = rs.as_array().unwrap();
+        assert_eq!(rs.len(), 3);
+        for r in rs {
+            assert_eq!(r["cold"]["requests"], 3, "{r}");
+            assert_eq!(r["cold"]["body_bytes"], 3 * 256 * 1024, "{r}");
+            assert!(r["hot"]["requests"].as_u64().unwrap() > 0, "{r}");
+            assert_eq!(errors(&r["hot"]) + errors(&r["cold"]), 0, "{r}");
+        }
+    }
+    let verdicts = v["judged"]["verdicts"].as_array().unwrap();
+    assert_eq!(
+        verdicts.len(),
+        5,
+        "five metrics, one variant against the baseline"
+    );
+    assert!(verdicts.iter().all(|x| x["baseline"] == "helpers"));
+    // Peers are not what it measures; a tmpfs directory cannot be made cold.
+    let (code, _, err) = linerate(&["bench", "cold", "--servers", "nginx"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--servers nginx"), "{err}");
+    if std::fs::read_to_string("/proc/mounts")
+        .unwrap()
+        .lines()
+        .any(|l| l.split_whitespace().nth(1) == Some("/dev/shm") && l.contains("tmpfs"))
+    {
+        let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+        let (code, _, err) = linerate(&[
+            "bench",
+            "cold",
+            "--dir",
+            shm.path().to_str().unwrap(),
+            "--files",
+            "1",
+            "--size",
+            "64K",
+            "-d",
+            "0.2",
+            "-i",
+            "3",
+        ]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("disk file system"), "{err}");
+    }
+}

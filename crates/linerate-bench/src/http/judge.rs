@@ -21,12 +21,10 @@ pub struct Judged {
     pub reports: Vec<(&'static str, &'static str, String)>,
 }
 
-type Extract = fn(&HttpResult) -> Option<f64>;
-
 /// The metrics of a series: requests/s (higher is better), p99 latency and server CPU
 /// per request (lower is better) are judged; the rest are kept as samples. (name, unit,
 /// value, the better direction if judged).
-pub const METRICS: [(&str, &str, Extract, Option<Better>); 5] = [
+pub const METRICS: [Metric<HttpResult>; 5] = [
     (
         "requests_per_second",
         "requests/s",
@@ -69,12 +67,32 @@ pub fn judge(
     workload: &str,
     confidence: linerate_stat::Confidence,
 ) -> io::Result<Judged> {
+    judge_metrics(&METRICS, labels, runs, out, workload, confidence)
+}
+
+/// A metric of runs of type `T`: (name, unit, value, the better direction if judged).
+pub type Metric<T> = (
+    &'static str,
+    &'static str,
+    fn(&T) -> Option<f64>,
+    Option<Better>,
+);
+
+/// [`judge`] over any kind of run and any table of metrics.
+pub fn judge_metrics<T>(
+    metrics: &[Metric<T>],
+    labels: &[String],
+    runs: &[Vec<T>],
+    out: Option<&Path>,
+    workload: &str,
+    confidence: linerate_stat::Confidence,
+) -> io::Result<Judged> {
     let mut j = Judged {
         samples: serde_json::Map::new(),
         verdicts: Vec::new(),
         reports: Vec::new(),
     };
-    for (metric, unit, extract, judged) in METRICS {
+    for &(metric, unit, extract, judged) in metrics {
         let sets: Option<Vec<Samples>> = labels
             .iter()
             .zip(runs)

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-pub use judge::{judge, Judged, METRICS};
+pub use judge::{judge, judge_metrics, Judged, Metric, METRICS};
 pub use workload::{Item, Workload};
 
 /// How long a run lasts.

@@ -233,7 +233,7 @@ pub fn size_file_name(bytes: u64) -> String {
 }
 
 /// Writes one generated file (skipped when one of that length and content is there).
-fn write_generated(root: &Path, rel: &str, len: u64) -> io::Result<PathBuf> {
+pub fn write_generated(root: &Path, rel: &str, len: u64) -> io::Result<PathBuf> {
     let path = root.join(rel);
     if let Some(parent) = path.parent() {
         fs::create_dir_all(parent)?;
