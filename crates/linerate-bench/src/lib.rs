@@ -1,6 +1,7 @@
 //! linerate's measurement kit: the discard sink (netserver's role), the stream benchmark
 //! (netperf TCP_STREAM / TCP_SENDFILE's role), CPU accounting, and the two-namespace
-//! topology the transmit measurements need, and the HTTP load generator (wrk's role).
+//! topology the transmit measurements need, seed 000's table over a grid of stream runs,
+//! and the HTTP load generator (wrk's role).
 //!
 //! Benchmarks return plain data (serde-serializable results) and leave statistics to
 //! `linerate stat`; the binary prints them.
@@ -18,6 +19,7 @@ pub mod series;
 pub mod sink;
 pub mod soak;
 pub mod stream;
+pub mod table;
 
 /// Set by SIGINT/SIGTERM handlers; long loops stop when it is set.
 pub type StopFlag = std::sync::Arc<std::sync::atomic::AtomicBool>;

@@ -6,6 +6,7 @@
 mod compare_cmd;
 mod http_cmd;
 mod soak_cmd;
+mod table_cmd;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,7 +22,6 @@ use linerate_bench::stream::{
     self, Limit, NetnsSettings, StreamConfig, StreamResult, StreamSource,
 };
 use linerate_bench::StopFlag;
-use linerate_stat::Better;
 use linerate_tx::{Strategy, TxConfig};
 
 /// Exit status for usage errors (sysexits' EX_USAGE).
@@ -67,7 +67,8 @@ enum Bench {
     /// One TCP stream from a file or memory by one transmit strategy (netperf
     /// TCP_STREAM / TCP_SENDFILE). With no arguments: 10 s of batched sendfile of a
     /// generated 64 MiB file to a sink started on loopback. With -i and --compare:
-    /// variants run interleaved and are compared by Student's t (ministat).
+    /// variants run interleaved and are compared by Student's t (ministat). With
+    /// --table: seed 000's table, a grid of paths, buffers, send sizes and strategies.
     #[command(args_override_self = true)]
     Stream(Box<StreamArgs>),
     /// HTTP/1.1 load (wrk's role): keep-alive or a connection per request, pipelining,
@@ -271,9 +272,9 @@ struct StreamArgs {
         conflicts_with = "netns"
     )]
     host: Option<SocketAddr>,
-    /// Seconds to send for.
-    #[arg(short = 'l', long = "length", value_name = "SECONDS", default_value = "10", value_parser = parse_seconds, conflicts_with = "bytes")]
-    length: Duration,
+    /// Seconds to send for [default: 10; 3 with --table].
+    #[arg(short = 'l', long = "length", value_name = "SECONDS", value_parser = parse_seconds, conflicts_with = "bytes")]
+    length: Option<Duration>,
     /// Send this many bytes instead of sending for a time.
     #[arg(short = 'n', long = "bytes", value_name = "BYTES", value_parser = parse_positive_size_u64)]
     bytes: Option<u64>,
@@ -340,14 +341,16 @@ struct StreamArgs {
     /// With --netns: TSO and GSO on the veth pair.
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
     tso: bool,
-    /// Runs per variant (at least 3 for statistics); variants are interleaved.
-    #[arg(short = 'i', long = "iterations", value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1000))]
-    iterations: u32,
+    /// Runs per variant (at least 3 for statistics); variants are interleaved
+    /// [default: 1; 5 with --table].
+    #[arg(short = 'i', long = "iterations", value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    iterations: Option<u32>,
     /// Variants to compare, comma-separated; each is a strategy name and/or options
     /// that override the others: "sendfile-4k,sendfile" or "-s 32K,-s 128K".
     #[arg(long, value_name = "A,B[,...]", allow_hyphen_values = true)]
     compare: Option<String>,
-    /// Write each metric's samples here, one ministat file per variant and metric.
+    /// Write each metric's samples here, one ministat file per variant and metric
+    /// (with --table: raw.jsonl and samples/ [default: bench-out/seed000]).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Confidence of the comparisons: 80, 90, 95, 98, 99 or 99.5.
@@ -356,6 +359,29 @@ struct StreamArgs {
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+    /// Seed 000's table: every cell of --paths × --bufs (-s and -S) × --sizes (-m) ×
+    /// --strategies runs -i times, interleaved (the strategy innermost, the rounds
+    /// outermost); raw results go to OUT/raw.jsonl, samples to OUT/samples/. Prints a
+    /// markdown table per path (mean ± standard deviation) and seed 000's two bars over
+    /// netns TSO on (sendfile-4k and sendfile-chunk-64K against sendfile, sender service
+    /// demand) judged by Student's t and the paired reading.
+    #[arg(long, conflicts_with_all = ["host", "compare", "netns", "sndbuf", "rcvbuf", "send_size", "strategy", "chunk"])]
+    table: bool,
+    /// With --table: the paths, comma-separated: loopback, on (--netns --tso on), off
+    /// (--netns --tso off); a namespace path that cannot be built is skipped with one
+    /// line [default: loopback,on,off].
+    #[arg(long, value_name = "LIST", requires = "table")]
+    paths: Option<String>,
+    /// With --table: the socket buffers (-s and -S), comma-separated [default: 32K,64K,128K].
+    #[arg(long, value_name = "LIST", requires = "table")]
+    bufs: Option<String>,
+    /// With --table: the send sizes (-m), comma-separated [default: 64K,1M].
+    #[arg(long = "sizes", value_name = "LIST", requires = "table")]
+    send_sizes: Option<String>,
+    /// With --table: the strategies, comma-separated [default:
+    /// copy,sendfile-4k,sendfile-chunk-64K,sendfile,splice,zerocopy].
+    #[arg(long, value_name = "LIST", requires = "table")]
+    strategies: Option<String>,
 }
 
 /// `bench stream`'s arguments alone, to parse a --compare variant over the others.
@@ -940,7 +966,7 @@ fn stream_config(a: &StreamArgs) -> Result<StreamConfig, String> {
         target: a.host,
         limit: match a.bytes {
             Some(n) => Limit::Bytes(n),
-            None => Limit::Time(a.length),
+            None => Limit::Time(a.length.unwrap_or(Duration::from_secs(10))),
         },
         source: match (&a.file, a.memory) {
             (Some(p), _) => StreamSource::File(p.clone()),
@@ -976,12 +1002,16 @@ fn variant_words(variant: &str) -> Vec<String> {
 }
 
 fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
+    if a.table {
+        return table_cmd::run_table(&a);
+    }
     let base = match stream_config(&a) {
         Ok(c) => c,
         Err(e) => return Ok(usage_error(&e)),
     };
     let stop = stop_flag()?;
-    if a.compare.is_none() && a.iterations == 1 {
+    let iterations = a.iterations.unwrap_or(1);
+    if a.compare.is_none() && iterations == 1 {
         let r = stream::run(&base, &stop)?;
         if a.json {
             println!("{}", serde_json::to_string_pretty(&r)?);
@@ -990,7 +1020,7 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    if a.iterations < 3 {
+    if iterations < 3 {
         return Ok(usage_error(
             "-i: statistics need at least 3 runs per variant",
         ));
@@ -1020,13 +1050,10 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
             Err(e) => return Ok(usage_error(&format!("--compare variant '{label}': {e}"))),
         }
     }
-    let total = a.iterations as usize * configs.len();
+    let total = iterations as usize * configs.len();
     let mut done = 0;
-    let runs = linerate_bench::series::interleave(
-        &configs,
-        a.iterations as usize,
-        &stop,
-        |cfg, round| {
+    let runs =
+        linerate_bench::series::interleave(&configs, iterations as usize, &stop, |cfg, round| {
             let r = stream::run(cfg, &stop)?;
             done += 1;
             if !a.json {
@@ -1039,42 +1066,12 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             Ok::<_, stream::StreamError>(r)
-        },
-    )?;
-    type Extract = fn(&StreamResult) -> f64;
-    // (name, unit, value, the better direction if judged).
-    let metrics: [(&str, &str, Extract, Option<Better>); 6] = [
-        (
-            "throughput",
-            "10^6bits/s",
-            |r| r.throughput_mbps,
-            Some(Better::Higher),
-        ),
-        (
-            "sender_sd",
-            "sender us/KB",
-            |r| r.sender.service_demand_us_per_kb,
-            Some(Better::Lower),
-        ),
-        (
-            "receiver_sd",
-            "receiver us/KB",
-            |r| r.receiver.map_or(0.0, |c| c.service_demand_us_per_kb),
-            None,
-        ),
-        (
-            "machine_sd",
-            "machine us/KB",
-            |r| r.machine.service_demand_us_per_kb,
-            None,
-        ),
-        ("syscalls_per_mb", "calls/MB", |r| r.per_mb.syscalls, None),
-        ("wakeups_per_mb", "wake-ups/MB", |r| r.per_mb.wakeups, None),
-    ];
+        })?;
     let mut samples = serde_json::Map::new();
     let mut verdicts = Vec::new();
     let mut reports = serde_json::Map::new();
-    for (metric, unit, extract, judged) in metrics {
+    for m in &stream::METRICS {
+        let (metric, unit, extract, judged) = (m.name, m.unit, m.value, m.better);
         let sets: Vec<linerate_bench::series::Samples> = labels
             .iter()
             .zip(&runs)
@@ -1110,7 +1107,7 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
     if a.json {
         let out = serde_json::json!({
             "variants": labels,
-            "iterations": a.iterations,
+            "iterations": iterations,
             "confidence": a.confidence.percent(),
             "samples": samples,
             "verdicts": verdicts,
