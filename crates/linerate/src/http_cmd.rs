@@ -636,7 +636,7 @@ pub struct IdleArgs {
     url: Option<String>,
     /// Connections to open and hold (capped by this process's descriptor limit, which
     /// is raised to its hard limit first) [default: 10000].
-    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    #[arg(short = 'c', long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     connections: Option<u32>,
     /// Seconds to hold them before the probe request on a new connection [default: 0].
     #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]

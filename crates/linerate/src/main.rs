@@ -60,6 +60,19 @@ enum Command {
         #[command(subcommand)]
         bench: Bench,
     },
+    /// Print a shell completion script for SHELL (bash, zsh, fish, elvish or
+    /// powershell) on stdout.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write man pages (linerate.1 and one per subcommand, linerate-serve.1, …) into
+    /// DIR.
+    Man {
+        /// Directory to write them into (made if missing).
+        dir: PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -514,6 +527,12 @@ fn main() -> ExitCode {
         Command::Stat { args } => Ok(run_stat(&args)),
         Command::Serve(a) => run_serve(*a),
         Command::Sink(a) => run_sink(*a),
+        Command::Completions { shell } => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "linerate", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man { dir } => write_man_pages(&dir),
         Command::Bench {
             bench: Bench::Stream(a),
         } => run_stream(*a),
@@ -891,6 +910,31 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     linerate_server::serve(cfg, &control, &announce)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `linerate man DIR`: a page per command, named as `man` finds them
+/// (`linerate-bench-http.1` for `linerate bench http`).
+fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("making {}", dir.display()))?;
+    let cmd = <Cli as clap::CommandFactory>::command();
+    let written = man_pages(&cmd, "linerate", dir)?;
+    println!("wrote {written} man pages in {}", dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn man_pages(cmd: &clap::Command, name: &str, dir: &std::path::Path) -> anyhow::Result<usize> {
+    use anyhow::Context;
+    let cmd = cmd.clone().name(name.to_string());
+    let mut page = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+    let path = dir.join(format!("{name}.1"));
+    std::fs::write(&path, page).with_context(|| format!("writing {}", path.display()))?;
+    let mut n = 1;
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        n += man_pages(sub, &format!("{name}-{}", sub.get_name()), dir)?;
+    }
+    Ok(n)
 }
 
 /// The URL a person would open for a listening address: the loopback address of the

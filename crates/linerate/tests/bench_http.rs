@@ -436,7 +436,7 @@ fn bench_idle_holds_connections_and_reads_the_servers_memory() {
         "bench",
         "idle",
         &url,
-        "-n",
+        "-c",
         "50",
         "--server-pid",
         &pid,
@@ -451,11 +451,11 @@ fn bench_idle_holds_connections_and_reads_the_servers_memory() {
     let with = v["server_with"]["descriptors"].as_u64().unwrap();
     assert!(with >= before + 50, "{v}");
     assert!(v["rss_bytes_per_connection"].is_number(), "{v}");
-    let (code, out, _) = linerate(&["bench", "idle", &url, "-n", "5"]);
+    let (code, out, _) = linerate(&["bench", "idle", &url, "-c", "5"]);
     assert_eq!(code, 0);
     assert!(out.contains("5 of 5 held"), "{out}");
     // Bad input: a usage error naming the cause.
-    let (code, _, err) = linerate(&["bench", "idle", "ftp://x/", "-n", "5"]);
+    let (code, _, err) = linerate(&["bench", "idle", "ftp://x/", "-c", "5"]);
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("only http://"), "{err}");
     let (code, _, err) = linerate(&["bench", "idle", &url, "--server-pid", "4000000000"]);
@@ -481,7 +481,7 @@ fn bench_idle_compares_servers_it_starts_round_by_round() {
         "a=",
         "--variant",
         "b=--small-file 0",
-        "-n",
+        "-c",
         "40",
         "-i",
         "3",

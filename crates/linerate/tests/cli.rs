@@ -497,3 +497,36 @@ fn stat_help_exits_0_and_dash_h_stays_ministats() {
     let top = run(&["--help"]);
     assert!(String::from_utf8_lossy(&top.stdout).contains("linerate stat --help"));
 }
+
+#[test]
+fn completions_and_man_pages_come_from_the_command_definitions() {
+    let out = run(&["completions", "bash"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("complete -F"), "not a bash completion");
+    for word in ["serve", "bench", "compare", "--variant", "--expect-status"] {
+        assert!(text.contains(word), "bash completion lacks {word}");
+    }
+    let out = run(&["completions", "zsh"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("#compdef linerate"));
+    assert_fails(&["completions", "tcsh"], 64, "tcsh");
+    let dir = tempfile::tempdir().unwrap();
+    let man = dir.path().join("man1");
+    let out = run(&["man", man.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let serve = std::fs::read_to_string(man.join("linerate-serve.1")).unwrap();
+    assert!(
+        serve.starts_with(".ie"),
+        "{}",
+        &serve[..80.min(serve.len())]
+    );
+    assert!(serve.contains(".TH linerate-serve 1"), "no title line");
+    assert!(serve.contains("disk\\-helpers"), "the flags are in it");
+    for page in ["linerate.1", "linerate-bench-http.1", "linerate-stat.1"] {
+        assert!(man.join(page).exists(), "{page}");
+    }
+}
