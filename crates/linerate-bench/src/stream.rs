@@ -3,7 +3,7 @@
 //!
 //! The sender is this process (one thread, pinned when asked); the sink is a separate
 //! `linerate sink` process, started here on loopback or in the sink namespace of a
-//! [`Topology`](crate::netns::Topology), or any sink at `-H`. CPU is reported three ways:
+//! [`Topology`](crate::netns::Topology), or any sink at `--host`. CPU is reported three ways:
 //! the sender thread's own, the sink's own (from its report), and machine-wide from
 //! `/proc/stat`, with softirq time apart.
 

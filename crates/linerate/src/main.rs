@@ -277,19 +277,16 @@ struct SinkArgs {
 
 #[derive(Args, Debug)]
 struct StreamArgs {
-    /// Sink to send to (a running `linerate sink`); default: start one on loopback.
-    #[arg(
-        short = 'H',
-        long = "host",
-        value_name = "HOST:PORT",
-        conflicts_with = "netns"
-    )]
+    /// Sink to send to (a running `linerate sink`; netperf's -H, long only here since
+    /// -H is a request header in `bench http`); default: start one on loopback.
+    #[arg(long = "host", value_name = "HOST:PORT", conflicts_with = "netns")]
     host: Option<SocketAddr>,
     /// Seconds to send for [default: 10; 3 with --table].
     #[arg(short = 'l', long = "length", value_name = "SECONDS", value_parser = parse_seconds, conflicts_with = "bytes")]
     length: Option<Duration>,
-    /// Send this many bytes instead of sending for a time.
-    #[arg(short = 'n', long = "bytes", value_name = "BYTES", value_parser = parse_positive_size_u64)]
+    /// Send this many bytes instead of sending for a time (long only: -n is a request
+    /// count in `bench http`).
+    #[arg(long = "bytes", value_name = "BYTES", value_parser = parse_positive_size_u64)]
     bytes: Option<u64>,
     /// File to send (sent whole, repeatedly); default: a generated temporary file.
     #[arg(
@@ -366,8 +363,9 @@ struct StreamArgs {
     /// (with --table: raw.jsonl and samples/ [default: bench-out/seed000]).
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// Confidence of the comparisons: 80, 90, 95, 98, 99 or 99.5.
-    #[arg(short = 'c', long = "confidence", default_value = "95", value_parser = parse_confidence)]
+    /// Confidence of the comparisons: 80, 90, 95, 98, 99 or 99.5 (long only: -c is a
+    /// connection count in the other benchmarks).
+    #[arg(long = "confidence", default_value = "95", value_parser = parse_confidence)]
     confidence: linerate_stat::Confidence,
     /// Print the result as JSON.
     #[arg(long)]

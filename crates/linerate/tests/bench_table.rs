@@ -47,7 +47,7 @@ const SMALL: [&str; 16] = [
     "64K",
     "-i",
     "3",
-    "-n",
+    "--bytes",
     "1M",
     "--size",
     "1M",
@@ -189,7 +189,7 @@ fn table_over_namespaces_judges_the_bars() {
         "sendfile-4k,sendfile",
         "-i",
         "3",
-        "-n",
+        "--bytes",
         "2M",
         "--size",
         "1M",
@@ -243,7 +243,7 @@ fn table_over_namespaces_judges_the_bars() {
 #[test]
 fn table_usage_errors_name_the_flag() {
     let cases: [(&[&str], &str); 9] = [
-        (&["--table", "-H", "127.0.0.1:9"], "--host"),
+        (&["--table", "--host", "127.0.0.1:9"], "--host"),
         (&["--table", "--strategy", "copy"], "--strategy"),
         (&["--table", "-s", "64K"], "-s"),
         (&["--table", "--netns"], "--netns"),

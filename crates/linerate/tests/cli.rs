@@ -42,7 +42,7 @@ fn stream_runs_with_every_strategy_and_counts_bytes_both_ends() {
             "stream",
             "--strategy",
             s,
-            "-n",
+            "--bytes",
             "3M",
             "--size",
             "1M",
@@ -87,7 +87,7 @@ fn stream_from_memory_and_from_a_given_file() {
         "--memory",
         "--size",
         "256K",
-        "-n",
+        "--bytes",
         "1M",
         "--strategy",
         "copy",
@@ -99,7 +99,7 @@ fn stream_from_memory_and_from_a_given_file() {
     std::fs::write(f.path(), vec![7u8; 100_000]).unwrap();
     let p = f.path().to_str().unwrap();
     let v = json(&run(&[
-        "bench", "stream", "-F", p, "-n", "250000", "--json",
+        "bench", "stream", "-F", p, "--bytes", "250000", "--json",
     ]));
     assert_eq!(v["bytes"], 250_000);
     assert_eq!(v["sink_bytes"], 250_000);
@@ -128,7 +128,7 @@ fn sink_reports_what_a_remote_sender_sent() {
         .expect("announces its address")
         .to_string();
     let v = json(&run(&[
-        "bench", "stream", "-H", &addr, "-n", "2M", "--size", "1M", "--json",
+        "bench", "stream", "--host", &addr, "--bytes", "2M", "--size", "1M", "--json",
     ]));
     assert_eq!(v["path"], "remote");
     assert_eq!(v["sink_bytes"], 2 << 20);
@@ -188,9 +188,9 @@ fn bad_input_names_the_cause() {
         &[
             "bench",
             "stream",
-            "-H",
+            "--host",
             &format!("127.0.0.1:{port}"),
-            "-n",
+            "--bytes",
             "1M",
         ],
         2,
@@ -242,7 +242,7 @@ fn unreadable_file_is_refused() {
     let p = d.path().join("secret");
     std::fs::write(&p, b"x").unwrap();
     std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o000)).unwrap();
-    let Some(out) = run_as_nobody(&["bench", "stream", "-F", p.to_str().unwrap(), "-n", "1"])
+    let Some(out) = run_as_nobody(&["bench", "stream", "-F", p.to_str().unwrap(), "--bytes", "1"])
     else {
         eprintln!("skipped: cannot run as an unprivileged user here (root reads any file)");
         return;
@@ -258,7 +258,7 @@ fn unreadable_file_is_refused() {
 #[test]
 fn netns_runs_between_two_namespaces_and_cleans_up() {
     if !is_root() {
-        let out = run(&["bench", "stream", "--netns", "-n", "1M"]);
+        let out = run(&["bench", "stream", "--netns", "--bytes", "1M"]);
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("needs root"));
         return;
@@ -266,7 +266,8 @@ fn netns_runs_between_two_namespaces_and_cleans_up() {
     for tso in ["on", "off"] {
         let child = linerate()
             .args([
-                "bench", "stream", "--netns", "--tso", tso, "-n", "4M", "--size", "1M", "--json",
+                "bench", "stream", "--netns", "--tso", tso, "--bytes", "4M", "--size", "1M",
+                "--json",
             ])
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -287,7 +288,7 @@ fn netns_runs_between_two_namespaces_and_cleans_up() {
 
 #[test]
 fn netns_as_an_unprivileged_user_says_it_needs_root() {
-    let Some(out) = run_as_nobody(&["bench", "stream", "--netns", "-n", "1M"]) else {
+    let Some(out) = run_as_nobody(&["bench", "stream", "--netns", "--bytes", "1M"]) else {
         eprintln!("skipped: cannot run as an unprivileged user here");
         return;
     };
@@ -356,7 +357,7 @@ fn compare_interleaves_variants_and_prints_verdicts() {
     let out = run(&[
         "bench",
         "stream",
-        "-n",
+        "--bytes",
         "2M",
         "--size",
         "1M",
@@ -409,7 +410,7 @@ fn compare_human_output_ends_with_the_statistics() {
     let out = run(&[
         "bench",
         "stream",
-        "-n",
+        "--bytes",
         "1M",
         "--size",
         "1M",
@@ -417,7 +418,7 @@ fn compare_human_output_ends_with_the_statistics() {
         "3",
         "--compare",
         "copy,-m 16K",
-        "-c",
+        "--confidence",
         "90",
     ]);
     assert!(
@@ -469,13 +470,13 @@ fn compare_refuses_bad_variants_before_running() {
             "stream",
             "-i",
             "3",
-            "-c",
+            "--confidence",
             "97",
             "--compare",
             "copy,sendfile",
         ],
         64,
-        "-c",
+        "--confidence",
     );
 }
 
