@@ -224,7 +224,8 @@ impl Stats {
         c.store(n, Ordering::Relaxed);
     }
 
-    fn get(c: &AtomicU64) -> u64 {
+    /// Reads a counter.
+    pub fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
     }
 
@@ -287,4 +288,95 @@ pub(crate) struct Disk {
     /// The residency epoch, counted in worker ticks from 1 (an entry's 0 means never
     /// probed resident): a probe's "all resident" holds until it ends.
     pub epoch: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// Waits until the inbox has `n` finished jobs (the helpers run on their own).
+    fn wait_done(inbox: &Inbox, n: usize) -> Vec<Done> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut got = Vec::new();
+        while got.len() < n {
+            assert!(Instant::now() < deadline, "helpers did not answer");
+            got.extend(inbox.take());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        got
+    }
+
+    #[test]
+    fn helpers_read_each_window_and_answer_the_connection_that_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, vec![7u8; 3 * READ_CHUNK + 100]).unwrap();
+        let file = Arc::new(File::open(&p).unwrap());
+        let inbox = Arc::new(Inbox::new().unwrap());
+        std::thread::scope(|s| {
+            let jobs = start_helpers(s, 2);
+            let ask = |conn, serial, offset, len| {
+                jobs.send(Job {
+                    file: Arc::clone(&file),
+                    offset,
+                    len,
+                    conn,
+                    serial,
+                    inbox: Arc::clone(&inbox),
+                })
+                .unwrap();
+            };
+            // A window of several read chunks, one at the end that the file cuts short,
+            // and one wholly past the end.
+            ask(1, 10, 0, 2 * READ_CHUNK as u64 + 5);
+            ask(2, 20, 3 * READ_CHUNK as u64, 1000);
+            ask(3, 30, 4 * READ_CHUNK as u64, 10);
+            let mut done = wait_done(&inbox, 3);
+            done.sort_by_key(|d| d.conn);
+            let got: Vec<_> = done
+                .iter()
+                .map(|d| (d.conn, d.serial, d.offset, d.len, d.read))
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    (
+                        1,
+                        10,
+                        0,
+                        2 * READ_CHUNK as u64 + 5,
+                        2 * READ_CHUNK as u64 + 5
+                    ),
+                    (2, 20, 3 * READ_CHUNK as u64, 1000, 100),
+                    (3, 30, 4 * READ_CHUNK as u64, 10, 0),
+                ]
+            );
+            // Dropping the last sender ends the helpers, so the scope returns.
+            drop(jobs);
+        });
+        assert!(inbox.take().is_empty(), "taken once");
+    }
+
+    #[test]
+    fn the_status_page_sums_every_workers_counters() {
+        let a = Arc::new(Stats::default());
+        let b = Arc::new(Stats::default());
+        Stats::add(&a.requests, 3);
+        Stats::add(&b.requests, 4);
+        Stats::add(&b.misses, 2);
+        Stats::set(&a.small_bytes_held, 100);
+        Stats::set(&a.small_bytes_held, 40);
+        Stats::add(&b.forbidden, 1);
+        let j = Stats::json(&[a, b]);
+        assert_eq!(j["workers"], 2);
+        assert_eq!(j["requests"], 7);
+        assert_eq!(j["disk"]["misses"], 2);
+        assert_eq!(
+            j["small_files"]["bytes_held"], 40,
+            "a gauge is set, not added"
+        );
+        assert_eq!(j["errors"]["forbidden_403"], 1);
+        assert_eq!(j["errors"]["unavailable_503"], 0);
+    }
 }

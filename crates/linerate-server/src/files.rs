@@ -495,3 +495,191 @@ pub(crate) fn read_range(file: &File, offset: u64, len: u64, mut nowait: bool) -
     }
     Some(buf)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// A cache over `root`: `max` entries, small files up to `small` bytes within
+    /// `budget`, plain reads (tmpfs cannot say "would block").
+    fn cache(root: &Path, max: usize, small: u64, budget: u64) -> (FileCache, Arc<Stats>) {
+        let fd = linerate_sys::fs::open_directory(root).unwrap();
+        let stats = Arc::new(Stats::default());
+        let c = FileCache::new(
+            OwnedFd::from(fd),
+            max,
+            (small, budget),
+            false,
+            Arc::clone(&stats),
+        );
+        (c, stats)
+    }
+
+    fn file(found: Found) -> Rc<Entry> {
+        match found {
+            Found::File(e) => e,
+            Found::Dir => panic!("a directory"),
+            Found::Missing => panic!("missing"),
+            Found::Forbidden => panic!("forbidden"),
+            Found::Unavailable => panic!("unavailable"),
+        }
+    }
+
+    #[test]
+    fn a_hit_is_the_same_entry_and_a_small_file_is_held() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::write(root.path().join("a.txt"), b"hello").unwrap();
+        let (mut c, _) = cache(root.path(), 100, 16 << 10, 1 << 20);
+        let first = file(c.lookup(b"a.txt"));
+        assert_eq!(first.meta.size, 5);
+        assert_eq!(first.contents().as_deref(), Some(&b"hello"[..]));
+        assert_eq!(first.content_type, "text/plain");
+        c.note_read();
+        let again = file(c.lookup(b"a.txt"));
+        assert!(Rc::ptr_eq(&first, &again), "a hit opens nothing new");
+    }
+
+    #[test]
+    fn a_rewritten_file_is_never_served_stale() {
+        let root = tempfile::tempdir().unwrap();
+        let p = root.path().join("a.txt");
+        std::fs::write(&p, b"aaaa").unwrap();
+        let (mut c, _) = cache(root.path(), 100, 16 << 10, 1 << 20);
+        let before = file(c.lookup(b"a.txt"));
+        // The same size, most likely within the same tick of the file clock: only the
+        // inotify event (or the inode) tells it apart.
+        std::fs::write(&p, b"bbbb").unwrap();
+        c.note_read();
+        let after = file(c.lookup(b"a.txt"));
+        assert_eq!(after.contents().as_deref(), Some(&b"bbbb"[..]));
+        assert!(!Rc::ptr_eq(&before, &after));
+        // Replaced by another inode of another size.
+        let tmp = root.path().join("new");
+        std::fs::write(&tmp, b"cc").unwrap();
+        std::fs::rename(&tmp, &p).unwrap();
+        c.note_read();
+        let replaced = file(c.lookup(b"a.txt"));
+        assert_eq!(replaced.meta.size, 2);
+        assert_eq!(replaced.contents().as_deref(), Some(&b"cc"[..]));
+        std::fs::remove_file(&p).unwrap();
+        c.note_read();
+        assert!(matches!(c.lookup(b"a.txt"), Found::Missing));
+    }
+
+    #[test]
+    fn directories_special_files_and_escaping_links() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("d")).unwrap();
+        std::fs::write(outside.path().join("secret"), b"no").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), root.path().join("out")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.path().join("outdir")).unwrap();
+        std::os::unix::fs::symlink("d", root.path().join("in")).unwrap();
+        std::fs::write(root.path().join("d/x"), b"x").unwrap();
+        let fifo = root.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success());
+        let (mut c, _) = cache(root.path(), 100, 16 << 10, 1 << 20);
+        assert!(matches!(c.lookup(b"d"), Found::Dir));
+        assert!(matches!(c.lookup(b"nothing"), Found::Missing));
+        assert!(matches!(c.lookup(b"fifo"), Found::Missing), "never opened");
+        assert!(
+            matches!(c.lookup(b"out"), Found::Missing),
+            "a link out of the root"
+        );
+        assert!(matches!(c.lookup(b"outdir"), Found::Missing));
+        assert!(matches!(c.lookup(b"outdir/secret"), Found::Missing));
+        assert_eq!(
+            file(c.lookup(b"in/x")).contents().as_deref(),
+            Some(&b"x"[..])
+        );
+    }
+
+    #[test]
+    fn small_contents_stay_within_the_budget_largest_given_up_first() {
+        let root = tempfile::tempdir().unwrap();
+        for (name, len) in [("a", 4000usize), ("b", 3000), ("c", 2000), ("d", 1000)] {
+            std::fs::write(root.path().join(name), vec![b'x'; len]).unwrap();
+        }
+        let (mut c, stats) = cache(root.path(), 100, 16 << 10, 8000);
+        let a = file(c.lookup(b"a"));
+        let b = file(c.lookup(b"b"));
+        assert!(a.contents().is_some() && b.contents().is_some());
+        // 7,000 held; 2,000 more is past 8,000: the largest goes until 6,000 - 2,000.
+        let cc = file(c.lookup(b"c"));
+        assert!(cc.contents().is_some());
+        assert!(a.contents().is_none(), "the largest is given up");
+        assert!(matches!(*a.small.borrow(), Small::Evicted));
+        assert_eq!(Stats::get(&stats.small_evictions), 1);
+        let held = Stats::get(&stats.small_bytes_held);
+        assert!(held <= 8000, "{held}");
+        assert_eq!(held, 5000);
+        // Once given up, not read again until the cache starts over.
+        c.note_read();
+        assert!(file(c.lookup(b"a")).contents().is_none());
+        // A file above the small-file size or the whole budget is never held.
+        std::fs::write(root.path().join("big"), vec![b'y'; 20_000]).unwrap();
+        assert!(file(c.lookup(b"big")).contents().is_none());
+    }
+
+    #[test]
+    fn a_full_cache_starts_over() {
+        let root = tempfile::tempdir().unwrap();
+        for name in ["a", "b", "c"] {
+            std::fs::write(root.path().join(name), name).unwrap();
+        }
+        let (mut c, stats) = cache(root.path(), 2, 16 << 10, 1 << 20);
+        let a = file(c.lookup(b"a"));
+        file(c.lookup(b"b"));
+        assert_eq!(c.entries.len(), 2);
+        file(c.lookup(b"c"));
+        assert_eq!(c.entries.len(), 1, "emptied, then c");
+        assert_eq!(Stats::get(&stats.small_bytes_held), 1);
+        let a2 = file(c.lookup(b"a"));
+        assert!(!Rc::ptr_eq(&a, &a2), "opened again");
+    }
+
+    #[test]
+    fn listings_are_sorted_and_leave_dot_files_out_unless_asked() {
+        let root = tempfile::tempdir().unwrap();
+        for name in ["b", "a", ".hidden"] {
+            std::fs::write(root.path().join(name), name).unwrap();
+        }
+        std::fs::create_dir(root.path().join("c")).unwrap();
+        let (mut c, _) = cache(root.path(), 100, 16 << 10, 1 << 20);
+        let Ok(names) = c.list(b"", false) else {
+            panic!("no listing")
+        };
+        assert_eq!(
+            names,
+            [("a".into(), false), ("b".into(), false), ("c".into(), true)]
+        );
+        let Ok(all) = c.list(b"", true) else {
+            panic!("no listing")
+        };
+        assert_eq!(all.first(), Some(&(".hidden".to_string(), false)));
+        assert!(matches!(c.list(b"nope", false), Err(Found::Missing)));
+    }
+
+    #[test]
+    fn ranges_read_exactly_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"0123456789").unwrap();
+        let f = File::open(&p).unwrap();
+        assert_eq!(read_range(&f, 2, 3, false).as_deref(), Some(&b"234"[..]));
+        assert_eq!(read_range(&f, 0, 0, false).as_deref(), Some(&b""[..]));
+        assert_eq!(read_range(&f, 8, 5, false), None, "the file ends first");
+        // With nowait on a file system that cannot say, the read happens anyway.
+        assert_eq!(read_range(&f, 0, 4, true).as_deref(), Some(&b"0123"[..]));
+        assert_eq!(
+            read_whole(&f, 10, false).as_deref(),
+            Some(&b"0123456789"[..])
+        );
+        assert_eq!(read_whole(&f, 11, false), None, "not that size any more");
+    }
+}

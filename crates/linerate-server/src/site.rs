@@ -542,3 +542,181 @@ fn percent_encode(s: &str) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_http::request::{parse, Parse};
+    use std::os::fd::OwnedFd;
+
+    /// A site over a temporary root holding `a.txt` (5 bytes), `big.bin` (64 KiB, above
+    /// the small-file size), `dir/index.html`, `list/` (no index) and `<b> & c`.
+    fn site(autoindex: bool) -> (tempfile::TempDir, Site) {
+        let root = tempfile::tempdir().unwrap();
+        let p = root.path();
+        std::fs::write(p.join("a.txt"), b"hello").unwrap();
+        std::fs::write(p.join("big.bin"), vec![3u8; 64 << 10]).unwrap();
+        std::fs::create_dir(p.join("dir")).unwrap();
+        std::fs::write(p.join("dir/index.html"), b"<p>i</p>").unwrap();
+        std::fs::create_dir(p.join("list")).unwrap();
+        std::fs::write(p.join("list/<b> & c"), b"x").unwrap();
+        let mut cfg = Config::new(p.to_path_buf());
+        cfg.autoindex = autoindex;
+        cfg.status_path = Some("/.status".into());
+        cfg.access_log = crate::config::AccessLog::Off;
+        let stats = Arc::new(Stats::default());
+        let fd = OwnedFd::from(linerate_sys::fs::open_directory(p).unwrap());
+        let cache = FileCache::new(
+            fd,
+            100,
+            (cfg.small_file_bytes, 1 << 20),
+            false,
+            Arc::clone(&stats),
+        );
+        let all: Arc<[Arc<Stats>]> = vec![Arc::clone(&stats)].into();
+        let s = Site::new(Arc::new(cfg), cache, stats, all, None);
+        (root, s)
+    }
+
+    fn ask(s: &mut Site, head: &str) -> Response {
+        let text = format!("{head}\r\nHost: x\r\n\r\n");
+        match parse(text.as_bytes(), &s.limits()) {
+            Parse::Complete { request, .. } => s.respond(&request, SystemTime::now()),
+            _ => panic!("not a valid request: {head}"),
+        }
+    }
+
+    /// The head's text and the body's length as the parts say.
+    fn head_of(r: &Response) -> String {
+        match r.parts.front() {
+            Some(Part::Bytes(b)) => String::from_utf8_lossy(b).into_owned(),
+            _ => panic!("a response starts with its head"),
+        }
+    }
+
+    fn body_len(r: &Response) -> u64 {
+        r.parts.iter().skip(1).map(Part::len).sum()
+    }
+
+    #[test]
+    fn a_small_file_goes_from_memory_a_large_one_as_a_file_range() {
+        let (_root, mut s) = site(false);
+        let r = ask(&mut s, "GET /a.txt HTTP/1.1");
+        assert_eq!(r.status, Status::Ok);
+        let head = head_of(&r);
+        assert!(head.contains("Content-Length: 5\r\n"), "{head}");
+        assert!(head.contains("ETag: \""), "{head}");
+        assert!(matches!(r.parts.get(1), Some(Part::Shared(_, 0, 5))));
+        assert_eq!((r.body_bytes, body_len(&r)), (5, 5));
+        let r = ask(&mut s, "GET /big.bin HTTP/1.1");
+        assert!(matches!(r.parts.get(1), Some(Part::File(_, 0, 65536, _))));
+        assert_eq!(r.body_bytes, 65536);
+        // HEAD: the same head, no body.
+        let h = ask(&mut s, "HEAD /big.bin HTTP/1.1");
+        assert_eq!(h.parts.len(), 1);
+        assert_eq!(h.body_bytes, 0);
+        assert!(head_of(&h).contains("Content-Length: 65536\r\n"));
+    }
+
+    #[test]
+    fn ranges_single_and_multipart_add_up_to_their_length() {
+        let (_root, mut s) = site(false);
+        let r = ask(&mut s, "GET /big.bin HTTP/1.1\r\nRange: bytes=10-19");
+        assert_eq!(r.status, Status::PartialContent);
+        assert!(head_of(&r).contains("Content-Range: bytes 10-19/65536\r\n"));
+        assert_eq!(body_len(&r), 10);
+        let r = ask(
+            &mut s,
+            "GET /big.bin HTTP/1.1\r\nRange: bytes=0-0,100-199,-5",
+        );
+        assert_eq!(r.status, Status::PartialContent);
+        let head = head_of(&r);
+        assert!(head.contains("multipart/byteranges; boundary="), "{head}");
+        let declared: u64 = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Content-Length: "))
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert_eq!(declared, body_len(&r), "Content-Length is the parts' sum");
+        let r = ask(&mut s, "GET /big.bin HTTP/1.1\r\nRange: bytes=70000-");
+        assert_eq!(r.status, Status::RangeNotSatisfiable);
+        assert!(head_of(&r).contains("Content-Range: bytes */65536\r\n"));
+    }
+
+    #[test]
+    fn validators_give_304_and_failed_preconditions_412() {
+        let (_root, mut s) = site(false);
+        let head = head_of(&ask(&mut s, "GET /a.txt HTTP/1.1"));
+        let etag = head
+            .lines()
+            .find_map(|l| l.strip_prefix("ETag: "))
+            .unwrap()
+            .to_string();
+        let r = ask(
+            &mut s,
+            &format!("GET /a.txt HTTP/1.1\r\nIf-None-Match: {etag}"),
+        );
+        assert_eq!(r.status, Status::NotModified);
+        assert_eq!(r.parts.len(), 1, "no body");
+        let r = ask(&mut s, "GET /a.txt HTTP/1.1\r\nIf-Match: \"other\"");
+        assert_eq!(r.status, Status::PreconditionFailed);
+    }
+
+    #[test]
+    fn directories_redirect_serve_their_index_or_list_when_asked() {
+        let (_root, mut s) = site(false);
+        let r = ask(&mut s, "GET /dir?x=1 HTTP/1.1");
+        assert_eq!(r.status, Status::MovedPermanently);
+        assert!(head_of(&r).contains("Location: /dir/?x=1\r\n"));
+        let r = ask(&mut s, "GET /dir/ HTTP/1.1");
+        assert_eq!(r.status, Status::Ok);
+        assert_eq!(r.body_bytes, 8);
+        assert_eq!(ask(&mut s, "GET /list/ HTTP/1.1").status, Status::NotFound);
+        assert_eq!(ask(&mut s, "GET /a.txt/ HTTP/1.1").status, Status::NotFound);
+        let (_root, mut s) = site(true);
+        let r = ask(&mut s, "GET /list/ HTTP/1.1");
+        assert_eq!(r.status, Status::Ok);
+        let body: Vec<u8> = r
+            .parts
+            .iter()
+            .skip(1)
+            .flat_map(|p| match p {
+                Part::Bytes(b) => b.clone(),
+                _ => panic!("a listing is bytes"),
+            })
+            .collect();
+        let html = String::from_utf8(body).unwrap();
+        assert!(html.contains("href=\"%3Cb%3E%20%26%20c\""), "{html}");
+        assert!(html.contains("&lt;b&gt; &amp; c"), "{html}");
+    }
+
+    #[test]
+    fn methods_paths_and_the_status_page() {
+        let (_root, mut s) = site(false);
+        let r = ask(&mut s, "DELETE /a.txt HTTP/1.1");
+        assert_eq!(r.status, Status::MethodNotAllowed);
+        assert!(head_of(&r).contains("Allow: GET, HEAD\r\n"));
+        // docs/http.md F6: a `..` that would leave the root is 400.
+        assert_eq!(
+            ask(&mut s, "GET /%2e%2e/etc HTTP/1.1").status,
+            Status::BadRequest
+        );
+        assert_eq!(ask(&mut s, "GET /dir/../a.txt HTTP/1.1").status, Status::Ok);
+        assert_eq!(ask(&mut s, "GET /a%00 HTTP/1.1").status, Status::BadRequest);
+        let r = ask(&mut s, "GET /.status HTTP/1.1");
+        assert_eq!(r.status, Status::Ok);
+        assert!(head_of(&r).contains("application/json"));
+        // Every request so far is counted, this one too.
+        assert!(Stats::get(&s.stats.requests) >= 4);
+    }
+
+    #[test]
+    fn escaping_for_listings() {
+        assert_eq!(
+            html_escape("<a href=\"x\">&</a>"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
+        );
+        assert_eq!(percent_encode("a b%/ü~"), "a%20b%25%2F%C3%BC~");
+    }
+}
