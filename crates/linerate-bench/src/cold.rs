@@ -20,7 +20,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::compare::{peers, CompareError, ServerSpec};
-use crate::http::{self, workload, HttpConfig, HttpResult, Judged, Limit, Metric, Workload};
+use crate::http::{self, workload, HttpConfig, HttpResult, Limit, Workload};
+use crate::series::{Judged, Metric};
 
 /// What `bench cold` runs.
 #[derive(Clone, Debug)]
@@ -56,36 +57,36 @@ pub struct ColdRun {
 
 /// The metrics of a cold run, all judged.
 pub const METRICS: [Metric<ColdRun>; 5] = [
-    (
-        "hot_p99_us",
-        "us",
-        |r| Some(r.hot.latency_us.p99 as f64),
-        Some(linerate_stat::Better::Lower),
-    ),
-    (
-        "hot_p999_us",
-        "us",
-        |r| Some(r.hot.latency_us.p999 as f64),
-        Some(linerate_stat::Better::Lower),
-    ),
-    (
-        "hot_max_us",
-        "us",
-        |r| Some(r.hot.latency_us.max as f64),
-        Some(linerate_stat::Better::Lower),
-    ),
-    (
-        "hot_rps",
-        "requests/s",
-        |r| Some(r.hot.requests_per_second),
-        Some(linerate_stat::Better::Higher),
-    ),
-    (
-        "cold_mb_s",
-        "MB/s",
-        |r| Some(r.cold.megabytes_per_second),
-        Some(linerate_stat::Better::Higher),
-    ),
+    Metric {
+        name: "hot_p99_us",
+        unit: "us",
+        value: |r| Some(r.hot.latency_us.p99 as f64),
+        better: Some(linerate_stat::Better::Lower),
+    },
+    Metric {
+        name: "hot_p999_us",
+        unit: "us",
+        value: |r| Some(r.hot.latency_us.p999 as f64),
+        better: Some(linerate_stat::Better::Lower),
+    },
+    Metric {
+        name: "hot_max_us",
+        unit: "us",
+        value: |r| Some(r.hot.latency_us.max as f64),
+        better: Some(linerate_stat::Better::Lower),
+    },
+    Metric {
+        name: "hot_rps",
+        unit: "requests/s",
+        value: |r| Some(r.hot.requests_per_second),
+        better: Some(linerate_stat::Better::Higher),
+    },
+    Metric {
+        name: "cold_mb_s",
+        unit: "MB/s",
+        value: |r| Some(r.cold.megabytes_per_second),
+        better: Some(linerate_stat::Better::Higher),
+    },
 ];
 
 /// A variant that took part.
@@ -253,14 +254,9 @@ pub fn run(
     }
     drop(running);
     let labels: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
-    let judged = http::judge_metrics(
-        &METRICS,
-        &labels,
-        &runs,
-        cfg.out.as_deref(),
-        "cold",
-        cfg.confidence,
-    )?;
+    let out = cfg.out.as_ref().map(|d| d.join("cold.d"));
+    let judged =
+        crate::series::judge_metrics(&METRICS, &labels, &runs, out.as_deref(), cfg.confidence)?;
     Ok(ColdResult {
         servers,
         runs,

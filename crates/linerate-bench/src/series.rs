@@ -209,3 +209,85 @@ mod tests {
         assert!(v[0].paired.is_none());
     }
 }
+
+/// A figure of a run of type `T` by which series of runs are summarized and compared.
+#[derive(Debug)]
+pub struct Metric<T> {
+    /// Name: the suffix of its sample files (`<variant>.<name>`) and the verdicts' metric.
+    pub name: &'static str,
+    /// Unit, for headings.
+    pub unit: &'static str,
+    /// The figure of one run (`None`: not measured in that run, so the metric is left
+    /// out of the series).
+    pub value: fn(&T) -> Option<f64>,
+    /// Which direction is better for the metrics that are judged; `None`: reported only.
+    pub better: Option<Better>,
+}
+
+impl<T> Clone for Metric<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for Metric<T> {}
+
+/// The metrics of a series of runs, judged.
+#[derive(Clone, Debug, Serialize)]
+pub struct Judged {
+    /// Samples by metric.
+    pub samples: serde_json::Map<String, serde_json::Value>,
+    /// Verdicts of each variant against the first.
+    pub verdicts: Vec<Verdict>,
+    /// ministat's report per judged metric: (metric, unit, text).
+    pub reports: Vec<(&'static str, &'static str, String)>,
+}
+
+/// Judges `runs[v]` (variant `labels[v]`'s runs) against the first variant on each of
+/// `metrics`: every benchmark's `-i N --compare`. With `out`, each metric's samples are
+/// also written there as ministat files (`<variant>.<metric>`), and the reports name
+/// those files.
+pub fn judge_metrics<T>(
+    metrics: &[Metric<T>],
+    labels: &[String],
+    runs: &[Vec<T>],
+    out: Option<&Path>,
+    confidence: Confidence,
+) -> io::Result<Judged> {
+    let mut j = Judged {
+        samples: serde_json::Map::new(),
+        verdicts: Vec::new(),
+        reports: Vec::new(),
+    };
+    for m in metrics {
+        let sets: Option<Vec<Samples>> = labels
+            .iter()
+            .zip(runs)
+            .map(|(l, rs)| {
+                Some(Samples {
+                    variant: l.clone(),
+                    values: rs.iter().map(m.value).collect::<Option<Vec<f64>>>()?,
+                })
+            })
+            .collect();
+        let Some(sets) = sets else { continue };
+        let mut names = labels.to_vec();
+        if let Some(dir) = out {
+            names = sets
+                .iter()
+                .map(|s| write_samples(dir, m.name, s).map(|p| p.display().to_string()))
+                .collect::<Result<_, _>>()?;
+        }
+        if let Some(better) = m.better {
+            if let Some((text, v)) = judge(m.name, &sets, &names, confidence, better) {
+                j.reports.push((m.name, m.unit, text));
+                j.verdicts.extend(v);
+            }
+        }
+        j.samples.insert(
+            m.name.to_string(),
+            serde_json::to_value(&sets).map_err(io::Error::other)?,
+        );
+    }
+    Ok(j)
+}

@@ -182,17 +182,7 @@ pub struct StreamResult {
 }
 
 /// One figure of a [`StreamResult`] by which series of runs are summarized and compared.
-#[derive(Clone, Copy, Debug)]
-pub struct Metric {
-    /// Name: the suffix of its sample files (`<variant>.<name>`) and the verdicts' metric.
-    pub name: &'static str,
-    /// Unit, for headings.
-    pub unit: &'static str,
-    /// The figure of one run.
-    pub value: fn(&StreamResult) -> f64,
-    /// Which direction is better for the metrics that are judged; `None`: reported only.
-    pub better: Option<Better>,
-}
+pub type Metric = crate::series::Metric<StreamResult>;
 
 /// The figures `-i N --compare` and `--table` report for every variant or cell, in
 /// their order: throughput, service demand three ways, calls and wake-ups per MB.
@@ -200,37 +190,37 @@ pub const METRICS: [Metric; 6] = [
     Metric {
         name: "throughput",
         unit: "10^6bits/s",
-        value: |r| r.throughput_mbps,
+        value: |r| Some(r.throughput_mbps),
         better: Some(Better::Higher),
     },
     Metric {
         name: "sender_sd",
         unit: "sender us/KB",
-        value: |r| r.sender.service_demand_us_per_kb,
+        value: |r| Some(r.sender.service_demand_us_per_kb),
         better: Some(Better::Lower),
     },
     Metric {
         name: "receiver_sd",
         unit: "receiver us/KB",
-        value: |r| r.receiver.map_or(0.0, |c| c.service_demand_us_per_kb),
+        value: |r| Some(r.receiver.map_or(0.0, |c| c.service_demand_us_per_kb)),
         better: None,
     },
     Metric {
         name: "machine_sd",
         unit: "machine us/KB",
-        value: |r| r.machine.service_demand_us_per_kb,
+        value: |r| Some(r.machine.service_demand_us_per_kb),
         better: None,
     },
     Metric {
         name: "syscalls_per_mb",
         unit: "calls/MB",
-        value: |r| r.per_mb.syscalls,
+        value: |r| Some(r.per_mb.syscalls),
         better: None,
     },
     Metric {
         name: "wakeups_per_mb",
         unit: "wake-ups/MB",
-        value: |r| r.per_mb.wakeups,
+        value: |r| Some(r.per_mb.wakeups),
         better: None,
     },
 ];

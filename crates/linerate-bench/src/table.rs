@@ -515,7 +515,7 @@ fn summarize(
         for m in &METRICS {
             let s = Samples {
                 variant: label.clone(),
-                values: rs.iter().map(m.value).collect(),
+                values: rs.iter().filter_map(m.value).collect(),
             };
             series::write_samples(&samples_dir, m.name, &s).map_err(io_error(&samples_dir))?;
             let data = DataSet::from_values(&label, s.values.clone());

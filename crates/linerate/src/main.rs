@@ -1109,43 +1109,25 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
             }
             Ok::<_, stream::StreamError>(r)
         })?;
-    let mut samples = serde_json::Map::new();
-    let mut verdicts = Vec::new();
-    let mut reports = serde_json::Map::new();
-    for m in &stream::METRICS {
-        let (metric, unit, extract, judged) = (m.name, m.unit, m.value, m.better);
-        let sets: Vec<linerate_bench::series::Samples> = labels
-            .iter()
-            .zip(&runs)
-            .map(|(l, rs)| linerate_bench::series::Samples {
-                variant: l.clone(),
-                values: rs.iter().map(extract).collect(),
-            })
-            .collect();
-        let mut names = labels.clone();
-        if let Some(dir) = &a.out {
-            names = sets
-                .iter()
-                .map(|s| {
-                    linerate_bench::series::write_samples(dir, metric, s)
-                        .map(|p| p.display().to_string())
-                })
-                .collect::<Result<_, _>>()
-                .with_context(|| format!("--out {}", dir.display()))?;
+    let judged = linerate_bench::series::judge_metrics(
+        &stream::METRICS,
+        &labels,
+        &runs,
+        a.out.as_deref(),
+        a.confidence,
+    )
+    .context("--out: writing the samples")?;
+    if !a.json {
+        for (metric, unit, text) in &judged.reports {
+            println!("{metric} ({unit}):\n{text}");
         }
-        if let Some(better) = judged {
-            if let Some((text, v)) =
-                linerate_bench::series::judge(metric, &sets, &names, a.confidence, better)
-            {
-                if !a.json {
-                    println!("{metric} ({unit}):\n{text}");
-                }
-                reports.insert(metric.to_string(), text.into());
-                verdicts.extend(v);
-            }
-        }
-        samples.insert(metric.to_string(), serde_json::to_value(&sets)?);
     }
+    let reports: serde_json::Map<String, serde_json::Value> = judged
+        .reports
+        .iter()
+        .map(|(m, _, t)| (m.to_string(), t.clone().into()))
+        .collect();
+    let (samples, verdicts) = (judged.samples, judged.verdicts);
     if a.json {
         let out = serde_json::json!({
             "variants": labels,

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-pub use judge::{judge, judge_metrics, Judged, Metric, METRICS};
+pub use crate::series::Judged;
+pub use judge::{judge, METRICS};
 pub use workload::{Item, Workload};
 
 /// How long a run lasts.
