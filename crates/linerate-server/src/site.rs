@@ -544,14 +544,19 @@ fn percent_encode(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use linerate_http::request::{parse, Parse};
     use std::os::fd::OwnedFd;
 
     /// A site over a temporary root holding `a.txt` (5 bytes), `big.bin` (64 KiB, above
     /// the small-file size), `dir/index.html`, `list/` (no index) and `<b> & c`.
-    fn site(autoindex: bool) -> (tempfile::TempDir, Site) {
+    pub(crate) fn site(autoindex: bool) -> (tempfile::TempDir, Site) {
+        site_with(autoindex, false)
+    }
+
+    /// [`site`], with the access-log line of each response made when `logging`.
+    pub(crate) fn site_with(autoindex: bool, logging: bool) -> (tempfile::TempDir, Site) {
         let root = tempfile::tempdir().unwrap();
         let p = root.path();
         std::fs::write(p.join("a.txt"), b"hello").unwrap();
@@ -563,7 +568,9 @@ mod tests {
         let mut cfg = Config::new(p.to_path_buf());
         cfg.autoindex = autoindex;
         cfg.status_path = Some("/.status".into());
-        cfg.access_log = crate::config::AccessLog::Off;
+        if !logging {
+            cfg.access_log = crate::config::AccessLog::Off;
+        }
         let stats = Arc::new(Stats::default());
         let fd = OwnedFd::from(linerate_sys::fs::open_directory(p).unwrap());
         let cache = FileCache::new(
