@@ -4,13 +4,13 @@
 //! Chromium must be there (`scripts/test` installs them); elsewhere a missing one is
 //! skipped with a note.
 
-mod util;
-
 use std::path::Path;
 use std::process::Command;
 
+use linerate_testkit::Linerate;
 use serde_json::Value;
-use util::linerate;
+
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
 fn installed(program: &str) -> bool {
     let found = Command::new("sh")
@@ -70,7 +70,7 @@ fn compares_every_installed_peer_and_writes_a_report_chromium_opens() {
         .filter(|p| installed(p))
         .collect();
     let out = tempfile::tempdir().unwrap();
-    let (code, stdout, err) = linerate(&[
+    let (code, stdout, err) = LINERATE.run(&[
         "bench",
         "compare",
         "--sizes",
@@ -201,12 +201,12 @@ fn bad_arguments_and_servers_that_cannot_start() {
         (&["bench", "compare", "-i", "2"][..], "--iterations"),
         (&["bench", "compare", "--cpu", "4096"][..], "--cpu 4096"),
     ] {
-        let (code, _, err) = linerate(args);
+        let (code, _, err) = LINERATE.run(args);
         assert_eq!(code, 64, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
     let out = tempfile::tempdir().unwrap();
-    let (code, _, err) = linerate(&[
+    let (code, _, err) = LINERATE.run(&[
         "bench",
         "compare",
         "--servers",
@@ -257,7 +257,7 @@ fn variants_and_builds_of_linerate_each_a_server_and_wrk_as_a_second_client() {
     let bin = format!("old={exe}");
     let wrk = installed("wrk");
     let clients = if wrk { "builtin,wrk" } else { "builtin" };
-    let (code, stdout, err) = linerate(&[
+    let (code, stdout, err) = LINERATE.run(&[
         "bench",
         "compare",
         "--servers",
@@ -367,7 +367,7 @@ fn wrong_variants_and_clients_are_usage_errors() {
             all.extend(["-d", "0.1"]);
         }
         all.extend(args);
-        let (code, _, err) = linerate(&all);
+        let (code, _, err) = LINERATE.run(&all);
         assert_eq!(code, 64, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
@@ -379,7 +379,7 @@ fn wrong_variants_and_clients_are_usage_errors() {
 fn bench_cold_compares_the_disk_helpers_with_inline_reads() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let out = tempfile::tempdir().unwrap();
-    let (code, stdout, err) = linerate(&[
+    let (code, stdout, err) = LINERATE.run(&[
         "bench",
         "cold",
         "--dir",
@@ -420,7 +420,7 @@ fn bench_cold_compares_the_disk_helpers_with_inline_reads() {
     );
     assert!(verdicts.iter().all(|x| x["baseline"] == "helpers"));
     // Peers are not what it measures; a tmpfs directory cannot be made cold.
-    let (code, _, err) = linerate(&["bench", "cold", "--servers", "nginx"]);
+    let (code, _, err) = LINERATE.run(&["bench", "cold", "--servers", "nginx"]);
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--servers nginx"), "{err}");
     if std::fs::read_to_string("/proc/mounts")
@@ -429,7 +429,7 @@ fn bench_cold_compares_the_disk_helpers_with_inline_reads() {
         .any(|l| l.split_whitespace().nth(1) == Some("/dev/shm") && l.contains("tmpfs"))
     {
         let shm = tempfile::tempdir_in("/dev/shm").unwrap();
-        let (code, _, err) = linerate(&[
+        let (code, _, err) = LINERATE.run(&[
             "bench",
             "cold",
             "--dir",

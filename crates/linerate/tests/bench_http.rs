@@ -2,13 +2,13 @@
 //! the real server and against small hand-made servers that answer wrongly. Tiny
 //! sizes and counts: a smoke run, never a timing.
 
-mod util;
-
 use std::io::{Read, Write};
 use std::net::TcpListener;
 
+use linerate_testkit::Linerate;
 use serde_json::Value;
-use util::{linerate, Server};
+
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
 fn json(out: &str) -> Value {
     serde_json::from_str(out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
@@ -16,7 +16,7 @@ fn json(out: &str) -> Value {
 
 fn file_set() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "files",
         dir.path().to_str().unwrap(),
@@ -49,10 +49,10 @@ fn file_set() -> tempfile::TempDir {
 #[test]
 fn every_workload_is_answered_verified_and_measured() {
     let dir = file_set();
-    let server = Server::start(dir.path(), &[]);
+    let server = LINERATE.start(dir.path(), &[]);
     let url = format!("http://{}/", server.addr);
     let pid = server.pid().to_string();
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "http",
         &url,
@@ -94,7 +94,7 @@ fn every_workload_is_answered_verified_and_measured() {
     assert_eq!(runs[2]["workload"], "specweb99 mix, 1 directories");
 
     // The human form says the same.
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench", "http", &url, "--sizes", "1K", "-n", "50", "-c", "2",
     ]);
     assert_eq!(code, 0, "{err}");
@@ -106,10 +106,10 @@ fn every_workload_is_answered_verified_and_measured() {
 #[test]
 fn pipelining_pacing_and_one_request_per_connection() {
     let dir = file_set();
-    let server = Server::start(dir.path(), &[]);
+    let server = LINERATE.start(dir.path(), &[]);
     let url = format!("http://{}/1K.bin", server.addr);
     // Pipelined: all answered, in order, over the same two connections.
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "http",
         &url,
@@ -127,7 +127,7 @@ fn pipelining_pacing_and_one_request_per_connection() {
     assert_eq!(v["pipeline"], 16);
     assert_eq!(v["connections_opened"], 2);
     // A connection per request.
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench", "http", &url, "-n", "30", "-c", "3", "--close", "--json",
     ]);
     assert_eq!(code, 0, "{err}");
@@ -136,7 +136,7 @@ fn pipelining_pacing_and_one_request_per_connection() {
     assert_eq!(v["keep_alive"], false);
     assert!(v["connections_opened"].as_u64().unwrap() >= 30, "{v}");
     // Paced: never more than the schedule allows, whatever the machine's speed.
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench", "http", &url, "-d", "1", "-c", "2", "-R", "40", "--json",
     ]);
     assert_eq!(code, 0, "{err}");
@@ -149,16 +149,16 @@ fn pipelining_pacing_and_one_request_per_connection() {
 #[test]
 fn wrong_lengths_and_contents_are_counted() {
     let dir = file_set();
-    let server = Server::start(dir.path(), &[]);
+    let server = LINERATE.start(dir.path(), &[]);
     let base = format!("http://{}/", server.addr);
     // Same length, other bytes: only a checksum sees it.
     std::fs::write(dir.path().join("1K.bin"), vec![b'x'; 1024]).unwrap();
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench", "http", &base, "--sizes", "1K", "-n", "20", "-c", "1", "--json",
     ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(json(&out)["errors"]["checksum"], 0);
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "http",
         &base,
@@ -177,13 +177,13 @@ fn wrong_lengths_and_contents_are_counted() {
     assert!(v["first_error"].as_str().unwrap().contains("/1K.bin"));
     // Another length: always seen.
     std::fs::write(dir.path().join("1K.bin"), vec![b'x'; 1000]).unwrap();
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench", "http", &base, "--sizes", "1K", "-n", "20", "-c", "1", "--json",
     ]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(json(&out)["errors"]["length"], 20);
     // A URL of our own choosing: later bodies must match the first.
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "http",
         &format!("{base}1K.bin"),
@@ -195,7 +195,7 @@ fn wrong_lengths_and_contents_are_counted() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(json(&out)["errors"]["checksum"], 0);
     // 404s are statuses, not errors.
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "http",
         &format!("{base}missing"),
@@ -238,7 +238,7 @@ fn broken_servers_give_errors_not_numbers() {
         ),
     ] {
         let addr = bad_server(reply);
-        let (code, _, err) = linerate(&[
+        let (code, _, err) = LINERATE.run(&[
             "bench",
             "http",
             &format!("http://{addr}/"),
@@ -257,7 +257,7 @@ fn broken_servers_give_errors_not_numbers() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let (code, _, err) = linerate(&[
+    let (code, _, err) = LINERATE.run(&[
         "bench",
         "http",
         &format!("http://127.0.0.1:{port}/"),
@@ -298,7 +298,7 @@ fn bad_arguments_name_the_flag_and_exit_64() {
             "--pipeline",
         ),
     ] {
-        let (code, _, err) = linerate(args);
+        let (code, _, err) = LINERATE.run(args);
         assert_eq!(code, 64, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
@@ -307,11 +307,11 @@ fn bad_arguments_name_the_flag_and_exit_64() {
 #[test]
 fn repeated_runs_are_compared_by_students_t() {
     let dir = file_set();
-    let server = Server::start(dir.path(), &[]);
+    let server = LINERATE.start(dir.path(), &[]);
     let url = format!("http://{}/1K.bin", server.addr);
     let pid = server.pid().to_string();
     let out_dir = tempfile::tempdir().unwrap();
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "http",
         &url,
@@ -377,7 +377,7 @@ fn interim_responses_and_servers_that_close_are_not_errors() {
     let addr = bad_server(
         b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
     );
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "http",
         &format!("http://{addr}/"),
@@ -395,7 +395,7 @@ fn interim_responses_and_servers_that_close_are_not_errors() {
     // A server that answers one request per connection with Connection: close: the
     // requests pipelined behind it go again on a new connection, and are not errors.
     let addr = bad_server(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "http",
         &format!("http://{addr}/"),
@@ -429,10 +429,10 @@ fn interim_responses_and_servers_that_close_are_not_errors() {
 fn bench_idle_holds_connections_and_reads_the_servers_memory() {
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join("index.html"), b"<p>x</p>\n").unwrap();
-    let server = Server::start(root.path(), &[]);
+    let server = LINERATE.start(root.path(), &[]);
     let url = format!("http://{}/index.html", server.addr);
     let pid = server.pid().to_string();
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "idle",
         &url,
@@ -451,14 +451,14 @@ fn bench_idle_holds_connections_and_reads_the_servers_memory() {
     let with = v["server_with"]["descriptors"].as_u64().unwrap();
     assert!(with >= before + 50, "{v}");
     assert!(v["rss_bytes_per_connection"].is_number(), "{v}");
-    let (code, out, _) = linerate(&["bench", "idle", &url, "-c", "5"]);
+    let (code, out, _) = LINERATE.run(&["bench", "idle", &url, "-c", "5"]);
     assert_eq!(code, 0);
     assert!(out.contains("5 of 5 held"), "{out}");
     // Bad input: a usage error naming the cause.
-    let (code, _, err) = linerate(&["bench", "idle", "ftp://x/", "-c", "5"]);
+    let (code, _, err) = LINERATE.run(&["bench", "idle", "ftp://x/", "-c", "5"]);
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("only http://"), "{err}");
-    let (code, _, err) = linerate(&["bench", "idle", &url, "--server-pid", "4000000000"]);
+    let (code, _, err) = LINERATE.run(&["bench", "idle", &url, "--server-pid", "4000000000"]);
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--server-pid"), "{err}");
 }
@@ -472,7 +472,7 @@ fn bench_idle_compares_servers_it_starts_round_by_round() {
         .any(|p| std::path::Path::new(p).exists());
     let out_dir = tempfile::tempdir().unwrap();
     let servers = if nginx { "nginx,linerate" } else { "linerate" };
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "idle",
         "--servers",
@@ -517,7 +517,7 @@ fn bench_idle_compares_servers_it_starts_round_by_round() {
     let samples = out_dir.path().join("b.bytes_per_connection");
     assert_eq!(std::fs::read_to_string(samples).unwrap().lines().count(), 3);
     // A URL and servers to start are two different questions.
-    let (code, _, err) = linerate(&[
+    let (code, _, err) = LINERATE.run(&[
         "bench",
         "idle",
         "http://127.0.0.1:9/",
@@ -540,7 +540,7 @@ fn bench_soak_against_its_own_server_under_every_strategy() {
             std::thread::spawn(move || {
                 (
                     t,
-                    linerate(&[
+                    LINERATE.run(&[
                         "bench",
                         "soak",
                         "-d",
@@ -581,7 +581,7 @@ fn bench_soak_against_a_given_server() {
     let root = tempfile::tempdir().unwrap();
     let logs = tempfile::tempdir().unwrap();
     let log = logs.path().join("access.log");
-    let server = Server::spawn(&[
+    let server = LINERATE.spawn(&[
         "serve",
         root.path().to_str().unwrap(),
         "--listen",
@@ -593,7 +593,7 @@ fn bench_soak_against_a_given_server() {
     ]);
     let url = format!("http://{}/", server.addr);
     let pid = server.pid().to_string();
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "soak",
         &url,
@@ -615,10 +615,10 @@ fn bench_soak_against_a_given_server() {
         "{out}"
     );
     assert!(root.path().join("linerate-soak/l.bin").exists());
-    let (code, _, err) = linerate(&["bench", "soak", &url, "-d", "1"]);
+    let (code, _, err) = LINERATE.run(&["bench", "soak", &url, "-d", "1"]);
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--root"), "{err}");
-    let (code, _, err) = linerate(&["bench", "soak", "-d", "1", "--server-pid", &pid]);
+    let (code, _, err) = LINERATE.run(&["bench", "soak", "-d", "1", "--server-pid", &pid]);
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("URL"), "{err}");
 }
@@ -630,12 +630,12 @@ fn bench_soak_against_a_given_server() {
 fn non_2xx_answers_are_shown_and_expect_status_fails_the_run() {
     let root = tempfile::tempdir().unwrap();
     std::fs::write(root.path().join("f.txt"), b"F\n").unwrap();
-    let server = Server::start(root.path(), &[]);
+    let server = LINERATE.start(root.path(), &[]);
     let missing = format!("http://{}/missing", server.addr);
-    let (code, out, err) = linerate(&["bench", "http", &missing, "-n", "20", "-c", "2"]);
+    let (code, out, err) = LINERATE.run(&["bench", "http", &missing, "-n", "20", "-c", "2"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("Non-2xx responses: 20"), "{out}");
-    let (code, _, err) = linerate(&[
+    let (code, _, err) = LINERATE.run(&[
         "bench",
         "http",
         &missing,
@@ -652,7 +652,7 @@ fn non_2xx_answers_are_shown_and_expect_status_fails_the_run() {
         "{err}"
     );
     let found = format!("http://{}/f.txt", server.addr);
-    let (code, out, err) = linerate(&[
+    let (code, out, err) = LINERATE.run(&[
         "bench",
         "http",
         &found,
@@ -665,7 +665,7 @@ fn non_2xx_answers_are_shown_and_expect_status_fails_the_run() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(!out.contains("Non-2xx"), "{out}");
-    let (code, _, err) = linerate(&["bench", "http", &found, "--expect-status", "99"]);
+    let (code, _, err) = LINERATE.run(&["bench", "http", &found, "--expect-status", "99"]);
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--expect-status"), "{err}");
 }

@@ -3,15 +3,11 @@
 //! JSON, seed 000's bars over namespaces when root, and the usage errors. No timing is
 //! asserted.
 
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-fn run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("linerate runs")
-}
+use linerate_testkit::{is_root, Linerate};
+
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
 fn ok(out: &Output) -> (String, String) {
     let (stdout, stderr) = (
@@ -24,15 +20,6 @@ fn ok(out: &Output) -> (String, String) {
         out.status
     );
     (stdout, stderr)
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
 }
 
 const SMALL: [&str; 16] = [
@@ -63,7 +50,7 @@ fn table_on_loopback_writes_raw_results_and_prints_the_summary() {
         "--out",
         dir.path().to_str().unwrap(),
     ]);
-    let (stdout, stderr) = ok(&run(&args));
+    let (stdout, stderr) = ok(&LINERATE.output(&args));
 
     // One JSON object per run, with the cell's keys, the strategy innermost.
     let raw = std::fs::read_to_string(dir.path().join("raw.jsonl")).unwrap();
@@ -135,7 +122,7 @@ fn table_json_has_the_cells_samples_and_bars() {
         dir.path().to_str().unwrap(),
         "--json",
     ]);
-    let (stdout, _) = ok(&run(&args));
+    let (stdout, _) = ok(&LINERATE.output(&args));
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("--json prints JSON");
     assert_eq!(v["rounds"], 3);
     assert_eq!(v["paths"], serde_json::json!(["loopback"]));
@@ -196,7 +183,7 @@ fn table_over_namespaces_judges_the_bars() {
         "--out",
         dir.path().to_str().unwrap(),
     ];
-    let out = run(&args);
+    let out = LINERATE.output(&args);
     if !is_root() {
         // The one path is skipped with one line, and then nothing is left to run.
         let err = String::from_utf8_lossy(&out.stderr);
@@ -222,7 +209,8 @@ fn table_over_namespaces_judges_the_bars() {
         "- Bar 2, netns TSO on, -s 64K -m 1M: 64 KiB chunks vs sendfile: sendfile-chunk-64K not in --strategies."
     ), "{stdout}");
     // The printed report is what linerate stat prints from the sample files.
-    let st = Command::new(env!("CARGO_BIN_EXE_linerate"))
+    let st = LINERATE
+        .command()
         .args([
             "stat",
             "-c",
@@ -262,14 +250,14 @@ fn table_usage_errors_name_the_flag() {
     for (extra, needle) in cases {
         let mut args = vec!["bench", "stream"];
         args.extend_from_slice(extra);
-        let out = run(&args);
+        let out = LINERATE.output(&args);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(64), "{args:?}: {err}");
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(out.stdout.is_empty(), "{args:?}");
     }
     for (flag, bad) in [("--bufs", "0"), ("--sizes", "64K,64K")] {
-        let out = run(&["bench", "stream", "--table", flag, bad]);
+        let out = LINERATE.output(&["bench", "stream", "--table", flag, bad]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(64), "{flag}: {err}");
         assert!(err.contains(&format!("{flag}: ")), "{flag}: {err}");

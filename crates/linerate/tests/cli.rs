@@ -4,17 +4,9 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 
-fn linerate() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_linerate"))
-}
+use linerate_testkit::{is_root, Linerate};
 
-fn run(args: &[&str]) -> Output {
-    linerate()
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("linerate runs")
-}
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
 fn json(out: &Output) -> serde_json::Value {
     assert!(
@@ -37,7 +29,7 @@ fn stream_runs_with_every_strategy_and_counts_bytes_both_ends() {
         "splice",
         "zerocopy",
     ] {
-        let out = run(&[
+        let out = LINERATE.output(&[
             "bench",
             "stream",
             "--strategy",
@@ -64,7 +56,7 @@ fn stream_runs_with_every_strategy_and_counts_bytes_both_ends() {
 
 #[test]
 fn stream_human_output_has_the_netperf_columns() {
-    let out = run(&[
+    let out = LINERATE.output(&[
         "bench", "stream", "-l", "0.3", "--size", "1M", "-s", "64K", "-S", "64K", "--chunk", "64K",
     ]);
     assert!(
@@ -81,7 +73,7 @@ fn stream_human_output_has_the_netperf_columns() {
 
 #[test]
 fn stream_from_memory_and_from_a_given_file() {
-    let v = json(&run(&[
+    let v = json(&LINERATE.output(&[
         "bench",
         "stream",
         "--memory",
@@ -98,16 +90,15 @@ fn stream_from_memory_and_from_a_given_file() {
     let f = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(f.path(), vec![7u8; 100_000]).unwrap();
     let p = f.path().to_str().unwrap();
-    let v = json(&run(&[
-        "bench", "stream", "-F", p, "--bytes", "250000", "--json",
-    ]));
+    let v = json(&LINERATE.output(&["bench", "stream", "-F", p, "--bytes", "250000", "--json"]));
     assert_eq!(v["bytes"], 250_000);
     assert_eq!(v["sink_bytes"], 250_000);
 }
 
 #[test]
 fn sink_reports_what_a_remote_sender_sent() {
-    let mut sink = linerate()
+    let mut sink = LINERATE
+        .command()
         .args([
             "sink",
             "--listen",
@@ -127,7 +118,7 @@ fn sink_reports_what_a_remote_sender_sent() {
         .strip_prefix("listening on ")
         .expect("announces its address")
         .to_string();
-    let v = json(&run(&[
+    let v = json(&LINERATE.output(&[
         "bench", "stream", "--host", &addr, "--bytes", "2M", "--size", "1M", "--json",
     ]));
     assert_eq!(v["path"], "remote");
@@ -139,7 +130,7 @@ fn sink_reports_what_a_remote_sender_sent() {
 }
 
 fn assert_fails(args: &[&str], code: i32, needle: &str) {
-    let out = run(args);
+    let out = LINERATE.output(args);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{args:?}: {err}");
     assert!(
@@ -199,15 +190,6 @@ fn bad_input_names_the_cause() {
     assert_fails(&["sink", "--discard", "drop"], 64, "--discard");
 }
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Runs the binary as user nobody; `None` when that cannot be arranged here.
 fn run_as_nobody(args: &[&str]) -> Option<Output> {
     if !is_root() || Command::new("setpriv").arg("--version").output().is_err() {
@@ -218,7 +200,7 @@ fn run_as_nobody(args: &[&str]) -> Option<Output> {
             "--reuid=65534",
             "--regid=65534",
             "--clear-groups",
-            env!("CARGO_BIN_EXE_linerate"),
+            LINERATE.path(),
         ])
         .args(args)
         .output()
@@ -258,13 +240,14 @@ fn unreadable_file_is_refused() {
 #[test]
 fn netns_runs_between_two_namespaces_and_cleans_up() {
     if !is_root() {
-        let out = run(&["bench", "stream", "--netns", "--bytes", "1M"]);
+        let out = LINERATE.output(&["bench", "stream", "--netns", "--bytes", "1M"]);
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).contains("needs root"));
         return;
     }
     for tso in ["on", "off"] {
-        let child = linerate()
+        let child = LINERATE
+            .command()
             .args([
                 "bench", "stream", "--netns", "--tso", tso, "--bytes", "4M", "--size", "1M",
                 "--json",
@@ -304,7 +287,8 @@ fn ctrl_c_removes_namespaces_and_the_temporary_file() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let child = linerate()
+    let child = LINERATE
+        .command()
         .args(["bench", "stream", "--netns", "-l", "60", "--size", "4M"])
         .env("TMPDIR", tmp.path())
         .stdout(Stdio::null())
@@ -354,7 +338,7 @@ fn ctrl_c_removes_namespaces_and_the_temporary_file() {
 #[test]
 fn compare_interleaves_variants_and_prints_verdicts() {
     let out_dir = tempfile::tempdir().unwrap();
-    let out = run(&[
+    let out = LINERATE.output(&[
         "bench",
         "stream",
         "--bytes",
@@ -400,14 +384,14 @@ fn compare_interleaves_variants_and_prints_verdicts() {
     let a = out_dir.path().join("sendfile-4k.sender_sd");
     let b = out_dir.path().join("sendfile.sender_sd");
     assert_eq!(std::fs::read_to_string(&a).unwrap().lines().count(), 3);
-    let st = run(&["stat", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let st = LINERATE.output(&["stat", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert!(st.status.success());
     assert!(String::from_utf8_lossy(&st.stdout).contains("confidence"));
 }
 
 #[test]
 fn compare_human_output_ends_with_the_statistics() {
-    let out = run(&[
+    let out = LINERATE.output(&[
         "bench",
         "stream",
         "--bytes",
@@ -484,7 +468,7 @@ fn compare_refuses_bad_variants_before_running() {
 /// stays ministat's invalid option (the differential tests hold it to the byte).
 #[test]
 fn stat_help_exits_0_and_dash_h_stays_ministats() {
-    let out = run(&["stat", "--help"]);
+    let out = LINERATE.output(&["stat", "--help"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("linerate stat: ministat"), "{text}");
@@ -492,28 +476,28 @@ fn stat_help_exits_0_and_dash_h_stays_ministats() {
         text.contains("Usage: ministat [-C column]") && text.contains("-q :"),
         "{text}"
     );
-    let out = run(&["stat", "-h"]);
+    let out = LINERATE.output(&["stat", "-h"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("ministat: invalid option -- 'h'"));
-    let top = run(&["--help"]);
+    let top = LINERATE.output(&["--help"]);
     assert!(String::from_utf8_lossy(&top.stdout).contains("linerate stat --help"));
 }
 
 #[test]
 fn completions_and_man_pages_come_from_the_command_definitions() {
-    let out = run(&["completions", "bash"]);
+    let out = LINERATE.output(&["completions", "bash"]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("complete -F"), "not a bash completion");
     for word in ["serve", "bench", "compare", "--variant", "--expect-status"] {
         assert!(text.contains(word), "bash completion lacks {word}");
     }
-    let out = run(&["completions", "zsh"]);
+    let out = LINERATE.output(&["completions", "zsh"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("#compdef linerate"));
     assert_fails(&["completions", "tcsh"], 64, "tcsh");
     let dir = tempfile::tempdir().unwrap();
     let man = dir.path().join("man1");
-    let out = run(&["man", man.to_str().unwrap()]);
+    let out = LINERATE.output(&["man", man.to_str().unwrap()]);
     assert!(
         out.status.success(),
         "{}",

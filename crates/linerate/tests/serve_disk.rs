@@ -2,11 +2,13 @@
 //! with files really evicted from the page cache, and the status page that counts them.
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
-mod util;
-use util::{exchange, linerate, next_response, Server};
+use linerate_testkit::{exchange, fetch, parse_all, pattern, raw, Linerate, Response};
+
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
 /// A directory on a disk file system (the target directory; a tmpfs page cannot be
 /// evicted, so /tmp would not do everywhere).
@@ -28,35 +30,19 @@ fn evict(path: &Path) {
     assert_eq!(s.nr_cache, 0, "{} still cached: {s:?}", path.display());
 }
 
-fn pattern(n: usize, seed: u32) -> Vec<u8> {
-    (0..n as u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761).wrapping_add(seed) >> 13) as u8)
-        .collect()
+fn get(addr: SocketAddr, path: &str) -> Response {
+    fetch(addr, path, "")
 }
 
-/// Splits responses read back to back: (head, body) each, by Content-Length.
-fn responses(mut buf: &[u8]) -> Vec<(String, Vec<u8>)> {
-    let mut out = Vec::new();
-    while !buf.is_empty() {
-        let head_only = buf.starts_with(b"HTTP/1.1 304");
-        let (head, body, rest) = next_response(buf, !head_only);
-        out.push((head, body.to_vec()));
-        buf = rest;
-    }
-    out
-}
-
-fn get(addr: &str, path: &str) -> (String, Vec<u8>) {
-    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
-    responses(&exchange(addr, req.as_bytes())).remove(0)
-}
-
-fn status(addr: &str) -> serde_json::Value {
-    let (head, body) = get(addr, "/_status");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(head.contains("Content-Type: application/json"), "{head}");
-    assert!(head.contains("Cache-Control: no-store"), "{head}");
-    serde_json::from_slice(&body).unwrap()
+fn status(addr: SocketAddr) -> serde_json::Value {
+    let r = get(addr, "/_status");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        r.must("content-type").starts_with("application/json"),
+        "{r:?}"
+    );
+    assert!(r.must("cache-control").contains("no-store"), "{r:?}");
+    serde_json::from_slice(&r.body).unwrap()
 }
 
 fn disk(v: &serde_json::Value, key: &str) -> u64 {
@@ -98,31 +84,32 @@ fn site() -> Site {
 #[test]
 fn cold_files_are_read_by_the_helpers_and_served_whole() {
     let s = site();
-    let srv = Server::start(
+    let srv = LINERATE.start(
         &s.root,
         &["--status-path", "/_status", "--read-ahead", "1M"],
     );
-    let addr = srv.addr.as_str();
+    let addr = srv.addr;
     // Warm the hot file and the cache entries, then make the files cold.
-    assert_eq!(get(addr, "/hot.txt").1, b"hot\n");
+    assert_eq!(get(addr, "/hot.txt").body, b"hot\n");
     evict(&s.root.join("big.bin"));
     evict(&s.root.join("small.bin"));
     let before = status(addr);
 
     // A cold big file, pipelined with a hot one behind it: both whole, in order.
-    let out = exchange(
+    let out = raw(
         addr,
         b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /hot.txt HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        false,
     );
-    let r = responses(&out);
+    let r = parse_all(&out, &[]);
     assert_eq!(r.len(), 2);
-    assert!(r[0].0.starts_with("HTTP/1.1 200"), "{}", r[0].0);
-    assert!(r[0].1 == s.big, "the cold body differs");
-    assert_eq!(r[1].1, b"hot\n");
+    assert_eq!(r[0].status, 200, "{:?}", r[0]);
+    assert!(r[0].body == s.big, "the cold body differs");
+    assert_eq!(r[1].body, b"hot\n");
     // A cold small file: its contents could not be read without the disk.
-    let (head, body) = get(addr, "/small.bin");
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    assert!(body == s.small, "the cold small body differs");
+    let r = get(addr, "/small.bin");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.body == s.small, "the cold small body differs");
 
     let after = status(addr);
     let d = |k| disk(&after, k) - disk(&before, k);
@@ -141,10 +128,8 @@ fn cold_files_are_read_by_the_helpers_and_served_whole() {
 
     // Now resident: the small file comes from memory (no probe), the big one probes
     // and finds every window present.
-    let (_, body) = get(addr, "/small.bin");
-    assert!(body == s.small);
-    let (_, body) = get(addr, "/big.bin");
-    assert!(body == s.big);
+    assert!(get(addr, "/small.bin").body == s.small);
+    assert!(get(addr, "/big.bin").body == s.big);
     let last = status(addr);
     assert_eq!(disk(&last, "misses"), disk(&after, "misses"), "{last}");
     assert_eq!(
@@ -155,13 +140,9 @@ fn cold_files_are_read_by_the_helpers_and_served_whole() {
 
     // A range deep in a cold file: the window starts at the range.
     evict(&s.root.join("big.bin"));
-    let out = exchange(
-        addr,
-        b"GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: bytes=4000000-4099999\r\nConnection: close\r\n\r\n",
-    );
-    let r = responses(&out);
-    assert!(r[0].0.starts_with("HTTP/1.1 206"), "{}", r[0].0);
-    assert!(r[0].1 == s.big[4_000_000..4_100_000]);
+    let r = fetch(addr, "/big.bin", "Range: bytes=4000000-4099999\r\n");
+    assert_eq!(r.status, 206, "{r:?}");
+    assert!(r.body == s.big[4_000_000..4_100_000]);
     let ranged = status(addr);
     assert_eq!(disk(&ranged, "misses"), disk(&last, "misses") + 1);
     assert_eq!(
@@ -177,16 +158,16 @@ fn cold_files_are_read_by_the_helpers_and_served_whole() {
     // resident, the answer holds for the epoch (one 100 ms tick), so twenty more
     // requests, a few milliseconds, make a probe only where an epoch ends among them.
     evict(&s.root.join("mid.bin"));
-    assert!(get(addr, "/mid.bin").1 == s.mid);
+    assert!(get(addr, "/mid.bin").body == s.mid);
     let cold = status(addr);
     assert_eq!(disk(&cold, "misses"), disk(&ranged, "misses") + 1);
     // Probed whole (not all resident), then its one window (a miss).
     assert_eq!(disk(&cold, "probes"), disk(&ranged, "probes") + 2);
-    assert!(get(addr, "/mid.bin").1 == s.mid);
+    assert!(get(addr, "/mid.bin").body == s.mid);
     let warm = status(addr);
     assert_eq!(disk(&warm, "probes"), disk(&cold, "probes") + 1);
     for _ in 0..20 {
-        assert!(get(addr, "/mid.bin").1 == s.mid);
+        assert!(get(addr, "/mid.bin").body == s.mid);
     }
     let memo = status(addr);
     assert!(disk(&memo, "probes") <= disk(&warm, "probes") + 5, "{memo}");
@@ -204,11 +185,11 @@ fn cold_ranges_arrive_whole_one_helper_read_each() {
 }
 
 fn cold_ranges(s: &Site, collapse: &str) {
-    let srv = Server::start(
+    let srv = LINERATE.start(
         &s.root,
         &["--status-path", "/_status", "--collapse", collapse],
     );
-    let addr = srv.addr.as_str();
+    let addr = srv.addr;
     for (name, content) in [("small.bin", &s.small), ("mid.bin", &s.mid)] {
         evict(&s.root.join(name));
         if name == "mid.bin" {
@@ -218,15 +199,15 @@ fn cold_ranges(s: &Site, collapse: &str) {
             std::os::unix::fs::FileExt::read_exact_at(&f, &mut buf, 0).unwrap();
         }
         let before = status(addr);
-        let req = format!(
-            "GET /{name} HTTP/1.1\r\nHost: t\r\nRange: bytes=0-9,1000-1009,4990-4999\r\nConnection: close\r\n\r\n"
+        let r = fetch(
+            addr,
+            &format!("/{name}"),
+            "Range: bytes=0-9,1000-1009,4990-4999\r\n",
         );
-        let out = exchange(addr, req.as_bytes());
-        let (head, body) = responses(&out).remove(0);
-        assert!(head.starts_with("HTTP/1.1 206"), "{head}");
+        assert_eq!(r.status, 206, "{r:?}");
         for (a, b) in [(0, 10), (1000, 1010), (4990, 5000)] {
             assert!(
-                body.windows(10).any(|w| w == &content[a..b]),
+                r.body.windows(10).any(|w| w == &content[a..b]),
                 "{name}: bytes {a}-{b}"
             );
         }
@@ -264,11 +245,11 @@ fn small_files_on_tmpfs_are_cached_without_the_helpers() {
     let dir = tempfile::tempdir_in(shm).unwrap();
     let small = pattern(5000, 4);
     std::fs::write(dir.path().join("small.bin"), &small).unwrap();
-    let srv = Server::start(dir.path(), &["--status-path", "/_status"]);
+    let srv = LINERATE.start(dir.path(), &["--status-path", "/_status"]);
     for _ in 0..3 {
-        assert!(get(&srv.addr, "/small.bin").1 == small);
+        assert!(get(srv.addr, "/small.bin").body == small);
     }
-    let v = status(&srv.addr);
+    let v = status(srv.addr);
     for k in ["misses", "helper_reads", "small_file_misses"] {
         assert_eq!(disk(&v, k), 0, "{k}: {v}");
     }
@@ -277,31 +258,30 @@ fn small_files_on_tmpfs_are_cached_without_the_helpers() {
 #[test]
 fn without_helpers_nothing_is_probed_and_cold_files_still_arrive() {
     let s = site();
-    let srv = Server::start(
+    let srv = LINERATE.start(
         &s.root,
         &["--status-path", "/_status", "--disk-helpers", "0"],
     );
-    let addr = srv.addr.as_str();
+    let addr = srv.addr;
     evict(&s.root.join("big.bin"));
     evict(&s.root.join("small.bin"));
-    assert!(get(addr, "/big.bin").1 == s.big);
-    assert!(get(addr, "/small.bin").1 == s.small);
+    assert!(get(addr, "/big.bin").body == s.big);
+    assert!(get(addr, "/small.bin").body == s.small);
     let v = status(addr);
     for k in ["probes", "misses", "helper_reads", "small_file_misses"] {
         assert_eq!(disk(&v, k), 0, "{k}: {v}");
     }
     // HEAD of the status page: the head only.
-    let out = exchange(
+    let r = exchange(
         addr,
         b"HEAD /_status HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+        true,
     );
-    let text = String::from_utf8_lossy(&out);
-    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
-    assert!(text.ends_with("\r\n\r\n"), "{text}");
+    assert_eq!(r.status, 200, "{r:?}");
     // Without --status-path the path is just a missing file.
     drop(srv);
-    let srv = Server::start(&s.root, &[]);
-    assert!(get(&srv.addr, "/_status").0.starts_with("HTTP/1.1 404"));
+    let srv = LINERATE.start(&s.root, &[]);
+    assert_eq!(get(srv.addr, "/_status").status, 404);
 }
 
 #[test]
@@ -316,7 +296,7 @@ fn bad_disk_settings_are_refused_by_name() {
     ] {
         let mut a = vec!["serve", root, "--listen", "127.0.0.1:0"];
         a.extend(&args);
-        let (code, out, err) = linerate(&a);
+        let (code, out, err) = LINERATE.run(&a);
         assert_eq!(code, 64, "{args:?}: {err}");
         assert!(err.contains(flag), "{args:?}: {err}");
         assert!(!out.contains("listening"), "{args:?}");
@@ -328,7 +308,7 @@ fn bad_disk_settings_are_refused_by_name() {
     ] {
         let cfg = dir.path().join("bad.toml");
         std::fs::write(&cfg, text).unwrap();
-        let (code, out, err) = linerate(&[
+        let (code, out, err) = LINERATE.run(&[
             "serve",
             root,
             "--listen",

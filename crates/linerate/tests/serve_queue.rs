@@ -2,14 +2,13 @@
 //! and a queue too fragmented for one `sendmsg` defragmented into its last segment;
 //! through the real server, with the counters of its status page.
 
-mod util;
-use util::{exchange, next_response, Server};
+use std::net::SocketAddr;
 
-fn pattern(n: usize) -> Vec<u8> {
-    (0..n as u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8)
-        .collect()
-}
+use linerate_testkit::{
+    content_range, fetch, multipart_parts, parse_all, pattern, raw, Linerate, Response,
+};
+
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
 /// Sixteen ranges (the most one request may ask), 10 to 2410 bytes each.
 fn ranges() -> Vec<(u64, u64)> {
@@ -23,53 +22,35 @@ fn range_header() -> String {
     format!("bytes={}", r.join(","))
 }
 
-/// Reads one response off `buf`: (head, body, rest).
-fn response(buf: &[u8]) -> (String, &[u8], &[u8]) {
-    next_response(buf, true)
-}
-
-/// Checks a multipart/byteranges body part by part against `file`.
-fn check_multipart(head: &str, body: &[u8], file: &[u8]) {
-    assert!(head.starts_with("HTTP/1.1 206"), "{head}");
-    let boundary = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Type: multipart/byteranges; boundary="))
-        .expect("multipart")
-        .trim()
-        .to_string();
-    let mut rest = body;
+/// Checks a multipart/byteranges answer part by part against `file`: the ranges asked
+/// for, in order, and the framing exact (`\r\n--BOUNDARY\r\n` opens the first part,
+/// `\r\n--BOUNDARY--\r\n` ends the body).
+fn check_multipart(r: &Response, file: &[u8]) {
+    assert_eq!(r.status, 206, "{r:?}");
+    let boundary = r
+        .must("content-type")
+        .strip_prefix("multipart/byteranges; boundary=")
+        .expect("multipart");
+    let (open, close) = (
+        format!("\r\n--{boundary}\r\n"),
+        format!("\r\n--{boundary}--\r\n"),
+    );
+    assert!(r.body.starts_with(open.as_bytes()), "a part starts");
+    assert!(
+        r.body.ends_with(close.as_bytes()),
+        "the close delimiter ends"
+    );
     let mut got = Vec::new();
-    loop {
-        let open = format!("\r\n--{boundary}\r\n");
-        let close = format!("\r\n--{boundary}--\r\n");
-        if rest == close.as_bytes() {
-            break;
-        }
-        assert!(rest.starts_with(open.as_bytes()), "a part starts");
-        rest = &rest[open.len()..];
-        let h = rest.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-        let fields = String::from_utf8_lossy(&rest[..h]).into_owned();
-        let cr = fields
-            .lines()
-            .find_map(|l| l.strip_prefix("Content-Range: bytes "))
-            .expect("Content-Range");
-        let (a, b) = cr.split_once('/').unwrap().0.split_once('-').unwrap();
-        let (a, b): (u64, u64) = (a.parse().unwrap(), b.parse().unwrap());
-        let data = &rest[h..h + (b - a + 1) as usize];
-        assert!(data == &file[a as usize..=b as usize], "bytes {a}-{b}");
+    for (range, _, data) in multipart_parts(r) {
+        let (a, b, _) = content_range(&range);
+        assert!(data == file[a as usize..=b as usize], "bytes {a}-{b}");
         got.push((a, b));
-        rest = &rest[h + data.len()..];
     }
     assert_eq!(got, ranges());
 }
 
-fn status(addr: &str) -> serde_json::Value {
-    let out = exchange(
-        addr,
-        b"GET /_status HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
-    );
-    let (_, body, _) = response(&out);
-    serde_json::from_slice(body).unwrap()
+fn status(addr: SocketAddr) -> serde_json::Value {
+    serde_json::from_slice(&fetch(addr, "/_status", "").body).unwrap()
 }
 
 fn queue(v: &serde_json::Value, key: &str) -> u64 {
@@ -78,7 +59,7 @@ fn queue(v: &serde_json::Value, key: &str) -> u64 {
 
 fn site() -> (tempfile::TempDir, Vec<u8>) {
     let dir = tempfile::tempdir().unwrap();
-    let file = pattern(2 << 20);
+    let file = pattern(2 << 20, 1);
     std::fs::write(dir.path().join("big.bin"), &file).unwrap();
     (dir, file)
 }
@@ -93,15 +74,14 @@ fn small_ranges_of_a_large_file_are_collapsed_into_the_gather() {
     );
     let total: u64 = ranges().iter().map(|(a, b)| b - a + 1).sum();
     for (collapse, parts) in [("16K", 16), ("0", 0), ("1000", 7)] {
-        let srv = Server::start(
+        let srv = LINERATE.start(
             dir.path(),
             &["--status-path", "/_status", "--collapse", collapse],
         );
-        let out = exchange(&srv.addr, req.as_bytes());
-        let (head, body, rest) = response(&out);
-        check_multipart(&head, body, &file);
-        assert!(rest.is_empty());
-        let v = status(&srv.addr);
+        let rs = parse_all(&raw(srv.addr, req.as_bytes(), false), &[]);
+        assert_eq!(rs.len(), 1, "{rs:?}");
+        check_multipart(&rs[0], &file);
+        let v = status(srv.addr);
         // With 1000 bytes, the ranges up to 1000 bytes (the first seven) are collapsed,
         // and the gather stops at the first that is not.
         assert_eq!(queue(&v, "collapsed"), parts, "--collapse {collapse}: {v}");
@@ -118,22 +98,19 @@ fn a_queue_too_fragmented_for_one_sendmsg_is_defragmented_and_arrives_whole() {
     // 40 pipelined requests of 16 ranges each: 32 are queued at once, 34 buffers each,
     // over the 1023 one sendmsg may take.
     let (dir, file) = site();
-    let srv = Server::start(dir.path(), &["--status-path", "/_status"]);
+    let srv = LINERATE.start(dir.path(), &["--status-path", "/_status"]);
     let one = format!(
         "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: {}\r\n\r\n",
         range_header()
     );
     let mut req = one.repeat(39);
     req.push_str(&one.replace("\r\n\r\n", "\r\nConnection: close\r\n\r\n"));
-    let out = exchange(&srv.addr, req.as_bytes());
-    let mut rest = &out[..];
-    for _ in 0..40 {
-        let (head, body, r) = response(rest);
-        check_multipart(&head, body, &file);
-        rest = r;
+    let rs = parse_all(&raw(srv.addr, req.as_bytes(), false), &[]);
+    assert_eq!(rs.len(), 40);
+    for r in &rs {
+        check_multipart(r, &file);
     }
-    assert!(rest.is_empty());
-    let v = status(&srv.addr);
+    let v = status(srv.addr);
     assert!(queue(&v, "defrags") >= 1, "{v}");
     assert_eq!(queue(&v, "collapsed"), 40 * 16, "{v}");
 }
@@ -158,19 +135,16 @@ fn bodies_from_cork_min_go_corked_and_the_cork_is_cleared_after_each() {
     ] {
         let mut args = vec!["--status-path", "/_status", "--collapse", "0"];
         args.extend_from_slice(flags);
-        let srv = Server::start(dir.path(), &args);
-        let out = exchange(&srv.addr, req.as_bytes());
-        let (head, body, rest) = response(&out);
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        assert!(body == &file[..], "first body intact");
-        let (head, body, rest) = response(rest);
-        assert!(head.starts_with("HTTP/1.1 206"), "{head}");
-        assert!(body == &file[1000..1100], "range intact");
-        let (head, body, rest) = response(rest);
-        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-        assert!(body == &file[..], "last body intact");
-        assert!(rest.is_empty());
-        let v = status(&srv.addr);
+        let srv = LINERATE.start(dir.path(), &args);
+        let rs = parse_all(&raw(srv.addr, req.as_bytes(), false), &[]);
+        assert_eq!(rs.len(), 3, "{rs:?}");
+        assert_eq!(rs[0].status, 200, "{:?}", rs[0]);
+        assert!(rs[0].body == file, "first body intact");
+        assert_eq!(rs[1].status, 206, "{:?}", rs[1]);
+        assert!(rs[1].body == file[1000..1100], "range intact");
+        assert_eq!(rs[2].status, 200, "{:?}", rs[2]);
+        assert!(rs[2].body == file, "last body intact");
+        let v = status(srv.addr);
         assert_eq!(queue(&v, "corked"), corks, "{flags:?}: {v}");
         assert_eq!(queue(&v, "uncorked"), corks, "{flags:?}: {v}");
     }

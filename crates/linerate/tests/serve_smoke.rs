@@ -1,25 +1,18 @@
 //! `linerate serve` started as a user would, with curl-like raw requests: the basics
 //! every transmit strategy must get right, and the start-up errors. The full
-//! docs/http.md suite is in serve_http.rs.
+//! docs/http.md suite is in the other serve_*.rs files.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Output};
+use std::time::Duration;
 
-mod util;
-use util::{exchange, Server};
+use linerate_testkit::{
+    exchange, expect_refused, family_rss_kib, fetch, multipart_parts, parse_all, pattern, raw,
+    Conn, Linerate, Server,
+};
 
-fn split(resp: &[u8]) -> (String, Vec<u8>) {
-    let i = resp
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("a head")
-        + 4;
-    (
-        String::from_utf8_lossy(&resp[..i]).into_owned(),
-        resp[i..].to_vec(),
-    )
-}
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
 /// Rules: docs/http.md C1, F2.
 #[test]
@@ -28,10 +21,10 @@ fn sliced_sends_take_turns_and_lose_nothing() {
     // several downloads interleave through the worker's run list; pipelined requests
     // and ranges behind a sliced body still arrive whole and in order.
     let dir = tempfile::tempdir().unwrap();
-    let big: Vec<u8> = (0..1_000_000u32).map(|i| (i * 13 % 253) as u8).collect();
+    let big = pattern(1_000_000, 13);
     std::fs::write(dir.path().join("big.bin"), &big).unwrap();
     for t in ["sendfile", "splice", "copy"] {
-        let s = Server::start(
+        let s = LINERATE.start(
             dir.path(),
             &[
                 "--send-slice",
@@ -44,27 +37,30 @@ fn sliced_sends_take_turns_and_lose_nothing() {
         );
         let clients: Vec<_> = (0..4)
             .map(|_| {
-                let addr = s.addr.clone();
+                let addr = s.addr;
                 std::thread::spawn(move || {
-                    exchange(&addr, b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=5-9,-3\r\nConnection: close\r\n\r\n")
+                    raw(addr, b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=5-9,-3\r\nConnection: close\r\n\r\n", false)
                 })
             })
             .collect();
         for c in clients {
             let out = c.join().unwrap();
-            let (head, rest) = split(&out);
-            assert!(head.contains("Content-Length: 1000000\r\n"), "{t}: {head}");
-            assert!(rest[..1_000_000] == big[..], "{t}: first body differs");
-            let (head2, body2) = split(&rest[1_000_000..]);
-            assert!(head2.starts_with("HTTP/1.1 206"), "{t}: {head2}");
-            let text = String::from_utf8_lossy(&body2);
+            let rs = parse_all(&out, &[]);
+            assert_eq!(rs.len(), 2, "{t}: {rs:?}");
+            assert_eq!(rs[0].content_length(), Some(1_000_000), "{t}: {:?}", rs[0]);
+            assert!(rs[0].body == big, "{t}: first body differs");
+            assert_eq!(rs[1].status, 206, "{t}: {:?}", rs[1]);
+            let ranges: Vec<String> = multipart_parts(&rs[1])
+                .into_iter()
+                .map(|(range, _, _)| range)
+                .collect();
             assert!(
-                text.contains("Content-Range: bytes 5-9/1000000"),
-                "{t}: {text}"
+                ranges.iter().any(|r| r == "bytes 5-9/1000000"),
+                "{t}: {ranges:?}"
             );
             assert!(
-                text.contains("Content-Range: bytes 999997-999999/1000000"),
-                "{t}"
+                ranges.iter().any(|r| r == "bytes 999997-999999/1000000"),
+                "{t}: {ranges:?}"
             );
         }
     }
@@ -74,40 +70,42 @@ fn sliced_sends_take_turns_and_lose_nothing() {
 #[test]
 fn every_transmit_strategy_serves_small_large_and_ranges() {
     let dir = tempfile::tempdir().unwrap();
-    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let big = pattern(3_000_000, 7);
     std::fs::write(dir.path().join("big.bin"), &big).unwrap();
     std::fs::write(dir.path().join("a.txt"), b"hello\n").unwrap();
     for t in ["copy", "sendfile", "splice", "zerocopy", "sendfile-4k"] {
-        let s = Server::start(dir.path(), &["--transmit", t]);
-        let (head, body) = split(&exchange(
-            &s.addr,
-            b"GET /big.bin HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        ));
-        assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{t}: {head}");
-        assert!(head.contains("Content-Length: 3000000\r\n"), "{t}: {head}");
-        assert!(body == big, "{t}: body differs ({} bytes)", body.len());
-        let (head, body) = split(&exchange(&s.addr, b"GET /big.bin HTTP/1.1\r\nHost: x\r\nRange: bytes=1000-1999\r\nConnection: close\r\n\r\n"));
-        assert!(
-            head.starts_with("HTTP/1.1 206 Partial Content\r\n"),
-            "{t}: {head}"
+        let s = LINERATE.start(dir.path(), &["--transmit", t]);
+        let r = fetch(s.addr, "/big.bin", "");
+        assert_eq!((r.status, r.reason.as_str()), (200, "OK"), "{t}: {r:?}");
+        assert_eq!(r.content_length(), Some(3_000_000), "{t}: {r:?}");
+        assert!(r.body == big, "{t}: body differs ({} bytes)", r.body.len());
+        let r = fetch(s.addr, "/big.bin", "Range: bytes=1000-1999\r\n");
+        assert_eq!(
+            (r.status, r.reason.as_str()),
+            (206, "Partial Content"),
+            "{t}: {r:?}"
         );
-        assert!(
-            head.contains("Content-Range: bytes 1000-1999/3000000\r\n"),
-            "{t}: {head}"
+        assert_eq!(
+            r.header("content-range"),
+            Some("bytes 1000-1999/3000000"),
+            "{t}: {r:?}"
         );
-        assert_eq!(body, &big[1000..2000], "{t}");
+        assert_eq!(r.body, &big[1000..2000], "{t}");
         // Small file, pipelined twice, the second closing.
-        let out = exchange(&s.addr, b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nHEAD /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-        let text = String::from_utf8_lossy(&out);
+        let out = raw(s.addr, b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nHEAD /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", false);
+        let rs = parse_all(&out, &[false, true, false]);
+        let got: Vec<(u16, &str, &[u8])> = rs
+            .iter()
+            .map(|r| (r.status, r.reason.as_str(), r.body.as_slice()))
+            .collect();
         assert_eq!(
-            text.matches("HTTP/1.1 200 OK\r\n").count(),
-            3,
-            "{t}: {text}"
-        );
-        assert_eq!(
-            text.matches("hello\n").count(),
-            2,
-            "{t}: HEAD has no body: {text}"
+            got,
+            [
+                (200, "OK", &b"hello\n"[..]),
+                (200, "OK", &b""[..]),
+                (200, "OK", &b"hello\n"[..])
+            ],
+            "{t}: HEAD has no body"
         );
     }
 }
@@ -118,66 +116,49 @@ fn errors_and_redirects() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::create_dir(dir.path().join("d")).unwrap();
     std::fs::write(dir.path().join("d/index.html"), b"<p>i</p>").unwrap();
-    let s = Server::start(dir.path(), &[]);
-    let (head, _) = split(&exchange(
-        &s.addr,
-        b"GET /missing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    ));
-    assert!(head.starts_with("HTTP/1.1 404 Not Found\r\n"), "{head}");
-    let (head, _) = split(&exchange(
-        &s.addr,
-        b"GET /d?x=1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    ));
-    assert!(
-        head.starts_with("HTTP/1.1 301 ") && head.contains("Location: /d/?x=1\r\n"),
-        "{head}"
+    let s = LINERATE.start(dir.path(), &[]);
+    let r = fetch(s.addr, "/missing", "");
+    assert_eq!((r.status, r.reason.as_str()), (404, "Not Found"), "{r:?}");
+    let r = fetch(s.addr, "/d?x=1", "");
+    assert_eq!(
+        (r.status, r.header("location")),
+        (301, Some("/d/?x=1")),
+        "{r:?}"
     );
-    let (head, body) = split(&exchange(
-        &s.addr,
-        b"GET /d/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    ));
-    assert!(head.contains("Content-Type: text/html\r\n"), "{head}");
-    assert_eq!(body, b"<p>i</p>");
-    let (head, _) = split(&exchange(
-        &s.addr,
+    let r = fetch(s.addr, "/d/", "");
+    assert_eq!(r.header("content-type"), Some("text/html"), "{r:?}");
+    assert_eq!(r.body, b"<p>i</p>");
+    let r = exchange(
+        s.addr,
         b"POST /d/ HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-    ));
-    assert!(
-        head.starts_with("HTTP/1.1 405 ") && head.contains("Allow: GET, HEAD\r\n"),
-        "{head}"
+        false,
     );
-    let (head, body) = split(&exchange(&s.addr, b"GET / HTTP/1.1\nHost: x\r\n\r\n"));
-    assert!(
-        head.starts_with("HTTP/1.1 400 ") && head.contains("Connection: close\r\n"),
-        "{head}"
+    assert_eq!(
+        (r.status, r.header("allow")),
+        (405, Some("GET, HEAD")),
+        "{r:?}"
     );
-    assert_eq!(body, b"400 Bad Request\n");
-    let (head, body) = split(&exchange(
-        &s.addr,
+    // 400 with Connection: close.
+    let r = expect_refused(s.addr, b"GET / HTTP/1.1\nHost: x\r\n\r\n", 400);
+    assert_eq!(r.body, b"400 Bad Request\n");
+    // One response, its head only: a HEAD error with a body would not parse as one.
+    let r = exchange(
+        s.addr,
         b"HEAD /missing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    ));
-    assert!(
-        head.starts_with("HTTP/1.1 404 ") && head.contains("Content-Length: 14\r\n"),
-        "{head}"
+        true,
     );
-    assert!(body.is_empty(), "HEAD error with a body");
+    assert_eq!((r.status, r.content_length()), (404, Some(14)), "{r:?}");
 }
 
 #[test]
 fn bad_configuration_fails_before_serving() {
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["serve", "/nonexistent/root", "--listen", "127.0.0.1:0"])
-        .output()
-        .unwrap();
+    let out = LINERATE.output(&["serve", "/nonexistent/root", "--listen", "127.0.0.1:0"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/root"));
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["serve", dir.path().to_str().unwrap(), "--listen", &addr])
-        .output()
-        .unwrap();
+    let out = LINERATE.output(&["serve", dir.path().to_str().unwrap(), "--listen", &addr]);
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -186,16 +167,13 @@ fn bad_configuration_fails_before_serving() {
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains(&addr));
     // Another linerate on the port: SO_REUSEPORT must not let a second server share it.
-    let first = Server::start(dir.path(), &[]);
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args([
-            "serve",
-            dir.path().to_str().unwrap(),
-            "--listen",
-            &first.addr,
-        ])
-        .output()
-        .unwrap();
+    let first = LINERATE.start(dir.path(), &[]);
+    let out = LINERATE.output(&[
+        "serve",
+        dir.path().to_str().unwrap(),
+        "--listen",
+        &first.addr.to_string(),
+    ]);
     assert_eq!(
         out.status.code(),
         Some(2),
@@ -203,16 +181,10 @@ fn bad_configuration_fails_before_serving() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("Address already in use"));
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["serve", "--workers", "0"])
-        .output()
-        .unwrap();
+    let out = LINERATE.output(&["serve", "--workers", "0"]);
     assert_eq!(out.status.code(), Some(64));
     for flag in ["--max-request-line", "--max-header-bytes"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-            .args(["serve", flag, "2M"])
-            .output()
-            .unwrap();
+        let out = LINERATE.output(&["serve", flag, "2M"]);
         assert_eq!(out.status.code(), Some(64), "{flag}");
         assert!(String::from_utf8_lossy(&out.stderr).contains(flag));
     }
@@ -237,7 +209,7 @@ fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
     )
     .unwrap();
     // The file's listen address (port 1, privileged and unused) is overridden by the flag.
-    let s = Server::spawn(&[
+    let s = LINERATE.spawn(&[
         "serve",
         "--config",
         conf.to_str().unwrap(),
@@ -247,19 +219,17 @@ fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
         "1",
     ]);
     // autoindex from the file: a listing of /sub/.
-    let (head, body) = split(&exchange(
-        &s.addr,
-        b"GET /sub/ HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    ));
-    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
-    assert!(String::from_utf8_lossy(&body).contains("x.txt"));
+    let r = fetch(s.addr, "/sub/", "");
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(String::from_utf8_lossy(&r.body).contains("x.txt"));
     // max-header-fields = 5 from the file.
     let many: String = (0..6).map(|i| format!("X-{i}: v\r\n")).collect();
-    let (head, _) = split(&exchange(
-        &s.addr,
+    let r = exchange(
+        s.addr,
         format!("GET /sub/x.txt HTTP/1.1\r\nHost: x\r\n{many}\r\n").as_bytes(),
-    ));
-    assert!(head.starts_with("HTTP/1.1 431 "), "{head}");
+        false,
+    );
+    assert_eq!(r.status, 431, "{r:?}");
     drop(s);
     // JSON lines in the file the configuration named.
     let text = std::fs::read_to_string(&log).unwrap();
@@ -268,10 +238,7 @@ fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
     assert_eq!(first["request"], "GET /sub/ HTTP/1.1");
 
     std::fs::write(&conf, "wrokers = 2\n").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["serve", "--config", conf.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = LINERATE.output(&["serve", "--config", conf.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("wrokers") && err.lines().count() == 1, "{err}");
@@ -289,11 +256,13 @@ fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
         ("cork-min = \"1Q\"\n", "cork-min"),
     ] {
         std::fs::write(&conf, text).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-            .args(["serve", "--config", conf.to_str().unwrap(), "--listen"])
-            .arg("127.0.0.1:0")
-            .output()
-            .unwrap();
+        let out = LINERATE.output(&[
+            "serve",
+            "--config",
+            conf.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{text}: {err}");
         assert!(
@@ -304,11 +273,14 @@ fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
     }
     // An access log that cannot be opened fails the start before any address is
     // announced.
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["serve", root.to_str().unwrap(), "--listen", "127.0.0.1:0"])
-        .args(["--access-log", "/nonexistent/dir/access.log"])
-        .output()
-        .unwrap();
+    let out = LINERATE.output(&[
+        "serve",
+        root.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--access-log",
+        "/nonexistent/dir/access.log",
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("/nonexistent/dir/access.log"), "{err}");
@@ -317,21 +289,9 @@ fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
         "announced an address: {:?}",
         out.stdout
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["serve", "--config", "/nonexistent.toml"])
-        .output()
-        .unwrap();
+    let out = LINERATE.output(&["serve", "--config", "/nonexistent.toml"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.toml"));
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap()
 }
 
 /// Rules: docs/http.md E3.
@@ -339,33 +299,24 @@ fn rss_kib(pid: u32) -> u64 {
 fn idle_keep_alive_connections_hold_no_buffers() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("a.txt"), vec![b'a'; 2000]).unwrap();
-    let s = Server::start(dir.path(), &[]);
-    let pid = s.child.id();
+    let s = LINERATE.start(dir.path(), &[]);
+    let pid = s.pid();
     // Warm up allocator and caches with a few connections first.
-    let mut conns: Vec<TcpStream> = Vec::new();
-    let get = |c: &mut TcpStream| {
-        c.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut buf = vec![0u8; 4096];
-        let mut got = 0;
-        while !buf[..got].windows(4).any(|w| w == b"\r\n\r\n") || got < 2000 {
-            got += c.read(&mut buf[got..]).unwrap();
-        }
-    };
+    let mut conns: Vec<Conn> = Vec::new();
     for _ in 0..20 {
-        let mut c = TcpStream::connect(&s.addr).unwrap();
-        get(&mut c);
+        let mut c = s.conn();
+        c.get("/a.txt", "");
         conns.push(c);
     }
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let before = rss_kib(pid);
+    std::thread::sleep(Duration::from_millis(200));
+    let before = family_rss_kib(pid);
     for _ in 0..500 {
-        let mut c = TcpStream::connect(&s.addr).unwrap();
-        get(&mut c);
+        let mut c = s.conn();
+        c.get("/a.txt", "");
         conns.push(c);
     }
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let after = rss_kib(pid);
+    std::thread::sleep(Duration::from_millis(200));
+    let after = family_rss_kib(pid);
     let per_conn = (after.saturating_sub(before)) * 1024 / 500;
     // A connection that kept its 16 KiB read buffer would cost well over this.
     assert!(
@@ -390,10 +341,10 @@ fn curl(args: &[&str]) -> Output {
 #[test]
 fn curl_downloads_ranges_heads_and_revalidates() {
     let dir = tempfile::tempdir().unwrap();
-    let big: Vec<u8> = (0..5_000_000u32).map(|i| (i % 253) as u8).collect();
+    let big = pattern(5_000_000, 253);
     std::fs::write(dir.path().join("big.bin"), &big).unwrap();
     std::fs::write(dir.path().join("page.html"), b"<p>page</p>").unwrap();
-    let s = Server::start(dir.path(), &[]);
+    let s = LINERATE.start(dir.path(), &[]);
     let url = |p: &str| format!("http://{}/{p}", s.addr);
     let out_file = dir.path().join("download");
     let o = curl(&[
@@ -456,9 +407,9 @@ fn curl_downloads_ranges_heads_and_revalidates() {
 #[test]
 fn a_rust_http_client_gets_files_ranges_and_errors() {
     let dir = tempfile::tempdir().unwrap();
-    let data: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+    let data = pattern(200_000, 241);
     std::fs::write(dir.path().join("d.bin"), &data).unwrap();
-    let s = Server::start(dir.path(), &["--transmit", "splice"]);
+    let s = LINERATE.start(dir.path(), &["--transmit", "splice"]);
     let agent = ureq::AgentBuilder::new().build();
     let url = format!("http://{}/d.bin", s.addr);
     for _ in 0..3 {
@@ -520,13 +471,13 @@ fn sndbuf_fixes_the_send_buffer_of_accepted_connections() {
     std::fs::write(dir.path().join("big.bin"), vec![7u8; 4 << 20]).unwrap();
     for (flag, want) in [(Some("64K"), Some(131_072u64)), (None, None)] {
         let extra: Vec<&str> = flag.map(|f| vec!["--sndbuf", f]).unwrap_or_default();
-        let s = Server::start(dir.path(), &extra);
-        let port = s.addr.rsplit(':').next().unwrap().to_string();
+        let s = LINERATE.start(dir.path(), &extra);
+        let port = s.addr.port().to_string();
         // A client that asks for 4 MiB and reads nothing keeps the connection open.
-        let mut c = TcpStream::connect(&s.addr).unwrap();
+        let mut c = TcpStream::connect(s.addr).unwrap();
         c.write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(300));
         let bufs = server_sndbufs(&port);
         assert_eq!(bufs.len(), 1, "{bufs:?}");
         match want {
@@ -538,11 +489,10 @@ fn sndbuf_fixes_the_send_buffer_of_accepted_connections() {
 }
 
 /// The body of `GET /path`, on a new connection.
-fn body_of(addr: &str, path: &str) -> Vec<u8> {
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    let (head, body) = split(&exchange(addr, req.as_bytes()));
-    assert!(head.starts_with("HTTP/1.1 200 "), "{path}: {head}");
-    body
+fn body_of(addr: SocketAddr, path: &str) -> Vec<u8> {
+    let r = fetch(addr, path, "");
+    assert_eq!(r.status, 200, "{path}: {r:?}");
+    r.body
 }
 
 #[test]
@@ -560,40 +510,37 @@ fn cached_files_are_never_served_stale_whatever_changes_them() {
     std::os::unix::fs::symlink("real", r.join("link")).unwrap();
     // A hard link outside the root: writes through it change the same inode.
     std::fs::hard_link(r.join("a.txt"), outside.path().join("a-link")).unwrap();
-    let s = Server::start(r, &[]);
+    let s = LINERATE.start(r, &[]);
     for _ in 0..3 {
-        assert_eq!(body_of(&s.addr, "/a.txt"), b"first");
-        assert_eq!(body_of(&s.addr, "/d/f.txt"), b"in d, one");
-        assert_eq!(body_of(&s.addr, "/link/g.txt"), b"real one");
+        assert_eq!(body_of(s.addr, "/a.txt"), b"first");
+        assert_eq!(body_of(s.addr, "/d/f.txt"), b"in d, one");
+        assert_eq!(body_of(s.addr, "/link/g.txt"), b"real one");
     }
     // Rewritten in place, through the other link, same size.
     std::fs::write(outside.path().join("a-link"), b"other").unwrap();
-    assert_eq!(body_of(&s.addr, "/a.txt"), b"other");
+    assert_eq!(body_of(s.addr, "/a.txt"), b"other");
     // Replaced by a rename.
     std::fs::write(r.join("new.txt"), b"second, longer").unwrap();
     std::fs::rename(r.join("new.txt"), r.join("a.txt")).unwrap();
-    assert_eq!(body_of(&s.addr, "/a.txt"), b"second, longer");
+    assert_eq!(body_of(s.addr, "/a.txt"), b"second, longer");
     // Its directory moved away and another put in its place.
-    assert_eq!(body_of(&s.addr, "/d/f.txt"), b"in d, one");
+    assert_eq!(body_of(s.addr, "/d/f.txt"), b"in d, one");
     std::fs::rename(r.join("d"), r.join("d-old")).unwrap();
     std::fs::create_dir(r.join("d")).unwrap();
     std::fs::write(r.join("d/f.txt"), b"in d, two").unwrap();
-    assert_eq!(body_of(&s.addr, "/d/f.txt"), b"in d, two");
+    assert_eq!(body_of(s.addr, "/d/f.txt"), b"in d, two");
     // And then a file replaced inside the new directory.
     std::fs::write(r.join("d/tmp"), b"in d, three").unwrap();
     std::fs::rename(r.join("d/tmp"), r.join("d/f.txt")).unwrap();
-    assert_eq!(body_of(&s.addr, "/d/f.txt"), b"in d, three");
+    assert_eq!(body_of(s.addr, "/d/f.txt"), b"in d, three");
     // Through a symbolic link: replaced in the link's target directory.
     std::fs::write(r.join("real/tmp"), b"real two").unwrap();
     std::fs::rename(r.join("real/tmp"), r.join("real/g.txt")).unwrap();
-    assert_eq!(body_of(&s.addr, "/link/g.txt"), b"real two");
+    assert_eq!(body_of(s.addr, "/link/g.txt"), b"real two");
     // Deleted.
     std::fs::remove_file(r.join("a.txt")).unwrap();
-    let (head, _) = split(&exchange(
-        &s.addr,
-        b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    ));
-    assert!(head.starts_with("HTTP/1.1 404 "), "{head}");
+    let gone = fetch(s.addr, "/a.txt", "");
+    assert_eq!(gone.status, 404, "{gone:?}");
 }
 
 /// inotify watches the process holds, over all its inotify descriptors.
@@ -618,12 +565,11 @@ fn the_open_file_cache_bounds_its_inotify_watches_and_stays_correct() {
             std::fs::write(dir.path().join(format!("d{d}/f{f}")), format!("{d}-{f}")).unwrap();
         }
     }
-    let s = Server::start(dir.path(), &["--open-file-cache", "4"]);
+    let s = LINERATE.start(dir.path(), &["--open-file-cache", "4"]);
     let get = |path: &str| {
-        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-        let (head, body) = split(&exchange(&s.addr, req.as_bytes()));
-        assert!(head.starts_with("HTTP/1.1 200 "), "{path}: {head}");
-        String::from_utf8(body).unwrap()
+        let r = fetch(s.addr, path, "");
+        assert_eq!(r.status, 200, "{path}: {r:?}");
+        String::from_utf8(r.body).unwrap()
     };
     let mut most = 0;
     for round in 0..2 {
@@ -650,54 +596,45 @@ fn the_open_file_cache_bounds_its_inotify_watches_and_stays_correct() {
 #[test]
 fn after_sigterm_the_response_in_flight_finishes_and_no_further_request_is_read() {
     let dir = tempfile::tempdir().unwrap();
-    let body: Vec<u8> = (0..8 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let body = pattern(8 << 20, 251);
     std::fs::write(dir.path().join("big"), &body).unwrap();
     std::fs::write(dir.path().join("small"), b"small").unwrap();
-    let mut s = Server::start(dir.path(), &[]);
-    let mut c = TcpStream::connect(&s.addr).unwrap();
-    c.set_read_timeout(Some(std::time::Duration::from_secs(20)))
-        .unwrap();
+    let mut s = LINERATE.start(dir.path(), &[]);
+    let mut c = TcpStream::connect(s.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     c.write_all(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     // The response is under way (the client reads nothing yet) when SIGTERM comes.
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let kill = Command::new("kill")
-        .args(["-TERM", &s.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    std::thread::sleep(Duration::from_millis(200));
+    s.sigterm();
+    std::thread::sleep(Duration::from_millis(400));
     // A request pipelined after the signal is not answered.
     c.write_all(b"GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
     let mut got = Vec::new();
     c.read_to_end(&mut got).unwrap();
-    let (head, rest) = split(&got);
-    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
-    assert_eq!(rest.len(), body.len(), "one response, then the close");
-    assert!(rest == body, "the body differs");
-    let status = s.child.wait().unwrap();
+    let rs = parse_all(&got, &[]);
+    assert_eq!(rs.len(), 1, "one response, then the close");
+    assert_eq!(rs[0].status, 200, "{:?}", rs[0]);
+    assert!(rs[0].body == body, "the body differs");
+    let status = s
+        .wait_exit(Duration::from_secs(60))
+        .expect("exits after SIGTERM");
     assert_eq!(status.code(), Some(0));
 }
 
 #[test]
 fn lowat_settings_serve_large_files_whole() {
     let dir = tempfile::tempdir().unwrap();
-    let body: Vec<u8> = (0..3u32 << 20).map(|i| (i % 253) as u8).collect();
+    let body = pattern(3 << 20, 253);
     std::fs::write(dir.path().join("big"), &body).unwrap();
     for lowat in ["0", "32K", "4M"] {
-        let s = Server::start(dir.path(), &["--lowat", lowat, "--send-slice", "0"]);
-        let (head, got) = split(&exchange(
-            &s.addr,
-            b"GET /big HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        ));
-        assert!(head.starts_with("HTTP/1.1 200 "), "--lowat {lowat}: {head}");
-        assert!(got == body, "--lowat {lowat}: the body differs");
+        let s = LINERATE.start(dir.path(), &["--lowat", lowat, "--send-slice", "0"]);
+        let r = fetch(s.addr, "/big", "");
+        assert_eq!(r.status, 200, "--lowat {lowat}: {r:?}");
+        assert!(r.body == body, "--lowat {lowat}: the body differs");
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .args(["serve", "--lowat", "lots"])
-        .output()
-        .unwrap();
+    let out = LINERATE.output(&["serve", "--lowat", "lots"]);
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--lowat"));
 }
@@ -708,60 +645,32 @@ fn workspace() -> std::path::PathBuf {
 }
 
 /// `linerate serve ARGS` on a free port, one worker, no access log, started in the
-/// workspace root as the README says; (child, address from "listening on", the stderr
-/// line "serving ROOT at URL").
-fn start_in_workspace(args: &[&str]) -> (std::process::Child, String, String) {
-    use std::io::BufRead;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linerate"))
-        .current_dir(workspace())
-        .args(args)
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
-            "1",
-            "--access-log",
-            "off",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut first)
-        .unwrap();
-    // The first stderr line that says where it serves (a warning may come first).
-    let told = std::io::BufReader::new(child.stderr.take().unwrap())
-        .lines()
-        .map_while(Result::ok)
-        .find(|l| l.starts_with("serving "))
-        .unwrap_or_default();
-    let addr = match first.trim().strip_prefix("listening on ") {
-        Some(a) => a.to_string(),
-        None => {
-            let _ = child.kill();
-            panic!("stdout {first:?}, stderr {told:?}");
-        }
-    };
-    (child, addr, told.trim().to_string())
+/// workspace root as the README says; the server, and its stderr line "serving ROOT at
+/// URL" (a warning may come first).
+fn start_in_workspace(args: &[&str]) -> (Server, String) {
+    let own = [
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "1",
+        "--access-log",
+        "off",
+    ];
+    let s = LINERATE.spawn_in(&workspace(), &[args, &own[..]].concat());
+    let told = s.stderr_line("serving ").unwrap_or_default();
+    (s, told)
 }
 
 #[test]
 fn the_readme_first_command_serves_the_example_site_at_the_url_it_prints() {
-    let (mut child, addr, told) = start_in_workspace(&["serve", "examples/site"]);
-    let url = format!("http://{addr}/");
-    let page = exchange(
-        &addr,
-        b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    );
-    let _ = child.kill();
-    let _ = child.wait();
+    let (s, told) = start_in_workspace(&["serve", "examples/site"]);
+    let url = format!("http://{}/", s.addr);
+    let page = fetch(s.addr, "/", "");
+    drop(s);
     assert_eq!(told, format!("serving examples/site at {url}"));
-    let (head, body) = split(&page);
-    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    assert_eq!(page.status, 200, "{page:?}");
     assert!(
-        String::from_utf8_lossy(&body).contains("linerate is serving"),
+        String::from_utf8_lossy(&page.body).contains("linerate is serving"),
         "not examples/site/index.html"
     );
 }
@@ -769,23 +678,11 @@ fn the_readme_first_command_serves_the_example_site_at_the_url_it_prints() {
 #[test]
 fn the_example_configuration_loads_and_serves() {
     // Flags win over the file: only the address and the access log change.
-    let (mut child, addr, _) = start_in_workspace(&["serve", "--config", "examples/linerate.toml"]);
-    let hello = exchange(
-        &addr,
-        b"GET /hello.txt HTTP/1.1\r\nHost: x\r\nRange: bytes=0-4\r\nConnection: close\r\n\r\n",
-    );
-    let status = exchange(
-        &addr,
-        b"GET /.status HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-    );
-    let _ = child.kill();
-    let _ = child.wait();
-    let (head, body) = split(&hello);
-    assert!(head.starts_with("HTTP/1.1 206 "), "{head}");
-    assert_eq!(body, b"Hello");
-    let (head, _) = split(&status);
-    assert!(
-        head.starts_with("HTTP/1.1 200 "),
-        "the example's status page: {head}"
-    );
+    let (s, _) = start_in_workspace(&["serve", "--config", "examples/linerate.toml"]);
+    let hello = fetch(s.addr, "/hello.txt", "Range: bytes=0-4\r\n");
+    let status = fetch(s.addr, "/.status", "");
+    drop(s);
+    assert_eq!(hello.status, 206, "{hello:?}");
+    assert_eq!(hello.body, b"Hello");
+    assert_eq!(status.status, 200, "the example's status page: {status:?}");
 }

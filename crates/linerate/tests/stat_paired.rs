@@ -1,18 +1,19 @@
 //! `linerate stat --paired`, the paired reading of interleaved benchmark samples, which
 //! every `-i N --compare` and `bench compare` also prints under each verdict.
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-fn linerate() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_linerate"))
-}
+use linerate_testkit::Linerate;
+
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
 fn run(a: &str, b: &str, better: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let (pa, pb) = (dir.path().join("a.rps"), dir.path().join("b.rps"));
     std::fs::write(&pa, a).unwrap();
     std::fs::write(&pb, b).unwrap();
-    linerate()
+    LINERATE
+        .command()
         .args(["stat", "--paired", better])
         .arg(&pa)
         .arg(&pb)
@@ -72,7 +73,8 @@ fn bad_input_is_refused_with_a_usage_or_data_code() {
     assert_eq!(run("", "", "higher").status.code(), Some(65));
     assert_eq!(run("1\nx\n", "1\n1\n", "higher").status.code(), Some(65));
     assert_eq!(run("1\n\n", "1\n1\n", "higher").status.code(), Some(65));
-    let missing = linerate()
+    let missing = LINERATE
+        .command()
         .args([
             "stat",
             "--paired",
@@ -88,20 +90,26 @@ fn bad_input_is_refused_with_a_usage_or_data_code() {
 
 #[test]
 fn wrong_word_counts_are_usage_errors_and_ministat_is_untouched() {
-    let out = linerate()
+    let out = LINERATE
+        .command()
         .args(["stat", "--paired", "higher", "a"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(64));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--paired higher|lower A B"));
     // After another option `--paired` is ministat's invalid option, as `--help` is.
-    let out = linerate()
+    let out = LINERATE
+        .command()
         .args(["stat", "-n", "--paired"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).starts_with("ministat: invalid option -- '-'"));
-    let help = linerate().args(["stat", "--help"]).output().unwrap();
+    let help = LINERATE
+        .command()
+        .args(["stat", "--help"])
+        .output()
+        .unwrap();
     assert!(
         String::from_utf8_lossy(&help.stdout).contains("linerate stat --paired higher|lower A B")
     );

@@ -6,6 +6,10 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+use linerate_testkit::Linerate;
+
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
+
 /// xorshift64*: deterministic and dependency-free.
 struct Rng(u64);
 
@@ -67,7 +71,7 @@ fn run_both(dir: &Path, args: &[String], stdin: Option<&[u8]>) -> (Output, Outpu
         child.wait_with_output().unwrap()
     };
     let theirs = go(Command::new("ministat"));
-    let mut ours = Command::new(env!("CARGO_BIN_EXE_linerate"));
+    let mut ours = LINERATE.command();
     ours.arg("stat");
     (theirs, go(ours))
 }
@@ -357,7 +361,8 @@ fn fixed_cases_match_ministat() {
 fn quiet_leaves_out_legend_and_header() {
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a", "1\n2\n3\n");
-    let out = Command::new(env!("CARGO_BIN_EXE_linerate"))
+    let out = LINERATE
+        .command()
         .args(["stat", "-q", "-n", &a])
         .current_dir(dir.path())
         .output()
@@ -382,7 +387,7 @@ fn terminal_width_follows_columns_and_the_window_as_ministat_does() {
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "a", "1\n2\n3\n5\n8\n");
     let b = write(dir.path(), "b", "2\n3\n4\n6\n9\n");
-    let exe = env!("CARGO_BIN_EXE_linerate");
+    let exe = LINERATE.path();
     for columns in ["COLUMNS=50", "COLUMNS=abc", "COLUMNS=", "unset COLUMNS;"] {
         let in_pty = |cmd: String| {
             Command::new("script")
