@@ -19,10 +19,12 @@ mod disk;
 pub mod driver;
 mod files;
 pub mod logs;
+pub mod settings;
 mod site;
 pub mod worker;
 
-pub use config::{AccessLog, Config, FileConfig, LogFormat};
+pub use config::{AccessLog, Config, LogFormat};
 pub use control::Control;
 pub use logs::ErrorLog;
+pub use settings::Settings;
 pub use worker::{serve, ServeError};

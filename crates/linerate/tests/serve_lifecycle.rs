@@ -459,37 +459,21 @@ fn the_access_log_holds_one_exact_line_per_request_in_order(transmit: &str) {
     }
 }
 
-/// The long flags `linerate serve` declares in src/main.rs (`ServeArgs`).
-fn serve_flags_in_source() -> Vec<String> {
-    let src = include_str!("../src/main.rs");
-    let start = src
-        .find("struct ServeArgs {")
-        .expect("ServeArgs in main.rs");
-    let body = &src[start..];
-    let body = &body[..body.find("\n}\n").expect("the end of ServeArgs")];
-    let mut flags = Vec::new();
-    let mut long: Option<Option<String>> = None;
-    for line in body.lines().map(str::trim) {
-        if line.starts_with("#[arg(") {
-            if let Some(i) = line.find("long = \"") {
-                let rest = &line[i + 8..];
-                long = Some(Some(rest[..rest.find('"').unwrap()].to_string()));
-            } else if line.contains("long") {
-                long = Some(None);
-            }
-        } else if let Some((field, _)) = line.split_once(':') {
-            if field.starts_with("//") || field.contains(' ') {
-                continue;
-            }
-            if let Some(name) = long.take() {
-                flags.push(name.unwrap_or_else(|| field.replace('_', "-")));
-            }
-        }
-    }
-    flags.sort();
-    flags
+/// The keys contrib/linerate.toml documents (`# key = value` lines).
+fn documented_keys() -> Vec<String> {
+    let text = include_str!("../../../contrib/linerate.toml");
+    let mut keys: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# ")?.split_once(" = "))
+        .map(|(k, _)| k.to_string())
+        .filter(|k| !k.contains(' '))
+        .collect();
+    keys.sort();
+    keys
 }
 
+/// `serve --help`, contrib/linerate.toml and the settings agree: every key has its flag
+/// (`root` is the DIR argument) and every flag but --config its key.
 #[test]
 fn serve_help_names_every_long_flag() {
     let out = LINERATE
@@ -505,45 +489,40 @@ fn serve_help_names_every_long_flag() {
             let l = l.trim_start();
             let l = l.strip_prefix("-h, ").unwrap_or(l);
             let flag = l.strip_prefix("--")?;
-            let end = flag.find([' ', '=', ',']).unwrap_or(flag.len());
+            let end = flag.find([' ', '=', ',', '[']).unwrap_or(flag.len());
             Some(flag[..end].to_string())
         })
-        .filter(|f| f != "help")
-        .collect();
-    in_help.sort();
-    let in_source = serve_flags_in_source();
-    assert!(
-        in_source.len() >= 20 && in_source.iter().any(|f| f == "transmit"),
-        "ServeArgs parsed wrong: {in_source:?}"
-    );
-    assert_eq!(
-        in_help, in_source,
-        "serve --help against ServeArgs:\n{help}"
-    );
-
-    // --config names a key for each flag but itself: `root` for DIR, `pin` for --no-pin.
-    let flat = help.split_whitespace().collect::<Vec<_>>().join(" ");
-    let keys = flat
-        .split_once("without the dashes: ")
-        .and_then(|(_, rest)| rest.split_once(')'))
-        .map(|(list, _)| list)
-        .unwrap_or_else(|| panic!("no key list in --config's help:\n{help}"));
-    let mut keys: Vec<String> = keys.split(", ").map(str::to_string).collect();
-    keys.sort();
-    let mut want: Vec<String> = in_source
-        .iter()
-        .filter(|f| *f != "config")
-        .map(|f| {
-            if f == "no-pin" {
-                "pin".into()
-            } else {
-                f.clone()
-            }
-        })
+        .filter(|f| f != "help" && f != "config")
         .chain(["root".to_string()])
         .collect();
-    want.sort();
-    assert_eq!(keys, want, "--config's keys against the flags");
+    in_help.sort();
+    let keys = documented_keys();
+    assert!(
+        keys.len() >= 30 && keys.iter().any(|k| k == "transmit"),
+        "contrib/linerate.toml parsed wrong: {keys:?}"
+    );
+    assert_eq!(
+        in_help, keys,
+        "serve --help against contrib/linerate.toml:\n{help}"
+    );
+    // And the binary loads the documented file (uncommented: every key at once) the
+    // same as it parses the flags.
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("all.toml");
+    let all: String = include_str!("../../../contrib/linerate.toml")
+        .lines()
+        .filter_map(|l| l.strip_prefix("# "))
+        .filter(|l| l.split_once(" = ").is_some_and(|(k, _)| !k.contains(' ')))
+        .map(|l| format!("{}\n", l.split(" # ").next().unwrap()))
+        .collect::<String>()
+        .replace("root = \".\"", &format!("root = {:?}", dir.path()))
+        .replace("listen = \"127.0.0.1:8080\"", "listen = \"127.0.0.1:0\"")
+        .replace("access-log = \"stdout\"", "access-log = \"off\"");
+    std::fs::write(&conf, all).unwrap();
+    let s = LINERATE.spawn(&["serve", "--config", conf.to_str().unwrap()]);
+    let r = fetch(s.addr, "/.status", "");
+    assert_eq!(r.status, 200, "the documented status path answers");
+    s.signal("TERM");
 }
 
 /// Regression: SIGHUP, SIGUSR1, SIGUSR2 and SIGQUIT killed the server (exit 129, 138,

@@ -1,0 +1,880 @@
+//! Every setting of `linerate serve`, defined once.
+//!
+//! [`Settings`] is at the same time the command line (clap) and the configuration file
+//! (serde, kebab-case keys): a field is a flag `--key` and a key `key = …`, with one doc
+//! comment for `--help`, one type, and one range. The types below parse a value and
+//! check its range in one place, so a flag and a key refuse the same values with the
+//! same words; defaults live in [`Config::new`]. A flag wins over the file: the two are
+//! merged key by key ([`Settings::over`]), and [`Settings::apply`] writes what was
+//! given into a [`Config`].
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::config::{AccessLog, Config, LogFormat};
+use crate::logs::ErrorLog;
+
+/// A byte count from `LO` to `HI`: `16384`, `16K`, `4M`, `1G` (binary multiples), in a
+/// flag or a key (a number or a string there).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bytes<const LO: u64, const HI: u64>(pub u64);
+
+/// The words for a byte range: "1 byte to 1M".
+fn byte_range(lo: u64, hi: u64) -> String {
+    let show = |n: u64| match n {
+        1 => "1 byte".to_string(),
+        n => linerate_tx::format_size(n),
+    };
+    format!("{} to {}", show(lo), show(hi))
+}
+
+impl<const LO: u64, const HI: u64> Bytes<LO, HI> {
+    fn checked(n: u64, shown: &str) -> Result<Self, String> {
+        if (LO..=HI).contains(&n) {
+            Ok(Bytes(n))
+        } else {
+            Err(format!("'{shown}': must be {}", byte_range(LO, HI)))
+        }
+    }
+}
+
+impl<const LO: u64, const HI: u64> FromStr for Bytes<LO, HI> {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let n = linerate_tx::parse_size(s)?;
+        Self::checked(n, s)
+    }
+}
+
+impl<'de, const LO: u64, const HI: u64> Deserialize<'de> for Bytes<LO, HI> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match NumberOrText::deserialize(d)? {
+            NumberOrText::Int(n) => {
+                let n = u64::try_from(n).map_err(|_| D::Error::custom("must not be negative"))?;
+                Self::checked(n, &n.to_string()).map_err(D::Error::custom)
+            }
+            NumberOrText::Float(_) => Err(D::Error::custom("a byte count is a whole number")),
+            NumberOrText::Text(t) => t.parse().map_err(D::Error::custom),
+        }
+    }
+}
+
+impl<const LO: u64, const HI: u64> Serialize for Bytes<LO, HI> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+/// A count from `LO` to `HI`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Count<const LO: u64, const HI: u64>(pub u64);
+
+impl<const LO: u64, const HI: u64> Count<LO, HI> {
+    fn checked(n: u64) -> Result<Self, String> {
+        if (LO..=HI).contains(&n) {
+            Ok(Count(n))
+        } else {
+            Err(format!("{n}: must be {LO} to {HI}"))
+        }
+    }
+}
+
+impl<const LO: u64, const HI: u64> FromStr for Count<LO, HI> {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let n: u64 = s
+            .parse()
+            .map_err(|_| format!("'{s}' is not a whole number"))?;
+        Self::checked(n)
+    }
+}
+
+impl<'de, const LO: u64, const HI: u64> Deserialize<'de> for Count<LO, HI> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match NumberOrText::deserialize(d)? {
+            NumberOrText::Int(n) => {
+                let n = u64::try_from(n).map_err(|_| D::Error::custom("must not be negative"))?;
+                Self::checked(n).map_err(D::Error::custom)
+            }
+            NumberOrText::Float(_) => Err(D::Error::custom("a count is a whole number")),
+            NumberOrText::Text(t) => t.parse().map_err(D::Error::custom),
+        }
+    }
+}
+
+impl<const LO: u64, const HI: u64> Serialize for Count<LO, HI> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+/// A duration of more than 0 and at most a day: seconds as a number (`1.5`), or with a
+/// unit (`500ms`, `30s`, `2m`, `1h`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Seconds(pub Duration);
+
+impl Seconds {
+    fn checked(secs: f64, shown: &str) -> Result<Seconds, String> {
+        if secs > 0.0 && secs <= 86_400.0 {
+            Ok(Seconds(Duration::from_secs_f64(secs)))
+        } else {
+            Err(format!(
+                "'{shown}': must be more than 0 and at most 86400 seconds"
+            ))
+        }
+    }
+}
+
+impl FromStr for Seconds {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Seconds, String> {
+        let t = s.trim();
+        let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
+            (n, 1e-3)
+        } else if let Some(n) = t.strip_suffix('s') {
+            (n, 1.0)
+        } else if let Some(n) = t.strip_suffix('m') {
+            (n, 60.0)
+        } else if let Some(n) = t.strip_suffix('h') {
+            (n, 3600.0)
+        } else {
+            (t, 1.0)
+        };
+        let v: f64 = num.trim().parse().map_err(|_| {
+            format!("'{s}' is not a duration (a number of seconds, or 500ms, 30s, 2m, 1h)")
+        })?;
+        Seconds::checked(v * scale, s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Seconds {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match NumberOrText::deserialize(d)? {
+            NumberOrText::Int(n) => Seconds::checked(n as f64, &n.to_string()),
+            NumberOrText::Float(v) => Seconds::checked(v, &v.to_string()),
+            NumberOrText::Text(t) => t.parse(),
+        }
+        .map_err(D::Error::custom)
+    }
+}
+
+impl Serialize for Seconds {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0.as_secs_f64())
+    }
+}
+
+/// What a key may hold when it takes a number or a string.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum NumberOrText {
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+/// Implements `Deserialize` and `Serialize` of a type through its `FromStr` and
+/// `Display`: a key holds the same words as the flag.
+macro_rules! as_text {
+    ($t:ty) => {
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                String::deserialize(d)?.parse().map_err(D::Error::custom)
+            }
+        }
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+    };
+}
+
+/// A transmit strategy by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Transmit(pub linerate_tx::Strategy);
+
+impl FromStr for Transmit {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Transmit, String> {
+        s.parse()
+            .map(Transmit)
+            .map_err(|e: linerate_tx::ParseStrategyError| e.to_string())
+    }
+}
+
+impl fmt::Display for Transmit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+as_text!(Transmit);
+
+impl FromStr for AccessLog {
+    type Err = String;
+    fn from_str(s: &str) -> Result<AccessLog, String> {
+        match s {
+            "off" => Ok(AccessLog::Off),
+            "stdout" => Ok(AccessLog::Stdout),
+            "" => Err("give stdout, off or a file".into()),
+            p => Ok(AccessLog::File(PathBuf::from(p))),
+        }
+    }
+}
+
+impl fmt::Display for AccessLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AccessLog::Off => f.write_str("off"),
+            AccessLog::Stdout => f.write_str("stdout"),
+            AccessLog::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+as_text!(AccessLog);
+
+impl FromStr for ErrorLog {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ErrorLog, String> {
+        match s {
+            "off" => Ok(ErrorLog::Off),
+            "stderr" => Ok(ErrorLog::Stderr),
+            "" => Err("give stderr, off or a file".into()),
+            p => Ok(ErrorLog::File(PathBuf::from(p))),
+        }
+    }
+}
+
+impl fmt::Display for ErrorLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorLog::Off => f.write_str("off"),
+            ErrorLog::Stderr => f.write_str("stderr"),
+            ErrorLog::File(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+as_text!(ErrorLog);
+
+impl FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<LogFormat, String> {
+        match s {
+            "clf" => Ok(LogFormat::Clf),
+            "json" => Ok(LogFormat::Json),
+            _ => Err(format!("'{s}': give clf or json")),
+        }
+    }
+}
+
+impl fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LogFormat::Clf => "clf",
+            LogFormat::Json => "json",
+        })
+    }
+}
+
+as_text!(LogFormat);
+
+/// The least severe error-log lines written: error, warn, info or debug.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Level(pub tracing::Level);
+
+impl FromStr for Level {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Level, String> {
+        match s {
+            "error" => Ok(Level(tracing::Level::ERROR)),
+            "warn" => Ok(Level(tracing::Level::WARN)),
+            "info" => Ok(Level(tracing::Level::INFO)),
+            "debug" => Ok(Level(tracing::Level::DEBUG)),
+            _ => Err(format!("'{s}': give error, warn, info or debug")),
+        }
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.as_str().to_ascii_lowercase())
+    }
+}
+
+as_text!(Level);
+
+/// A request path (starts with `/`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UrlPath(pub String);
+
+impl FromStr for UrlPath {
+    type Err = String;
+    fn from_str(s: &str) -> Result<UrlPath, String> {
+        if s.starts_with('/') {
+            Ok(UrlPath(s.to_string()))
+        } else {
+            Err(format!("'{s}': must start with /"))
+        }
+    }
+}
+
+impl fmt::Display for UrlPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+as_text!(UrlPath);
+
+/// `listen`: one address or a list of them in the file.
+fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SocketAddr>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    let v = match OneOrMany::deserialize(d)
+        .map_err(|_| D::Error::custom("give an address (\"127.0.0.1:8080\") or a list of them"))?
+    {
+        OneOrMany::One(s) => vec![s],
+        OneOrMany::Many(v) => v,
+    };
+    if v.is_empty() {
+        return Err(D::Error::custom("needs at least one address"));
+    }
+    v.iter()
+        .map(|s| {
+            s.parse()
+                .map_err(|_| D::Error::custom(format!("'{s}' is not an address (HOST:PORT)")))
+        })
+        .collect()
+}
+
+/// The largest request line or header block a setting may allow.
+pub const MAX_HEAD_LIMIT: u64 = 1 << 20;
+
+/// Every setting of `linerate serve`. Each is a flag (`--small-file 32K`) and a key of
+/// the `--config` file (`small-file = "32K"`); a flag wins over the file, which wins over
+/// the defaults. `Option` fields left `None` keep the default.
+#[derive(clap::Args, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Settings {
+    /// Document root (the positional DIR on the command line) [default: the current
+    /// directory].
+    #[arg(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    /// Address to listen on; repeat for several (port 0: a free port; each bound
+    /// address is printed as "listening on ADDR") [default: 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR:PORT")]
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub listen: Vec<SocketAddr>,
+    /// Worker threads, each with its own listener [default: one per CPU].
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workers: Option<Count<1, 1024>>,
+    /// Pin worker i to the i-th CPU the process may use; --pin=false leaves them to the
+    /// scheduler [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pin: Option<bool>,
+    /// Strategy for file bodies: copy, sendfile, splice or zerocopy (also sendfile-4k
+    /// and sendfile-chunk-SIZE, for measurement) [default: sendfile].
+    #[arg(long, value_name = "STRATEGY")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transmit: Option<Transmit>,
+    /// TCP_NOTSENT_LOWAT of the batched strategies: the socket wakes when fewer than
+    /// half this many bytes wait unsent, so the worker, not the client's ACKs, sends
+    /// nearly every segment. 0 leaves it unset, as nginx does [default: 16K].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lowat: Option<Bytes<0, { i32::MAX as u64 }>>,
+    /// Files up to this size (at most 16M) are kept in memory per worker and sent with
+    /// their head in one sendmsg [default: 16K].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub small_file: Option<Bytes<0, { crate::config::MAX_SMALL_FILE }>>,
+    /// Most bytes of small-file contents each worker keeps in memory; past it the
+    /// largest are given up first, and those files go out by the transmit strategy
+    /// [default: 1/32 of the machine's memory shared by the workers, at most 64M].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub small_file_memory: Option<Bytes<0, { u64::MAX }>>,
+    /// Most bytes of a file one connection sends per turn before the worker serves the
+    /// others, as lighttpd's 256 KiB and nginx's sendfile_max_chunk do; 0: until the
+    /// socket is full [default: 0].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_slice: Option<Bytes<0, { u64::MAX }>>,
+    /// Only file bodies of at least this many bytes are sliced [default: 1M].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_slice_min: Option<Bytes<0, { u64::MAX }>>,
+    /// File bodies of at least this many bytes go out with TCP_CORK set, as nginx's
+    /// tcp_nopush: fewer, fuller segments at the cost of a system call each; 0: never
+    /// [default: 0].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cork_min: Option<Bytes<0, { u64::MAX }>>,
+    /// SO_SNDBUF of accepted connections (as nginx's `listen ... sndbuf=`); fixing it
+    /// turns the kernel's send-buffer autotuning off [default: autotuning].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sndbuf: Option<Bytes<1, { i32::MAX as u64 }>>,
+    /// Threads that read file ranges missing from the page cache, so a worker never
+    /// starts a disk read itself; 0 turns the residency probe off (workers then read
+    /// inline, as nginx does without aio threads) [default: 4].
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk_helpers: Option<Count<0, 256>>,
+    /// Bytes of a file body checked for residency at once (one cachestat call), and
+    /// read by a helper when any page is missing; while one window goes out the next is
+    /// checked and read ahead [default: 4M].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub read_ahead: Option<Bytes<1, { i32::MAX as u64 }>>,
+    /// Answer GET PATH with the server's counters as JSON (connections, requests,
+    /// residency probes and misses, helper reads, queue collapses and defrags), like
+    /// nginx's stub_status; anyone who can reach the server can read it [default: no
+    /// status page].
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_path: Option<UrlPath>,
+    /// File ranges up to this size (the parts of a multipart/byteranges answer, say) are
+    /// read and gathered with the heads around them into one sendmsg, as seed 001
+    /// collapses small buffers; a queue still too fragmented for one call is
+    /// linearized into its last segment. 0: each range goes by the transmit strategy
+    /// [default: 16K].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub collapse: Option<Bytes<0, { u64::MAX }>>,
+    /// Open files (descriptor, metadata, validators, small contents) each worker keeps,
+    /// as nginx's open_file_cache max=N; when full the cache starts over [default:
+    /// 10000].
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_file_cache: Option<Count<1, 1_000_000>>,
+    /// Longest request line, 414 beyond (1 byte to 1M) [default: 8K].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_request_line: Option<Bytes<1, MAX_HEAD_LIMIT>>,
+    /// Largest header block, 431 beyond (1 byte to 1M) [default: 16K].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_header_bytes: Option<Bytes<1, MAX_HEAD_LIMIT>>,
+    /// Most header fields, 431 beyond [default: 100].
+    #[arg(long, value_name = "N")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_header_fields: Option<Count<1, 10_000>>,
+    /// Close a keep-alive connection idle this long (seconds, or 500ms, 30s, 2m, 1h)
+    /// [default: 60].
+    #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<Seconds>,
+    /// A request head must arrive whole within this long of its first byte [default: 10].
+    #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub header_timeout: Option<Seconds>,
+    /// Close a response that makes no send progress this long [default: 60].
+    #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_timeout: Option<Seconds>,
+    /// A request body must arrive whole (it is read and discarded) within this long of
+    /// its head, however it trickles (nginx's client_body_timeout and lingering_time)
+    /// [default: 30].
+    #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_timeout: Option<Seconds>,
+    /// After SIGTERM, SIGINT or SIGQUIT, in-flight responses get this long [default: 10].
+    #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shutdown_timeout: Option<Seconds>,
+    /// Serve dot-files and dot-directories (404 otherwise) [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dotfiles: Option<bool>,
+    /// List directories that have no index.html [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoindex: Option<bool>,
+    /// Access log: stdout, off, or a file to append to; SIGUSR1 reopens a file
+    /// [default: stdout].
+    #[arg(long, value_name = "stdout|off|FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<AccessLog>,
+    /// Access log lines: clf (Common Log Format) or json [default: clf].
+    #[arg(long, value_name = "clf|json")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_format: Option<LogFormat>,
+    /// Error log (operational conditions: out of descriptors, permission refused, disk
+    /// read errors, cut connections, signals): stderr, off, or a file to append to;
+    /// SIGUSR1 reopens a file [default: stderr].
+    #[arg(long, value_name = "stderr|off|FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_log: Option<ErrorLog>,
+    /// Least severe error-log lines written: error, warn, info or debug [default: warn].
+    #[arg(long, value_name = "LEVEL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_log_level: Option<Level>,
+}
+
+impl Settings {
+    /// Reads a configuration file; an error is one line naming the line and the key.
+    pub fn load(path: &std::path::Path) -> Result<Settings, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Settings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    /// Parses configuration text.
+    pub fn parse(text: &str) -> Result<Settings, String> {
+        toml::from_str(text).map_err(|e| explain(text, &e))
+    }
+
+    /// `self` (the flags) over `under` (the file), key by key.
+    pub fn over(&self, under: &Settings) -> Settings {
+        let table = |s: &Settings| match toml::Value::try_from(s) {
+            Ok(toml::Value::Table(t)) => t,
+            // Every field serializes to a TOML value; nothing else can come out.
+            _ => toml::map::Map::new(),
+        };
+        let mut merged = table(under);
+        merged.extend(table(self));
+        toml::Value::Table(merged)
+            .try_into()
+            .unwrap_or_else(|_| self.clone())
+    }
+
+    /// The keys, in the order of `--help`.
+    pub fn keys() -> Vec<String> {
+        let cmd = <Settings as clap::Args>::augment_args(clap::Command::new("serve"));
+        std::iter::once("root".to_string())
+            .chain(
+                cmd.get_arguments()
+                    .filter_map(|a| a.get_long().map(str::to_string)),
+            )
+            .collect()
+    }
+
+    /// Writes what was given into `cfg` (the rest keeps its default).
+    pub fn apply(&self, cfg: &mut Config) {
+        let s = self.clone();
+        if let Some(r) = s.root {
+            cfg.root = r;
+        }
+        if !s.listen.is_empty() {
+            cfg.listen = s.listen;
+        }
+        let set = |slot: &mut u64, v: Option<u64>| {
+            if let Some(v) = v {
+                *slot = v;
+            }
+        };
+        if let Some(w) = s.workers {
+            cfg.workers = w.0 as usize;
+        }
+        if let Some(p) = s.pin {
+            cfg.pin = p;
+        }
+        if let Some(t) = s.transmit {
+            cfg.transmit = t.0;
+        }
+        if let Some(l) = s.lowat {
+            cfg.notsent_lowat = Some(l.0 as usize);
+        }
+        set(&mut cfg.small_file_bytes, s.small_file.map(|b| b.0));
+        if let Some(m) = s.small_file_memory {
+            cfg.small_file_memory = Some(m.0);
+        }
+        set(&mut cfg.send_slice_bytes, s.send_slice.map(|b| b.0));
+        set(&mut cfg.send_slice_min_bytes, s.send_slice_min.map(|b| b.0));
+        set(&mut cfg.cork_min_bytes, s.cork_min.map(|b| b.0));
+        if let Some(b) = s.sndbuf {
+            cfg.sndbuf = Some(b.0 as usize);
+        }
+        if let Some(n) = s.disk_helpers {
+            cfg.disk_helpers = n.0 as usize;
+        }
+        set(&mut cfg.read_ahead_bytes, s.read_ahead.map(|b| b.0));
+        if let Some(p) = s.status_path {
+            cfg.status_path = Some(p.0);
+        }
+        set(&mut cfg.collapse_bytes, s.collapse.map(|b| b.0));
+        if let Some(n) = s.open_file_cache {
+            cfg.open_file_cache_entries = n.0 as usize;
+        }
+        if let Some(n) = s.max_request_line {
+            cfg.limits.request_line_bytes = n.0 as usize;
+        }
+        if let Some(n) = s.max_header_bytes {
+            cfg.limits.header_bytes = n.0 as usize;
+        }
+        if let Some(n) = s.max_header_fields {
+            cfg.limits.header_fields = n.0 as usize;
+        }
+        for (v, slot) in [
+            (s.idle_timeout, &mut cfg.idle_timeout),
+            (s.header_timeout, &mut cfg.header_timeout),
+            (s.send_timeout, &mut cfg.send_timeout),
+            (s.body_timeout, &mut cfg.body_timeout),
+            (s.shutdown_timeout, &mut cfg.shutdown_timeout),
+        ] {
+            if let Some(d) = v {
+                *slot = d.0;
+            }
+        }
+        if let Some(b) = s.dotfiles {
+            cfg.dotfiles = b;
+        }
+        if let Some(b) = s.autoindex {
+            cfg.autoindex = b;
+        }
+        if let Some(l) = s.access_log {
+            cfg.access_log = l;
+        }
+        if let Some(f) = s.log_format {
+            cfg.log_format = f;
+        }
+        if let Some(l) = s.error_log {
+            cfg.error_log = l;
+        }
+        if let Some(l) = s.error_log_level {
+            cfg.error_log_level = l.0;
+        }
+    }
+}
+
+/// A TOML error as one line naming where it is: `line N: KEY: message` when the error
+/// points into a `key = value` line (serde's own messages, such as "data did not match
+/// any variant", name no key).
+fn explain(text: &str, e: &toml::de::Error) -> String {
+    let msg = e.message().trim_end().replace('\n', " ");
+    let Some(span) = e.span() else {
+        return msg;
+    };
+    let line_no = text[..span.start.min(text.len())].matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("");
+    match line.split_once('=') {
+        Some((key, _)) if !key.trim().is_empty() && !key.trim().starts_with('[') => {
+            let key = key.trim().trim_matches('"');
+            if msg.contains(key) {
+                format!("line {line_no}: {msg}")
+            } else {
+                format!("line {line_no}: {key}: {msg}")
+            }
+        }
+        _ => format!("line {line_no}: {msg}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        s: Settings,
+    }
+
+    fn flags(args: &[&str]) -> Result<Settings, String> {
+        Cli::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .map(|c| c.s)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_flag_and_a_key_take_the_same_values_and_refuse_the_same_ones() {
+        for (key, good, bad, why) in [
+            ("small-file", "32K", "17M", "must be 0 to 16M"),
+            ("max-header-bytes", "8K", "2M", "must be 1 byte to 1M"),
+            ("workers", "2", "0", "must be 1 to 1024"),
+            ("idle-timeout", "1.5", "0", "more than 0"),
+            ("idle-timeout", "30s", "2d", "not a duration"),
+            ("transmit", "splice", "mmap", "mmap"),
+            ("log-format", "json", "xml", "give clf or json"),
+            (
+                "error-log-level",
+                "info",
+                "loud",
+                "give error, warn, info or debug",
+            ),
+            ("status-path", "/s", "s", "must start with /"),
+        ] {
+            let flag = format!("--{key}");
+            let from_flag = flags(&[&flag, good]).unwrap();
+            let from_file = Settings::parse(&format!("{key} = \"{good}\"\n")).unwrap();
+            assert_eq!(from_flag, from_file, "{key} = {good}");
+            let e = flags(&[&flag, bad]).unwrap_err();
+            assert!(e.contains(why) && e.contains(&flag), "{key}: {e}");
+            let e = Settings::parse(&format!("{key} = \"{bad}\"\n")).unwrap_err();
+            assert!(
+                e.starts_with(&format!("line 1: {key}: ")) && e.contains(why),
+                "{key}: {e}"
+            );
+        }
+        // Numbers in the file where they make sense.
+        let s = Settings::parse("small-file = 32768\nidle-timeout = 2\nworkers = 3\n").unwrap();
+        assert_eq!(s.small_file, Some(Bytes(32768)));
+        assert_eq!(s.idle_timeout, Some(Seconds(Duration::from_secs(2))));
+        assert_eq!(s.workers, Some(Count(3)));
+        let e = Settings::parse("small-file = 1.5\n").unwrap_err();
+        assert!(e.contains("whole number"), "{e}");
+    }
+
+    #[test]
+    fn listen_is_one_address_or_a_list() {
+        let one = Settings::parse("listen = \"127.0.0.1:80\"\n").unwrap();
+        let many = Settings::parse("listen = [\"127.0.0.1:80\", \"[::1]:81\"]\n").unwrap();
+        assert_eq!(one.listen.len(), 1);
+        assert_eq!(many.listen.len(), 2);
+        for (text, why) in [
+            ("listen = 80\n", "give an address"),
+            ("listen = []\n", "at least one"),
+            ("listen = [\"x\"]\n", "'x' is not an address"),
+        ] {
+            let e = Settings::parse(text).unwrap_err();
+            assert!(e.starts_with("line 1: listen: ") && e.contains(why), "{e}");
+        }
+        let f = flags(&["--listen", "127.0.0.1:1", "--listen", "[::1]:2"]).unwrap();
+        assert_eq!(f.listen.len(), 2);
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_their_line() {
+        let e = Settings::parse("workers = 2\nwrokers = 2\n").unwrap_err();
+        assert!(e.starts_with("line 2: ") && e.contains("wrokers"), "{e}");
+    }
+
+    #[test]
+    fn flags_win_over_the_file_key_by_key() {
+        let file = Settings::parse(
+            "workers = 2\nsmall-file = \"8K\"\nlisten = \"127.0.0.1:1\"\nautoindex = true\n",
+        )
+        .unwrap();
+        let f = flags(&["--small-file", "4K", "--autoindex=false"]).unwrap();
+        let m = f.over(&file);
+        assert_eq!(m.workers, Some(Count(2)), "from the file");
+        assert_eq!(m.small_file, Some(Bytes(4096)), "the flag wins");
+        assert_eq!(m.autoindex, Some(false), "--autoindex=false wins");
+        assert_eq!(m.listen, file.listen);
+        let mut cfg = Config::new(PathBuf::from("/srv"));
+        m.apply(&mut cfg);
+        assert_eq!(
+            (cfg.workers, cfg.small_file_bytes, cfg.autoindex),
+            (2, 4096, false)
+        );
+        // A bare boolean flag means true, and does not swallow the next word.
+        let f = flags(&["--dotfiles", "--pin=false"]).unwrap();
+        assert_eq!((f.dotfiles, f.pin), (Some(true), Some(false)));
+    }
+
+    #[test]
+    fn every_flag_is_a_key_and_every_key_a_flag() {
+        let keys = Settings::keys();
+        assert!(keys.len() >= 30, "{keys:?}");
+        // Each key is accepted by the file (with a value of its type) ...
+        let sample = |k: &str| match k {
+            "root" => "\"/srv\"",
+            "listen" => "\"127.0.0.1:80\"",
+            "pin" | "dotfiles" | "autoindex" => "true",
+            "transmit" => "\"copy\"",
+            "status-path" => "\"/s\"",
+            "access-log" => "\"off\"",
+            "error-log" => "\"off\"",
+            "log-format" => "\"json\"",
+            "error-log-level" => "\"info\"",
+            k if k.ends_with("timeout") => "5",
+            _ => "1",
+        };
+        for k in &keys {
+            let text = format!("{k} = {}\n", sample(k));
+            assert!(
+                Settings::parse(&text).is_ok(),
+                "{text}: {:?}",
+                Settings::parse(&text)
+            );
+        }
+        // ... and every field of the file is a flag (root is the positional DIR).
+        let full: Settings = Settings::parse(
+            &keys
+                .iter()
+                .map(|k| format!("{k} = {}\n", sample(k)))
+                .collect::<String>(),
+        )
+        .unwrap();
+        let toml::Value::Table(t) = toml::Value::try_from(&full).unwrap() else {
+            panic!("not a table")
+        };
+        let mut written: Vec<&String> = t.keys().collect();
+        written.sort();
+        let mut listed: Vec<&String> = keys.iter().collect();
+        listed.sort();
+        assert_eq!(written, listed);
+    }
+}
+
+#[cfg(test)]
+mod contrib {
+    use super::*;
+
+    /// contrib/linerate.toml's `# key = value` lines: (key, value, is an example).
+    fn documented() -> Vec<(String, String, bool)> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/linerate.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        text.lines()
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter_map(|l| {
+                let (key, rest) = l.split_once(" = ")?;
+                if key.contains(' ') {
+                    return None;
+                }
+                let (value, note) = rest.split_once('#').unwrap_or((rest, ""));
+                Some((
+                    key.to_string(),
+                    value.trim().to_string(),
+                    note.trim_start().starts_with("example"),
+                ))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn contrib_linerate_toml_documents_every_key_with_its_default() {
+        let doc = documented();
+        let mut keys: Vec<&str> = doc.iter().map(|(k, _, _)| k.as_str()).collect();
+        keys.sort_unstable();
+        let mut want = Settings::keys();
+        want.sort();
+        assert_eq!(keys, want, "every key once");
+        // Uncommented, the whole file loads.
+        let all: String = doc.iter().map(|(k, v, _)| format!("{k} = {v}\n")).collect();
+        Settings::parse(&all).unwrap();
+        // A value given as the default is the default.
+        let defaults = format!("{:?}", Config::new(PathBuf::from(".")));
+        for (k, v, example) in &doc {
+            if *example {
+                continue;
+            }
+            let mut cfg = Config::new(PathBuf::from("."));
+            Settings::parse(&format!("{k} = {v}\n"))
+                .unwrap()
+                .apply(&mut cfg);
+            assert_eq!(format!("{cfg:?}"), defaults, "{k} = {v} is not the default");
+        }
+    }
+}
