@@ -77,6 +77,10 @@ pub struct Connection {
     pending: usize,
     /// No request after the ones handed out will be read.
     stopped: bool,
+    /// The next request handed out is the last (see [`Connection::finish_next`]).
+    last_one: bool,
+    /// Requests and rejects handed out so far.
+    handed_out: u64,
     /// The peer will send no more.
     peer_closed: bool,
     /// When the first byte of a head that has not all come arrived.
@@ -99,6 +103,8 @@ impl Connection {
             body: None,
             pending: 0,
             stopped: false,
+            last_one: false,
+            handed_out: 0,
             peer_closed: false,
             head_started: None,
             body_started: None,
@@ -172,7 +178,10 @@ impl Connection {
                     return Event::Wait;
                 }
                 Parse::Invalid { status, reason } => return self.reject(status, reason),
-                Parse::Complete { request, head_len } => {
+                Parse::Complete {
+                    mut request,
+                    head_len,
+                } => {
                     self.buf.drain(..head_len);
                     self.scan = HeadScan::default();
                     self.head_started = None;
@@ -183,6 +192,10 @@ impl Connection {
                     };
                     self.body_started = self.body.as_ref().map(|_| now);
                     self.pending += 1;
+                    self.handed_out += 1;
+                    if self.last_one {
+                        request.keep_alive = false;
+                    }
                     if !request.keep_alive {
                         self.stop();
                     }
@@ -198,8 +211,28 @@ impl Connection {
         self.stop();
     }
 
+    /// The next request, whether part of it has come or none yet, is the last: it is
+    /// answered as if it had asked `Connection: close`, and nothing after it is read.
+    /// For a connection that has not yet had its first request when the server stops
+    /// taking new work (a reload): closing it unanswered would fail a request its
+    /// client may be sending already, which it cannot tell from a refusal.
+    pub fn finish_next(&mut self) {
+        self.last_one = true;
+    }
+
+    /// Nothing handed out yet: no request, no reject.
+    pub fn is_fresh(&self) -> bool {
+        self.handed_out == 0 && !self.stopped
+    }
+
+    /// [`Connection::finish_next`] was asked and that request has not come yet.
+    pub fn awaits_last(&self) -> bool {
+        self.last_one && !self.stopped
+    }
+
     fn reject(&mut self, status: Status, reason: &'static str) -> Event {
         self.pending += 1;
+        self.handed_out += 1;
         self.stop();
         Event::Reject { status, reason }
     }
@@ -570,5 +603,32 @@ mod tests {
             "b".repeat(17000)
         );
         assert_eq!(paths(&both(big_head.as_bytes())), ["431"]);
+    }
+
+    /// A reload stops a connection that has had no request yet: its first request is
+    /// still answered, with a close, and nothing after it is read; a connection that
+    /// has had one takes no further request.
+    #[test]
+    fn the_next_request_can_be_made_the_last() {
+        let now = Instant::now();
+        let mut fresh = Connection::new(Limits::default(), 32);
+        assert!(fresh.is_fresh());
+        fresh.finish_next();
+        assert!(fresh.awaits_last());
+        fresh.receive(GET);
+        fresh.receive(GET);
+        match fresh.next(now) {
+            Event::Request(r) => assert!(!r.keep_alive, "answered with a close"),
+            e => panic!("{e:?}"),
+        }
+        assert_eq!(fresh.next(now), Event::Wait, "the second is not read");
+        assert!(!fresh.awaits_last() && !fresh.is_fresh());
+        fresh.sent();
+        // Input is left unread: the owner half-closes and drains it.
+        assert_eq!(fresh.ending(), Ending::Linger);
+        let mut used = Connection::new(Limits::default(), 32);
+        used.receive(GET);
+        assert!(matches!(used.next(now), Event::Request(_)));
+        assert!(!used.is_fresh());
     }
 }

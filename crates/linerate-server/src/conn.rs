@@ -436,15 +436,25 @@ impl Conn {
         }
         match self.http.ending() {
             Ending::KeepOpen => After::Keep,
-            Ending::Close => After::Close,
-            Ending::Linger => {
-                // Half-close, then drain what the client still sends, so it reads our
-                // last response instead of a reset.
-                let _ = self.sock.shutdown(Shutdown::Write);
-                self.draining_since = Some(now);
-                self.drain_input()
-            }
+            // Half-close, then drain what the client still sends, so it reads our
+            // last response instead of a reset: closing a socket with input unread
+            // resets it, and the reset discards what the kernel has not sent yet of
+            // that response (a keep-alive client may have sent its next request
+            // before it learns that this connection ends: a reload, a shutdown).
+            Ending::Close | Ending::Linger => self.linger(now),
         }
+    }
+
+    /// Ends our side (FIN) and reads and discards what the client still sends until it
+    /// closes too: a request that crossed the FIN costs the client a clean close it can
+    /// retry on, not a reset. The worker closes the connection when this says so, or
+    /// after [`crate::worker`]'s drain deadline.
+    pub fn linger(&mut self, now: Instant) -> After {
+        if self.draining_since.is_none() {
+            let _ = self.sock.shutdown(Shutdown::Write);
+            self.draining_since = Some(now);
+        }
+        self.drain_input()
     }
 
     fn drain_input(&mut self) -> After {

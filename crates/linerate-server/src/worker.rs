@@ -127,19 +127,223 @@ const LOW_DESCRIPTOR_LIMIT: u64 = 4096;
 /// How often the main thread looks at the signal flags and the workers.
 const CONTROL_POLL: Duration = Duration::from_millis(50);
 
+/// The listening sockets of one listen address: one per worker of the generation that
+/// bound them, all in one `SO_REUSEPORT` group. They outlive reloads: a new generation
+/// of workers gets duplicates of the same sockets, so no connection waiting in a
+/// queue is lost and no SYN meets a closed port.
+struct Bound {
+    /// The address as configured (port 0 for "any").
+    asked: SocketAddr,
+    /// The address bound.
+    addr: SocketAddr,
+    sockets: Vec<TcpListener>,
+}
+
+/// Binds every address of `cfg` with a socket per worker, reusing the sockets of
+/// `old` for the addresses it already holds (and adding sockets when there are more
+/// workers now); `fresh` hears each address bound anew.
+fn bind_all(
+    cfg: &Config,
+    old: &[Bound],
+    fresh: &mut dyn FnMut(SocketAddr),
+) -> Result<Vec<Bound>, ServeError> {
+    let workers = cfg.workers.max(1);
+    let mut out: Vec<Bound> = Vec::new();
+    for &asked in &cfg.listen {
+        if out.iter().any(|b| b.asked == asked || b.addr == asked) {
+            continue;
+        }
+        let listen_err = |addr| move |source| ServeError::Listen { addr, source };
+        let mut sockets = Vec::new();
+        let addr = match old.iter().find(|b| b.asked == asked || b.addr == asked) {
+            Some(b) => {
+                for s in &b.sockets {
+                    let s = s.try_clone()?;
+                    if let Some(n) = cfg.sndbuf {
+                        socket2::SockRef::from(&s).set_send_buffer_size(n)?;
+                    }
+                    sockets.push(s);
+                }
+                b.addr
+            }
+            None => {
+                if asked.port() != 0 {
+                    // Our listeners share their port by SO_REUSEPORT, and so could
+                    // another server's: a probe without it fails if anyone holds the
+                    // port at all.
+                    let probe = Socket::new(Domain::for_address(asked), Type::STREAM, None)?;
+                    probe.set_reuse_address(true)?;
+                    probe.bind(&asked.into()).map_err(listen_err(asked))?;
+                }
+                // Port 0 is resolved by the first socket and reused by the others.
+                let first = listener(asked, cfg.sndbuf).map_err(listen_err(asked))?;
+                let addr = first.local_addr()?;
+                sockets.push(first);
+                fresh(addr);
+                addr
+            }
+        };
+        while sockets.len() < workers {
+            sockets.push(listener(addr, cfg.sndbuf).map_err(listen_err(addr))?);
+        }
+        out.push(Bound {
+            asked,
+            addr,
+            sockets,
+        });
+    }
+    Ok(out)
+}
+
+/// Each worker's listeners: socket j of every address goes to worker j mod `workers`,
+/// so a socket kept from more workers than there are now is still accepted from.
+fn hand_out(bound: &[Bound], workers: usize) -> io::Result<Vec<Vec<TcpListener>>> {
+    let workers = workers.max(1);
+    let mut per: Vec<Vec<TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
+    for b in bound {
+        for (j, s) in b.sockets.iter().enumerate() {
+            per[j % workers].push(s.try_clone()?);
+        }
+    }
+    Ok(per)
+}
+
+/// One generation of workers: the settings of the start or of one reload.
+struct Generation<'scope> {
+    /// Its workers stop (gracefully) when this is set.
+    stop: Arc<AtomicBool>,
+    /// Its workers that still accept connections (each counts itself out when it has
+    /// let go of its listeners).
+    accepting: Arc<std::sync::atomic::AtomicUsize>,
+    handles: Vec<std::thread::ScopedJoinHandle<'scope, io::Result<()>>>,
+    log_file: Option<Arc<LogFile>>,
+    /// Reloads before it (0: the start).
+    number: u64,
+}
+
+impl Generation<'_> {
+    fn finished(&self) -> bool {
+        self.handles.iter().all(|h| h.is_finished())
+    }
+
+    fn any_finished(&self) -> bool {
+        self.handles.iter().any(|h| h.is_finished())
+    }
+
+    /// Waits for the workers; the first error any of them met.
+    fn join(self) -> Result<(), ServeError> {
+        let mut first = Ok(());
+        for h in self.handles {
+            let r = match h.join() {
+                Ok(r) => r.map_err(ServeError::Io),
+                Err(_) => Err(ServeError::Io(io::Error::other("a worker panicked"))),
+            };
+            if first.is_ok() {
+                first = r;
+            }
+        }
+        first
+    }
+}
+
+/// What every generation shares: the helpers' queue and the CPUs.
+struct Shared<'a> {
+    jobs: Option<&'a std::sync::mpsc::Sender<Job>>,
+    cpus: &'a [usize],
+}
+
+/// Starts a generation's workers on `listeners` (one list per worker).
+fn start_generation<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    cfg: Arc<Config>,
+    root: &std::fs::File,
+    listeners: Vec<Vec<TcpListener>>,
+    log_file: Option<Arc<LogFile>>,
+    shared: &Shared<'_>,
+    number: u64,
+) -> io::Result<Generation<'scope>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let accepting = Arc::new(std::sync::atomic::AtomicUsize::new(listeners.len()));
+    let all_stats: Arc<[Arc<Stats>]> = (0..listeners.len()).map(|_| Arc::default()).collect();
+    let mut handles = Vec::new();
+    for (i, listeners) in listeners.into_iter().enumerate() {
+        let jobs = if cfg.disk_helpers > 0 {
+            shared.jobs.cloned()
+        } else {
+            None
+        };
+        let stats = (Arc::clone(&all_stats[i]), Arc::clone(&all_stats));
+        let cfg = Arc::clone(&cfg);
+        let cpu = shared.cpus[i % shared.cpus.len()];
+        let stop = Arc::clone(&stop);
+        let accepting = Arc::clone(&accepting);
+        let root = root.try_clone()?;
+        let log_file = log_file.clone();
+        handles.push(scope.spawn(move || -> io::Result<()> {
+            if cfg.pin {
+                // Best effort: a restricted affinity mask is not fatal.
+                let _ = linerate_sys::cpu::pin_thread_to_cpu(cpu);
+            }
+            let driver = EpollDriver::new()?;
+            Worker::new(
+                driver,
+                cfg,
+                OwnedFd::from(root),
+                listeners,
+                log_file,
+                jobs,
+                stats,
+            )?
+            .run(&stop, &accepting)
+        }));
+    }
+    Ok(Generation {
+        stop,
+        accepting,
+        handles,
+        log_file,
+        number,
+    })
+}
+
+/// The access log of `cfg`: the file already open when the path is the same.
+fn open_access_log(
+    cfg: &Config,
+    open: Option<&Arc<LogFile>>,
+) -> Result<Option<Arc<LogFile>>, ServeError> {
+    match &cfg.access_log {
+        AccessLog::File(p) => {
+            if let Some(f) = open.filter(|f| f.path() == p.as_path()) {
+                return Ok(Some(Arc::clone(f)));
+            }
+            let f = LogFile::open(p).map_err(|source| ServeError::Log {
+                what: "access log",
+                path: p.clone(),
+                source,
+            })?;
+            Ok(Some(Arc::new(f)))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Serves `cfg` until `control` says stop; then finishes in-flight responses (up to the
-/// shutdown timeout) and returns. `on_listen` hears each bound address once.
+/// shutdown timeout) and returns. `on_listen` hears each bound address once. On
+/// `SIGHUP`, `reload` gives the settings to serve from then on (or why not, in one
+/// line): a new generation of workers starts on the same listening sockets, and the
+/// old one finishes what it has in flight and ends (docs/operations.md).
 pub fn serve(
     mut cfg: Config,
     control: &Control,
     on_listen: &dyn Fn(SocketAddr),
+    reload: &dyn Fn() -> Result<Config, String>,
 ) -> Result<(), ServeError> {
-    let root_err = |source| ServeError::Root {
-        path: cfg.root.clone(),
-        source,
+    let root_err = |path: &std::path::Path| {
+        let path = path.to_path_buf();
+        move |source| ServeError::Root { path, source }
     };
     // Never blocks: a FIFO or a device given as the root fails here at once.
-    let root = linerate_sys::fs::open_directory(&cfg.root).map_err(root_err)?;
+    let root = linerate_sys::fs::open_directory(&cfg.root).map_err(root_err(&cfg.root))?;
     // The error log first, so what follows can be reported.
     let error_log =
         crate::logs::install_error_log(&cfg.error_log, cfg.error_log_level).map_err(|source| {
@@ -158,120 +362,184 @@ pub fn serve(
         cfg.small_file_bytes,
         cfg.small_file_memory_bytes()
     );
-    // Bind every listener of every worker now. Port 0 is resolved by the first worker's
-    // socket and reused by the others.
-    let workers = cfg.workers.max(1);
-    let mut per_worker: Vec<Vec<TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
-    let mut bound_addrs = Vec::new();
-    for &addr in &cfg.listen {
-        if addr.port() != 0 {
-            // Our listeners share their port by SO_REUSEPORT, and so could another
-            // server's: a probe without it fails if anyone holds the port at all.
-            let probe = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-            probe.set_reuse_address(true)?;
-            probe
-                .bind(&addr.into())
-                .map_err(|source| ServeError::Listen { addr, source })?;
-        }
-        let first =
-            listener(addr, cfg.sndbuf).map_err(|source| ServeError::Listen { addr, source })?;
-        let bound = first.local_addr()?;
-        per_worker[0].push(first);
-        for w in per_worker.iter_mut().skip(1) {
-            w.push(
-                listener(bound, cfg.sndbuf).map_err(|source| ServeError::Listen {
-                    addr: bound,
-                    source,
-                })?,
-            );
-        }
-        bound_addrs.push(bound);
-    }
+    // Every listener of every worker is bound now, before anything is announced.
+    let mut fresh = Vec::new();
+    let mut bound = bind_all(&cfg, &[], &mut |a| fresh.push(a))?;
     // The log opens after the binds (a port in use creates no log file) and before
     // any address is announced (a start that fails names none).
-    let log_file = match &cfg.access_log {
-        AccessLog::File(p) => Some(Arc::new(LogFile::open(p).map_err(|source| {
-            ServeError::Log {
-                what: "access log",
-                path: p.clone(),
-                source,
-            }
-        })?)),
-        _ => None,
-    };
+    let log_file = open_access_log(&cfg, None)?;
     if control.stopping() {
         return Ok(());
     }
-    for &a in &bound_addrs {
+    for &a in &fresh {
         on_listen(a);
     }
-    let cfg = Arc::new(cfg);
     // Workers are pinned within the CPUs this process may use (taskset, cgroups).
     let cpus = linerate_sys::cpu::allowed_cpus()
         .ok()
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| vec![0]);
-    let all_stats: Arc<[Arc<Stats>]> = (0..workers).map(|_| Arc::default()).collect();
-    let stop = &control.stop;
+    let helpers = cfg.disk_helpers;
+    let first_error_log = (cfg.error_log.clone(), cfg.error_log_level);
     std::thread::scope(|scope| -> Result<(), ServeError> {
-        // The helpers end when the last worker drops its sender.
-        let jobs = (cfg.disk_helpers > 0).then(|| disk::start_helpers(scope, cfg.disk_helpers));
-        let mut handles = Vec::new();
-        for (i, listeners) in per_worker.into_iter().enumerate() {
-            let jobs = jobs.clone();
-            let stats = (Arc::clone(&all_stats[i]), Arc::clone(&all_stats));
-            let cfg = Arc::clone(&cfg);
-            let cpus = cpus.clone();
-            let stop = Arc::clone(stop);
-            let root = root.try_clone()?;
-            let log_file = log_file.clone();
-            handles.push(scope.spawn(move || -> io::Result<()> {
-                if cfg.pin {
-                    // Best effort: a restricted affinity mask is not fatal.
-                    let _ = linerate_sys::cpu::pin_thread_to_cpu(cpus[i % cpus.len()]);
-                }
-                let driver = EpollDriver::new()?;
-                Worker::new(
-                    driver,
-                    cfg,
-                    OwnedFd::from(root),
-                    listeners,
-                    log_file,
-                    jobs,
-                    stats,
-                )?
-                .run(&stop)
-            }));
-        }
-        drop(jobs);
+        // The helpers serve every generation; they end when the last sender is gone.
+        let jobs = (helpers > 0).then(|| disk::start_helpers(scope, helpers));
+        let shared = Shared {
+            jobs: jobs.as_ref(),
+            cpus: &cpus,
+        };
+        let per = hand_out(&bound, cfg.workers)?;
+        let mut current = start_generation(scope, Arc::new(cfg), &root, per, log_file, &shared, 0)?;
+        let mut retiring: Vec<Generation<'_>> = Vec::new();
+        let mut result = Ok(());
         // The operator's signals are answered here, between looks at the workers; a
         // worker that ends before a stop was asked for (an error) stops the others, so
         // the process ends and says why instead of serving on with fewer workers.
-        while !handles.iter().all(|h| h.is_finished()) {
-            for r in control.take() {
-                answer(r, log_file.as_deref(), error_log.as_deref());
+        loop {
+            let stopping = control.stopping();
+            if stopping {
+                // The workers' copies are the last: the kernel refuses new connections
+                // once they let go.
+                bound.clear();
+                current.stop.store(true, Ordering::Relaxed);
+                for g in &retiring {
+                    g.stop.store(true, Ordering::Relaxed);
+                }
             }
-            if !control.stopping() && handles.iter().any(|h| h.is_finished()) {
+            for r in control.take() {
+                match r {
+                    ControlRequest::Reload if !stopping => {
+                        let next = reload_generation(
+                            scope,
+                            reload,
+                            &current,
+                            &mut bound,
+                            &shared,
+                            &first_error_log,
+                            on_listen,
+                        );
+                        match next {
+                            Ok(next) => {
+                                let old = std::mem::replace(&mut current, next);
+                                old.stop.store(true, Ordering::Relaxed);
+                                // Requests from now on are the new settings': wait
+                                // (a tick at most) until the old workers let go.
+                                let deadline = Instant::now() + Duration::from_secs(2);
+                                while old.accepting.load(Ordering::Relaxed) > 0
+                                    && !old.any_finished()
+                                    && Instant::now() < deadline
+                                {
+                                    std::thread::sleep(Duration::from_millis(2));
+                                }
+                                tracing::info!(
+                                    "SIGHUP: reloaded (generation {}); the workers before finish what they have in flight",
+                                    current.number
+                                );
+                                retiring.push(old);
+                            }
+                            Err(e) => {
+                                tracing::error!("SIGHUP: {e}; serving on with the settings before")
+                            }
+                        }
+                    }
+                    ControlRequest::Reload => {}
+                    r => {
+                        let mut logs: Vec<&LogFile> = Vec::new();
+                        for f in std::iter::once(&current)
+                            .chain(&retiring)
+                            .filter_map(|g| g.log_file.as_deref())
+                            .chain(error_log.as_deref())
+                        {
+                            if !logs.iter().any(|l| std::ptr::eq(*l, f)) {
+                                logs.push(f);
+                            }
+                        }
+                        answer(r, &logs);
+                    }
+                }
+            }
+            // Generations that finished their drain are joined.
+            let (done, left): (Vec<_>, Vec<_>) = retiring.into_iter().partition(|g| g.finished());
+            retiring = left;
+            for g in done {
+                if let Err(e) = g.join() {
+                    tracing::error!("a worker of an earlier generation ended with: {e}");
+                }
+            }
+            if current.finished() && retiring.is_empty() {
+                break;
+            }
+            if !control.stopping() && current.any_finished() {
                 tracing::error!("a worker ended unasked; stopping the others");
-                stop.store(true, Ordering::Relaxed);
+                control.stop.store(true, Ordering::Relaxed);
             }
             std::thread::sleep(CONTROL_POLL);
         }
-        for h in handles {
-            match h.join() {
-                Ok(r) => r?,
-                Err(_) => return Err(ServeError::Io(io::Error::other("a worker panicked"))),
-            }
+        if let Err(e) = current.join() {
+            result = Err(e);
         }
-        Ok(())
+        result
     })
 }
 
-/// Carries out one signal's request (see [`crate::control`]).
-fn answer(r: ControlRequest, access: Option<&LogFile>, error: Option<&LogFile>) {
+/// A new generation from the settings `reload` gives, on the sockets of `bound`
+/// (which it extends with any new address); or why not, in one line.
+fn reload_generation<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    reload: &dyn Fn() -> Result<Config, String>,
+    current: &Generation<'scope>,
+    bound: &mut Vec<Bound>,
+    shared: &Shared<'_>,
+    first_error_log: &(crate::logs::ErrorLog, tracing::Level),
+    on_listen: &dyn Fn(SocketAddr),
+) -> Result<Generation<'scope>, String> {
+    let mut cfg = reload()?;
+    size_for_descriptors(&mut cfg);
+    let root = linerate_sys::fs::open_directory(&cfg.root)
+        .map_err(|e| format!("root {}: {e}", cfg.root.display()))?;
+    let log_file = open_access_log(&cfg, current.log_file.as_ref()).map_err(|e| describe(&e))?;
+    if (cfg.error_log.clone(), cfg.error_log_level) != *first_error_log {
+        tracing::warn!("SIGHUP: error-log and error-log-level take effect at the next start");
+    }
+    if cfg.disk_helpers > 0 && shared.jobs.is_none() {
+        tracing::warn!(
+            "SIGHUP: the server started without disk helpers; they take effect at the next start"
+        );
+    }
+    let mut fresh = Vec::new();
+    let next = bind_all(&cfg, bound, &mut |a| fresh.push(a)).map_err(|e| describe(&e))?;
+    let per = hand_out(&next, cfg.workers).map_err(|e| e.to_string())?;
+    let generation = start_generation(
+        scope,
+        Arc::new(cfg),
+        &root,
+        per,
+        log_file,
+        shared,
+        current.number + 1,
+    )
+    .map_err(|e| e.to_string())?;
+    // Addresses no longer configured close once the old workers let go of them.
+    *bound = next;
+    for a in fresh {
+        on_listen(a);
+    }
+    Ok(generation)
+}
+
+/// A [`ServeError`] in one line with its cause.
+fn describe(e: &ServeError) -> String {
+    match std::error::Error::source(e) {
+        Some(s) => format!("{e}: {s}"),
+        None => e.to_string(),
+    }
+}
+
+/// Carries out one signal's request (see [`crate::control`]) on the open `logs`.
+fn answer(r: ControlRequest, logs: &[&LogFile]) {
     match r {
         ControlRequest::Reopen => {
-            for f in [access, error].into_iter().flatten() {
+            for f in logs {
                 match f.reopen() {
                     Ok(()) => tracing::info!("SIGUSR1: reopened {}", f.path().display()),
                     Err(e) => tracing::error!(
@@ -281,12 +549,11 @@ fn answer(r: ControlRequest, access: Option<&LogFile>, error: Option<&LogFile>) 
                 }
             }
         }
-        ControlRequest::Reload => tracing::warn!(
-            "SIGHUP: reloading the configuration is not built yet; serving on with the settings of the start"
-        ),
-        ControlRequest::Upgrade => tracing::warn!(
-            "SIGUSR2: the binary upgrade is not built yet; serving on unchanged"
-        ),
+        // Handled by the caller.
+        ControlRequest::Reload => {}
+        ControlRequest::Upgrade => {
+            tracing::warn!("SIGUSR2: the binary upgrade is not built yet; serving on unchanged")
+        }
     }
 }
 
@@ -371,7 +638,13 @@ impl<D: Driver> Worker<D> {
         })
     }
 
-    fn run(mut self, stop: &AtomicBool) -> io::Result<()> {
+    /// Serves until `stop`; `accepting` is counted down when this worker has let go of
+    /// its listeners.
+    fn run(
+        mut self,
+        stop: &AtomicBool,
+        accepting: &std::sync::atomic::AtomicUsize,
+    ) -> io::Result<()> {
         let mut ready: Vec<Ready> = Vec::with_capacity(256);
         let mut last_tick = Instant::now();
         let mut shutdown_deadline: Option<Instant> = None;
@@ -417,11 +690,23 @@ impl<D: Driver> Worker<D> {
             if shutdown_deadline.is_none() && stop.load(Ordering::Relaxed) {
                 shutdown_deadline = Some(now + self.cfg.shutdown_timeout);
                 self.begin_shutdown(now);
+                accepting.fetch_sub(1, Ordering::Relaxed);
             }
             if let Some(d) = shutdown_deadline {
-                // Idle connections go at once; the rest when done or at the deadline.
+                // Idle connections are ended at once, the rest when done or at the
+                // deadline. Ended with a FIN while their input is drained (until the
+                // client closes too, or the drain deadline): a request that crossed
+                // it gets a clean close to retry on, never a reset.
                 for i in 0..self.conns.len() {
-                    if self.conns[i].as_ref().is_some_and(|c| !c.busy()) || now >= d {
+                    let Some(c) = self.conns[i].as_mut() else {
+                        continue;
+                    };
+                    let ended = now >= d
+                        || (!c.busy()
+                            && !c.http.awaits_last()
+                            && c.draining_since.is_none()
+                            && c.linger(now) != After::Keep);
+                    if ended {
                         self.close(i, After::Close, Cut::Shutdown);
                     }
                 }
@@ -441,9 +726,15 @@ impl<D: Driver> Worker<D> {
                 let _ = self.driver.deregister(sock.as_fd());
             }
         }
-        // Responses in flight finish; no request after them is read.
+        // Responses in flight finish; no request after them is read. A connection that
+        // has had no request yet gets its first one answered (with a close): its
+        // client may be sending it already, and could not tell a close from a refusal.
         for c in self.conns.iter_mut().flatten() {
-            c.http.close_after_last();
+            if c.http.is_fresh() {
+                c.http.finish_next();
+            } else {
+                c.http.close_after_last();
+            }
         }
     }
 

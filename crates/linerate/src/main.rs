@@ -470,6 +470,17 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     flags.root = a.dir.clone();
     let mut cfg = linerate_server::Config::new(PathBuf::from("."));
     flags.over(&file).apply(&mut cfg);
+    // SIGHUP: the file again, under the same flags.
+    let config_path = a.config.clone();
+    let reload = move || -> Result<linerate_server::Config, String> {
+        let file = match &config_path {
+            Some(p) => linerate_server::Settings::load(p)?,
+            None => linerate_server::Settings::default(),
+        };
+        let mut cfg = linerate_server::Config::new(PathBuf::from("."));
+        flags.over(&file).apply(&mut cfg);
+        Ok(cfg)
+    };
     let root = cfg.root.display().to_string();
     let announce = |addr: SocketAddr| {
         use std::io::Write;
@@ -478,7 +489,7 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         // For a person at a terminal; a closed stderr must not stop the server.
         let _ = writeln!(std::io::stderr(), "serving {root} at {}", url_of(addr));
     };
-    linerate_server::serve(cfg, &control, &announce)?;
+    linerate_server::serve(cfg, &control, &announce, &reload)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -528,7 +528,8 @@ fn serve_help_names_every_long_flag() {
 /// Regression: SIGHUP, SIGUSR1, SIGUSR2 and SIGQUIT killed the server (exit 129, 138,
 /// 140, 131), cutting the download in flight, and a `kill -HUP` after 500 answered
 /// requests left 327 lines in the access log. Now each leaves the server serving (so do
-/// SIGWINCH, SIGCHLD and SIGPIPE), the download goes on byte-exact, SIGQUIT stops
+/// SIGWINCH, SIGCHLD and SIGPIPE), the download goes on byte-exact (SIGHUP's reload
+/// lets the workers before finish it, then close that connection), SIGQUIT stops
 /// gracefully with exit 0, and every answered request has its line.
 fn signals_sent_by_habit_leave_the_server_serving_and_lose_no_log_line(transmit: &str) {
     let root = docroot();
@@ -565,6 +566,8 @@ fn signals_sent_by_habit_leave_the_server_serving_and_lose_no_log_line(transmit:
     assert_eq!(end, End::Open, "download cut after {} bytes", got.len());
     assert_bytes_eq(&got, &big, "the download in flight during the signals");
     answered += 1;
+    // The reload retired the worker of `c`: the next requests go on a new connection.
+    let mut c = server.conn();
     for _ in 0..500 {
         assert_eq!(c.get("/f.txt", "").status, 200);
     }
@@ -882,4 +885,117 @@ fn the_small_file_size_is_capped() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("small-file") && err.contains("16M"), "{err}");
+}
+
+/// A configuration file for the reload tests: the status page at `status`, `workers`.
+fn reload_conf(path: &Path, status: &str, workers: u32) {
+    fs::write(
+        path,
+        format!("status-path = \"{status}\"\nworkers = {workers}\naccess-log = \"off\"\n"),
+    )
+    .unwrap();
+}
+
+/// `serve ROOT --config FILE` on a free port with info lines in the error log, FILE made
+/// by [`reload_conf`]; (its directory, FILE, the server).
+fn reloadable(
+    root: &Path,
+    status: &str,
+    workers: u32,
+) -> (tempfile::TempDir, std::path::PathBuf, Server) {
+    let dir = docroot();
+    let conf = dir.path().join("linerate.toml");
+    reload_conf(&conf, status, workers);
+    let server = LINERATE.spawn(&[
+        "serve",
+        root.to_str().unwrap(),
+        "--config",
+        conf.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--error-log-level",
+        "info",
+    ]);
+    (dir, conf, server)
+}
+
+/// SIGHUP re-reads the configuration file: requests after it see the new settings, on
+/// the same listening socket (the same port); a 200 MiB download
+/// that started before finishes byte-exact; a broken file is refused with one line
+/// naming the line and the key, and the settings before keep serving.
+/// Rules: docs/http.md E5.
+#[test]
+fn sighup_reloads_the_file_on_the_same_socket_and_the_download_in_flight_finishes() {
+    let root = docroot();
+    let big = pattern(200 * MIB, 5);
+    put(root.path(), "big.bin", &big);
+    let (_dir, conf, server) = reloadable(root.path(), "/a", 1);
+    assert_eq!(fetch(server.addr, "/a", "").status, 200);
+    let mut c = server.conn();
+    c.send(&req("GET", "/big.bin", ""));
+    assert_eq!(c.read_head().status, 200);
+    let (mut got, _) = c.read_upto(MIB);
+    reload_conf(&conf, "/b", 2);
+    server.signal("HUP");
+    let log = server.wait_stderr("SIGHUP: reloaded");
+    assert!(log.contains("SIGHUP: reloaded (generation 1)"), "{log}");
+    assert_eq!(
+        fetch(server.addr, "/b", "").status,
+        200,
+        "the new status path"
+    );
+    assert_eq!(
+        fetch(server.addr, "/a", "").status,
+        404,
+        "the old one is gone"
+    );
+    // A broken file changes nothing.
+    fs::write(&conf, "workers = 2\nstatus-path = \"b\"\n").unwrap();
+    server.signal("HUP");
+    let log = server.wait_stderr("serving on with the settings before");
+    let line = log
+        .lines()
+        .find(|l| l.contains("serving on with the settings before"))
+        .unwrap();
+    assert!(
+        line.contains("line 2: status-path: 'b': must start with /"),
+        "{line}"
+    );
+    assert_eq!(fetch(server.addr, "/b", "").status, 200);
+    // The download from before the reloads, whole.
+    let (rest, _) = c.read_upto(big.len() - got.len());
+    got.extend_from_slice(&rest);
+    assert_bytes_eq(&got, &big, "the download across two SIGHUPs");
+}
+
+/// Ten SIGHUPs during `bench http` with 32 keep-alive connections: every request is
+/// answered 200 with its whole body, none fails; the settings switch between one and
+/// two workers each time.
+/// Rules: docs/http.md E5.
+#[test]
+fn sighups_under_load_lose_no_request() {
+    let root = docroot();
+    put(root.path(), "f.bin", &pattern(100 << 10, 9));
+    let (_dir, conf, server) = reloadable(root.path(), "/s", 2);
+    let url = format!("http://{}/f.bin", server.addr);
+    let load = thread::spawn(move || {
+        LINERATE.run(&["bench", "http", &url, "-c", "32", "-d", "4", "--json"])
+    });
+    for i in 0..10 {
+        thread::sleep(Duration::from_millis(300));
+        reload_conf(&conf, "/s", 1 + i % 2);
+        server.signal("HUP");
+    }
+    let (code, out, err) = load.join().unwrap();
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let errors: u64 = v["errors"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|x| x.as_u64().unwrap())
+        .sum();
+    assert_eq!(errors, 0, "{v}");
+    assert!(v["requests"].as_u64().unwrap() > 0);
+    assert_eq!(v["statuses"]["200"], v["requests"], "{v}");
 }
