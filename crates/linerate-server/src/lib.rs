@@ -21,6 +21,7 @@ mod files;
 pub mod logs;
 pub mod settings;
 mod site;
+pub mod systemd;
 pub mod worker;
 
 pub use config::{AccessLog, Config, LogFormat};

@@ -137,6 +137,9 @@ struct Bound {
     /// The address bound.
     addr: SocketAddr,
     sockets: Vec<TcpListener>,
+    /// One socket every worker accepts from (passed by systemd, which made it without
+    /// `SO_REUSEPORT`), instead of one socket per worker.
+    shared: bool,
 }
 
 /// Binds every address of `cfg` with a socket per worker, reusing the sockets of
@@ -149,6 +152,23 @@ fn bind_all(
 ) -> Result<Vec<Bound>, ServeError> {
     let workers = cfg.workers.max(1);
     let mut out: Vec<Bound> = Vec::new();
+    // Sockets systemd passed are the listeners for the process's life; `listen` is
+    // not used then.
+    for b in old.iter().filter(|b| b.shared) {
+        out.push(Bound {
+            asked: b.asked,
+            addr: b.addr,
+            sockets: b
+                .sockets
+                .iter()
+                .map(TcpListener::try_clone)
+                .collect::<io::Result<_>>()?,
+            shared: true,
+        });
+    }
+    if !out.is_empty() {
+        return Ok(out);
+    }
     for &asked in &cfg.listen {
         if out.iter().any(|b| b.asked == asked || b.addr == asked) {
             continue;
@@ -190,6 +210,7 @@ fn bind_all(
             asked,
             addr,
             sockets,
+            shared: false,
         });
     }
     Ok(out)
@@ -201,6 +222,14 @@ fn hand_out(bound: &[Bound], workers: usize) -> io::Result<Vec<Vec<TcpListener>>
     let workers = workers.max(1);
     let mut per: Vec<Vec<TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
     for b in bound {
+        if b.shared {
+            for w in per.iter_mut() {
+                for s in &b.sockets {
+                    w.push(s.try_clone()?);
+                }
+            }
+            continue;
+        }
         for (j, s) in b.sockets.iter().enumerate() {
             per[j % workers].push(s.try_clone()?);
         }
@@ -362,9 +391,30 @@ pub fn serve(
         cfg.small_file_bytes,
         cfg.small_file_memory_bytes()
     );
-    // Every listener of every worker is bound now, before anything is announced.
+    // Every listener of every worker is bound now, before anything is announced; or
+    // systemd passed them (socket activation).
     let mut fresh = Vec::new();
-    let mut bound = bind_all(&cfg, &[], &mut |a| fresh.push(a))?;
+    let activated: Vec<Bound> = crate::systemd::activated_listeners()?
+        .into_iter()
+        .map(|l| {
+            let addr = l.local_addr()?;
+            fresh.push(addr);
+            Ok(Bound {
+                asked: addr,
+                addr,
+                sockets: vec![l],
+                shared: true,
+            })
+        })
+        .collect::<io::Result<_>>()?;
+    if !activated.is_empty() {
+        tracing::info!(
+            "socket activation: serving on the {} socket(s) systemd passed; listen is not used",
+            activated.len()
+        );
+    }
+    let mut bound = bind_all(&cfg, &activated, &mut |a| fresh.push(a))?;
+    drop(activated);
     // The log opens after the binds (a port in use creates no log file) and before
     // any address is announced (a start that fails names none).
     let log_file = open_access_log(&cfg, None)?;
@@ -389,7 +439,10 @@ pub fn serve(
             cpus: &cpus,
         };
         let per = hand_out(&bound, cfg.workers)?;
+        let workers = per.len();
         let mut current = start_generation(scope, Arc::new(cfg), &root, per, log_file, &shared, 0)?;
+        crate::systemd::ready(&status_line(&bound, workers));
+        let mut told_stopping = false;
         let mut retiring: Vec<Generation<'_>> = Vec::new();
         let mut result = Ok(());
         // The operator's signals are answered here, between looks at the workers; a
@@ -397,6 +450,10 @@ pub fn serve(
         // the process ends and says why instead of serving on with fewer workers.
         loop {
             let stopping = control.stopping();
+            if stopping && !told_stopping {
+                crate::systemd::stopping();
+                told_stopping = true;
+            }
             if stopping {
                 // The workers' copies are the last: the kernel refuses new connections
                 // once they let go.
@@ -409,6 +466,7 @@ pub fn serve(
             for r in control.take() {
                 match r {
                     ControlRequest::Reload if !stopping => {
+                        crate::systemd::reloading();
                         let next = reload_generation(
                             scope,
                             reload,
@@ -441,6 +499,7 @@ pub fn serve(
                                 tracing::error!("SIGHUP: {e}; serving on with the settings before")
                             }
                         }
+                        crate::systemd::ready(&status_line(&bound, current.handles.len()));
                     }
                     ControlRequest::Reload => {}
                     r => {
@@ -525,6 +584,12 @@ fn reload_generation<'scope>(
         on_listen(a);
     }
     Ok(generation)
+}
+
+/// What the service manager shows: where and with how many workers.
+fn status_line(bound: &[Bound], workers: usize) -> String {
+    let addrs: Vec<String> = bound.iter().map(|b| b.addr.to_string()).collect();
+    format!("serving on {} with {workers} workers", addrs.join(", "))
 }
 
 /// A [`ServeError`] in one line with its cause.

@@ -1,0 +1,151 @@
+//! `linerate serve` under systemd: the states it reports (`sd_notify`, read from a
+//! datagram socket the test owns, as the service manager's would be) and listening
+//! sockets passed by socket activation (`systemd-socket-activate`, Debian's `systemd`).
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::net::UnixDatagram;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use linerate_testkit::{docroot, fetch, put, Linerate};
+
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
+
+/// Whether `program` is installed; under CI it must be (scripts/test installs it).
+fn installed(program: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found && std::env::var_os("CI").is_some() {
+        panic!("{program} is missing under CI: scripts/test installs it");
+    }
+    found
+}
+
+/// Reads the address from a child's "listening on ADDR" line.
+fn listening(child: &mut Child) -> std::net::SocketAddr {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("first line {line:?}"))
+        .parse()
+        .unwrap()
+}
+
+fn signal(child: &Child, name: &str) {
+    Command::new("kill")
+        .args([&format!("-{name}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+}
+
+/// The next datagram on `sock`, as text.
+fn message(sock: &UnixDatagram) -> String {
+    let mut buf = [0u8; 4096];
+    let n = sock
+        .recv(&mut buf)
+        .expect("a notification within the timeout");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// With `NOTIFY_SOCKET` set, the server says `READY=1` once it serves, `RELOADING=1`
+/// with `MONOTONIC_USEC` at a SIGHUP and `READY=1` when the reload is done, and
+/// `STOPPING=1` at SIGTERM; each with a `STATUS=` line.
+#[test]
+fn sd_notify_reports_ready_reloading_and_stopping() {
+    let dir = docroot();
+    let path = dir.path().join("notify");
+    let sock = UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let mut child = LINERATE
+        .command()
+        .args(["serve", root.path().to_str().unwrap()])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+            "--access-log",
+            "off",
+        ])
+        .env("NOTIFY_SOCKET", &path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = listening(&mut child);
+    let ready = message(&sock);
+    assert_eq!(
+        ready,
+        format!("READY=1\nSTATUS=serving on {addr} with 2 workers\n")
+    );
+    assert_eq!(fetch(addr, "/f.txt", "").status, 200);
+    signal(&child, "HUP");
+    let reloading = message(&sock);
+    let mut lines = reloading.lines();
+    assert_eq!(lines.next(), Some("RELOADING=1"), "{reloading}");
+    let usec: u64 = lines
+        .next()
+        .and_then(|l| l.strip_prefix("MONOTONIC_USEC="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no MONOTONIC_USEC: {reloading}"));
+    assert!(usec > 0);
+    assert!(message(&sock).starts_with("READY=1\nSTATUS=serving on "));
+    signal(&child, "TERM");
+    assert_eq!(message(&sock), "STOPPING=1\nSTATUS=stopping\n");
+    assert!(child.wait().unwrap().success());
+}
+
+/// `systemd-socket-activate -l ADDR linerate serve …`: the server takes the socket it
+/// is passed (no bind of its own, `listen` unused), every worker accepts from it, and
+/// the connection that started it is answered.
+#[test]
+fn socket_activation_serves_on_the_passed_socket() {
+    if !installed("systemd-socket-activate") {
+        eprintln!("systemd-socket-activate is not installed: skipped");
+        return;
+    }
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    // A free port, given to systemd-socket-activate to listen on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let at = format!("127.0.0.1:{port}");
+    let mut child = Command::new("systemd-socket-activate")
+        .args(["-l", &at, LINERATE.path(), "serve"])
+        .arg(root.path())
+        .args(["--workers", "2", "--access-log", "off"])
+        // Ignored under socket activation: the passed socket is the listener.
+        .args(["--listen", "127.0.0.1:1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It listens before the server runs; the first connection starts the server.
+    let addr: std::net::SocketAddr = at.parse().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing listens on {at}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..20 {
+        assert_eq!(fetch(addr, "/f.txt", "").status, 200);
+    }
+    assert_eq!(listening(&mut child), addr, "announces the passed socket");
+    signal(&child, "TERM");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
