@@ -69,6 +69,8 @@ pub struct Config {
     pub listen: Vec<SocketAddr>,
     /// Worker threads (one per CPU by default).
     pub workers: usize,
+    /// The user to become once the sockets are bound (None: stay who started it).
+    pub user: Option<String>,
     /// Pin worker i to the i-th CPU (mod their number) of those the process may use.
     pub pin: bool,
     /// Strategy for file bodies.
@@ -137,6 +139,7 @@ impl Config {
             root,
             listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
             workers: linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len().max(1)),
+            user: None,
             pin: true,
             transmit: Strategy::SendfileBatched,
             notsent_lowat: Some(DEFAULT_NOTSENT_LOWAT),

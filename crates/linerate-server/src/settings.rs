@@ -387,6 +387,12 @@ pub struct Settings {
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workers: Option<Count<1, 1024>>,
+    /// Give up root for this user (and its group, with no supplementary groups) once
+    /// the sockets are bound and the logs open, before serving; the start fails if it
+    /// cannot [default: the user that starts it; as root, a warning].
+    #[arg(long, value_name = "NAME")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
     /// Pin worker i to the i-th CPU the process may use; --pin=false leaves them to the
     /// scheduler [default: true].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -585,6 +591,9 @@ impl Settings {
         };
         if let Some(w) = s.workers {
             cfg.workers = w.0 as usize;
+        }
+        if let Some(u) = s.user {
+            cfg.user = Some(u);
         }
         if let Some(p) = s.pin {
             cfg.pin = p;
@@ -793,6 +802,7 @@ mod tests {
             "listen" => "\"127.0.0.1:80\"",
             "pin" | "dotfiles" | "autoindex" => "true",
             "transmit" => "\"copy\"",
+            "user" => "\"nobody\"",
             "status-path" => "\"/s\"",
             "access-log" => "\"off\"",
             "error-log" => "\"off\"",

@@ -50,9 +50,43 @@ pub enum ServeError {
         /// Why.
         source: io::Error,
     },
+    /// `--user`: no such user, or root could not be given up for it.
+    #[error("--user {name}: {reason}")]
+    User {
+        /// The name given.
+        name: String,
+        /// Why.
+        reason: String,
+    },
     /// Anything else.
     #[error(transparent)]
     Io(#[from] io::Error),
+}
+
+/// Gives up root for `cfg.user` (see [`linerate_sys::user::become_user`]); as root
+/// without it, a warning.
+fn drop_privileges(cfg: &Config) -> Result<(), ServeError> {
+    let Some(name) = &cfg.user else {
+        if linerate_sys::ns::effective_uid() == 0 {
+            tracing::warn!("running as root: --user NAME gives root up once the sockets are bound");
+        }
+        return Ok(());
+    };
+    let fail = |reason: String| ServeError::User {
+        name: name.clone(),
+        reason,
+    };
+    let user = linerate_sys::user::lookup(name)
+        .map_err(|e| fail(e.to_string()))?
+        .ok_or_else(|| fail("no such user".into()))?;
+    linerate_sys::user::become_user(&user).map_err(|e| fail(e.to_string()))?;
+    tracing::info!(
+        "serving as {} (uid {}, gid {})",
+        user.name,
+        user.uid,
+        user.gid
+    );
+    Ok(())
 }
 
 const TICK: Duration = Duration::from_millis(100);
@@ -275,6 +309,13 @@ impl Generation<'_> {
     }
 }
 
+/// Settings of the start that a reload cannot change (a warning says so).
+struct Fixed {
+    error_log: crate::logs::ErrorLog,
+    error_log_level: tracing::Level,
+    user: Option<String>,
+}
+
 /// What every generation shares: the helpers' queue and the CPUs.
 struct Shared<'a> {
     jobs: Option<&'a std::sync::mpsc::Sender<Job>>,
@@ -418,6 +459,8 @@ pub fn serve(
     // The log opens after the binds (a port in use creates no log file) and before
     // any address is announced (a start that fails names none).
     let log_file = open_access_log(&cfg, None)?;
+    // Root is given up before any thread starts, with everything that needs it done.
+    drop_privileges(&cfg)?;
     if control.stopping() {
         return Ok(());
     }
@@ -430,7 +473,11 @@ pub fn serve(
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| vec![0]);
     let helpers = cfg.disk_helpers;
-    let first_error_log = (cfg.error_log.clone(), cfg.error_log_level);
+    let fixed = Fixed {
+        error_log: cfg.error_log.clone(),
+        error_log_level: cfg.error_log_level,
+        user: cfg.user.clone(),
+    };
     std::thread::scope(|scope| -> Result<(), ServeError> {
         // The helpers serve every generation; they end when the last sender is gone.
         let jobs = (helpers > 0).then(|| disk::start_helpers(scope, helpers));
@@ -468,13 +515,7 @@ pub fn serve(
                     ControlRequest::Reload if !stopping => {
                         crate::systemd::reloading();
                         let next = reload_generation(
-                            scope,
-                            reload,
-                            &current,
-                            &mut bound,
-                            &shared,
-                            &first_error_log,
-                            on_listen,
+                            scope, reload, &current, &mut bound, &shared, &fixed, on_listen,
                         );
                         match next {
                             Ok(next) => {
@@ -549,7 +590,7 @@ fn reload_generation<'scope>(
     current: &Generation<'scope>,
     bound: &mut Vec<Bound>,
     shared: &Shared<'_>,
-    first_error_log: &(crate::logs::ErrorLog, tracing::Level),
+    fixed: &Fixed,
     on_listen: &dyn Fn(SocketAddr),
 ) -> Result<Generation<'scope>, String> {
     let mut cfg = reload()?;
@@ -557,8 +598,11 @@ fn reload_generation<'scope>(
     let root = linerate_sys::fs::open_directory(&cfg.root)
         .map_err(|e| format!("root {}: {e}", cfg.root.display()))?;
     let log_file = open_access_log(&cfg, current.log_file.as_ref()).map_err(|e| describe(&e))?;
-    if (cfg.error_log.clone(), cfg.error_log_level) != *first_error_log {
+    if (&cfg.error_log, cfg.error_log_level) != (&fixed.error_log, fixed.error_log_level) {
         tracing::warn!("SIGHUP: error-log and error-log-level take effect at the next start");
+    }
+    if cfg.user != fixed.user {
+        tracing::warn!("SIGHUP: user takes effect at the next start");
     }
     if cfg.disk_helpers > 0 && shared.jobs.is_none() {
         tracing::warn!(

@@ -999,3 +999,72 @@ fn sighups_under_load_lose_no_request() {
     assert!(v["requests"].as_u64().unwrap() > 0);
     assert_eq!(v["statuses"]["200"], v["requests"], "{v}");
 }
+
+/// `--user nobody` as root: root is given up before serving, by every thread (user,
+/// group, no supplementary groups), and a world-readable root is served; a user that
+/// does not exist fails the start with one line and announces nothing.
+#[test]
+fn user_gives_up_root_before_serving() {
+    if !linerate_testkit::is_root() {
+        eprintln!("not root: --user cannot be tried");
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let root = docroot();
+    fs::set_permissions(root.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    put(root.path(), "f.txt", b"F\n");
+    fs::set_permissions(root.path().join("f.txt"), fs::Permissions::from_mode(0o644)).unwrap();
+    let nobody = Command::new("id").args(["-u", "nobody"]).output().unwrap();
+    let uid = String::from_utf8_lossy(&nobody.stdout).trim().to_string();
+    let server = LINERATE.spawn(&[
+        "serve",
+        root.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--access-log",
+        "off",
+        "--user",
+        "nobody",
+    ]);
+    assert_eq!(fetch(server.addr, "/f.txt", "").status, 200);
+    let tasks: Vec<_> = fs::read_dir(format!("/proc/{}/task", server.pid()))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(tasks.len() >= 3, "main and two workers at least");
+    for t in tasks {
+        let status = fs::read_to_string(t.join("status")).unwrap();
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .unwrap_or("")
+                .split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(field("Uid:"), vec![uid.clone(); 4], "{}", t.display());
+        assert!(field("Groups:").is_empty(), "{}: {status}", t.display());
+        assert!(
+            field("Gid:").iter().all(|g| g != "0"),
+            "{}: {status}",
+            t.display()
+        );
+    }
+    let (code, out, err) = LINERATE.run(&[
+        "serve",
+        root.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--user",
+        "no-such-user-linerate",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--user no-such-user-linerate: no such user"),
+        "{err}"
+    );
+    assert!(!out.contains("listening on"), "{out}");
+}

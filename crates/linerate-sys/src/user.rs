@@ -1,0 +1,99 @@
+//! Users: looking one up by name, and giving up root for it (`serve --user`).
+
+use std::ffi::{CStr, CString};
+use std::io;
+
+/// A user account as the server needs it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    /// Its name.
+    pub name: String,
+    /// User id.
+    pub uid: u32,
+    /// Primary group id.
+    pub gid: u32,
+}
+
+/// Looks `name` up in the user database (`getpwnam_r`: /etc/passwd, NSS). `Ok(None)`
+/// when there is no such user.
+pub fn lookup(name: &str) -> io::Result<Option<User>> {
+    let c_name = CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a user name has no NUL"))?;
+    let mut buf = vec![0u8; 4096];
+    loop {
+        // SAFETY: an all-zero passwd is a valid value of the plain C struct; the call
+        // fills it with pointers into `buf`, which outlives every use of them below.
+        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        // SAFETY: every pointer is to live memory of the stated size; the result is
+        // written to `found` (null when there is no such user).
+        let r = unsafe {
+            libc::getpwnam_r(
+                c_name.as_ptr(),
+                &mut pw,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        if r == libc::ERANGE && buf.len() < 1 << 20 {
+            buf.resize(buf.len() * 4, 0);
+            continue;
+        }
+        if r != 0 {
+            return Err(io::Error::from_raw_os_error(r));
+        }
+        if found.is_null() {
+            return Ok(None);
+        }
+        // SAFETY: on success pw_name points to a NUL-terminated string inside `buf`.
+        let name = unsafe { CStr::from_ptr(pw.pw_name) }
+            .to_string_lossy()
+            .into_owned();
+        return Ok(Some(User {
+            name,
+            uid: pw.pw_uid,
+            gid: pw.pw_gid,
+        }));
+    }
+}
+
+/// Becomes `user` for good: supplementary groups cleared, then the group, then the user
+/// (real, effective and saved ids, so root cannot be taken back), and checks that it
+/// held. The process must be root (or hold `CAP_SETUID` and `CAP_SETGID`). glibc applies
+/// each change to every thread of the process.
+pub fn become_user(user: &User) -> io::Result<()> {
+    // SAFETY: setgroups with a count of 0 reads no memory.
+    crate::cvt(unsafe { libc::setgroups(0, std::ptr::null()) })?;
+    // SAFETY: plain id arguments.
+    crate::cvt(unsafe { libc::setresgid(user.gid, user.gid, user.gid) })?;
+    // SAFETY: plain id arguments.
+    crate::cvt(unsafe { libc::setresuid(user.uid, user.uid, user.uid) })?;
+    // SAFETY: these cannot fail and touch no memory.
+    let (uid, euid, gid) = unsafe { (libc::getuid(), libc::geteuid(), libc::getgid()) };
+    if (uid, euid, gid) != (user.uid, user.uid, user.gid) {
+        return Err(io::Error::other(format!(
+            "still uid {uid}, euid {euid}, gid {gid} after becoming {}",
+            user.name
+        )));
+    }
+    // Root must be out of reach now.
+    // SAFETY: plain id argument; a failure is what is expected.
+    if user.uid != 0 && unsafe { libc::setuid(0) } == 0 {
+        return Err(io::Error::other("root could be taken back"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn root_and_missing_users() {
+        let root = lookup("root").unwrap().expect("root exists");
+        assert_eq!((root.uid, root.gid), (0, 0));
+        assert_eq!(lookup("no-such-user-linerate").unwrap(), None);
+        assert!(lookup("a\0b").is_err());
+    }
+}
