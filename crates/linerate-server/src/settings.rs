@@ -335,8 +335,62 @@ impl fmt::Display for UrlPath {
 
 as_text!(UrlPath);
 
+/// A listen address as an operator writes it: `8080` or `:8080` (every IPv4 address),
+/// `[::]:8080`, `127.0.0.1:8080`, or `HOST:PORT` with a name (`localhost:8080`: each
+/// address it resolves to).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListenAddr {
+    text: String,
+    /// The addresses it stands for.
+    pub addrs: Vec<SocketAddr>,
+}
+
+impl FromStr for ListenAddr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ListenAddr, String> {
+        let t = s.trim();
+        if t.starts_with("unix:") {
+            return Err(format!("'{s}': unix sockets are not supported yet"));
+        }
+        let port_only = t.strip_prefix(':').unwrap_or(t);
+        let addrs = if !port_only.is_empty() && port_only.bytes().all(|b| b.is_ascii_digit()) {
+            let port: u16 = port_only
+                .parse()
+                .map_err(|_| format!("'{s}': a port is 0 to 65535"))?;
+            vec![SocketAddr::from(([0, 0, 0, 0], port))]
+        } else if let Ok(a) = t.parse::<SocketAddr>() {
+            vec![a]
+        } else {
+            let bad = || format!("'{s}' is not an address (PORT, :PORT, HOST:PORT, [IPv6]:PORT)");
+            if !t.contains(':') {
+                return Err(bad());
+            }
+            let mut addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(t)
+                .map_err(|e| format!("'{s}': {e}"))?
+                .collect();
+            addrs.dedup();
+            if addrs.is_empty() {
+                return Err(bad());
+            }
+            addrs
+        };
+        Ok(ListenAddr {
+            text: t.to_string(),
+            addrs,
+        })
+    }
+}
+
+impl fmt::Display for ListenAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+as_text!(ListenAddr);
+
 /// `listen`: one address or a list of them in the file.
-fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SocketAddr>, D::Error> {
+fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ListenAddr>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum OneOrMany {
@@ -353,10 +407,7 @@ fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<SocketAddr>, D::Er
         return Err(D::Error::custom("needs at least one address"));
     }
     v.iter()
-        .map(|s| {
-            s.parse()
-                .map_err(|_| D::Error::custom(format!("'{s}' is not an address (HOST:PORT)")))
-        })
+        .map(|s| s.parse().map_err(D::Error::custom))
         .collect()
 }
 
@@ -374,15 +425,17 @@ pub struct Settings {
     #[arg(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub root: Option<PathBuf>,
-    /// Address to listen on; repeat for several (port 0: a free port; each bound
-    /// address is printed as "listening on ADDR") [default: 127.0.0.1:8080].
-    #[arg(long, value_name = "ADDR:PORT")]
+    /// Address to listen on: PORT or :PORT (every IPv4 address), HOST:PORT (a name:
+    /// each address it resolves to), [IPv6]:PORT; repeat for several (port 0: a free
+    /// port; each bound address is printed as "listening on ADDR") [default:
+    /// 127.0.0.1:8080].
+    #[arg(long, value_name = "ADDR")]
     #[serde(
         default,
         deserialize_with = "one_or_many",
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub listen: Vec<SocketAddr>,
+    pub listen: Vec<ListenAddr>,
     /// Worker threads, each with its own listener [default: one per CPU].
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -582,7 +635,7 @@ impl Settings {
             cfg.root = r;
         }
         if !s.listen.is_empty() {
-            cfg.listen = s.listen;
+            cfg.listen = s.listen.into_iter().flat_map(|l| l.addrs).collect();
         }
         let set = |slot: &mut u64, v: Option<u64>| {
             if let Some(v) = v {
@@ -755,12 +808,34 @@ mod tests {
             ("listen = 80\n", "give an address"),
             ("listen = []\n", "at least one"),
             ("listen = [\"x\"]\n", "'x' is not an address"),
+            ("listen = \"70000\"\n", "a port is 0 to 65535"),
+            (
+                "listen = \"unix:/run/l.sock\"\n",
+                "unix sockets are not supported yet",
+            ),
         ] {
             let e = Settings::parse(text).unwrap_err();
             assert!(e.starts_with("line 1: listen: ") && e.contains(why), "{e}");
         }
         let f = flags(&["--listen", "127.0.0.1:1", "--listen", "[::1]:2"]).unwrap();
         assert_eq!(f.listen.len(), 2);
+        // The forms an operator writes.
+        let all = |t: &str| -> Vec<SocketAddr> { t.parse::<ListenAddr>().unwrap().addrs };
+        let any4 = |p: u16| SocketAddr::from(([0, 0, 0, 0], p));
+        assert_eq!(all("8080"), [any4(8080)]);
+        assert_eq!(all(":8080"), [any4(8080)]);
+        assert_eq!(
+            all("[::]:8080"),
+            ["[::]:8080".parse::<SocketAddr>().unwrap()]
+        );
+        assert!(all("localhost:8080")
+            .iter()
+            .all(|a| a.ip().is_loopback() && a.port() == 8080));
+        // A merge keeps the words as written.
+        let m = flags(&["--listen", ":81"])
+            .unwrap()
+            .over(&Settings::default());
+        assert_eq!(m.listen[0].to_string(), ":81");
     }
 
     #[test]

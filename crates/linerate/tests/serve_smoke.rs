@@ -686,3 +686,24 @@ fn the_example_configuration_loads_and_serves() {
     assert_eq!(hello.body, b"Hello");
     assert_eq!(status.status, 200, "the example's status page: {status:?}");
 }
+
+/// `--listen` as an operator writes it: a name resolves to its addresses, each bound
+/// and announced, and served.
+#[test]
+fn listen_takes_a_host_name() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("a.txt"), b"A\n").unwrap();
+    let s = LINERATE.spawn(&[
+        "serve",
+        root.path().to_str().unwrap(),
+        "--listen",
+        "localhost:0",
+        "--access-log",
+        "off",
+    ]);
+    assert!(s.addr.ip().is_loopback(), "{}", s.addr);
+    assert_eq!(linerate_testkit::fetch(s.addr, "/a.txt", "").status, 200);
+    let (code, _, err) = LINERATE.run(&["serve", "--listen", "unix:/tmp/x.sock"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("unix sockets are not supported yet"), "{err}");
+}
