@@ -127,6 +127,10 @@ pub struct Config {
     pub read_ahead_bytes: u64,
     /// A path answering with the server's counters as JSON (None: no status page).
     pub status_path: Option<String>,
+    /// A path answering with the counters as OpenMetrics text (None: no metrics).
+    pub metrics_path: Option<String>,
+    /// Clients that may read the metrics (empty: every client).
+    pub metrics_allow: Vec<ipnet::IpNet>,
     /// File ranges up to this size are read and gathered with the bytes around them
     /// into one `sendmsg` (seed 001's collapse; 0: each goes by the transmit strategy).
     pub collapse_bytes: u64,
@@ -164,6 +168,8 @@ impl Config {
             sndbuf: None,
             disk_helpers: DEFAULT_DISK_HELPERS,
             read_ahead_bytes: DEFAULT_READ_AHEAD,
+            metrics_path: None,
+            metrics_allow: Vec::new(),
             status_path: None,
             collapse_bytes: DEFAULT_COLLAPSE,
         }

@@ -515,7 +515,7 @@ impl Conn {
                 Event::Wait => return queued,
                 Event::Request(request) => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
-                    let r = site.respond(&request, t);
+                    let r = site.respond(&request, self.peer.ip(), t);
                     if r.close {
                         // An answer that closes (a 400 the path earned, say).
                         self.http.close_after_last();

@@ -211,7 +211,32 @@ pub(crate) struct Stats {
     /// Responses that ended before their last byte (reset, deadline, shutdown,
     /// truncation).
     pub aborted: AtomicU64,
+    /// Responses by method (GET, HEAD, other) and status class (1xx to 5xx).
+    pub responses: [[AtomicU64; 5]; 3],
+    /// Body bytes the sockets took.
+    pub body_bytes: AtomicU64,
+    /// Time from a request complete to its response's last byte handed to the kernel:
+    /// counts at or under each of [`RESPONSE_SECONDS`], then the sum in microseconds.
+    pub response_time: [AtomicU64; RESPONSE_SECONDS.len()],
+    pub response_time_count: AtomicU64,
+    pub response_time_sum_us: AtomicU64,
+    /// Connections open, and of them idle (gauges, set every tick).
+    pub open: AtomicU64,
+    pub idle: AtomicU64,
+    /// Connections closed by a deadline: header, idle, send, body.
+    pub timeouts: [AtomicU64; 4],
+    /// Open-file cache lookups answered from the cache, and those that opened.
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
 }
+
+/// The upper bounds of the response-time histogram, seconds.
+pub const RESPONSE_SECONDS: [f64; 12] = [
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5, 10.0,
+];
+
+/// The kinds of [`Stats::timeouts`], in order.
+pub const TIMEOUT_KINDS: [&str; 4] = ["header", "idle", "send", "body"];
 
 impl Stats {
     /// Adds `n` to a counter of this worker's (single writer).
@@ -227,6 +252,28 @@ impl Stats {
     /// Reads a counter.
     pub fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
+    }
+
+    /// Counts a finished (or cut) response: its method and status class, the body
+    /// bytes that left, and how long it took.
+    pub fn record(
+        &self,
+        method: u8,
+        status: u16,
+        body_bytes: u64,
+        took: Option<std::time::Duration>,
+    ) {
+        let class = (status / 100).clamp(1, 5) as usize - 1;
+        Stats::add(&self.responses[(method as usize).min(2)][class], 1);
+        Stats::add(&self.body_bytes, body_bytes);
+        if let Some(t) = took {
+            let secs = t.as_secs_f64();
+            if let Some(i) = RESPONSE_SECONDS.iter().position(|&b| secs <= b) {
+                Stats::add(&self.response_time[i], 1);
+            }
+            Stats::add(&self.response_time_count, 1);
+            Stats::add(&self.response_time_sum_us, t.as_micros() as u64);
+        }
     }
 
     /// The status page's JSON for all workers' counters.

@@ -295,6 +295,7 @@ impl FileCache {
             if let Some(e) = self.entries.get(rel) {
                 let e = Rc::clone(e);
                 self.fill(&e);
+                Stats::add(&self.stats.cache_hits, 1);
                 return Found::File(e);
             }
         }
@@ -325,9 +326,11 @@ impl FileCache {
                 let e = Rc::clone(e);
                 self.fill(&e);
                 self.make_current(rel, &m);
+                Stats::add(&self.stats.cache_hits, 1);
                 return Found::File(e);
             }
         }
+        Stats::add(&self.stats.cache_misses, 1);
         let fd = match self.open(rel) {
             Ok(fd) => fd,
             Err(e) => {

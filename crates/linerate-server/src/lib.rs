@@ -19,6 +19,7 @@ mod disk;
 pub mod driver;
 mod files;
 pub mod logs;
+mod metrics;
 pub mod settings;
 mod site;
 pub mod systemd;

@@ -389,6 +389,31 @@ impl fmt::Display for ListenAddr {
 
 as_text!(ListenAddr);
 
+/// Client addresses: a network (`127.0.0.0/8`, `::1/128`) or one address.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr(pub ipnet::IpNet);
+
+impl FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Cidr, String> {
+        let t = s.trim();
+        if let Ok(n) = t.parse::<ipnet::IpNet>() {
+            return Ok(Cidr(n));
+        }
+        t.parse::<std::net::IpAddr>()
+            .map(|a| Cidr(ipnet::IpNet::from(a)))
+            .map_err(|_| format!("'{s}' is not an address or a network (127.0.0.1/32, ::1)"))
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+as_text!(Cidr);
+
 /// `listen`: one address or a list of them in the file.
 fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ListenAddr>, D::Error> {
     #[derive(Deserialize)]
@@ -513,6 +538,17 @@ pub struct Settings {
     #[arg(long, value_name = "PATH")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_path: Option<UrlPath>,
+    /// Answer GET PATH with the counters as Prometheus / OpenMetrics text (responses by
+    /// method and status class, bytes, connections, timeouts, errors, open-file cache,
+    /// disk helpers, collapses, a response-time histogram) [default: no metrics].
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_path: Option<UrlPath>,
+    /// Clients that may read --metrics-path (others get 403), a network or an address;
+    /// repeat for several [default: every client that reaches the server].
+    #[arg(long, value_name = "CIDR")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics_allow: Vec<Cidr>,
     /// File ranges up to this size (the parts of a multipart/byteranges answer, say) are
     /// read and gathered with the heads around them into one sendmsg, as seed 001
     /// collapses small buffers; a queue still too fragmented for one call is
@@ -675,6 +711,12 @@ impl Settings {
             cfg.status_path = Some(p.0);
         }
         set(&mut cfg.collapse_bytes, s.collapse.map(|b| b.0));
+        if let Some(p) = s.metrics_path {
+            cfg.metrics_path = Some(p.0);
+        }
+        if !s.metrics_allow.is_empty() {
+            cfg.metrics_allow = s.metrics_allow.into_iter().map(|c| c.0).collect();
+        }
         if let Some(n) = s.open_file_cache {
             cfg.open_file_cache_entries = n.0 as usize;
         }
@@ -878,7 +920,8 @@ mod tests {
             "pin" | "dotfiles" | "autoindex" => "true",
             "transmit" => "\"copy\"",
             "user" => "\"nobody\"",
-            "status-path" => "\"/s\"",
+            "status-path" | "metrics-path" => "\"/s\"",
+            "metrics-allow" => "[\"127.0.0.1/32\"]",
             "access-log" => "\"off\"",
             "error-log" => "\"off\"",
             "log-format" => "\"json\"",

@@ -53,6 +53,10 @@ pub(crate) struct Response {
     pub head_bytes: u64,
     /// Bytes of parts sent whole and taken off the front.
     pub sent: u64,
+    /// The request's method for the metrics: 0 GET, 1 HEAD, 2 any other.
+    pub method: u8,
+    /// When the request was complete (None: an answer to no request, such as a 400).
+    pub started: Option<std::time::Instant>,
 }
 
 pub(crate) struct Site {
@@ -173,19 +177,27 @@ impl Site {
             body_bytes,
             head_bytes: 0,
             sent: 0,
+            method: 2,
+            started: None,
         }
     }
 
     /// The response to `req`.
-    pub fn respond(&mut self, req: &Request, now: SystemTime) -> Response {
-        let mut r = self.answer(req, now);
+    pub fn respond(&mut self, req: &Request, peer: std::net::IpAddr, now: SystemTime) -> Response {
+        let mut r = self.answer(req, peer, now);
+        r.method = match req.method {
+            Method::Get => 0,
+            Method::Head => 1,
+            _ => 2,
+        };
+        r.started = Some(std::time::Instant::now());
         if self.logging {
             r.host.clone_from(&req.host);
         }
         r
     }
 
-    fn answer(&mut self, req: &Request, now: SystemTime) -> Response {
+    fn answer(&mut self, req: &Request, peer: std::net::IpAddr, now: SystemTime) -> Response {
         // Only the access log reads this; with the log off no request pays for it.
         let line = if !self.logging {
             String::new()
@@ -218,6 +230,37 @@ impl Site {
         }
         if self.cfg.status_path.as_deref() == Some(req.path.as_str()) {
             return self.status(req, line, now);
+        }
+        if self.cfg.metrics_path.as_deref() == Some(req.path.as_str()) {
+            let allowed = self.cfg.metrics_allow.is_empty()
+                || self.cfg.metrics_allow.iter().any(|n| n.contains(&peer));
+            if !allowed {
+                return self.error_for(
+                    Status::Forbidden,
+                    keep,
+                    &[],
+                    line,
+                    now,
+                    req.method == Method::Head,
+                );
+            }
+            // Prometheus text by default; OpenMetrics when the scrape asks for it
+            // (`params: {format: [openmetrics]}`), with no header parsed per request.
+            let openmetrics = req.query.as_deref() == Some("format=openmetrics");
+            let body =
+                crate::metrics::render(&self.all_stats, self.cfg.transmit.to_string(), openmetrics);
+            let fields = [
+                (
+                    "Content-Type",
+                    if openmetrics {
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+                    } else {
+                        "text/plain; version=0.0.4; charset=utf-8"
+                    },
+                ),
+                ("Cache-Control", "no-store"),
+            ];
+            return self.generated(req, &fields, body.into_bytes(), line, now);
         }
         let resolved = match path::resolve(&req.path, self.cfg.dotfiles) {
             Ok(r) => r,
@@ -359,6 +402,8 @@ impl Site {
             body_bytes: len,
             head_bytes: 0,
             sent: 0,
+            method: 2,
+            started: None,
         }
     }
 
@@ -417,6 +462,8 @@ impl Site {
                     body_bytes: 0,
                     head_bytes: 0,
                     sent: 0,
+                    method: 2,
+                    started: None,
                 };
             }
             Precondition::Proceed => {}
@@ -520,6 +567,8 @@ impl Site {
             body_bytes: if send_body { body_len } else { 0 },
             head_bytes: 0,
             sent: 0,
+            method: 2,
+            started: None,
         }
     }
 }
@@ -588,7 +637,9 @@ pub(crate) mod tests {
     fn ask(s: &mut Site, head: &str) -> Response {
         let text = format!("{head}\r\nHost: x\r\n\r\n");
         match parse(text.as_bytes(), &s.limits()) {
-            Parse::Complete { request, .. } => s.respond(&request, SystemTime::now()),
+            Parse::Complete { request, .. } => {
+                s.respond(&request, [127, 0, 0, 1].into(), SystemTime::now())
+            }
             _ => panic!("not a valid request: {head}"),
         }
     }

@@ -675,6 +675,8 @@ struct Worker<D: Driver> {
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     site: Site,
+    /// The site's counters, borrowed apart from it while a connection drives the site.
+    stats: Arc<Stats>,
     accept_paused_until: Option<Instant>,
     log: Option<Box<dyn Write>>,
     /// Where every connection's reads land first.
@@ -731,6 +733,7 @@ impl<D: Driver> Worker<D> {
             (AccessLog::File(_), None) => None,
         };
         Ok(Worker {
+            stats: Arc::clone(&stats),
             site: Site::new(Arc::clone(&cfg), cache, stats, all_stats, disk),
             cfg,
             driver,
@@ -919,8 +922,9 @@ impl<D: Driver> Worker<D> {
         };
         let log = &mut self.log;
         let json = self.cfg.log_format == crate::config::LogFormat::Json;
+        let stats = &self.stats;
         let mut write_log =
-            |c: &Conn, r: &Response, a: Option<Aborted>| write_access(log, json, c, r, a);
+            |c: &Conn, r: &Response, a: Option<Aborted>| write_access(log, stats, json, c, r, a);
         let after = conn.drive(
             &mut self.site,
             &mut self.scratch,
@@ -964,7 +968,8 @@ impl<D: Driver> Worker<D> {
         if let Some(mut c) = self.conns[idx].take() {
             let log = &mut self.log;
             let json = self.cfg.log_format == crate::config::LogFormat::Json;
-            let aborted = c.abort(cut, &mut |c, r, a| write_access(log, json, c, r, a));
+            let stats = &self.site.stats;
+            let aborted = c.abort(cut, &mut |c, r, a| write_access(log, stats, json, c, r, a));
             Stats::add(&self.site.stats.aborted, aborted);
             let _ = self.driver.deregister(c.sock.as_fd());
             if how == After::Reset {
@@ -987,6 +992,7 @@ impl<D: Driver> Worker<D> {
             }
         }
         let cfg = Arc::clone(&self.cfg);
+        let (mut open, mut idle) = (0u64, 0u64);
         for i in 0..self.conns.len() {
             let Some(c) = self.conns[i].as_mut() else {
                 continue;
@@ -1007,32 +1013,44 @@ impl<D: Driver> Worker<D> {
             };
             let c = &*c;
             let since = |t: Instant| now.duration_since(t);
-            // (deadline passed, what it cuts, the line for the error log)
-            let expired: Option<(Cut, &str)> = if let Some(d) = c.draining_since {
-                (since(d) >= DRAIN).then_some((Cut::Client, ""))
+            open += 1;
+            idle += u64::from(c.is_idle());
+            // (deadline passed, what it cuts, the line for the error log, the kind of
+            // timeout counted: an index of TIMEOUT_KINDS)
+            let expired: Option<(Cut, &str, Option<usize>)> = if let Some(d) = c.draining_since {
+                (since(d) >= DRAIN).then_some((Cut::Client, "", None))
             } else if c.body_clock.is_some_and(|b| since(b) >= cfg.body_timeout) {
                 Some((
                     Cut::BodyTimeout,
                     "request body not whole within --body-timeout",
+                    Some(3),
                 ))
             } else if c.busy() {
-                (since(c.last_activity) >= cfg.send_timeout)
-                    .then_some((Cut::SendTimeout, "no send progress within --send-timeout"))
+                (since(c.last_activity) >= cfg.send_timeout).then_some((
+                    Cut::SendTimeout,
+                    "no send progress within --send-timeout",
+                    Some(2),
+                ))
             } else if let Some(h) = c.http.head_started() {
                 (since(h) >= cfg.header_timeout).then_some((
                     Cut::Client,
                     "request head not whole within --header-timeout",
+                    Some(0),
                 ))
             } else if c.is_idle() {
-                (since(c.last_activity) >= cfg.idle_timeout).then_some((Cut::Client, ""))
+                (since(c.last_activity) >= cfg.idle_timeout).then_some((Cut::Client, "", Some(1)))
             } else {
                 // A body being skipped: no byte for as long as a head may take.
                 (since(c.last_activity) >= cfg.header_timeout).then_some((
                     Cut::BodyTimeout,
                     "no request body byte within --header-timeout",
+                    Some(3),
                 ))
             };
-            if let Some((cut, why)) = expired {
+            if let Some((cut, why, kind)) = expired {
+                if let Some(k) = kind {
+                    Stats::add(&self.site.stats.timeouts[k], 1);
+                }
                 if !why.is_empty() {
                     if let Some(n) = self.cut_log.allow(now) {
                         tracing::info!("closed a connection from {}: {why}{}", c.peer, more(n));
@@ -1041,6 +1059,8 @@ impl<D: Driver> Worker<D> {
                 self.close(i, After::Close, cut);
             }
         }
+        Stats::set(&self.site.stats.open, open);
+        Stats::set(&self.site.stats.idle, idle);
         if let Some(l) = self.log.as_mut() {
             let _ = l.flush();
         }
@@ -1050,11 +1070,19 @@ impl<D: Driver> Worker<D> {
 /// Writes `r`'s access-log line, if there is a log.
 fn write_access(
     log: &mut Option<Box<dyn Write>>,
+    stats: &Stats,
     json: bool,
     c: &Conn,
     r: &Response,
     aborted: Option<Aborted>,
 ) {
+    let body = aborted.map_or(r.body_bytes, |a| a.body_sent);
+    stats.record(
+        r.method,
+        r.status.code(),
+        body,
+        r.started.map(|t| t.elapsed()),
+    );
     if let Some(l) = log.as_mut() {
         let line = log_line(json, c.peer, r, aborted, SystemTime::now());
         // One write per line: the buffer flushes between lines, never inside one.
@@ -1146,6 +1174,8 @@ mod tests {
             body_bytes: bytes,
             head_bytes: 0,
             sent: 0,
+            method: 2,
+            started: None,
         }
     }
 

@@ -149,3 +149,105 @@ fn socket_activation_serves_on_the_passed_socket() {
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+/// `--metrics-path`: after a known load, the OpenMetrics text counts it exactly, passes
+/// `promtool check metrics` (Debian's `prometheus`), and a client outside
+/// `--metrics-allow` gets 403.
+#[test]
+fn metrics_count_the_load_and_pass_promtool() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let s = LINERATE.spawn(&[
+        "serve",
+        root.path().to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--workers",
+        "2",
+        "--access-log",
+        "off",
+        "--metrics-path",
+        "/metrics",
+        "--metrics-allow",
+        "127.0.0.1/32",
+    ]);
+    for _ in 0..40 {
+        assert_eq!(fetch(s.addr, "/f.txt", "").status, 200);
+    }
+    for _ in 0..3 {
+        assert_eq!(fetch(s.addr, "/missing", "").status, 404);
+    }
+    let om = fetch(s.addr, "/metrics?format=openmetrics", "");
+    assert!(
+        om.header("content-type")
+            .is_some_and(|t| t.starts_with("application/openmetrics-text")),
+        "{om:?}"
+    );
+    assert!(String::from_utf8_lossy(&om.body).ends_with("# EOF\n"));
+    let r = fetch(s.addr, "/metrics", "");
+    assert_eq!(r.status, 200);
+    assert!(
+        r.header("content-type")
+            .is_some_and(|t| t.starts_with("text/plain; version=0.0.4")),
+        "{r:?}"
+    );
+    let text = String::from_utf8(r.body.clone()).unwrap();
+    let value = |series: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("{series} missing:\n{text}"))
+            .parse()
+            .unwrap()
+    };
+    // The load, and the OpenMetrics scrape before this one.
+    assert_eq!(
+        value("linerate_responses_total{method=\"GET\",class=\"2xx\"}"),
+        41
+    );
+    assert_eq!(
+        value("linerate_responses_total{method=\"GET\",class=\"4xx\"}"),
+        3
+    );
+    assert_eq!(
+        value("linerate_response_body_bytes_total{transmit=\"sendfile\"}"),
+        40 * 2 + 3 * 14 + om.body.len() as u64
+    );
+    assert_eq!(value("linerate_response_seconds_count"), 44);
+    assert_eq!(value("linerate_connections_accepted_total"), 45);
+    assert_eq!(value("linerate_workers"), 2);
+    if installed("promtool") {
+        let mut check = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        check
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = check.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    drop(s);
+    // From an address outside the list: 403.
+    let s = LINERATE.start(
+        root.path(),
+        &[
+            "--metrics-path",
+            "/metrics",
+            "--metrics-allow",
+            "10.0.0.0/8",
+        ],
+    );
+    assert_eq!(fetch(s.addr, "/metrics", "").status, 403);
+}

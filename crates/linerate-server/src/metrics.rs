@@ -1,0 +1,398 @@
+//! `--metrics-path`: the counters as Prometheus / OpenMetrics text, through the
+//! `prometheus-client` crate.
+//!
+//! Each worker keeps its own counters ([`Stats`], plain loads and stores, no lock);
+//! a scrape sums them into one [`Snapshot`] and a collector of `prometheus-client`
+//! encodes it. Counters restart at zero when a reload starts a new generation of
+//! workers, which Prometheus reads as a counter reset.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use crate::disk::{Stats, RESPONSE_SECONDS, TIMEOUT_KINDS};
+
+/// The methods and status classes of [`Stats::responses`], in order.
+const METHODS: [&str; 3] = ["GET", "HEAD", "other"];
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// Every worker's counters summed, and what the server is.
+#[derive(Debug, Default)]
+struct Snapshot {
+    workers: u64,
+    transmit: String,
+    driver: &'static str,
+    responses: [[u64; 5]; 3],
+    body_bytes: u64,
+    accepted: u64,
+    open: u64,
+    idle: u64,
+    timeouts: [u64; 4],
+    cache_hits: u64,
+    cache_misses: u64,
+    probes: u64,
+    misses: u64,
+    helper_reads: u64,
+    helper_bytes: u64,
+    collapsed: u64,
+    defrags: u64,
+    aborted: u64,
+    unavailable: u64,
+    forbidden: u64,
+    open_out_of_fds: u64,
+    accept_out_of_fds: u64,
+    small_bytes_held: u64,
+    response_time: [u64; RESPONSE_SECONDS.len()],
+    response_time_count: u64,
+    response_time_sum_us: u64,
+}
+
+impl Snapshot {
+    fn of(all: &[Arc<Stats>], transmit: String) -> Snapshot {
+        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| all.iter().map(|s| Stats::get(f(s))).sum();
+        let mut s = Snapshot {
+            workers: all.len() as u64,
+            transmit,
+            driver: "epoll",
+            body_bytes: sum(&|s| &s.body_bytes),
+            accepted: sum(&|s| &s.accepted),
+            open: sum(&|s| &s.open),
+            idle: sum(&|s| &s.idle),
+            cache_hits: sum(&|s| &s.cache_hits),
+            cache_misses: sum(&|s| &s.cache_misses),
+            probes: sum(&|s| &s.probes),
+            misses: sum(&|s| &s.misses),
+            helper_reads: sum(&|s| &s.helper_reads),
+            helper_bytes: sum(&|s| &s.helper_bytes),
+            collapsed: sum(&|s| &s.collapsed),
+            defrags: sum(&|s| &s.defrags),
+            aborted: sum(&|s| &s.aborted),
+            unavailable: sum(&|s| &s.unavailable),
+            forbidden: sum(&|s| &s.forbidden),
+            open_out_of_fds: sum(&|s| &s.open_out_of_fds),
+            accept_out_of_fds: sum(&|s| &s.accept_out_of_fds),
+            small_bytes_held: sum(&|s| &s.small_bytes_held),
+            response_time_count: sum(&|s| &s.response_time_count),
+            response_time_sum_us: sum(&|s| &s.response_time_sum_us),
+            ..Snapshot::default()
+        };
+        for m in 0..3 {
+            for c in 0..5 {
+                s.responses[m][c] = sum(&|st| &st.responses[m][c]);
+            }
+        }
+        for k in 0..TIMEOUT_KINDS.len() {
+            s.timeouts[k] = sum(&|st| &st.timeouts[k]);
+        }
+        for b in 0..RESPONSE_SECONDS.len() {
+            s.response_time[b] = sum(&|st| &st.response_time[b]);
+        }
+        s
+    }
+}
+
+/// One counter family without labels.
+fn counter(
+    e: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    v: u64,
+) -> Result<(), std::fmt::Error> {
+    e.encode_descriptor(name, help, None, MetricType::Counter)?
+        .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)
+}
+
+/// One gauge family without labels.
+fn gauge(
+    e: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    v: u64,
+) -> Result<(), std::fmt::Error> {
+    e.encode_descriptor(name, help, None, MetricType::Gauge)?
+        .encode_gauge(&v)
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let info = [
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("driver", self.driver),
+            ("transmit", self.transmit.as_str()),
+        ];
+        // A gauge of 1 with the facts as labels, the Prometheus convention (the
+        // OpenMetrics info type is not read by every Prometheus text parser).
+        e.encode_descriptor(
+            "linerate_build_info",
+            "What is serving",
+            None,
+            MetricType::Gauge,
+        )?
+        .encode_family(&info)?
+        .encode_gauge(&1u64)?;
+        gauge(
+            &mut e,
+            "linerate_workers",
+            "Worker threads serving now",
+            self.workers,
+        )?;
+        {
+            let mut m = e.encode_descriptor(
+                "linerate_responses",
+                "Responses by request method and status class",
+                None,
+                MetricType::Counter,
+            )?;
+            for (mi, method) in METHODS.iter().enumerate() {
+                for (ci, class) in CLASSES.iter().enumerate() {
+                    let labels = [("method", *method), ("class", *class)];
+                    m.encode_family(&labels)?
+                        .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
+                            &self.responses[mi][ci],
+                            None,
+                        )?;
+                }
+            }
+        }
+        {
+            let labels = [("transmit", self.transmit.as_str())];
+            e.encode_descriptor(
+                "linerate_response_body_bytes",
+                "Response body bytes the sockets took, by transmit strategy",
+                None,
+                MetricType::Counter,
+            )?
+            .encode_family(&labels)?
+            .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
+                &self.body_bytes,
+                None,
+            )?;
+        }
+        counter(
+            &mut e,
+            "linerate_connections_accepted",
+            "Connections accepted",
+            self.accepted,
+        )?;
+        gauge(
+            &mut e,
+            "linerate_connections_open",
+            "Connections open (at the last tick)",
+            self.open,
+        )?;
+        gauge(
+            &mut e,
+            "linerate_connections_idle",
+            "Keep-alive connections idle (at the last tick)",
+            self.idle,
+        )?;
+        {
+            let mut m = e.encode_descriptor(
+                "linerate_timeouts",
+                "Connections closed by a deadline, by kind",
+                None,
+                MetricType::Counter,
+            )?;
+            for (k, kind) in TIMEOUT_KINDS.iter().enumerate() {
+                m.encode_family(&[("kind", *kind)])?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
+                        &self.timeouts[k],
+                        None,
+                    )?;
+            }
+        }
+        {
+            let mut m = e.encode_descriptor(
+                "linerate_errors",
+                "Answers refused or cut, by reason",
+                None,
+                MetricType::Counter,
+            )?;
+            for (reason, v) in [
+                ("forbidden_403", self.forbidden),
+                ("unavailable_503", self.unavailable),
+                ("aborted", self.aborted),
+                ("open_out_of_descriptors", self.open_out_of_fds),
+                ("accept_out_of_descriptors", self.accept_out_of_fds),
+            ] {
+                m.encode_family(&[("reason", reason)])?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
+        {
+            let mut m = e.encode_descriptor(
+                "linerate_open_file_cache_lookups",
+                "Open-file cache lookups, answered from the cache (hit) or by an open (miss)",
+                None,
+                MetricType::Counter,
+            )?;
+            for (result, v) in [("hit", self.cache_hits), ("miss", self.cache_misses)] {
+                m.encode_family(&[("result", result)])?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
+        counter(
+            &mut e,
+            "linerate_residency_probes",
+            "Page-cache residency probes",
+            self.probes,
+        )?;
+        counter(
+            &mut e,
+            "linerate_residency_misses",
+            "Probes that found pages missing (windows handed to the disk helpers)",
+            self.misses,
+        )?;
+        counter(
+            &mut e,
+            "linerate_disk_helper_reads",
+            "Windows the disk helpers read",
+            self.helper_reads,
+        )?;
+        counter(
+            &mut e,
+            "linerate_disk_helper_read_bytes",
+            "Bytes the disk helpers read",
+            self.helper_bytes,
+        )?;
+        gauge(
+            &mut e,
+            "linerate_disk_helper_queue",
+            "Windows handed to the disk helpers and not read yet",
+            self.misses.saturating_sub(self.helper_reads),
+        )?;
+        counter(
+            &mut e,
+            "linerate_queue_collapses",
+            "File ranges read into the gather (seed 001's collapse)",
+            self.collapsed,
+        )?;
+        counter(
+            &mut e,
+            "linerate_queue_defrags",
+            "Gathers linearized (seed 001's defrag)",
+            self.defrags,
+        )?;
+        gauge(
+            &mut e,
+            "linerate_small_file_bytes",
+            "Small-file contents held in memory",
+            self.small_bytes_held,
+        )?;
+        {
+            // Per-bucket counts (the encoder adds them up), the last one past every bound.
+            let within: u64 = self.response_time.iter().sum();
+            let buckets: Vec<(f64, u64)> = RESPONSE_SECONDS
+                .iter()
+                .copied()
+                .zip(self.response_time.iter().copied())
+                .chain(std::iter::once((
+                    f64::INFINITY,
+                    self.response_time_count.saturating_sub(within),
+                )))
+                .collect();
+            e.encode_descriptor(
+                "linerate_response_seconds",
+                "Time from a request complete to its response's last byte handed to the kernel",
+                None,
+                MetricType::Histogram,
+            )?
+            .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
+                self.response_time_sum_us as f64 / 1e6,
+                self.response_time_count,
+                &buckets,
+                None,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Every worker's counters as OpenMetrics text, or (`openmetrics` false) as the
+/// Prometheus text format 0.0.4 that every Prometheus and `promtool` read.
+pub(crate) fn render(all: &[Arc<Stats>], transmit: String, openmetrics: bool) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Snapshot::of(all, transmit)));
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    if openmetrics {
+        out
+    } else {
+        to_prometheus_text(&out)
+    }
+}
+
+/// The OpenMetrics text `prometheus-client` writes, as Prometheus text: a counter's
+/// `HELP` and `TYPE` name its samples' `_total` name, and there is no `# EOF`. Nothing
+/// else differs for the families written here (no units, exemplars or info type).
+fn to_prometheus_text(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" {
+            continue;
+        }
+        let renamed = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let rest = line.strip_prefix(p)?;
+            let (name, tail) = rest.split_once(' ')?;
+            counters
+                .contains(name)
+                .then(|| format!("{p}{name}_total {tail}"))
+        });
+        match renamed {
+            Some(r) => out.push_str(&r),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_of_all_workers_are_summed_into_openmetrics_text() {
+        let a = Arc::new(Stats::default());
+        let b = Arc::new(Stats::default());
+        a.record(0, 200, 100, Some(std::time::Duration::from_micros(300)));
+        b.record(0, 404, 10, Some(std::time::Duration::from_millis(20)));
+        b.record(1, 200, 0, None);
+        Stats::add(&b.timeouts[1], 2);
+        let text = render(&[a, b], "sendfile".into(), true);
+        for want in [
+            "linerate_responses_total{method=\"GET\",class=\"2xx\"} 1",
+            "linerate_responses_total{method=\"GET\",class=\"4xx\"} 1",
+            "linerate_responses_total{method=\"HEAD\",class=\"2xx\"} 1",
+            "linerate_response_body_bytes_total{transmit=\"sendfile\"} 110",
+            "linerate_timeouts_total{kind=\"idle\"} 2",
+            "linerate_response_seconds_bucket{le=\"0.0005\"} 1",
+            "linerate_response_seconds_bucket{le=\"+Inf\"} 2",
+            "linerate_response_seconds_count 2",
+            "linerate_workers 2",
+            "# EOF",
+        ] {
+            assert!(text.contains(want), "{want} missing from:\n{text}");
+        }
+        let prom = to_prometheus_text(&text);
+        assert!(
+            prom.contains("# TYPE linerate_responses_total counter\n"),
+            "{prom}"
+        );
+        assert!(
+            prom.contains("# HELP linerate_timeouts_total Connections"),
+            "{prom}"
+        );
+        assert!(prom.contains("# TYPE linerate_response_seconds histogram\n"));
+        assert!(!prom.contains("# EOF"));
+    }
+}
