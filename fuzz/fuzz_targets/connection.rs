@@ -11,6 +11,7 @@ fn events(data: &[u8], step: usize) -> (Vec<Event>, usize) {
         request_line_bytes: 256,
         header_bytes: 512,
         header_fields: 8,
+        client_fields: true,
     };
     let mut c = Connection::new(limits, 4);
     let mut out = Vec::new();

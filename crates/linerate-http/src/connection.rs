@@ -507,6 +507,7 @@ mod tests {
             request_line_bytes: 100_000,
             header_bytes: 1000,
             header_fields: 10,
+            ..Limits::default()
         };
         let now = Instant::now();
         let mut c = Connection::new(limits, 32);

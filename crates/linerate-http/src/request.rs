@@ -16,6 +16,9 @@ pub struct Limits {
     pub header_bytes: usize,
     /// Number of header fields (431 beyond).
     pub header_fields: usize,
+    /// Keep `User-Agent` and `Referer` (for an access log that writes them); off, they
+    /// cost nothing.
+    pub client_fields: bool,
 }
 
 impl Default for Limits {
@@ -24,6 +27,7 @@ impl Default for Limits {
             request_line_bytes: 8 * 1024,
             header_bytes: 16 * 1024,
             header_fields: 100,
+            client_fields: false,
         }
     }
 }
@@ -133,6 +137,10 @@ pub struct Request {
     pub if_unmodified_since: Option<String>,
     /// `If-Range`.
     pub if_range: Option<String>,
+    /// `User-Agent`, when [`Limits::client_fields`] asks for it.
+    pub user_agent: Option<String>,
+    /// `Referer`, when [`Limits::client_fields`] asks for it.
+    pub referer: Option<String>,
 }
 
 /// What the bytes so far amount to.
@@ -315,6 +323,8 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         if_modified_since: None,
         if_unmodified_since: None,
         if_range: None,
+        user_agent: None,
+        referer: None,
     };
     for h in req.headers.iter() {
         let Ok(value) = std::str::from_utf8(h.value) else {
@@ -364,6 +374,10 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
             r.if_unmodified_since = Some(value.to_string());
         } else if name.eq_ignore_ascii_case("if-range") {
             r.if_range = Some(value.to_string());
+        } else if limits.client_fields && name.eq_ignore_ascii_case("user-agent") {
+            r.user_agent = Some(value.to_string());
+        } else if limits.client_fields && name.eq_ignore_ascii_case("referer") {
+            r.referer = Some(value.to_string());
         }
     }
     if version == Version::Http11 && host_count != 1 {

@@ -24,6 +24,9 @@ pub enum AccessLog {
 pub enum LogFormat {
     /// Common Log Format.
     Clf,
+    /// Common Log Format with the `Referer` and `User-Agent` (Apache's and nginx's
+    /// "combined").
+    Combined,
     /// One JSON object per line.
     Json,
 }

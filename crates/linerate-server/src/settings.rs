@@ -270,8 +270,9 @@ impl FromStr for LogFormat {
     fn from_str(s: &str) -> Result<LogFormat, String> {
         match s {
             "clf" => Ok(LogFormat::Clf),
+            "combined" => Ok(LogFormat::Combined),
             "json" => Ok(LogFormat::Json),
-            _ => Err(format!("'{s}': give clf or json")),
+            _ => Err(format!("'{s}': give clf, combined or json")),
         }
     }
 }
@@ -280,6 +281,7 @@ impl fmt::Display for LogFormat {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             LogFormat::Clf => "clf",
+            LogFormat::Combined => "combined",
             LogFormat::Json => "json",
         })
     }
@@ -611,8 +613,10 @@ pub struct Settings {
     #[arg(long, value_name = "stdout|off|FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access_log: Option<AccessLog>,
-    /// Access log lines: clf (Common Log Format) or json [default: clf].
-    #[arg(long, value_name = "clf|json")]
+    /// Access log lines: clf (Common Log Format), combined (CLF with Referer and
+    /// User-Agent) or json (ISO 8601 time, method, path, host, status, bytes, duration in
+    /// µs, user agent, referer, transmit strategy) [default: clf].
+    #[arg(long, value_name = "clf|combined|json")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
     /// Error log (operational conditions: out of descriptors, permission refused, disk
@@ -810,7 +814,7 @@ mod tests {
             ("idle-timeout", "1.5", "0", "more than 0"),
             ("idle-timeout", "30s", "2d", "not a duration"),
             ("transmit", "splice", "mmap", "mmap"),
-            ("log-format", "json", "xml", "give clf or json"),
+            ("log-format", "json", "xml", "give clf, combined or json"),
             (
                 "error-log-level",
                 "info",

@@ -57,6 +57,9 @@ pub(crate) struct Response {
     pub method: u8,
     /// When the request was complete (None: an answer to no request, such as a 400).
     pub started: Option<std::time::Instant>,
+    /// `User-Agent` and `Referer`, kept for an access log that writes them.
+    pub user_agent: Option<String>,
+    pub referer: Option<String>,
 }
 
 pub(crate) struct Site {
@@ -108,8 +111,12 @@ impl Site {
         }
     }
 
+    /// The request limits, and whether heads keep what the access log writes of them.
     pub fn limits(&self) -> linerate_http::request::Limits {
-        self.cfg.limits
+        linerate_http::request::Limits {
+            client_fields: self.logging && self.cfg.log_format != crate::config::LogFormat::Clf,
+            ..self.cfg.limits
+        }
     }
 
     fn date(&mut self, now: SystemTime) -> &str {
@@ -179,6 +186,8 @@ impl Site {
             sent: 0,
             method: 2,
             started: None,
+            user_agent: None,
+            referer: None,
         }
     }
 
@@ -193,6 +202,8 @@ impl Site {
         r.started = Some(std::time::Instant::now());
         if self.logging {
             r.host.clone_from(&req.host);
+            r.user_agent.clone_from(&req.user_agent);
+            r.referer.clone_from(&req.referer);
         }
         r
     }
@@ -404,6 +415,8 @@ impl Site {
             sent: 0,
             method: 2,
             started: None,
+            user_agent: None,
+            referer: None,
         }
     }
 
@@ -464,6 +477,8 @@ impl Site {
                     sent: 0,
                     method: 2,
                     started: None,
+                    user_agent: None,
+                    referer: None,
                 };
             }
             Precondition::Proceed => {}
@@ -569,6 +584,8 @@ impl Site {
             sent: 0,
             method: 2,
             started: None,
+            user_agent: None,
+            referer: None,
         }
     }
 }

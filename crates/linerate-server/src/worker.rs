@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use socket2::{Domain, Socket, Type};
 
-use crate::config::{AccessLog, Config};
+use crate::config::{AccessLog, Config, LogFormat};
 use crate::conn::{Aborted, After, Conn, Cut};
 use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Disk, Inbox, Job, Stats};
@@ -677,6 +677,7 @@ struct Worker<D: Driver> {
     site: Site,
     /// The site's counters, borrowed apart from it while a connection drives the site.
     stats: Arc<Stats>,
+    log_style: LogStyle,
     accept_paused_until: Option<Instant>,
     log: Option<Box<dyn Write>>,
     /// Where every connection's reads land first.
@@ -734,6 +735,10 @@ impl<D: Driver> Worker<D> {
         };
         Ok(Worker {
             stats: Arc::clone(&stats),
+            log_style: LogStyle {
+                format: cfg.log_format,
+                transmit: cfg.transmit.to_string(),
+            },
             site: Site::new(Arc::clone(&cfg), cache, stats, all_stats, disk),
             cfg,
             driver,
@@ -921,10 +926,9 @@ impl<D: Driver> Worker<D> {
             return;
         };
         let log = &mut self.log;
-        let json = self.cfg.log_format == crate::config::LogFormat::Json;
-        let stats = &self.stats;
+        let (stats, style) = (&self.stats, &self.log_style);
         let mut write_log =
-            |c: &Conn, r: &Response, a: Option<Aborted>| write_access(log, stats, json, c, r, a);
+            |c: &Conn, r: &Response, a: Option<Aborted>| write_access(log, stats, style, c, r, a);
         let after = conn.drive(
             &mut self.site,
             &mut self.scratch,
@@ -967,9 +971,8 @@ impl<D: Driver> Worker<D> {
     fn close(&mut self, idx: usize, how: After, cut: Cut) {
         if let Some(mut c) = self.conns[idx].take() {
             let log = &mut self.log;
-            let json = self.cfg.log_format == crate::config::LogFormat::Json;
-            let stats = &self.site.stats;
-            let aborted = c.abort(cut, &mut |c, r, a| write_access(log, stats, json, c, r, a));
+            let (stats, style) = (&self.stats, &self.log_style);
+            let aborted = c.abort(cut, &mut |c, r, a| write_access(log, stats, style, c, r, a));
             Stats::add(&self.site.stats.aborted, aborted);
             let _ = self.driver.deregister(c.sock.as_fd());
             if how == After::Reset {
@@ -1071,7 +1074,7 @@ impl<D: Driver> Worker<D> {
 fn write_access(
     log: &mut Option<Box<dyn Write>>,
     stats: &Stats,
-    json: bool,
+    style: &LogStyle,
     c: &Conn,
     r: &Response,
     aborted: Option<Aborted>,
@@ -1084,7 +1087,7 @@ fn write_access(
         r.started.map(|t| t.elapsed()),
     );
     if let Some(l) = log.as_mut() {
-        let line = log_line(json, c.peer, r, aborted, SystemTime::now());
+        let line = log_line(style, c.peer, r, aborted, SystemTime::now());
         // One write per line: the buffer flushes between lines, never inside one.
         let _ = l.write_all(line.as_bytes());
     }
@@ -1097,7 +1100,7 @@ fn write_access(
 /// left (nginx's convention), and a last field saying how it was cut: ` aborted=HOW` in
 /// CLF, `"aborted": "HOW"` in JSON.
 fn log_line(
-    json: bool,
+    style: &LogStyle,
     peer: SocketAddr,
     r: &Response,
     aborted: Option<Aborted>,
@@ -1109,14 +1112,22 @@ fn log_line(
         Some(a) => (r.status.code(), a.body_sent),
         None => (r.status.code(), r.body_bytes),
     };
-    if json {
+    if style.format == LogFormat::Json {
+        let mut words = r.request_line.splitn(3, ' ');
+        let (method, path) = (words.next(), words.next());
         let mut v = serde_json::json!({
-            "time": httpdate::fmt_http_date(t),
+            "time": humantime::format_rfc3339_micros(t).to_string(),
             "remote": peer.ip().to_string(),
             "host": r.host,
             "request": r.request_line,
+            "method": method,
+            "path": path,
             "status": status,
             "bytes": body_bytes,
+            "duration_us": r.started.map(|s| s.elapsed().as_micros() as u64),
+            "user_agent": r.user_agent,
+            "referer": r.referer,
+            "transmit": style.transmit,
         });
         if let Some(a) = aborted {
             v["aborted"] = a.cut.as_str().into();
@@ -1127,13 +1138,7 @@ fn log_line(
     }
     let mut line = String::with_capacity(80 + r.request_line.len());
     let _ = write!(line, "{} - - [{}] \"", peer.ip(), clf_date(t));
-    for b in r.request_line.bytes() {
-        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
-            let _ = write!(line, "\\x{b:02X}");
-        } else {
-            line.push(char::from(b));
-        }
-    }
+    clf_escape(&mut line, &r.request_line);
     let _ = write!(line, "\" {status} ");
     match body_bytes {
         0 => line.push('-'),
@@ -1141,11 +1146,43 @@ fn log_line(
             let _ = write!(line, "{n}");
         }
     }
+    if style.format == LogFormat::Combined {
+        for field in [&r.referer, &r.user_agent] {
+            match field {
+                Some(v) => {
+                    line.push_str(" \"");
+                    clf_escape(&mut line, v);
+                    line.push('"');
+                }
+                None => line.push_str(" \"-\""),
+            }
+        }
+    }
     if let Some(a) = aborted {
         let _ = write!(line, " aborted={}", a.cut.as_str());
     }
     line.push('\n');
     line
+}
+
+/// `s` into a quoted field of a CLF line: `"`, `\` and bytes outside printable ASCII as
+/// `\xHH`, so a line can never be split or faked by what a client sent.
+fn clf_escape(line: &mut String, s: &str) {
+    use std::fmt::Write as _;
+    for b in s.bytes() {
+        if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
+            let _ = write!(line, "\\x{b:02X}");
+        } else {
+            line.push(char::from(b));
+        }
+    }
+}
+
+/// How access-log lines are written.
+pub(crate) struct LogStyle {
+    pub format: LogFormat,
+    /// The transmit strategy's name, for JSON lines.
+    pub transmit: String,
 }
 
 /// `[10/Oct/2000:13:55:36 +0000]`'s inside, from an HTTP date.
@@ -1176,6 +1213,23 @@ mod tests {
             sent: 0,
             method: 2,
             started: None,
+            user_agent: None,
+            referer: None,
+        }
+    }
+
+    const CLF: LogStyle = LogStyle {
+        format: LogFormat::Clf,
+        transmit: String::new(),
+    };
+    const COMBINED: LogStyle = LogStyle {
+        format: LogFormat::Combined,
+        transmit: String::new(),
+    };
+    fn json_style() -> LogStyle {
+        LogStyle {
+            format: LogFormat::Json,
+            transmit: "sendfile".into(),
         }
     }
 
@@ -1185,16 +1239,16 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136);
         let r = response("GET /a.txt HTTP/1.1", Some("h"), Status::Ok, 1234);
         assert_eq!(
-            log_line(false, peer, &r, None, t),
+            log_line(&CLF, peer, &r, None, t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /a.txt HTTP/1.1\" 200 1234\n"
         );
         let r = response("GET /\"x\\\u{7f}é HTTP/1.1", None, Status::NotFound, 0);
         assert_eq!(
-            log_line(false, peer, &r, None, t),
+            log_line(&CLF, peer, &r, None, t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /\\x22x\\x5C\\x7F\\xC3\\xA9 HTTP/1.1\" 404 -\n"
         );
         let j: serde_json::Value =
-            serde_json::from_str(&log_line(true, peer, &r, None, t)).unwrap();
+            serde_json::from_str(&log_line(&json_style(), peer, &r, None, t)).unwrap();
         assert_eq!(j["request"], "GET /\"x\\\u{7f}é HTTP/1.1");
         assert_eq!(j["host"], serde_json::Value::Null);
         assert_eq!(j["remote"], "198.18.0.2");
@@ -1202,10 +1256,27 @@ mod tests {
             (j["status"].as_u64(), j["bytes"].as_u64()),
             (Some(404), Some(0))
         );
-        assert_eq!(j["time"], "Tue, 10 Oct 2000 13:55:36 GMT");
+        assert_eq!(j["time"], "2000-10-10T13:55:36.000000Z");
+        assert_eq!(
+            (j["method"].as_str(), j["path"].as_str()),
+            (Some("GET"), Some("/\"x\\\u{7f}é"))
+        );
+        assert_eq!(j["transmit"], "sendfile");
+        assert_eq!(
+            j["duration_us"],
+            serde_json::Value::Null,
+            "an answer to no request"
+        );
+        // Combined: CLF, then the Referer and the User-Agent, escaped, "-" when absent.
+        let mut r = response("GET / HTTP/1.1", None, Status::Ok, 5);
+        r.user_agent = Some("curl/8 \"x\"".into());
+        assert_eq!(
+            log_line(&COMBINED, peer, &r, None, t),
+            "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl/8 \\x22x\\x22\"\n"
+        );
         let r = response("GET http://a/ HTTP/1.1", Some("a"), Status::Ok, 5);
         let j: serde_json::Value =
-            serde_json::from_str(&log_line(true, peer, &r, None, t)).unwrap();
+            serde_json::from_str(&log_line(&json_style(), peer, &r, None, t)).unwrap();
         assert_eq!(j["host"], "a");
         assert_eq!(j.get("aborted"), None);
     }
@@ -1223,19 +1294,19 @@ mod tests {
             })
         };
         assert_eq!(
-            log_line(false, peer, &r, cut(Cut::SendTimeout, 65536, false), t),
+            log_line(&CLF, peer, &r, cut(Cut::SendTimeout, 65536, false), t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /big HTTP/1.1\" 200 65536 aborted=send-timeout\n"
         );
         assert_eq!(
-            log_line(false, peer, &r, cut(Cut::Client, 0, true), t),
+            log_line(&CLF, peer, &r, cut(Cut::Client, 0, true), t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /big HTTP/1.1\" 499 - aborted=client\n"
         );
         assert_eq!(
-            log_line(false, peer, &r, cut(Cut::Shutdown, 0, false), t),
+            log_line(&CLF, peer, &r, cut(Cut::Shutdown, 0, false), t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /big HTTP/1.1\" 200 - aborted=shutdown\n",
             "the head left, no body byte"
         );
-        let line = log_line(true, peer, &r, cut(Cut::Truncated, 100, false), t);
+        let line = log_line(&json_style(), peer, &r, cut(Cut::Truncated, 100, false), t);
         let j: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(
             (j["status"].as_u64(), j["bytes"].as_u64()),

@@ -18,8 +18,8 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use linerate_testkit::{
-    assert_bytes_eq, docroot, family_rss_kib, fetch, imf_date, log_lines, parse_imf_date, pattern,
-    per_strategy, put, req, unix_now, wait_log_lines, End, Linerate, Server, MIB,
+    assert_bytes_eq, docroot, family_rss_kib, fetch, imf_date, log_lines, pattern, per_strategy,
+    put, req, unix_now, wait_log_lines, End, Linerate, Server, MIB,
 };
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
@@ -322,6 +322,16 @@ fn check_access_log_line(
     bytes: u64,
 ) {
     match format {
+        "combined" => {
+            // CLF, then `"REFERER" "USER-AGENT"` ("-" when absent).
+            let fields: Vec<&str> = line.rsplitn(3, " \"").collect();
+            assert_eq!(fields.len(), 3, "{line:?}");
+            assert!(
+                fields[0].ends_with('"') && fields[1].ends_with('"'),
+                "{line:?}"
+            );
+            check_access_log_line("clf", fields[2], request_line, host, status, bytes);
+        }
         "clf" => {
             // 127.0.0.1 - - [22/Nov/2026:18:20:12 +0000] "GET / HTTP/1.1" 200 2
             let (before, rest) = line
@@ -345,17 +355,35 @@ fn check_access_log_line(
             keys.sort();
             assert_eq!(
                 keys,
-                ["bytes", "host", "remote", "request", "status", "time"],
+                [
+                    "bytes",
+                    "duration_us",
+                    "host",
+                    "method",
+                    "path",
+                    "referer",
+                    "remote",
+                    "request",
+                    "status",
+                    "time",
+                    "transmit",
+                    "user_agent"
+                ],
                 "{line:?}"
             );
+            let mut words = request_line.split(' ');
+            assert_eq!(v["method"].as_str(), words.next(), "{line:?}");
+            assert_eq!(v["path"].as_str(), words.next(), "{line:?}");
+            assert!(v["duration_us"].is_u64(), "{line:?}");
             assert_eq!(v["remote"], "127.0.0.1", "{line:?}");
             assert_eq!(v["host"].as_str(), host, "{line:?}");
             assert_eq!(v["request"], request_line, "{line:?}");
             assert_eq!(v["status"], status, "{line:?}");
             assert_eq!(v["bytes"], bytes, "{line:?}");
             let time = v["time"].as_str().expect("time is a string");
-            let t =
-                parse_imf_date(time).unwrap_or_else(|| panic!("time {time:?} is no IMF-fixdate"));
+            let t = humantime::parse_rfc3339(time)
+                .unwrap_or_else(|e| panic!("time {time:?} is no ISO 8601 time: {e}"));
+            let t = t.duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
             assert!((t - unix_now()).abs() <= 30, "time {time:?} is not now");
         }
         other => panic!("format {other}"),
@@ -383,7 +411,7 @@ fn the_access_log_holds_one_exact_line_per_request_in_order(transmit: &str) {
     put(root.path(), "f.txt", b"F\n");
     put(root.path(), "big.bin", &content);
     let logs = docroot();
-    for format in ["clf", "json"] {
+    for format in ["clf", "combined", "json"] {
         let log = logs.path().join(format!("access.{format}"));
         let log_arg = log.to_str().unwrap();
         let server = serve(
@@ -435,6 +463,13 @@ fn the_access_log_holds_one_exact_line_per_request_in_order(transmit: &str) {
         let r = c.get("/q\"\\x", "");
         assert_eq!(r.status, 404);
         want.push(("GET /q\"\\x HTTP/1.1".into(), Some("t"), 404, 14));
+        // The client's User-Agent and Referer, written by combined and json.
+        let r = c.get(
+            "/f.txt",
+            "User-Agent: probe/1 \"q\"\r\nReferer: http://r.example/\r\n",
+        );
+        assert_eq!(r.status, 200);
+        want.push(("GET /f.txt HTTP/1.1".into(), Some("t"), 200, 2));
         c.send(b"GET /f.txt HTTP/1.0\r\n\r\n");
         let r = c.response();
         assert_eq!(r.status, 200);
@@ -455,6 +490,22 @@ fn the_access_log_holds_one_exact_line_per_request_in_order(transmit: &str) {
         assert_eq!(lines.len(), want.len(), "{format}: {text}");
         for (line, (request_line, host, status, bytes)) in lines.iter().zip(&want) {
             check_access_log_line(format, line, request_line, *host, *status, *bytes);
+        }
+        let probe = lines[lines.len() - 2];
+        match format {
+            "combined" => assert!(
+                probe.ends_with(" \"http://r.example/\" \"probe/1 \\x22q\\x22\""),
+                "{probe}"
+            ),
+            "json" => {
+                let v: serde_json::Value = serde_json::from_str(probe).unwrap();
+                assert_eq!(v["user_agent"], "probe/1 \"q\"", "{probe}");
+                assert_eq!(v["referer"], "http://r.example/", "{probe}");
+            }
+            _ => assert!(
+                !probe.contains("probe/1"),
+                "clf writes no user agent: {probe}"
+            ),
         }
     }
 }
