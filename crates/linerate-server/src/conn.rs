@@ -335,6 +335,11 @@ impl Conn {
         true
     }
 
+    /// The engine's counters for this socket, if a file part went out on it.
+    pub fn tx_counters(&self) -> Option<&linerate_tx::Counters> {
+        self.tx.as_deref().map(TxSocket::counters)
+    }
+
     /// The peer shut its side down (an event said so).
     pub fn peer_hung_up(&mut self) {
         self.peer_hup = true;

@@ -228,6 +228,13 @@ pub(crate) struct Stats {
     /// Open-file cache lookups answered from the cache, and those that opened.
     pub cache_hits: AtomicU64,
     pub cache_misses: AtomicU64,
+    /// The engine's counters of closed connections (see [`Stats::add_tx`]).
+    pub tx_syscalls: AtomicU64,
+    pub zc_sends: AtomicU64,
+    pub zc_completions: AtomicU64,
+    pub zc_copied: AtomicU64,
+    pub zc_enobufs: AtomicU64,
+    pub degraded: AtomicU64,
 }
 
 /// The upper bounds of the response-time histogram, seconds.
@@ -252,6 +259,17 @@ impl Stats {
     /// Reads a counter.
     pub fn get(c: &AtomicU64) -> u64 {
         c.load(Ordering::Relaxed)
+    }
+
+    /// Adds a closed connection's transmit counters (counted at the close, so a
+    /// connection open for long shows late).
+    pub fn add_tx(&self, c: &linerate_tx::Counters) {
+        Stats::add(&self.tx_syscalls, c.syscalls);
+        Stats::add(&self.zc_sends, c.zc_sends);
+        Stats::add(&self.zc_completions, c.zc_completions);
+        Stats::add(&self.zc_copied, c.zc_copied);
+        Stats::add(&self.zc_enobufs, c.zc_enobufs);
+        Stats::add(&self.degraded, c.degraded);
     }
 
     /// Counts a finished (or cut) response: its method and status class, the body

@@ -46,6 +46,12 @@ struct Snapshot {
     open_out_of_fds: u64,
     accept_out_of_fds: u64,
     small_bytes_held: u64,
+    tx_syscalls: u64,
+    zc_sends: u64,
+    zc_completions: u64,
+    zc_copied: u64,
+    zc_enobufs: u64,
+    degraded: u64,
     response_time: [u64; RESPONSE_SECONDS.len()],
     response_time_count: u64,
     response_time_sum_us: u64,
@@ -76,6 +82,12 @@ impl Snapshot {
             open_out_of_fds: sum(&|s| &s.open_out_of_fds),
             accept_out_of_fds: sum(&|s| &s.accept_out_of_fds),
             small_bytes_held: sum(&|s| &s.small_bytes_held),
+            tx_syscalls: sum(&|s| &s.tx_syscalls),
+            zc_sends: sum(&|s| &s.zc_sends),
+            zc_completions: sum(&|s| &s.zc_completions),
+            zc_copied: sum(&|s| &s.zc_copied),
+            zc_enobufs: sum(&|s| &s.zc_enobufs),
+            degraded: sum(&|s| &s.degraded),
             response_time_count: sum(&|s| &s.response_time_count),
             response_time_sum_us: sum(&|s| &s.response_time_sum_us),
             ..Snapshot::default()
@@ -277,6 +289,40 @@ impl Collector for Snapshot {
             "Gathers linearized (seed 001's defrag)",
             self.defrags,
         )?;
+        for (name, help, v) in [
+            (
+                "linerate_transmit_syscalls",
+                "System calls the transmit engine made (counted when a connection closes)",
+                self.tx_syscalls,
+            ),
+            (
+                "linerate_transmit_degraded",
+                "Transmits that fell back to a simpler strategy (counted when a connection closes)",
+                self.degraded,
+            ),
+            (
+                "linerate_zerocopy_sends",
+                "MSG_ZEROCOPY sends that queued bytes (counted when a connection closes)",
+                self.zc_sends,
+            ),
+            (
+                "linerate_zerocopy_completions",
+                "Zero-copy completions read (counted when a connection closes)",
+                self.zc_completions,
+            ),
+            (
+                "linerate_zerocopy_copied",
+                "Zero-copy sends the kernel copied after all (counted when a connection closes)",
+                self.zc_copied,
+            ),
+            (
+                "linerate_zerocopy_enobufs",
+                "Zero-copy sends refused with ENOBUFS (counted when a connection closes)",
+                self.zc_enobufs,
+            ),
+        ] {
+            counter(&mut e, name, help, v)?;
+        }
         gauge(
             &mut e,
             "linerate_small_file_bytes",

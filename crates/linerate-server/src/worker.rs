@@ -974,6 +974,9 @@ impl<D: Driver> Worker<D> {
             let (stats, style) = (&self.stats, &self.log_style);
             let aborted = c.abort(cut, &mut |c, r, a| write_access(log, stats, style, c, r, a));
             Stats::add(&self.site.stats.aborted, aborted);
+            if let Some(k) = c.tx_counters() {
+                self.stats.add_tx(k);
+            }
             let _ = self.driver.deregister(c.sock.as_fd());
             if how == After::Reset {
                 let _ = linerate_sys::fs::reset_on_close(c.sock.as_fd());

@@ -43,6 +43,15 @@ fn signal(child: &Child, name: &str) {
         .unwrap();
 }
 
+/// The value of one series in a metrics scrape.
+fn sample(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("{series} missing:\n{text}"))
+        .parse()
+        .unwrap()
+}
+
 /// The next datagram on `sock`, as text.
 fn message(sock: &UnixDatagram) -> String {
     let mut buf = [0u8; 4096];
@@ -192,13 +201,7 @@ fn metrics_count_the_load_and_pass_promtool() {
         "{r:?}"
     );
     let text = String::from_utf8(r.body.clone()).unwrap();
-    let value = |series: &str| -> u64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-            .unwrap_or_else(|| panic!("{series} missing:\n{text}"))
-            .parse()
-            .unwrap()
-    };
+    let value = |series: &str| sample(&text, series);
     // The load, and the OpenMetrics scrape before this one.
     assert_eq!(
         value("linerate_responses_total{method=\"GET\",class=\"2xx\"}"),
@@ -250,4 +253,26 @@ fn metrics_count_the_load_and_pass_promtool() {
         ],
     );
     assert_eq!(fetch(s.addr, "/metrics", "").status, 403);
+}
+
+/// The engine's counters reach the metrics when connections close: zero-copy sends and
+/// the kernel's verdicts on them.
+#[test]
+fn metrics_count_zero_copy_sends() {
+    let root = docroot();
+    put(root.path(), "big.bin", &vec![7u8; 2 << 20]);
+    let s = LINERATE.start(
+        root.path(),
+        &["--transmit", "zerocopy", "--metrics-path", "/metrics"],
+    );
+    for _ in 0..5 {
+        assert_eq!(fetch(s.addr, "/big.bin", "").status, 200);
+    }
+    let text = String::from_utf8(fetch(s.addr, "/metrics", "").body).unwrap();
+    let value = |series: &str| sample(&text, series);
+    assert!(value("linerate_zerocopy_sends_total") > 0, "{text}");
+    assert!(value("linerate_transmit_syscalls_total") > 0, "{text}");
+    assert!(
+        value("linerate_zerocopy_copied_total") <= value("linerate_zerocopy_completions_total")
+    );
 }
