@@ -499,23 +499,23 @@ pub struct Settings {
     /// [default: 1/32 of the machine's memory shared by the workers, at most 64M].
     #[arg(long, value_name = "BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub small_file_memory: Option<Bytes<0, { u64::MAX }>>,
+    pub small_file_memory: Option<Bytes<0, { i64::MAX as u64 }>>,
     /// Most bytes of a file one connection sends per turn before the worker serves the
     /// others, as lighttpd's 256 KiB and nginx's sendfile_max_chunk do; 0: until the
     /// socket is full [default: 0].
     #[arg(long, value_name = "BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub send_slice: Option<Bytes<0, { u64::MAX }>>,
+    pub send_slice: Option<Bytes<0, { i64::MAX as u64 }>>,
     /// Only file bodies of at least this many bytes are sliced [default: 1M].
     #[arg(long, value_name = "BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub send_slice_min: Option<Bytes<0, { u64::MAX }>>,
+    pub send_slice_min: Option<Bytes<0, { i64::MAX as u64 }>>,
     /// File bodies of at least this many bytes go out with TCP_CORK set, as nginx's
     /// tcp_nopush: fewer, fuller segments at the cost of a system call each; 0: never
     /// [default: 0].
     #[arg(long, value_name = "BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cork_min: Option<Bytes<0, { u64::MAX }>>,
+    pub cork_min: Option<Bytes<0, { i64::MAX as u64 }>>,
     /// SO_SNDBUF of accepted connections (as nginx's `listen ... sndbuf=`); fixing it
     /// turns the kernel's send-buffer autotuning off [default: autotuning].
     #[arg(long, value_name = "BYTES")]
@@ -558,7 +558,7 @@ pub struct Settings {
     /// [default: 16K].
     #[arg(long, value_name = "BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub collapse: Option<Bytes<0, { u64::MAX }>>,
+    pub collapse: Option<Bytes<0, { i64::MAX as u64 }>>,
     /// Open files (descriptor, metadata, validators, small contents) each worker keeps,
     /// as nginx's open_file_cache max=N; when full the cache starts over [default:
     /// 10000].
@@ -643,18 +643,56 @@ impl Settings {
         toml::from_str(text).map_err(|e| explain(text, &e))
     }
 
-    /// `self` (the flags) over `under` (the file), key by key.
+    /// `self` (the flags) over `under` (the file), key by key: a field given in both
+    /// takes the flag's value; a list given as flags replaces the file's. Every field is
+    /// named here, so a new one cannot be forgotten (the struct literal would not compile).
     pub fn over(&self, under: &Settings) -> Settings {
-        let table = |s: &Settings| match toml::Value::try_from(s) {
-            Ok(toml::Value::Table(t)) => t,
-            // Every field serializes to a TOML value; nothing else can come out.
-            _ => toml::map::Map::new(),
-        };
-        let mut merged = table(under);
-        merged.extend(table(self));
-        toml::Value::Table(merged)
-            .try_into()
-            .unwrap_or_else(|_| self.clone())
+        fn pick<T: Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
+            a.clone().or_else(|| b.clone())
+        }
+        fn list<T: Clone>(a: &[T], b: &[T]) -> Vec<T> {
+            if a.is_empty() {
+                b.to_vec()
+            } else {
+                a.to_vec()
+            }
+        }
+        Settings {
+            root: pick(&self.root, &under.root),
+            listen: list(&self.listen, &under.listen),
+            workers: pick(&self.workers, &under.workers),
+            user: pick(&self.user, &under.user),
+            pin: pick(&self.pin, &under.pin),
+            transmit: pick(&self.transmit, &under.transmit),
+            lowat: pick(&self.lowat, &under.lowat),
+            small_file: pick(&self.small_file, &under.small_file),
+            small_file_memory: pick(&self.small_file_memory, &under.small_file_memory),
+            send_slice: pick(&self.send_slice, &under.send_slice),
+            send_slice_min: pick(&self.send_slice_min, &under.send_slice_min),
+            cork_min: pick(&self.cork_min, &under.cork_min),
+            sndbuf: pick(&self.sndbuf, &under.sndbuf),
+            disk_helpers: pick(&self.disk_helpers, &under.disk_helpers),
+            read_ahead: pick(&self.read_ahead, &under.read_ahead),
+            status_path: pick(&self.status_path, &under.status_path),
+            metrics_path: pick(&self.metrics_path, &under.metrics_path),
+            metrics_allow: list(&self.metrics_allow, &under.metrics_allow),
+            collapse: pick(&self.collapse, &under.collapse),
+            open_file_cache: pick(&self.open_file_cache, &under.open_file_cache),
+            max_request_line: pick(&self.max_request_line, &under.max_request_line),
+            max_header_bytes: pick(&self.max_header_bytes, &under.max_header_bytes),
+            max_header_fields: pick(&self.max_header_fields, &under.max_header_fields),
+            idle_timeout: pick(&self.idle_timeout, &under.idle_timeout),
+            header_timeout: pick(&self.header_timeout, &under.header_timeout),
+            send_timeout: pick(&self.send_timeout, &under.send_timeout),
+            body_timeout: pick(&self.body_timeout, &under.body_timeout),
+            shutdown_timeout: pick(&self.shutdown_timeout, &under.shutdown_timeout),
+            dotfiles: pick(&self.dotfiles, &under.dotfiles),
+            autoindex: pick(&self.autoindex, &under.autoindex),
+            access_log: pick(&self.access_log, &under.access_log),
+            log_format: pick(&self.log_format, &under.log_format),
+            error_log: pick(&self.error_log, &under.error_log),
+            error_log_level: pick(&self.error_log_level, &under.error_log_level),
+        }
     }
 
     /// The keys, in the order of `--help`.
@@ -882,6 +920,19 @@ mod tests {
             .unwrap()
             .over(&Settings::default());
         assert_eq!(m.listen[0].to_string(), ":81");
+    }
+
+    #[test]
+    fn a_merge_keeps_what_a_file_could_not_hold() {
+        use std::os::unix::ffi::OsStrExt;
+        let flags = Settings {
+            root: Some(PathBuf::from(std::ffi::OsStr::from_bytes(b"/srv/\xff"))),
+            ..Settings::default()
+        };
+        let file = Settings::parse("workers = 2\nroot = \"/www\"\n").unwrap();
+        let m = flags.over(&file);
+        assert_eq!(m.root, flags.root, "a non-UTF-8 DIR is kept");
+        assert_eq!(m.workers, Some(Count(2)), "and the file's settings too");
     }
 
     #[test]

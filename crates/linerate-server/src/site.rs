@@ -244,7 +244,8 @@ impl Site {
         }
         if self.cfg.metrics_path.as_deref() == Some(req.path.as_str()) {
             let allowed = self.cfg.metrics_allow.is_empty()
-                || self.cfg.metrics_allow.iter().any(|n| n.contains(&peer));
+                // An IPv4 client of an IPv6 socket arrives as ::ffff:a.b.c.d.
+                || self.cfg.metrics_allow.iter().any(|n| n.contains(&peer.to_canonical()));
             if !allowed {
                 return self.error_for(
                     Status::Forbidden,

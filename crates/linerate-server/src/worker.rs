@@ -94,6 +94,9 @@ const TICK: Duration = Duration::from_millis(100);
 const WAKE: u64 = u64::MAX;
 /// How long input is drained after our side shut down.
 const DRAIN: Duration = Duration::from_secs(2);
+/// At a stop or reload, how long a connection that has had no request yet is given
+/// for its first (at most the header timeout).
+const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
 /// How long accepting pauses after EMFILE/ENFILE.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
@@ -238,7 +241,19 @@ fn bind_all(
             }
         };
         while sockets.len() < workers {
-            sockets.push(listener(addr, cfg.sndbuf).map_err(listen_err(addr))?);
+            match listener(addr, cfg.sndbuf) {
+                Ok(s) => sockets.push(s),
+                // A reload after --user cannot join a group bound as root (the kernel
+                // wants the same owner): the workers share the sockets there are.
+                Err(e) if !sockets.is_empty() => {
+                    tracing::warn!(
+                        "{addr}: {} socket(s) for {workers} workers, which share them: {e}",
+                        sockets.len()
+                    );
+                    break;
+                }
+                Err(e) => return Err(listen_err(addr)(e)),
+            }
         }
         out.push(Bound {
             asked,
@@ -335,8 +350,13 @@ fn start_generation<'scope>(
     let stop = Arc::new(AtomicBool::new(false));
     let accepting = Arc::new(std::sync::atomic::AtomicUsize::new(listeners.len()));
     let all_stats: Arc<[Arc<Stats>]> = (0..listeners.len()).map(|_| Arc::default()).collect();
+    // Everything that can fail is done before the first thread starts, so a failure
+    // leaves no worker running that nobody will stop.
+    let roots = (0..listeners.len())
+        .map(|_| root.try_clone())
+        .collect::<io::Result<Vec<_>>>()?;
     let mut handles = Vec::new();
-    for (i, listeners) in listeners.into_iter().enumerate() {
+    for ((i, listeners), root) in listeners.into_iter().enumerate().zip(roots) {
         let jobs = if cfg.disk_helpers > 0 {
             shared.jobs.cloned()
         } else {
@@ -347,7 +367,6 @@ fn start_generation<'scope>(
         let cpu = shared.cpus[i % shared.cpus.len()];
         let stop = Arc::clone(&stop);
         let accepting = Arc::clone(&accepting);
-        let root = root.try_clone()?;
         let log_file = log_file.clone();
         handles.push(scope.spawn(move || -> io::Result<()> {
             if cfg.pin {
@@ -765,6 +784,7 @@ impl<D: Driver> Worker<D> {
         let mut ready: Vec<Ready> = Vec::with_capacity(256);
         let mut last_tick = Instant::now();
         let mut shutdown_deadline: Option<Instant> = None;
+        let mut shutdown_began: Option<Instant> = None;
         loop {
             ready.clear();
             let wait = if self.runnable.is_empty() {
@@ -805,6 +825,7 @@ impl<D: Driver> Worker<D> {
                 self.tick(now);
             }
             if shutdown_deadline.is_none() && stop.load(Ordering::Relaxed) {
+                shutdown_began = Some(now);
                 shutdown_deadline = Some(now + self.cfg.shutdown_timeout);
                 self.begin_shutdown(now);
                 accepting.fetch_sub(1, Ordering::Relaxed);
@@ -818,9 +839,13 @@ impl<D: Driver> Worker<D> {
                     let Some(c) = self.conns[i].as_mut() else {
                         continue;
                     };
+                    // A connection that has had no request yet gets a short grace
+                    // for its first, not the whole shutdown timeout.
+                    let waited = now.duration_since(shutdown_began.unwrap_or(now));
+                    let grace = self.cfg.header_timeout.min(FIRST_REQUEST_GRACE);
                     let ended = now >= d
                         || (!c.busy()
-                            && !c.http.awaits_last()
+                            && (!c.http.awaits_last() || waited >= grace)
                             && c.draining_since.is_none()
                             && c.linger(now) != After::Keep);
                     if ended {
