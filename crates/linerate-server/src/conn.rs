@@ -804,6 +804,23 @@ impl Conn {
     }
 }
 
+thread_local! {
+    /// Error-log lines for failed sends, at most one a second per worker: a disk error
+    /// or a shortage of pipes can fail every send at once.
+    static SEND_ERRORS: std::cell::RefCell<crate::logs::RateLimit> = const {
+        std::cell::RefCell::new(crate::logs::RateLimit::new(std::time::Duration::from_secs(1)))
+    };
+}
+
+/// Writes `line` (with the count of lines left out) if the rate limit allows.
+fn send_error_line(line: impl FnOnce(String)) {
+    SEND_ERRORS.with(|r| {
+        if let Some(n) = r.borrow_mut().allow(Instant::now()) {
+            line(crate::logs::more(n));
+        }
+    });
+}
+
 impl Conn {
     /// A send failed: how the connection ends, and why for the log.
     fn failed(&mut self, e: &TxError) -> After {
@@ -811,7 +828,7 @@ impl Conn {
             TxError::Truncated { .. } => {
                 self.cut = Some(Cut::Truncated);
                 // Logged as the file system's condition, not the client's.
-                tracing::warn!("{e}: connection reset");
+                send_error_line(|more| tracing::warn!("{e}: connection reset{more}"));
                 After::Reset
             }
             TxError::PeerGone(_) => {
@@ -821,7 +838,10 @@ impl Conn {
             TxError::Io(_) => {
                 // The server's own trouble, not the client's: the operator must see it.
                 self.cut = Some(Cut::Error);
-                tracing::warn!("sending to {}: {e}: connection closed", self.peer);
+                let peer = self.peer;
+                send_error_line(|more| {
+                    tracing::warn!("sending to {peer}: {e}: connection closed{more}")
+                });
                 After::Close
             }
         }

@@ -278,6 +278,13 @@ impl FileCache {
         }
     }
 
+    /// Forgets every entry and every watch: descriptors close once no response holds
+    /// them.
+    pub fn clear(&mut self) {
+        self.clear_entries();
+        self.forget_watches();
+    }
+
     /// Forgets every entry (their descriptors close once no response holds them).
     fn clear_entries(&mut self) {
         self.entries.clear();

@@ -86,6 +86,11 @@ impl Site {
         self.cache.note_read();
     }
 
+    /// Gives back every cached file (see [`FileCache::clear`]).
+    pub fn forget_files(&mut self) {
+        self.cache.clear();
+    }
+
     pub fn new(
         cfg: Arc<Config>,
         cache: FileCache,

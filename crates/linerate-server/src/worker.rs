@@ -458,6 +458,9 @@ pub fn serve(
         .into_iter()
         .map(|l| {
             let addr = l.local_addr()?;
+            if let Some(n) = cfg.sndbuf {
+                socket2::SockRef::from(&l).set_send_buffer_size(n)?;
+            }
             fresh.push(addr);
             Ok(Bound {
                 asked: addr,
@@ -863,6 +866,9 @@ impl<D: Driver> Worker<D> {
     }
 
     fn begin_shutdown(&mut self, _now: Instant) {
+        // Cached files go back now (responses in flight hold their own): a reload's new
+        // workers size their caches from the same descriptor limit.
+        self.site.forget_files();
         for l in self.listeners.iter_mut() {
             if let Some(sock) = l.take() {
                 let _ = self.driver.deregister(sock.as_fd());

@@ -767,7 +767,7 @@ fn the_config_file_takes_one_listen_address_and_names_a_bad_key() {
     let status = fetch(server.addr, "/f.txt", "").status;
     drop(server);
     assert_eq!(status, 200);
-    fs::write(&conf, "workers = 1\nlisten = 8080\n").unwrap();
+    fs::write(&conf, "workers = 1\nlisten = 70000\n").unwrap();
     let out = LINERATE
         .command()
         .args(["serve", "--config", conf.to_str().unwrap()])
