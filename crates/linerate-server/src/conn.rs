@@ -520,7 +520,9 @@ impl Conn {
                 Event::Wait => return queued,
                 Event::Request(request) => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
-                    let r = site.respond(&request, self.peer.ip(), t);
+                    let mut r = site.respond(&request, self.peer.ip(), t);
+                    // The loop's clock: no clock read of its own per request.
+                    r.started = Some(now);
                     if r.close {
                         // An answer that closes (a 400 the path earned, say).
                         self.http.close_after_last();

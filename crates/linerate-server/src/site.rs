@@ -55,7 +55,8 @@ pub(crate) struct Response {
     pub sent: u64,
     /// The request's method for the metrics: 0 GET, 1 HEAD, 2 any other.
     pub method: u8,
-    /// When the request was complete (None: an answer to no request, such as a 400).
+    /// When the request was complete, by the worker loop's clock (None: an answer to no
+    /// request, such as a 400; set by the connection).
     pub started: Option<std::time::Instant>,
     /// `User-Agent` and `Referer`, kept for an access log that writes them.
     pub user_agent: Option<String>,
@@ -204,7 +205,6 @@ impl Site {
             Method::Head => 1,
             _ => 2,
         };
-        r.started = Some(std::time::Instant::now());
         if self.logging {
             r.host.clone_from(&req.host);
             r.user_agent.clone_from(&req.user_agent);
