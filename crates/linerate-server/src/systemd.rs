@@ -37,6 +37,22 @@ pub fn stopping() {
 /// activation. A passed descriptor that is not a TCP listener is an error: the unit
 /// file and the server disagree.
 pub fn activated_listeners() -> std::io::Result<Vec<TcpListener>> {
+    if let Some(list) = std::env::var_os(UPGRADE_FDS) {
+        // Handed over by the process before this one (SIGUSR2).
+        std::env::remove_var(UPGRADE_FDS);
+        return list
+            .to_string_lossy()
+            .split(',')
+            .map(|n| {
+                let fd: i32 = n.parse().map_err(|_| {
+                    std::io::Error::other(format!("{UPGRADE_FDS}: '{n}' is not a descriptor"))
+                })?;
+                let l = linerate_sys::fs::take_inherited_listener(fd)?;
+                l.set_nonblocking(true)?;
+                Ok(l)
+            })
+            .collect();
+    }
     let mut fds = listenfd::ListenFd::from_env();
     let mut out = Vec::new();
     for i in 0..fds.len() {
@@ -55,4 +71,42 @@ pub fn activated_listeners() -> std::io::Result<Vec<TcpListener>> {
         }
     }
     Ok(out)
+}
+
+/// The environment variable that names the listening descriptors a binary upgrade
+/// hands to the new process.
+const UPGRADE_FDS: &str = "LINERATE_LISTEN_FDS";
+
+/// SIGUSR2: starts this program again (`argv[0]`, so a binary replaced on disk is the
+/// one started) with the same arguments, handing it `sockets` (they stay open here
+/// too). Both serve until the operator stops this one; the new one finds the sockets
+/// as [`activated_listeners`]. Returns the new process.
+pub fn upgrade(sockets: &[&TcpListener]) -> std::io::Result<std::process::Child> {
+    use std::os::fd::AsFd;
+    use std::os::fd::AsRawFd;
+    let mut args = std::env::args_os();
+    let argv0 = args.next().unwrap_or_default();
+    let program = if std::path::Path::new(&argv0).components().count() > 1 {
+        std::path::PathBuf::from(argv0)
+    } else {
+        std::env::current_exe()?
+    };
+    let fds: Vec<String> = sockets.iter().map(|s| s.as_raw_fd().to_string()).collect();
+    for s in sockets {
+        linerate_sys::fs::set_inherited(s.as_fd(), true)?;
+    }
+    let child = std::process::Command::new(&program)
+        .args(args)
+        .env(UPGRADE_FDS, fds.join(","))
+        // The service manager's sockets and notifications are this process's.
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID")
+        .env_remove("LISTEN_FDNAMES")
+        .env_remove("NOTIFY_SOCKET")
+        .stdin(std::process::Stdio::null())
+        .spawn();
+    for s in sockets {
+        linerate_sys::fs::set_inherited(s.as_fd(), false)?;
+    }
+    child
 }

@@ -486,6 +486,8 @@ pub fn serve(
     if control.stopping() {
         return Ok(());
     }
+    // Inherited sockets (one per worker of the process before) share their address.
+    fresh.dedup();
     for &a in &fresh {
         on_listen(a);
     }
@@ -512,6 +514,8 @@ pub fn serve(
         let mut current = start_generation(scope, Arc::new(cfg), &root, per, log_file, &shared, 0)?;
         crate::systemd::ready(&status_line(&bound, workers));
         let mut told_stopping = false;
+        // Processes started by SIGUSR2, reaped if they end first.
+        let mut upgrades: Vec<std::process::Child> = Vec::new();
         let mut retiring: Vec<Generation<'_>> = Vec::new();
         let mut result = Ok(());
         // The operator's signals are answered here, between looks at the workers; a
@@ -565,6 +569,23 @@ pub fn serve(
                         crate::systemd::ready(&status_line(&bound, current.handles.len()));
                     }
                     ControlRequest::Reload => {}
+                    ControlRequest::Upgrade if !stopping => {
+                        let sockets: Vec<&TcpListener> =
+                            bound.iter().flat_map(|b| &b.sockets).collect();
+                        match crate::systemd::upgrade(&sockets) {
+                            Ok(child) => {
+                                tracing::warn!(
+                                    "SIGUSR2: started the binary again as PID {} on the same listening sockets; this process serves on until it is stopped (SIGQUIT)",
+                                    child.id()
+                                );
+                                upgrades.push(child);
+                            }
+                            Err(e) => tracing::error!(
+                                "SIGUSR2: cannot start the binary again: {e}; serving on"
+                            ),
+                        }
+                    }
+                    ControlRequest::Upgrade => {}
                     r => {
                         let mut logs: Vec<&LogFile> = Vec::new();
                         for f in std::iter::once(&current)
@@ -580,6 +601,7 @@ pub fn serve(
                     }
                 }
             }
+            upgrades.retain_mut(|c| !matches!(c.try_wait(), Ok(Some(_))));
             // Generations that finished their drain are joined.
             let (done, left): (Vec<_>, Vec<_>) = retiring.into_iter().partition(|g| g.finished());
             retiring = left;
@@ -654,7 +676,8 @@ fn reload_generation<'scope>(
 
 /// What the service manager shows: where and with how many workers.
 fn status_line(bound: &[Bound], workers: usize) -> String {
-    let addrs: Vec<String> = bound.iter().map(|b| b.addr.to_string()).collect();
+    let mut addrs: Vec<String> = bound.iter().map(|b| b.addr.to_string()).collect();
+    addrs.dedup();
     format!("serving on {} with {workers} workers", addrs.join(", "))
 }
 
@@ -682,9 +705,8 @@ fn answer(r: ControlRequest, logs: &[&LogFile]) {
         }
         // Handled by the caller.
         ControlRequest::Reload => {}
-        ControlRequest::Upgrade => {
-            tracing::warn!("SIGUSR2: the binary upgrade is not built yet; serving on unchanged")
-        }
+        // Handled by the caller.
+        ControlRequest::Upgrade => {}
     }
 }
 

@@ -2,7 +2,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 /// `RESOLVE_BENEATH`: resolution may not leave the directory, by `..` or symlink.
 const RESOLVE_BENEATH: u64 = 0x08;
@@ -216,4 +216,57 @@ pub fn is_out_of_descriptors(e: &io::Error) -> bool {
 /// `EACCES`: the permission bits refuse the open.
 pub fn is_permission_denied(e: &io::Error) -> bool {
     e.raw_os_error() == Some(libc::EACCES)
+}
+
+/// Lets `fd` survive an `exec` (clears `FD_CLOEXEC`), or not (`inherit` false): how
+/// listening sockets are handed to a new binary (`serve`'s SIGUSR2).
+pub fn set_inherited(fd: BorrowedFd<'_>, inherit: bool) -> io::Result<()> {
+    // SAFETY: F_GETFD/F_SETFD on a live descriptor read and set one flag word.
+    let flags = crate::cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFD) })?;
+    let flags = if inherit {
+        flags & !libc::FD_CLOEXEC
+    } else {
+        flags | libc::FD_CLOEXEC
+    };
+    // SAFETY: as above.
+    crate::cvt(unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, flags) })?;
+    Ok(())
+}
+
+/// Takes ownership of descriptor `fd` that this process inherited from its parent as a
+/// listening socket (a binary upgrade names their numbers in the environment). Refused
+/// unless `fd` is open and a listening stream socket, so a wrong number can never
+/// take a descriptor something else owns; marked close-on-exec again.
+pub fn take_inherited_listener(fd: i32) -> io::Result<std::net::TcpListener> {
+    if fd < 3 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "descriptors 0-2 are the standard streams",
+        ));
+    }
+    // SAFETY: F_GETFD only asks whether the number is open; no memory is touched.
+    crate::cvt(unsafe { libc::fcntl(fd, libc::F_GETFD) })?;
+    let mut listening: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the kernel writes one int into `listening`, of the size given in `len`.
+    crate::cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ACCEPTCONN,
+            (&mut listening as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    })?;
+    if listening == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("descriptor {fd} is not a listening socket"),
+        ));
+    }
+    // SAFETY: `fd` is open, a listening socket, inherited for this process to own; no
+    // other owner exists in this process (it was checked only, never wrapped before).
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_inherited(owned.as_fd(), false)?;
+    Ok(std::net::TcpListener::from(owned))
 }

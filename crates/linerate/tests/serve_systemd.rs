@@ -276,3 +276,93 @@ fn metrics_count_zero_copy_sends() {
         value("linerate_zerocopy_copied_total") <= value("linerate_zerocopy_completions_total")
     );
 }
+
+/// SIGUSR2 (nginx's binary upgrade): the program is started again on the same
+/// listening sockets; both serve until the old process is stopped (SIGQUIT), then the
+/// new one alone, on the same port, with no refused connection between.
+#[test]
+fn sigusr2_hands_the_listening_sockets_to_a_new_process() {
+    use std::sync::mpsc;
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let mut old = LINERATE
+        .command()
+        .args(["serve", root.path().to_str().unwrap()])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "2",
+            "--access-log",
+            "off",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Both processes write to these pipes: read them for the whole test.
+    let lines = |r: Box<dyn std::io::Read + Send>| {
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for l in BufReader::new(r).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        rx
+    };
+    let out = lines(Box::new(old.stdout.take().unwrap()));
+    let err = lines(Box::new(old.stderr.take().unwrap()));
+    let wait_for = |rx: &mpsc::Receiver<String>, what: &str| -> String {
+        loop {
+            let l = rx
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("no line with {what:?}"));
+            if l.contains(what) {
+                return l;
+            }
+        }
+    };
+    let first = wait_for(&out, "listening on ");
+    let addr: std::net::SocketAddr = first["listening on ".len()..].parse().unwrap();
+    assert_eq!(fetch(addr, "/f.txt", "").status, 200);
+    signal(&old, "USR2");
+    let started = wait_for(&err, "SIGUSR2: started the binary again as PID ");
+    let new_pid: u32 = started
+        .split("PID ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{started}"));
+    assert_eq!(
+        wait_for(&out, "listening on "),
+        first,
+        "the new process announces the same address"
+    );
+    assert_eq!(fetch(addr, "/f.txt", "").status, 200);
+    signal(&old, "QUIT");
+    assert!(old.wait().unwrap().success());
+    for _ in 0..10 {
+        assert_eq!(
+            fetch(addr, "/f.txt", "").status,
+            200,
+            "served by the new process"
+        );
+    }
+    Command::new("kill")
+        .args(["-TERM", &new_pid.to_string()])
+        .status()
+        .unwrap();
+    // Reparented when the old process ended: gone, or a zombie nobody reaps here.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{new_pid}/status")).unwrap_or_default();
+        if state.is_empty() || state.contains("State:\tZ") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new process did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
