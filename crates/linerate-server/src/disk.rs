@@ -294,9 +294,15 @@ impl Stats {
         }
     }
 
+    /// One counter summed over every worker: what the status page and the metrics
+    /// both report.
+    pub fn total(all: &[Arc<Stats>], f: impl Fn(&Stats) -> &AtomicU64) -> u64 {
+        all.iter().map(|s| Stats::get(f(s))).sum()
+    }
+
     /// The status page's JSON for all workers' counters.
     pub fn json(all: &[Arc<Stats>]) -> serde_json::Value {
-        let sum = |f: fn(&Stats) -> &AtomicU64| all.iter().map(|s| Stats::get(f(s))).sum::<u64>();
+        let sum = |f: fn(&Stats) -> &AtomicU64| Stats::total(all, f);
         serde_json::json!({
             "workers": all.len(),
             "connections_accepted": sum(|s| &s.accepted),

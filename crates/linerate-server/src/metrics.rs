@@ -59,7 +59,7 @@ struct Snapshot {
 
 impl Snapshot {
     fn of(all: &[Arc<Stats>], transmit: String) -> Snapshot {
-        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| all.iter().map(|s| Stats::get(f(s))).sum();
+        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| Stats::total(all, f);
         let mut s = Snapshot {
             workers: all.len() as u64,
             transmit,
