@@ -8,6 +8,8 @@ use std::time::Duration;
 use linerate_http::request::Limits;
 use linerate_tx::Strategy;
 
+use crate::listen::{Endpoint, UnixFile};
+
 /// Where the access log goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AccessLog {
@@ -69,7 +71,9 @@ pub struct Config {
     /// Document root.
     pub root: PathBuf,
     /// Addresses to listen on (port 0: a free port, the same for all workers).
-    pub listen: Vec<SocketAddr>,
+    pub listen: Vec<Endpoint>,
+    /// Mode and owner of the Unix sockets of `listen`.
+    pub unix_file: UnixFile,
     /// Worker threads (one per CPU by default).
     pub workers: usize,
     /// The user to become once the sockets are bound (None: stay who started it).
@@ -133,7 +137,7 @@ pub struct Config {
     /// A path answering with the counters as OpenMetrics text (None: no metrics).
     pub metrics_path: Option<String>,
     /// Clients that may read the metrics (empty: every client).
-    pub metrics_allow: Vec<ipnet::IpNet>,
+    pub metrics_allow: Vec<crate::settings::Cidr>,
     /// File ranges up to this size are read and gathered with the bytes around them
     /// into one `sendmsg` (seed 001's collapse; 0: each goes by the transmit strategy).
     pub collapse_bytes: u64,
@@ -144,7 +148,8 @@ impl Config {
     pub fn new(root: PathBuf) -> Config {
         Config {
             root,
-            listen: vec![SocketAddr::from(([127, 0, 0, 1], 8080))],
+            listen: vec![Endpoint::Ip(SocketAddr::from(([127, 0, 0, 1], 8080)))],
+            unix_file: UnixFile::default(),
             workers: linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len().max(1)),
             user: None,
             pin: true,

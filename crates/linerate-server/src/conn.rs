@@ -24,7 +24,7 @@
 
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::Shutdown;
 use std::os::fd::AsFd;
 use std::time::{Instant, SystemTime};
 
@@ -35,6 +35,7 @@ use linerate_tx::{Progress, Source, Transmit, TxError, TxSocket};
 
 use crate::config::Sending;
 use crate::disk::{Disk, Job, Residency, Stats};
+use crate::listen::Peer;
 use crate::site::{Part, Response, Site};
 
 /// Responses queued per connection before it stops reading.
@@ -104,8 +105,8 @@ pub(crate) struct Aborted {
 }
 
 pub(crate) struct Conn {
-    pub sock: TcpStream,
-    pub peer: SocketAddr,
+    pub sock: socket2::Socket,
+    pub peer: Peer,
     /// The engine's state for this socket, made when the first file part goes out
     /// (boxed, as the transmit below: an idle connection is kept small).
     tx: Option<Box<TxSocket>>,
@@ -158,8 +159,8 @@ pub(crate) struct Conn {
 
 impl Conn {
     pub fn new(
-        sock: TcpStream,
-        peer: SocketAddr,
+        sock: socket2::Socket,
+        peer: Peer,
         limits: Limits,
         (slot, serial): (usize, u64),
         now: Instant,
@@ -576,7 +577,16 @@ impl Conn {
                     Some(tx) => tx,
                     None => self.tx.insert(Box::new(TxSocket::new(
                         self.sock.as_fd(),
-                        sending.tx.clone(),
+                        match self.peer {
+                            Peer::Ip(_) => sending.tx.clone(),
+                            // A Unix socket has neither an unsent-bytes mark nor
+                            // zero-copy sends.
+                            Peer::Unix => linerate_tx::TxConfig {
+                                notsent_lowat: Some(0),
+                                zerocopy: false,
+                                ..sending.tx.clone()
+                            },
+                        },
                     )?)),
                 };
                 let p = t.advance(self.sock.as_fd(), tx)?;
@@ -651,7 +661,11 @@ impl Conn {
                     }
                 }
                 self.slice_len = n;
-                if sending.cork_min > 0 && len >= sending.cork_min && !self.corked {
+                if sending.cork_min > 0
+                    && len >= sending.cork_min
+                    && !self.corked
+                    && self.peer != Peer::Unix
+                {
                     // Without the cork, ACKs handled between two of the kernel's 64 KiB
                     // steps inside one `sendfile` push the partial segment at the
                     // queue's tail out on its own (we set `TCP_NODELAY`): 169-170
@@ -854,7 +868,7 @@ impl Conn {
 mod tests {
     use super::*;
     use std::io::{Read, Write};
-    use std::net::TcpListener;
+    use std::net::{TcpListener, TcpStream};
     use std::time::Duration;
 
     /// A connection of ours on one end of a loopback pair; the client on the other.
@@ -866,7 +880,7 @@ mod tests {
         client.set_nonblocking(true).unwrap();
         let limits = linerate_http::request::Limits::default();
         (
-            Conn::new(sock, peer, limits, (0, 1), Instant::now()),
+            Conn::new(sock.into(), Peer::Ip(peer), limits, (0, 1), Instant::now()),
             client,
         )
     }

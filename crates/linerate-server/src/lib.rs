@@ -18,6 +18,7 @@ pub mod control;
 mod disk;
 pub mod driver;
 mod files;
+pub mod listen;
 pub mod logs;
 mod metrics;
 pub mod settings;
@@ -27,6 +28,7 @@ pub mod worker;
 
 pub use config::{AccessLog, Config, LogFormat};
 pub use control::Control;
+pub use listen::Endpoint;
 pub use logs::ErrorLog;
 pub use settings::Settings;
 pub use worker::{serve, ServeError};

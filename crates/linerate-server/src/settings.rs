@@ -18,6 +18,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::config::{AccessLog, Config, LogFormat};
+use crate::listen::Endpoint;
 use crate::logs::ErrorLog;
 
 /// A byte count from `LO` to `HI`: `16384`, `16K`, `4M`, `1G` (binary multiples), in a
@@ -337,22 +338,72 @@ impl fmt::Display for UrlPath {
 
 as_text!(UrlPath);
 
+/// File permission bits in octal: `0660`, `660` (at most `0777`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mode(pub u32);
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        let t = s.trim();
+        match u32::from_str_radix(t.strip_prefix("0o").unwrap_or(t), 8) {
+            Ok(m) if m <= 0o777 && !t.is_empty() => Ok(Mode(m)),
+            _ => Err(format!("'{s}' is not a mode (octal, 0000 to 0777: 0660)")),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:04o}", self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Mode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match NumberOrText::deserialize(d)? {
+            NumberOrText::Text(t) => t.parse().map_err(D::Error::custom),
+            // A TOML number cannot say it is octal by its look (0660 is not TOML).
+            _ => Err(D::Error::custom(
+                "write a mode in quotes, in octal: \"0660\"",
+            )),
+        }
+    }
+}
+
+impl Serialize for Mode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// A listen address as an operator writes it: `8080` or `:8080` (every IPv4 address),
-/// `[::]:8080`, `127.0.0.1:8080`, or `HOST:PORT` with a name (`localhost:8080`: each
-/// address it resolves to).
+/// `[::]:8080`, `127.0.0.1:8080`, `HOST:PORT` with a name (`localhost:8080`: each
+/// address it resolves to), or `unix:/PATH` (a Unix socket; an absolute path).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ListenAddr {
     text: String,
-    /// The addresses it stands for.
-    pub addrs: Vec<SocketAddr>,
+    /// The endpoints it stands for.
+    pub addrs: Vec<Endpoint>,
 }
 
 impl FromStr for ListenAddr {
     type Err = String;
     fn from_str(s: &str) -> Result<ListenAddr, String> {
         let t = s.trim();
-        if t.starts_with("unix:") {
-            return Err(format!("'{s}': unix sockets are not supported yet"));
+        if let Some(path) = t.strip_prefix("unix:") {
+            let path = std::path::Path::new(path);
+            if !path.is_absolute() {
+                return Err(format!("'{s}': a Unix socket is unix:/ABSOLUTE/PATH"));
+            }
+            // sun_path holds 107 bytes and a NUL.
+            if path.as_os_str().len() > 107 {
+                return Err(format!("'{s}': a Unix socket's path is at most 107 bytes"));
+            }
+            return Ok(ListenAddr {
+                text: t.to_string(),
+                addrs: vec![Endpoint::Unix(path.to_path_buf())],
+            });
         }
         let port_only = t.strip_prefix(':').unwrap_or(t);
         let addrs = if !port_only.is_empty() && port_only.bytes().all(|b| b.is_ascii_digit()) {
@@ -363,7 +414,9 @@ impl FromStr for ListenAddr {
         } else if let Ok(a) = t.parse::<SocketAddr>() {
             vec![a]
         } else {
-            let bad = || format!("'{s}' is not an address (PORT, :PORT, HOST:PORT, [IPv6]:PORT)");
+            let bad = || {
+                format!("'{s}' is not an address (PORT, :PORT, HOST:PORT, [IPv6]:PORT, unix:/PATH)")
+            };
             if !t.contains(':') {
                 return Err(bad());
             }
@@ -378,7 +431,7 @@ impl FromStr for ListenAddr {
         };
         Ok(ListenAddr {
             text: t.to_string(),
-            addrs,
+            addrs: addrs.into_iter().map(Endpoint::Ip).collect(),
         })
     }
 }
@@ -391,26 +444,50 @@ impl fmt::Display for ListenAddr {
 
 as_text!(ListenAddr);
 
-/// Client addresses: a network (`127.0.0.0/8`, `::1/128`) or one address.
+/// Clients: a network (`127.0.0.0/8`, `::1/128`), one address, or `unix:` (every
+/// client of a Unix socket, as nginx's `allow unix:`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr(pub ipnet::IpNet);
+pub enum Cidr {
+    /// Clients with an address in this network.
+    Net(ipnet::IpNet),
+    /// Clients of a Unix socket.
+    Unix,
+}
+
+impl Cidr {
+    /// Whether a client at `peer` (none: on a Unix socket) is one of these.
+    pub fn admits(&self, peer: Option<std::net::IpAddr>) -> bool {
+        match (self, peer) {
+            // An IPv4 client of an IPv6 socket arrives as ::ffff:a.b.c.d.
+            (Cidr::Net(n), Some(ip)) => n.contains(&ip.to_canonical()),
+            (Cidr::Unix, None) => true,
+            _ => false,
+        }
+    }
+}
 
 impl FromStr for Cidr {
     type Err = String;
     fn from_str(s: &str) -> Result<Cidr, String> {
         let t = s.trim();
+        if t == "unix:" {
+            return Ok(Cidr::Unix);
+        }
         if let Ok(n) = t.parse::<ipnet::IpNet>() {
-            return Ok(Cidr(n));
+            return Ok(Cidr::Net(n));
         }
         t.parse::<std::net::IpAddr>()
-            .map(|a| Cidr(ipnet::IpNet::from(a)))
-            .map_err(|_| format!("'{s}' is not an address or a network (127.0.0.1/32, ::1)"))
+            .map(|a| Cidr::Net(ipnet::IpNet::from(a)))
+            .map_err(|_| format!("'{s}' is not an address, a network or unix: (127.0.0.1/32, ::1)"))
     }
 }
 
 impl fmt::Display for Cidr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        match self {
+            Cidr::Net(n) => write!(f, "{n}"),
+            Cidr::Unix => f.write_str("unix:"),
+        }
     }
 }
 
@@ -453,9 +530,10 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub root: Option<PathBuf>,
     /// Address to listen on: PORT or :PORT (every IPv4 address), HOST:PORT (a name:
-    /// each address it resolves to), [IPv6]:PORT; repeat for several (port 0: a free
-    /// port; each bound address is printed as "listening on ADDR") [default:
-    /// 127.0.0.1:8080].
+    /// each address it resolves to), [IPv6]:PORT, or unix:/PATH (a Unix socket; a
+    /// stale socket file there is replaced, a live one refused); repeat for several
+    /// (port 0: a free port; each bound address is printed as "listening on ADDR")
+    /// [default: 127.0.0.1:8080].
     #[arg(long, value_name = "ADDR")]
     #[serde(
         default,
@@ -463,6 +541,16 @@ pub struct Settings {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub listen: Vec<ListenAddr>,
+    /// Permissions of the Unix sockets --listen makes, in octal (connecting needs
+    /// write permission) [default: 0666, as nginx].
+    #[arg(long, value_name = "MODE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unix_mode: Option<Mode>,
+    /// Owner of the Unix sockets --listen makes: USER, USER:GROUP or :GROUP (names or
+    /// numbers) [default: the user that starts the server].
+    #[arg(long, value_name = "USER[:GROUP]")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unix_owner: Option<String>,
     /// Worker threads, each with its own listener [default: one per CPU].
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -546,8 +634,8 @@ pub struct Settings {
     #[arg(long, value_name = "PATH")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub metrics_path: Option<UrlPath>,
-    /// Clients that may read --metrics-path (others get 403), a network or an address;
-    /// repeat for several [default: every client that reaches the server].
+    /// Clients that may read --metrics-path (others get 403): a network, an address, or
+    /// unix: for clients of a Unix socket; repeat for several [default: every client that reaches the server].
     #[arg(long, value_name = "CIDR")]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics_allow: Vec<Cidr>,
@@ -660,6 +748,8 @@ impl Settings {
         Settings {
             root: pick(&self.root, &under.root),
             listen: list(&self.listen, &under.listen),
+            unix_mode: pick(&self.unix_mode, &under.unix_mode),
+            unix_owner: pick(&self.unix_owner, &under.unix_owner),
             workers: pick(&self.workers, &under.workers),
             user: pick(&self.user, &under.user),
             pin: pick(&self.pin, &under.pin),
@@ -715,6 +805,12 @@ impl Settings {
         if !s.listen.is_empty() {
             cfg.listen = s.listen.into_iter().flat_map(|l| l.addrs).collect();
         }
+        if let Some(m) = s.unix_mode {
+            cfg.unix_file.mode = m.0;
+        }
+        if let Some(o) = s.unix_owner {
+            cfg.unix_file.owner = Some(o);
+        }
         let set = |slot: &mut u64, v: Option<u64>| {
             if let Some(v) = v {
                 *slot = v;
@@ -757,7 +853,7 @@ impl Settings {
             cfg.metrics_path = Some(p.0);
         }
         if !s.metrics_allow.is_empty() {
-            cfg.metrics_allow = s.metrics_allow.into_iter().map(|c| c.0).collect();
+            cfg.metrics_allow = s.metrics_allow;
         }
         if let Some(n) = s.open_file_cache {
             cfg.open_file_cache_entries = n.0 as usize;
@@ -860,6 +956,7 @@ mod tests {
                 "give error, warn, info or debug",
             ),
             ("status-path", "/s", "s", "must start with /"),
+            ("unix-mode", "0660", "0999", "is not a mode"),
         ] {
             let flag = format!("--{key}");
             let from_flag = flags(&[&flag, good]).unwrap();
@@ -883,6 +980,25 @@ mod tests {
     }
 
     #[test]
+    fn metrics_clients_are_networks_addresses_or_unix() {
+        let s = Settings::parse("metrics-allow = [\"127.0.0.0/8\", \"::1\", \"unix:\"]\n").unwrap();
+        let [net, one, unix] = s.metrics_allow[..] else {
+            panic!("{:?}", s.metrics_allow)
+        };
+        let ip = |t: &str| Some(t.parse::<std::net::IpAddr>().unwrap());
+        assert!(net.admits(ip("127.1.2.3")) && net.admits(ip("::ffff:127.0.0.1")));
+        assert!(!net.admits(ip("10.0.0.1")) && !net.admits(None));
+        assert!(one.admits(ip("::1")) && !one.admits(ip("::2")));
+        assert!(unix.admits(None) && !unix.admits(ip("127.0.0.1")));
+        assert_eq!(unix.to_string(), "unix:");
+        let e = Settings::parse("metrics-allow = [\"unix\"]\n").unwrap_err();
+        assert!(
+            e.contains("'unix' is not an address, a network or unix:"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn listen_is_one_address_or_a_list() {
         let one = Settings::parse("listen = \"127.0.0.1:80\"\n").unwrap();
         let many = Settings::parse("listen = [\"127.0.0.1:80\", \"[::1]:81\"]\n").unwrap();
@@ -893,10 +1009,8 @@ mod tests {
             ("listen = []\n", "at least one"),
             ("listen = [\"x\"]\n", "'x' is not an address"),
             ("listen = \"70000\"\n", "a port is 0 to 65535"),
-            (
-                "listen = \"unix:/run/l.sock\"\n",
-                "unix sockets are not supported yet",
-            ),
+            ("listen = \"unix:run/l.sock\"\n", "unix:/ABSOLUTE/PATH"),
+            ("listen = \"unix:\"\n", "unix:/ABSOLUTE/PATH"),
         ] {
             let e = Settings::parse(text).unwrap_err();
             assert!(e.starts_with("line 1: listen: ") && e.contains(why), "{e}");
@@ -904,17 +1018,26 @@ mod tests {
         let f = flags(&["--listen", "127.0.0.1:1", "--listen", "[::1]:2"]).unwrap();
         assert_eq!(f.listen.len(), 2);
         // The forms an operator writes.
-        let all = |t: &str| -> Vec<SocketAddr> { t.parse::<ListenAddr>().unwrap().addrs };
-        let any4 = |p: u16| SocketAddr::from(([0, 0, 0, 0], p));
+        let all = |t: &str| -> Vec<Endpoint> { t.parse::<ListenAddr>().unwrap().addrs };
+        let any4 = |p: u16| Endpoint::Ip(SocketAddr::from(([0, 0, 0, 0], p)));
         assert_eq!(all("8080"), [any4(8080)]);
         assert_eq!(all(":8080"), [any4(8080)]);
         assert_eq!(
             all("[::]:8080"),
-            ["[::]:8080".parse::<SocketAddr>().unwrap()]
+            [Endpoint::Ip("[::]:8080".parse::<SocketAddr>().unwrap())]
         );
         assert!(all("localhost:8080")
             .iter()
-            .all(|a| a.ip().is_loopback() && a.port() == 8080));
+            .all(|a| matches!(a, Endpoint::Ip(a) if a.ip().is_loopback() && a.port() == 8080)));
+        assert_eq!(
+            all("unix:/run/linerate.sock"),
+            [Endpoint::Unix("/run/linerate.sock".into())]
+        );
+        let long = format!("unix:/{}", "x".repeat(107));
+        assert!(long
+            .parse::<ListenAddr>()
+            .unwrap_err()
+            .contains("at most 107 bytes"));
         // A merge keeps the words as written.
         let m = flags(&["--listen", ":81"])
             .unwrap()
@@ -974,7 +1097,8 @@ mod tests {
             "listen" => "\"127.0.0.1:80\"",
             "pin" | "dotfiles" | "autoindex" => "true",
             "transmit" => "\"copy\"",
-            "user" => "\"nobody\"",
+            "user" | "unix-owner" => "\"nobody\"",
+            "unix-mode" => "\"0660\"",
             "status-path" | "metrics-path" => "\"/s\"",
             "metrics-allow" => "[\"127.0.0.1/32\"]",
             "access-log" => "\"off\"",

@@ -198,7 +198,12 @@ impl Site {
     }
 
     /// The response to `req`.
-    pub fn respond(&mut self, req: &Request, peer: std::net::IpAddr, now: SystemTime) -> Response {
+    pub fn respond(
+        &mut self,
+        req: &Request,
+        peer: Option<std::net::IpAddr>,
+        now: SystemTime,
+    ) -> Response {
         let mut r = self.answer(req, peer, now);
         r.method = match req.method {
             Method::Get => 0,
@@ -213,7 +218,12 @@ impl Site {
         r
     }
 
-    fn answer(&mut self, req: &Request, peer: std::net::IpAddr, now: SystemTime) -> Response {
+    fn answer(
+        &mut self,
+        req: &Request,
+        peer: Option<std::net::IpAddr>,
+        now: SystemTime,
+    ) -> Response {
         // Only the access log reads this; with the log off no request pays for it.
         let line = if !self.logging {
             String::new()
@@ -249,8 +259,7 @@ impl Site {
         }
         if self.cfg.metrics_path.as_deref() == Some(req.path.as_str()) {
             let allowed = self.cfg.metrics_allow.is_empty()
-                // An IPv4 client of an IPv6 socket arrives as ::ffff:a.b.c.d.
-                || self.cfg.metrics_allow.iter().any(|n| n.contains(&peer.to_canonical()));
+                || self.cfg.metrics_allow.iter().any(|c| c.admits(peer));
             if !allowed {
                 return self.error_for(
                     Status::Forbidden,
@@ -661,7 +670,7 @@ pub(crate) mod tests {
         let text = format!("{head}\r\nHost: x\r\n\r\n");
         match parse(text.as_bytes(), &s.limits()) {
             Parse::Complete { request, .. } => {
-                s.respond(&request, [127, 0, 0, 1].into(), SystemTime::now())
+                s.respond(&request, Some([127, 0, 0, 1].into()), SystemTime::now())
             }
             _ => panic!("not a valid request: {head}"),
         }

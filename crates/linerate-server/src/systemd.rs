@@ -3,9 +3,8 @@
 //! (`sd-notify`, `listenfd`). Outside systemd (`NOTIFY_SOCKET`, `LISTEN_FDS` unset)
 //! both do nothing.
 
-use std::net::TcpListener;
-
 use sd_notify::NotifyState;
+use socket2::Socket;
 
 /// Tells the service manager `states`; a failure is logged, never fatal.
 fn notify(states: &[NotifyState<'_>]) {
@@ -32,11 +31,19 @@ pub fn stopping() {
     notify(&[NotifyState::Stopping, NotifyState::Status("stopping")]);
 }
 
-/// The TCP listening sockets systemd passed (`LISTEN_FDS` for this process), made
-/// non-blocking and with `TCP_NODELAY` as the server's own are; none outside socket
-/// activation. A passed descriptor that is not a TCP listener is an error: the unit
-/// file and the server disagree.
-pub fn activated_listeners() -> std::io::Result<Vec<TcpListener>> {
+/// The listening sockets passed to this process: by systemd (`LISTEN_FDS` for this
+/// process: TCP sockets, or Unix stream sockets), or by the process before it at a
+/// binary upgrade. Made non-blocking, and TCP ones given `TCP_NODELAY`, as the
+/// server's own are; none outside socket activation. A passed descriptor that is not a
+/// listening stream socket is an error: the unit file and the server disagree.
+pub fn activated_listeners() -> std::io::Result<Vec<Socket>> {
+    let made_ready = |s: Socket| -> std::io::Result<Socket> {
+        s.set_nonblocking(true)?;
+        if s.local_addr()?.as_socket().is_some() {
+            s.set_nodelay(true)?;
+        }
+        Ok(s)
+    };
     if let Some(list) = std::env::var_os(UPGRADE_FDS) {
         // Handed over by the process before this one (SIGUSR2).
         std::env::remove_var(UPGRADE_FDS);
@@ -47,28 +54,28 @@ pub fn activated_listeners() -> std::io::Result<Vec<TcpListener>> {
                 let fd: i32 = n.parse().map_err(|_| {
                     std::io::Error::other(format!("{UPGRADE_FDS}: '{n}' is not a descriptor"))
                 })?;
-                let l = linerate_sys::fs::take_inherited_listener(fd)?;
-                l.set_nonblocking(true)?;
-                Ok(l)
+                made_ready(Socket::from(linerate_sys::fs::take_inherited_listener(fd)?))
             })
             .collect();
     }
     let mut fds = listenfd::ListenFd::from_env();
     let mut out = Vec::new();
     for i in 0..fds.len() {
-        match fds.take_tcp_listener(i)? {
-            Some(l) => {
-                l.set_nonblocking(true)?;
-                socket2::SockRef::from(&l).set_nodelay(true)?;
-                out.push(l);
-            }
-            None => {
-                return Err(std::io::Error::other(format!(
-                    "socket activation: descriptor {} is not a TCP listening socket",
-                    3 + i
-                )))
-            }
-        }
+        // A descriptor of the wrong kind is left in place by each try.
+        let s = match fds.take_tcp_listener(i) {
+            Ok(l) => l.map(Socket::from),
+            Err(_) => match fds.take_unix_listener(i) {
+                Ok(l) => l.map(|l| Socket::from(std::os::fd::OwnedFd::from(l))),
+                Err(_) => None,
+            },
+        };
+        let Some(s) = s else {
+            return Err(std::io::Error::other(format!(
+                "socket activation: descriptor {} is not a listening stream socket (TCP or Unix)",
+                3 + i
+            )));
+        };
+        out.push(made_ready(s)?);
     }
     Ok(out)
 }
@@ -81,7 +88,7 @@ const UPGRADE_FDS: &str = "LINERATE_LISTEN_FDS";
 /// one started) with the same arguments, handing it `sockets` (they stay open here
 /// too). Both serve until the operator stops this one; the new one finds the sockets
 /// as [`activated_listeners`]. Returns the new process.
-pub fn upgrade(sockets: &[&TcpListener]) -> std::io::Result<std::process::Child> {
+pub fn upgrade(sockets: &[&Socket]) -> std::io::Result<std::process::Child> {
     use std::os::fd::AsFd;
     use std::os::fd::AsRawFd;
     let mut args = std::env::args_os();

@@ -3,14 +3,11 @@
 //! so a bad address fails the start, not a worker.
 
 use std::io::{self, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
-
-use socket2::{Domain, Socket, Type};
 
 use crate::config::{AccessLog, Config, LogFormat};
 use crate::conn::{Aborted, After, Conn, Cut};
@@ -18,6 +15,7 @@ use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Disk, Inbox, Job, Stats};
 use crate::driver::{Driver, EpollDriver, Interest, Ready};
 use crate::files::FileCache;
+use crate::listen::{bind_all, hand_out, status_line, BindError, Bound, Endpoint, Listener, Peer};
 use crate::logs::{more, LogFile, LogWriter, RateLimit};
 use crate::site::{Response, Site};
 
@@ -36,7 +34,7 @@ pub enum ServeError {
     #[error("cannot listen on {addr}")]
     Listen {
         /// The address.
-        addr: SocketAddr,
+        addr: Endpoint,
         /// Why.
         source: io::Error,
     },
@@ -61,6 +59,18 @@ pub enum ServeError {
     /// Anything else.
     #[error(transparent)]
     Io(#[from] io::Error),
+}
+
+impl From<BindError> for ServeError {
+    fn from(e: BindError) -> ServeError {
+        match e.addr {
+            Some(addr) => ServeError::Listen {
+                addr,
+                source: e.source,
+            },
+            None => ServeError::Io(e.source),
+        }
+    }
 }
 
 /// Gives up root for `cfg.user` (see [`linerate_sys::user::become_user`]); as root
@@ -99,27 +109,6 @@ const DRAIN: Duration = Duration::from_secs(2);
 const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
 /// How long accepting pauses after EMFILE/ENFILE.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
-
-/// A listening socket with `TCP_NODELAY`; `sndbuf` fixes the send buffer of every
-/// connection it accepts (they inherit both; a fixed buffer also turns the kernel's
-/// autotuning off for them).
-fn listener(addr: SocketAddr, sndbuf: Option<usize>) -> io::Result<TcpListener> {
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    s.set_reuse_address(true)?;
-    s.set_reuse_port(true)?;
-    s.set_nonblocking(true)?;
-    // No Nagle: a response's last partial segment must not wait for the ACK of the
-    // segments before it, which a client may delay 40 ms. Heads are held back with
-    // MSG_MORE where a body follows, so no small segments result. Accepted connections
-    // inherit it, so no connection pays a system call for it.
-    s.set_nodelay(true)?;
-    if let Some(n) = sndbuf {
-        s.set_send_buffer_size(n)?;
-    }
-    s.bind(&addr.into())?;
-    s.listen(1024)?;
-    Ok(s.into())
-}
 
 /// Descriptors kept back from the open-file caches' share for what each worker holds
 /// besides connections and cached files (epoll, inotify, eventfd, its listeners) and
@@ -163,128 +152,6 @@ const LOW_DESCRIPTOR_LIMIT: u64 = 4096;
 
 /// How often the main thread looks at the signal flags and the workers.
 const CONTROL_POLL: Duration = Duration::from_millis(50);
-
-/// The listening sockets of one listen address: one per worker of the generation that
-/// bound them, all in one `SO_REUSEPORT` group. They outlive reloads: a new generation
-/// of workers gets duplicates of the same sockets, so no connection waiting in a
-/// queue is lost and no SYN meets a closed port.
-struct Bound {
-    /// The address as configured (port 0 for "any").
-    asked: SocketAddr,
-    /// The address bound.
-    addr: SocketAddr,
-    sockets: Vec<TcpListener>,
-    /// One socket every worker accepts from (passed by systemd, which made it without
-    /// `SO_REUSEPORT`), instead of one socket per worker.
-    shared: bool,
-}
-
-/// Binds every address of `cfg` with a socket per worker, reusing the sockets of
-/// `old` for the addresses it already holds (and adding sockets when there are more
-/// workers now); `fresh` hears each address bound anew.
-fn bind_all(
-    cfg: &Config,
-    old: &[Bound],
-    fresh: &mut dyn FnMut(SocketAddr),
-) -> Result<Vec<Bound>, ServeError> {
-    let workers = cfg.workers.max(1);
-    let mut out: Vec<Bound> = Vec::new();
-    // Sockets systemd passed are the listeners for the process's life; `listen` is
-    // not used then.
-    for b in old.iter().filter(|b| b.shared) {
-        out.push(Bound {
-            asked: b.asked,
-            addr: b.addr,
-            sockets: b
-                .sockets
-                .iter()
-                .map(TcpListener::try_clone)
-                .collect::<io::Result<_>>()?,
-            shared: true,
-        });
-    }
-    if !out.is_empty() {
-        return Ok(out);
-    }
-    for &asked in &cfg.listen {
-        if out.iter().any(|b| b.asked == asked || b.addr == asked) {
-            continue;
-        }
-        let listen_err = |addr| move |source| ServeError::Listen { addr, source };
-        let mut sockets = Vec::new();
-        let addr = match old.iter().find(|b| b.asked == asked || b.addr == asked) {
-            Some(b) => {
-                for s in &b.sockets {
-                    let s = s.try_clone()?;
-                    if let Some(n) = cfg.sndbuf {
-                        socket2::SockRef::from(&s).set_send_buffer_size(n)?;
-                    }
-                    sockets.push(s);
-                }
-                b.addr
-            }
-            None => {
-                if asked.port() != 0 {
-                    // Our listeners share their port by SO_REUSEPORT, and so could
-                    // another server's: a probe without it fails if anyone holds the
-                    // port at all.
-                    let probe = Socket::new(Domain::for_address(asked), Type::STREAM, None)?;
-                    probe.set_reuse_address(true)?;
-                    probe.bind(&asked.into()).map_err(listen_err(asked))?;
-                }
-                // Port 0 is resolved by the first socket and reused by the others.
-                let first = listener(asked, cfg.sndbuf).map_err(listen_err(asked))?;
-                let addr = first.local_addr()?;
-                sockets.push(first);
-                fresh(addr);
-                addr
-            }
-        };
-        while sockets.len() < workers {
-            match listener(addr, cfg.sndbuf) {
-                Ok(s) => sockets.push(s),
-                // A reload after --user cannot join a group bound as root (the kernel
-                // wants the same owner): the workers share the sockets there are.
-                Err(e) if !sockets.is_empty() => {
-                    tracing::warn!(
-                        "{addr}: {} socket(s) for {workers} workers, which share them: {e}",
-                        sockets.len()
-                    );
-                    break;
-                }
-                Err(e) => return Err(listen_err(addr)(e)),
-            }
-        }
-        out.push(Bound {
-            asked,
-            addr,
-            sockets,
-            shared: false,
-        });
-    }
-    Ok(out)
-}
-
-/// Each worker's listeners: socket j of every address goes to worker j mod `workers`,
-/// so a socket kept from more workers than there are now is still accepted from.
-fn hand_out(bound: &[Bound], workers: usize) -> io::Result<Vec<Vec<TcpListener>>> {
-    let workers = workers.max(1);
-    let mut per: Vec<Vec<TcpListener>> = (0..workers).map(|_| Vec::new()).collect();
-    for b in bound {
-        if b.shared {
-            for w in per.iter_mut() {
-                for s in &b.sockets {
-                    w.push(s.try_clone()?);
-                }
-            }
-            continue;
-        }
-        for (j, s) in b.sockets.iter().enumerate() {
-            per[j % workers].push(s.try_clone()?);
-        }
-    }
-    Ok(per)
-}
 
 /// One generation of workers: the settings of the start or of one reload.
 struct Generation<'scope> {
@@ -342,7 +209,7 @@ fn start_generation<'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     cfg: Arc<Config>,
     root: &std::fs::File,
-    listeners: Vec<Vec<TcpListener>>,
+    listeners: Vec<Vec<Listener>>,
     log_file: Option<Arc<LogFile>>,
     shared: &Shared<'_>,
     number: u64,
@@ -424,7 +291,7 @@ fn open_access_log(
 pub fn serve(
     mut cfg: Config,
     control: &Control,
-    on_listen: &dyn Fn(SocketAddr),
+    on_listen: &dyn Fn(&Endpoint),
     reload: &dyn Fn() -> Result<Config, String>,
 ) -> Result<(), ServeError> {
     let root_err = |path: &std::path::Path| {
@@ -453,30 +320,19 @@ pub fn serve(
     );
     // Every listener of every worker is bound now, before anything is announced; or
     // systemd passed them (socket activation).
-    let mut fresh = Vec::new();
+    let mut fresh: Vec<Endpoint> = Vec::new();
     let activated: Vec<Bound> = crate::systemd::activated_listeners()?
         .into_iter()
-        .map(|l| {
-            let addr = l.local_addr()?;
-            if let Some(n) = cfg.sndbuf {
-                socket2::SockRef::from(&l).set_send_buffer_size(n)?;
-            }
-            fresh.push(addr);
-            Ok(Bound {
-                asked: addr,
-                addr,
-                sockets: vec![l],
-                shared: true,
-            })
-        })
+        .map(|l| Bound::passed(l, cfg.sndbuf))
         .collect::<io::Result<_>>()?;
     if !activated.is_empty() {
         tracing::info!(
-            "socket activation: serving on the {} socket(s) systemd passed; listen is not used",
+            "socket activation: serving on the {} socket(s) passed; listen is not used",
             activated.len()
         );
+        fresh.extend(activated.iter().map(|b| b.addr.clone()));
     }
-    let mut bound = bind_all(&cfg, &activated, &mut |a| fresh.push(a))?;
+    let mut bound = bind_all(&cfg, &activated, &mut |a| fresh.push(a.clone()))?;
     drop(activated);
     // The log opens after the binds (a port in use creates no log file) and before
     // any address is announced (a start that fails names none).
@@ -488,7 +344,7 @@ pub fn serve(
     }
     // Inherited sockets (one per worker of the process before) share their address.
     fresh.dedup();
-    for &a in &fresh {
+    for a in &fresh {
         on_listen(a);
     }
     // Workers are pinned within the CPUs this process may use (taskset, cgroups).
@@ -529,8 +385,11 @@ pub fn serve(
             }
             if stopping {
                 // The workers' copies are the last: the kernel refuses new connections
-                // once they let go.
-                bound.clear();
+                // once they let go. A Unix socket's file goes now, so no client finds
+                // it while it drains.
+                for b in bound.drain(..) {
+                    b.remove_file();
+                }
                 current.stop.store(true, Ordering::Relaxed);
                 for g in &retiring {
                     g.stop.store(true, Ordering::Relaxed);
@@ -570,10 +429,12 @@ pub fn serve(
                     }
                     ControlRequest::Reload => {}
                     ControlRequest::Upgrade if !stopping => {
-                        let sockets: Vec<&TcpListener> =
+                        let sockets: Vec<&socket2::Socket> =
                             bound.iter().flat_map(|b| &b.sockets).collect();
                         match crate::systemd::upgrade(&sockets) {
                             Ok(child) => {
+                                // Its socket files are the new process's now.
+                                bound.iter_mut().for_each(Bound::handed_over);
                                 tracing::warn!(
                                     "SIGUSR2: started the binary again as PID {} on the same listening sockets; this process serves on until it is stopped (SIGQUIT)",
                                     child.id()
@@ -635,7 +496,7 @@ fn reload_generation<'scope>(
     bound: &mut Vec<Bound>,
     shared: &Shared<'_>,
     fixed: &Fixed,
-    on_listen: &dyn Fn(SocketAddr),
+    on_listen: &dyn Fn(&Endpoint),
 ) -> Result<Generation<'scope>, String> {
     let mut cfg = reload()?;
     size_for_descriptors(&mut cfg);
@@ -654,7 +515,8 @@ fn reload_generation<'scope>(
         );
     }
     let mut fresh = Vec::new();
-    let next = bind_all(&cfg, bound, &mut |a| fresh.push(a)).map_err(|e| describe(&e))?;
+    let next = bind_all(&cfg, bound, &mut |a| fresh.push(a.clone()))
+        .map_err(|e| describe(&ServeError::from(e)))?;
     let per = hand_out(&next, cfg.workers).map_err(|e| e.to_string())?;
     let generation = start_generation(
         scope,
@@ -666,19 +528,18 @@ fn reload_generation<'scope>(
         current.number + 1,
     )
     .map_err(|e| e.to_string())?;
-    // Addresses no longer configured close once the old workers let go of them.
+    // Addresses no longer configured close once the old workers let go of them; a
+    // Unix socket's file goes at once.
+    for b in bound.iter() {
+        if !next.iter().any(|n| n.addr == b.addr) {
+            b.remove_file();
+        }
+    }
     *bound = next;
-    for a in fresh {
+    for a in &fresh {
         on_listen(a);
     }
     Ok(generation)
-}
-
-/// What the service manager shows: where and with how many workers.
-fn status_line(bound: &[Bound], workers: usize) -> String {
-    let mut addrs: Vec<String> = bound.iter().map(|b| b.addr.to_string()).collect();
-    addrs.dedup();
-    format!("serving on {} with {workers} workers", addrs.join(", "))
 }
 
 /// A [`ServeError`] in one line with its cause.
@@ -715,7 +576,7 @@ fn answer(r: ControlRequest, logs: &[&LogFile]) {
 struct Worker<D: Driver> {
     cfg: Arc<Config>,
     driver: D,
-    listeners: Vec<Option<TcpListener>>,
+    listeners: Vec<Option<Listener>>,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     site: Site,
@@ -742,13 +603,13 @@ impl<D: Driver> Worker<D> {
         mut driver: D,
         cfg: Arc<Config>,
         root: OwnedFd,
-        listeners: Vec<TcpListener>,
+        listeners: Vec<Listener>,
         log_file: Option<Arc<LogFile>>,
         jobs: Option<std::sync::mpsc::Sender<Job>>,
         (stats, all_stats): (Arc<Stats>, Arc<[Arc<Stats>]>),
     ) -> io::Result<Worker<D>> {
         for (i, l) in listeners.iter().enumerate() {
-            driver.register(l.as_fd(), i as u64, Interest::Accept)?;
+            driver.register(l.sock.as_fd(), i as u64, Interest::Accept)?;
         }
         let disk = match jobs {
             Some(jobs) => {
@@ -892,8 +753,8 @@ impl<D: Driver> Worker<D> {
         // workers size their caches from the same descriptor limit.
         self.site.forget_files();
         for l in self.listeners.iter_mut() {
-            if let Some(sock) = l.take() {
-                let _ = self.driver.deregister(sock.as_fd());
+            if let Some(l) = l.take() {
+                let _ = self.driver.deregister(l.sock.as_fd());
             }
         }
         // Responses in flight finish; no request after them is read. A connection that
@@ -916,7 +777,7 @@ impl<D: Driver> Worker<D> {
             let Some(l) = self.listeners[li].as_ref() else {
                 return;
             };
-            let fd = match linerate_sys::fs::accept_nonblocking(l.as_fd()) {
+            let fd = match linerate_sys::fs::accept_nonblocking(l.sock.as_fd()) {
                 Ok(fd) => fd,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -936,10 +797,19 @@ impl<D: Driver> Worker<D> {
                 }
                 Err(_) => return,
             };
-            let sock = TcpStream::from(fd);
-            let peer = sock
-                .peer_addr()
-                .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+            let sock = socket2::Socket::from(fd);
+            let peer = if l.unix {
+                Peer::Unix
+            } else {
+                // A connection reset before this has no address any more; it fails at
+                // its first read.
+                Peer::Ip(
+                    sock.peer_addr()
+                        .ok()
+                        .and_then(|a| a.as_socket())
+                        .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
+                )
+            };
             let idx = match self.free.pop() {
                 Some(i) => i,
                 None => {
@@ -970,7 +840,7 @@ impl<D: Driver> Worker<D> {
     fn pause_accepting(&mut self, now: Instant) {
         self.accept_paused_until = Some(now + ACCEPT_PAUSE);
         for l in self.listeners.iter().flatten() {
-            let _ = self.driver.deregister(l.as_fd());
+            let _ = self.driver.deregister(l.sock.as_fd());
         }
     }
 
@@ -1046,7 +916,9 @@ impl<D: Driver> Worker<D> {
             self.accept_paused_until = None;
             for (i, l) in self.listeners.iter().enumerate() {
                 if let Some(l) = l {
-                    let _ = self.driver.register(l.as_fd(), i as u64, Interest::Accept);
+                    let _ = self
+                        .driver
+                        .register(l.sock.as_fd(), i as u64, Interest::Accept);
                 }
             }
         }
@@ -1157,7 +1029,7 @@ fn write_access(
 /// CLF, `"aborted": "HOW"` in JSON.
 fn log_line(
     style: &LogStyle,
-    peer: SocketAddr,
+    peer: Peer,
     r: &Response,
     aborted: Option<Aborted>,
     t: SystemTime,
@@ -1173,7 +1045,7 @@ fn log_line(
         let (method, path) = (words.next(), words.next());
         let mut v = serde_json::json!({
             "time": humantime::format_rfc3339_micros(t).to_string(),
-            "remote": peer.ip().to_string(),
+            "remote": peer.remote(),
             "host": r.host,
             "request": r.request_line,
             "method": method,
@@ -1193,7 +1065,7 @@ fn log_line(
         return line;
     }
     let mut line = String::with_capacity(80 + r.request_line.len());
-    let _ = write!(line, "{} - - [{}] \"", peer.ip(), clf_date(t));
+    let _ = write!(line, "{} - - [{}] \"", peer.remote(), clf_date(t));
     clf_escape(&mut line, &r.request_line);
     let _ = write!(line, "\" {status} ");
     match body_bytes {
@@ -1291,7 +1163,7 @@ mod tests {
 
     #[test]
     fn access_log_lines() {
-        let peer: SocketAddr = "198.18.0.2:4000".parse().unwrap();
+        let peer = Peer::Ip("198.18.0.2:4000".parse().unwrap());
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136);
         let r = response("GET /a.txt HTTP/1.1", Some("h"), Status::Ok, 1234);
         assert_eq!(
@@ -1339,7 +1211,7 @@ mod tests {
 
     #[test]
     fn aborted_responses_have_the_bytes_that_left_and_how_they_were_cut() {
-        let peer: SocketAddr = "198.18.0.2:4000".parse().unwrap();
+        let peer = Peer::Ip("198.18.0.2:4000".parse().unwrap());
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136);
         let r = response("GET /big HTTP/1.1", Some("h"), Status::Ok, 1 << 30);
         let cut = |cut, body_sent, nothing_sent| {

@@ -237,7 +237,7 @@ pub fn set_inherited(fd: BorrowedFd<'_>, inherit: bool) -> io::Result<()> {
 /// listening socket (a binary upgrade names their numbers in the environment). Refused
 /// unless `fd` is open and a listening stream socket, so a wrong number can never
 /// take a descriptor something else owns; marked close-on-exec again.
-pub fn take_inherited_listener(fd: i32) -> io::Result<std::net::TcpListener> {
+pub fn take_inherited_listener(fd: i32) -> io::Result<OwnedFd> {
     if fd < 3 {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -268,5 +268,5 @@ pub fn take_inherited_listener(fd: i32) -> io::Result<std::net::TcpListener> {
     // other owner exists in this process (it was checked only, never wrapped before).
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     set_inherited(owned.as_fd(), false)?;
-    Ok(std::net::TcpListener::from(owned))
+    Ok(owned)
 }

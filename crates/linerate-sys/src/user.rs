@@ -14,13 +14,30 @@ pub struct User {
     pub gid: u32,
 }
 
+/// Runs a reentrant lookup of the system databases (`getpwnam_r`, `getgrnam_r`) with a
+/// buffer for its strings, growing the buffer while the call says `ERANGE`.
+fn with_buffer<T>(mut call: impl FnMut(&mut [u8]) -> Result<T, libc::c_int>) -> io::Result<T> {
+    let mut buf = vec![0u8; 4096];
+    loop {
+        match call(&mut buf) {
+            Err(libc::ERANGE) if buf.len() < 1 << 20 => buf.resize(buf.len() * 4, 0),
+            Err(e) => return Err(io::Error::from_raw_os_error(e)),
+            Ok(v) => return Ok(v),
+        }
+    }
+}
+
+/// `name` as a C string; `what` names it in the error.
+fn c_name(name: &str, what: &str) -> io::Result<CString> {
+    CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, format!("a {what} has no NUL")))
+}
+
 /// Looks `name` up in the user database (`getpwnam_r`: /etc/passwd, NSS). `Ok(None)`
 /// when there is no such user.
 pub fn lookup(name: &str) -> io::Result<Option<User>> {
-    let c_name = CString::new(name)
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a user name has no NUL"))?;
-    let mut buf = vec![0u8; 4096];
-    loop {
+    let c_name = c_name(name, "user name")?;
+    with_buffer(|buf| {
         // SAFETY: an all-zero passwd is a valid value of the plain C struct; the call
         // fills it with pointers into `buf`, which outlives every use of them below.
         let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
@@ -36,12 +53,8 @@ pub fn lookup(name: &str) -> io::Result<Option<User>> {
                 &mut found,
             )
         };
-        if r == libc::ERANGE && buf.len() < 1 << 20 {
-            buf.resize(buf.len() * 4, 0);
-            continue;
-        }
         if r != 0 {
-            return Err(io::Error::from_raw_os_error(r));
+            return Err(r);
         }
         if found.is_null() {
             return Ok(None);
@@ -50,12 +63,39 @@ pub fn lookup(name: &str) -> io::Result<Option<User>> {
         let name = unsafe { CStr::from_ptr(pw.pw_name) }
             .to_string_lossy()
             .into_owned();
-        return Ok(Some(User {
+        Ok(Some(User {
             name,
             uid: pw.pw_uid,
             gid: pw.pw_gid,
-        }));
-    }
+        }))
+    })
+}
+
+/// Looks a group `name` up in the group database (`getgrnam_r`: /etc/group, NSS) and
+/// gives its id. `Ok(None)` when there is no such group.
+pub fn lookup_group(name: &str) -> io::Result<Option<u32>> {
+    let c_name = c_name(name, "group name")?;
+    with_buffer(|buf| {
+        // SAFETY: an all-zero group is a valid value of the plain C struct; the call
+        // fills it with pointers into `buf` (only the id, a number, is read after).
+        let mut gr: libc::group = unsafe { std::mem::zeroed() };
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        // SAFETY: every pointer is to live memory of the stated size; the result is
+        // written to `found` (null when there is no such group).
+        let r = unsafe {
+            libc::getgrnam_r(
+                c_name.as_ptr(),
+                &mut gr,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut found,
+            )
+        };
+        match r {
+            0 => Ok((!found.is_null()).then_some(gr.gr_gid)),
+            e => Err(e),
+        }
+    })
 }
 
 /// Becomes `user` for good: supplementary groups cleared, then the group, then the user
@@ -95,5 +135,12 @@ mod tests {
         assert_eq!((root.uid, root.gid), (0, 0));
         assert_eq!(lookup("no-such-user-linerate").unwrap(), None);
         assert!(lookup("a\0b").is_err());
+    }
+
+    #[test]
+    fn root_and_missing_groups() {
+        assert_eq!(lookup_group("root").unwrap(), Some(0));
+        assert_eq!(lookup_group("no-such-group-linerate").unwrap(), None);
+        assert!(lookup_group("a\0b").is_err());
     }
 }

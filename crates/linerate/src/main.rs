@@ -482,7 +482,7 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         Ok(cfg)
     };
     let root = cfg.root.display().to_string();
-    let announce = |addr: SocketAddr| {
+    let announce = |addr: &linerate_server::Endpoint| {
         use std::io::Write;
         println!("listening on {addr}");
         let _ = std::io::stdout().flush();
@@ -520,7 +520,17 @@ fn man_pages(cmd: &clap::Command, name: &str, dir: &std::path::Path) -> anyhow::
 
 /// The URL a person would open for a listening address: the loopback address of the
 /// same family when the server listens on all addresses.
-fn url_of(addr: SocketAddr) -> String {
+/// Where a person points a client: a URL, or for a Unix socket the `curl` words.
+fn url_of(endpoint: &linerate_server::Endpoint) -> String {
+    let addr = match endpoint {
+        linerate_server::Endpoint::Ip(a) => *a,
+        linerate_server::Endpoint::Unix(p) => {
+            return format!(
+                "{endpoint} (curl --unix-socket {} http://localhost/)",
+                p.display()
+            )
+        }
+    };
     let ip = match addr.ip() {
         std::net::IpAddr::V4(v4) if v4.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
         std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),

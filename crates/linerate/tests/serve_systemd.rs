@@ -159,6 +159,68 @@ fn socket_activation_serves_on_the_passed_socket() {
     assert!(status.success(), "{status:?}");
 }
 
+/// Socket activation of a Unix socket (`systemd-socket-activate -l /PATH`): served as
+/// a TCP one is, announced as `unix:/PATH`, and its file left to the service manager
+/// that made it (the server removes only files it made).
+#[test]
+fn socket_activation_serves_a_passed_unix_socket() {
+    use std::io::{Read, Write};
+    if !installed("systemd-socket-activate") {
+        eprintln!("systemd-socket-activate is not installed: skipped");
+        return;
+    }
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let dir = docroot();
+    let sock = dir.path().join("activated.sock");
+    let mut child = Command::new("systemd-socket-activate")
+        .arg("-l")
+        .arg(&sock)
+        .arg(LINERATE.path())
+        .arg("serve")
+        .arg(root.path())
+        .args(["--workers", "2", "--access-log", "off"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !sock.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no {}",
+            sock.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for _ in 0..10 {
+        let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(b"GET /f.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        assert!(
+            got.starts_with(b"HTTP/1.1 200"),
+            "{}",
+            String::from_utf8_lossy(&got)
+        );
+        assert!(got.ends_with(b"\r\n\r\nF\n"));
+    }
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), format!("listening on unix:{}", sock.display()));
+    signal(&child, "TERM");
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        sock.exists(),
+        "the service manager's file is not the server's to remove"
+    );
+}
+
 /// `--metrics-path`: after a known load, the OpenMetrics text counts it exactly, passes
 /// `promtool check metrics` (Debian's `prometheus`), and a client outside
 /// `--metrics-allow` gets 403.

@@ -1,0 +1,558 @@
+//! Listening sockets: where the server listens (an IP address and port, or a Unix
+//! socket's path), binding them once for the process's life, and handing duplicates to
+//! each generation of workers.
+//!
+//! An IP address gets one socket per worker in one `SO_REUSEPORT` group: the kernel
+//! spreads new connections over the workers with no shared accept queue. A Unix socket
+//! has no such group; its one socket is shared by every worker (each accepts from it
+//! when it is readable, and one of them wins each connection), as sockets passed by
+//! systemd are.
+
+use std::fmt;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+use socket2::{Domain, SockAddr, Socket, Type};
+
+use crate::config::Config;
+
+/// Where the server listens.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// An address and port (port 0: a free port).
+    Ip(SocketAddr),
+    /// A Unix stream socket at this path.
+    Unix(PathBuf),
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Ip(a) => write!(f, "{a}"),
+            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+impl From<SocketAddr> for Endpoint {
+    fn from(a: SocketAddr) -> Endpoint {
+        Endpoint::Ip(a)
+    }
+}
+
+impl Endpoint {
+    /// The endpoint a bound socket has.
+    fn of(s: &Socket) -> io::Result<Endpoint> {
+        let a = s.local_addr()?;
+        if let Some(ip) = a.as_socket() {
+            return Ok(Endpoint::Ip(ip));
+        }
+        match a.as_pathname() {
+            Some(p) => Ok(Endpoint::Unix(p.to_path_buf())),
+            None => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a listening socket that is neither TCP nor a Unix socket with a path",
+            )),
+        }
+    }
+}
+
+/// Who a connection came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Peer {
+    /// A TCP client.
+    Ip(SocketAddr),
+    /// A client of a Unix socket (it has no address of its own).
+    Unix,
+}
+
+impl Peer {
+    /// The client's IP address; none on a Unix socket.
+    pub fn ip(&self) -> Option<IpAddr> {
+        match self {
+            Peer::Ip(a) => Some(a.ip()),
+            Peer::Unix => None,
+        }
+    }
+
+    /// The client as the access log names it: its IP address, or `unix:` as nginx
+    /// writes a Unix socket's client.
+    pub fn remote(&self) -> String {
+        match self {
+            Peer::Ip(a) => a.ip().to_string(),
+            Peer::Unix => "unix:".to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Peer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Peer::Ip(a) => write!(f, "{a}"),
+            Peer::Unix => f.write_str("unix:"),
+        }
+    }
+}
+
+/// The file of a Unix socket the server makes: its permissions and owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnixFile {
+    /// Permission bits (connecting needs write permission): 0666 by default, as nginx
+    /// sets them.
+    pub mode: u32,
+    /// `USER`, `USER:GROUP` or `:GROUP` (names or numbers); none: who binds it.
+    pub owner: Option<String>,
+}
+
+impl Default for UnixFile {
+    fn default() -> Self {
+        UnixFile {
+            mode: 0o666,
+            owner: None,
+        }
+    }
+}
+
+/// A listening socket as a worker holds it.
+pub(crate) struct Listener {
+    pub sock: Socket,
+    /// A Unix socket (its connections have no TCP options and no peer address).
+    pub unix: bool,
+}
+
+/// The listening sockets of one endpoint. They outlive reloads: a new generation of
+/// workers gets duplicates of the same sockets, so no connection waiting in a queue is
+/// lost and no SYN meets a closed port.
+pub(crate) struct Bound {
+    /// The endpoint as configured (port 0 for "any").
+    asked: Endpoint,
+    /// The endpoint bound.
+    pub addr: Endpoint,
+    /// One per worker of the generation that bound them (an IP address), or one that
+    /// every worker accepts from ([`Bound::shared`]).
+    pub sockets: Vec<Socket>,
+    /// Passed to the process by systemd or by the process before it (SIGUSR2).
+    passed: bool,
+    /// The socket file this process made: removed when the process lets go of the
+    /// socket, unless another process was handed it.
+    made: Option<PathBuf>,
+}
+
+impl Bound {
+    /// One socket that every worker accepts from: a passed one (made without
+    /// `SO_REUSEPORT`) or a Unix socket.
+    fn shared(&self) -> bool {
+        self.passed || matches!(self.addr, Endpoint::Unix(_))
+    }
+
+    /// Sockets passed to this process (socket activation, a binary upgrade): shared by
+    /// all workers, and the listeners for the process's life.
+    pub fn passed(s: Socket, sndbuf: Option<usize>) -> io::Result<Bound> {
+        let addr = Endpoint::of(&s)?;
+        if let Some(n) = sndbuf {
+            s.set_send_buffer_size(n)?;
+        }
+        Ok(Bound {
+            asked: addr.clone(),
+            addr,
+            sockets: vec![s],
+            passed: true,
+            made: None,
+        })
+    }
+
+    /// Removes the socket file this process made, if it did (at a stop, or when a
+    /// reload drops the endpoint).
+    pub fn remove_file(&self) {
+        if let Some(p) = &self.made {
+            if let Err(e) = std::fs::remove_file(p) {
+                if e.kind() != io::ErrorKind::NotFound {
+                    tracing::warn!("cannot remove {}: {e}", p.display());
+                }
+            }
+        }
+    }
+
+    /// Another process holds the socket now: its file stays when this one stops.
+    pub fn handed_over(&mut self) {
+        self.made = None;
+    }
+}
+
+/// Why the endpoints could not be bound.
+#[derive(Debug)]
+pub(crate) struct BindError {
+    /// The endpoint that failed (none: a failure not of one endpoint's making).
+    pub addr: Option<Endpoint>,
+    /// Why.
+    pub source: io::Error,
+}
+
+impl From<io::Error> for BindError {
+    fn from(source: io::Error) -> BindError {
+        BindError { addr: None, source }
+    }
+}
+
+/// A TCP listening socket with `TCP_NODELAY`; `sndbuf` fixes the send buffer of every
+/// connection it accepts (they inherit both; a fixed buffer also turns the kernel's
+/// autotuning off for them).
+fn tcp_listener(addr: SocketAddr, sndbuf: Option<usize>) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    // No Nagle: a response's last partial segment must not wait for the ACK of the
+    // segments before it, which a client may delay 40 ms. Heads are held back with
+    // MSG_MORE where a body follows, so no small segments result. Accepted connections
+    // inherit it, so no connection pays a system call for it.
+    s.set_nodelay(true)?;
+    if let Some(n) = sndbuf {
+        s.set_send_buffer_size(n)?;
+    }
+    s.bind(&addr.into())?;
+    s.listen(1024)?;
+    Ok(s)
+}
+
+/// `USER`, `USER:GROUP` or `:GROUP` as the ids to give a file (`None`: unchanged).
+fn owner_ids(spec: &str) -> io::Result<(Option<u32>, Option<u32>)> {
+    let bad = |what: &str, name: &str| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("unix-owner: no {what} '{name}'"),
+        )
+    };
+    let (user, group) = match spec.split_once(':') {
+        Some((u, g)) => (u, Some(g)),
+        None => (spec, None),
+    };
+    let uid = match user {
+        "" => None,
+        u => Some(match u.parse::<u32>() {
+            Ok(n) => n,
+            Err(_) => {
+                linerate_sys::user::lookup(u)?
+                    .ok_or_else(|| bad("user", u))?
+                    .uid
+            }
+        }),
+    };
+    let gid = match group {
+        None | Some("") => None,
+        Some(g) => Some(match g.parse::<u32>() {
+            Ok(n) => n,
+            Err(_) => linerate_sys::user::lookup_group(g)?.ok_or_else(|| bad("group", g))?,
+        }),
+    };
+    Ok((uid, gid))
+}
+
+/// Makes way for a Unix socket at `path`: nothing there, or a socket file nobody
+/// listens on any more (a server that did not remove it: removed now). A live socket,
+/// or a file of another kind, is refused: never taken over, never deleted.
+fn clear_stale(path: &Path) -> io::Result<()> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    if !meta.file_type().is_socket() {
+        return Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "the path exists and is not a socket",
+        ));
+    }
+    // Non-blocking, so a live server with a full queue (EAGAIN) cannot hold the start.
+    let probe = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    probe.set_nonblocking(true)?;
+    match probe.connect(&SockAddr::unix(path)?) {
+        Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
+            tracing::info!("unix:{}: removing a stale socket file", path.display());
+            std::fs::remove_file(path)
+        }
+        Err(e) if e.kind() != io::ErrorKind::WouldBlock => Err(e),
+        _ => Err(io::Error::new(
+            io::ErrorKind::AddrInUse,
+            "a server is listening on it",
+        )),
+    }
+}
+
+/// A Unix listening socket at `path` with `file`'s mode and owner. They are set before
+/// `listen`: until then a client's connect is refused, so none ever reaches a socket
+/// with the umask's permissions.
+fn unix_listener(path: &Path, file: &UnixFile, sndbuf: Option<usize>) -> io::Result<Socket> {
+    use std::os::unix::fs::PermissionsExt;
+    let (uid, gid) = match &file.owner {
+        Some(spec) => owner_ids(spec)?,
+        None => (None, None),
+    };
+    clear_stale(path)?;
+    let s = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    s.set_nonblocking(true)?;
+    if let Some(n) = sndbuf {
+        s.set_send_buffer_size(n)?;
+    }
+    s.bind(&SockAddr::unix(path)?)?;
+    let ready = (|| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(file.mode))?;
+        if uid.is_some() || gid.is_some() {
+            std::os::unix::fs::chown(path, uid, gid)?;
+        }
+        s.listen(1024)
+    })();
+    if let Err(e) = ready {
+        let _ = std::fs::remove_file(path);
+        return Err(e);
+    }
+    Ok(s)
+}
+
+/// Binds every endpoint of `cfg`, reusing the sockets of `old` for the endpoints it
+/// already holds (and adding sockets when there are more workers now); `fresh` hears
+/// each endpoint bound anew.
+pub(crate) fn bind_all(
+    cfg: &Config,
+    old: &[Bound],
+    fresh: &mut dyn FnMut(&Endpoint),
+) -> Result<Vec<Bound>, BindError> {
+    let workers = cfg.workers.max(1);
+    let mut out: Vec<Bound> = Vec::new();
+    // Sockets passed to the process are its listeners for its life; `listen` is not
+    // used then.
+    for b in old.iter().filter(|b| b.passed) {
+        out.push(Bound {
+            asked: b.asked.clone(),
+            addr: b.addr.clone(),
+            sockets: b
+                .sockets
+                .iter()
+                .map(Socket::try_clone)
+                .collect::<io::Result<_>>()?,
+            passed: true,
+            made: None,
+        });
+    }
+    if !out.is_empty() {
+        return Ok(out);
+    }
+    for asked in &cfg.listen {
+        if out.iter().any(|b| &b.asked == asked || &b.addr == asked) {
+            continue;
+        }
+        let fail = |addr: &Endpoint| {
+            let addr = Some(addr.clone());
+            move |source| BindError { addr, source }
+        };
+        if let Some(b) = old.iter().find(|b| &b.asked == asked || &b.addr == asked) {
+            let mut sockets = Vec::new();
+            for s in &b.sockets {
+                let s = s.try_clone()?;
+                if let Some(n) = cfg.sndbuf {
+                    s.set_send_buffer_size(n)?;
+                }
+                sockets.push(s);
+            }
+            if let Endpoint::Ip(addr) = b.addr {
+                add_group_sockets(&mut sockets, addr, cfg.sndbuf, workers)
+                    .map_err(fail(&b.addr))?;
+            }
+            out.push(Bound {
+                asked: asked.clone(),
+                addr: b.addr.clone(),
+                sockets,
+                passed: false,
+                made: b.made.clone(),
+            });
+            continue;
+        }
+        match asked {
+            Endpoint::Unix(path) => {
+                let s = unix_listener(path, &cfg.unix_file, cfg.sndbuf).map_err(fail(asked))?;
+                fresh(asked);
+                out.push(Bound {
+                    asked: asked.clone(),
+                    addr: asked.clone(),
+                    sockets: vec![s],
+                    passed: false,
+                    made: Some(path.clone()),
+                });
+            }
+            &Endpoint::Ip(ip) => {
+                if ip.port() != 0 {
+                    // Our listeners share their port by SO_REUSEPORT, and so could
+                    // another server's: a probe without it fails if anyone holds the
+                    // port at all.
+                    let probe = Socket::new(Domain::for_address(ip), Type::STREAM, None)?;
+                    probe.set_reuse_address(true)?;
+                    probe.bind(&ip.into()).map_err(fail(asked))?;
+                }
+                // Port 0 is resolved by the first socket and reused by the others.
+                let first = tcp_listener(ip, cfg.sndbuf).map_err(fail(asked))?;
+                let addr = Endpoint::of(&first)?;
+                let Endpoint::Ip(bound_ip) = addr else {
+                    unreachable!("a TCP socket has an IP address");
+                };
+                let mut sockets = vec![first];
+                add_group_sockets(&mut sockets, bound_ip, cfg.sndbuf, workers)
+                    .map_err(fail(&addr))?;
+                fresh(&addr);
+                out.push(Bound {
+                    asked: asked.clone(),
+                    addr,
+                    sockets,
+                    passed: false,
+                    made: None,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Adds sockets to `addr`'s `SO_REUSEPORT` group until there is one per worker.
+fn add_group_sockets(
+    sockets: &mut Vec<Socket>,
+    addr: SocketAddr,
+    sndbuf: Option<usize>,
+    workers: usize,
+) -> io::Result<()> {
+    while sockets.len() < workers {
+        match tcp_listener(addr, sndbuf) {
+            Ok(s) => sockets.push(s),
+            // A reload after --user cannot join a group bound as root (the kernel
+            // wants the same owner): the workers share the sockets there are.
+            Err(e) if !sockets.is_empty() => {
+                tracing::warn!(
+                    "{addr}: {} socket(s) for {workers} workers, which share them: {e}",
+                    sockets.len()
+                );
+                break;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Each worker's listeners: socket j of every IP endpoint goes to worker j mod
+/// `workers`, so a socket kept from more workers than there are now is still accepted
+/// from; a shared socket goes to every worker.
+pub(crate) fn hand_out(bound: &[Bound], workers: usize) -> io::Result<Vec<Vec<Listener>>> {
+    let workers = workers.max(1);
+    let mut per: Vec<Vec<Listener>> = (0..workers).map(|_| Vec::new()).collect();
+    for b in bound {
+        let unix = matches!(b.addr, Endpoint::Unix(_));
+        let listener = |s: &Socket| -> io::Result<Listener> {
+            Ok(Listener {
+                sock: s.try_clone()?,
+                unix,
+            })
+        };
+        if b.shared() {
+            for w in per.iter_mut() {
+                for s in &b.sockets {
+                    w.push(listener(s)?);
+                }
+            }
+            continue;
+        }
+        for (j, s) in b.sockets.iter().enumerate() {
+            per[j % workers].push(listener(s)?);
+        }
+    }
+    Ok(per)
+}
+
+/// What the service manager shows: where, and with how many workers.
+pub(crate) fn status_line(bound: &[Bound], workers: usize) -> String {
+    let mut addrs: Vec<String> = bound.iter().map(|b| b.addr.to_string()).collect();
+    addrs.dedup();
+    format!("serving on {} with {workers} workers", addrs.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("linerate-listen-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn endpoints_and_peers_print_as_nginx_writes_them() {
+        let ip = Endpoint::Ip("127.0.0.1:80".parse().unwrap());
+        assert_eq!(ip.to_string(), "127.0.0.1:80");
+        assert_eq!(
+            Endpoint::Unix("/run/l.sock".into()).to_string(),
+            "unix:/run/l.sock"
+        );
+        let p = Peer::Ip("[::1]:4000".parse().unwrap());
+        assert_eq!(
+            (p.remote(), p.to_string()),
+            ("::1".into(), "[::1]:4000".into())
+        );
+        assert_eq!(
+            (Peer::Unix.remote(), Peer::Unix.ip()),
+            ("unix:".into(), None)
+        );
+    }
+
+    #[test]
+    fn a_stale_socket_is_replaced_a_live_one_and_other_files_refused() {
+        let d = temp_dir("stale");
+        let path = d.join("s.sock");
+        let file = UnixFile::default();
+        let live = unix_listener(&path, &file, None).unwrap();
+        let e = unix_listener(&path, &file, None).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse, "{e}");
+        // Closed without removing its file: stale.
+        drop(live);
+        assert!(path.exists());
+        let again = unix_listener(&path, &file, None).unwrap();
+        assert_eq!(Endpoint::of(&again).unwrap(), Endpoint::Unix(path.clone()));
+        drop(again);
+        let plain = d.join("plain");
+        std::fs::write(&plain, b"keep me").unwrap();
+        let e = unix_listener(&plain, &file, None).unwrap_err();
+        assert!(e.to_string().contains("not a socket"), "{e}");
+        assert_eq!(std::fs::read(&plain).unwrap(), b"keep me");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn the_mode_is_set_before_anyone_can_connect() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = temp_dir("mode");
+        let path = d.join("m.sock");
+        let file = UnixFile {
+            mode: 0o600,
+            owner: None,
+        };
+        let _s = unix_listener(&path, &file, None).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn owners_are_names_or_numbers() {
+        assert_eq!(owner_ids("root").unwrap(), (Some(0), None));
+        assert_eq!(owner_ids("root:root").unwrap(), (Some(0), Some(0)));
+        assert_eq!(owner_ids(":0").unwrap(), (None, Some(0)));
+        assert_eq!(owner_ids("12:34").unwrap(), (Some(12), Some(34)));
+        let e = owner_ids("no-such-user-linerate").unwrap_err();
+        assert!(
+            e.to_string().contains("no user 'no-such-user-linerate'"),
+            "{e}"
+        );
+        let e = owner_ids("root:no-such-group-linerate").unwrap_err();
+        assert!(e.to_string().contains("no group"), "{e}");
+    }
+}
