@@ -34,9 +34,10 @@ use linerate_sys::net::{self, SendFlags, IOV_MAX};
 use linerate_tx::{Progress, Source, Transmit, TxError, TxSocket};
 
 use crate::config::Sending;
-use crate::disk::{Disk, Job, Residency, Stats};
+use crate::disk::{Disk, Job, Residency};
 use crate::listen::Peer;
 use crate::site::{Part, Response, Site};
+use crate::stats::Stats;
 
 /// Responses queued per connection before it stops reading.
 pub(crate) const MAX_QUEUED: usize = 32;

@@ -38,8 +38,8 @@ use linerate_http::conditional::Validators;
 use linerate_sys::fs::{open_beneath, open_beneath_no_symlinks, stat_at, stat_fd, FileMeta};
 use linerate_sys::notify::{self, Inotify};
 
-use crate::disk::Stats;
 use crate::logs::{more, RateLimit};
+use crate::stats::Stats;
 
 /// A cached open file.
 pub(crate) struct Entry {

@@ -23,6 +23,7 @@ pub mod logs;
 mod metrics;
 pub mod settings;
 mod site;
+mod stats;
 pub mod systemd;
 pub mod worker;
 

@@ -2,19 +2,18 @@
 //! `prometheus-client` crate.
 //!
 //! Each worker keeps its own counters ([`Stats`], plain loads and stores, no lock);
-//! a scrape sums them into one [`Snapshot`] and a collector of `prometheus-client`
-//! encodes it. Counters restart at zero when a reload starts a new generation of
-//! workers, which Prometheus reads as a counter reset.
+//! a scrape sums them over every worker of the process's life ([`Board`]: reloads
+//! never set a counter back) into one [`Snapshot`], and a collector of
+//! `prometheus-client` encodes it.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::Arc;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::disk::{Stats, RESPONSE_SECONDS, TIMEOUT_KINDS};
+use crate::stats::{Board, Stats, RESPONSE_SECONDS, TIMEOUT_KINDS};
 
 /// The methods and status classes of [`Stats::responses`], in order.
 const METHODS: [&str; 3] = ["GET", "HEAD", "other"];
@@ -58,10 +57,10 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    fn of(all: &[Arc<Stats>], transmit: String) -> Snapshot {
-        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| Stats::total(all, f);
+    fn of(board: &Board, transmit: String) -> Snapshot {
+        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
         let mut s = Snapshot {
-            workers: all.len() as u64,
+            workers: board.workers.len() as u64,
             transmit,
             driver: "epoll",
             body_bytes: sum(&|s| &s.body_bytes),
@@ -360,9 +359,9 @@ impl Collector for Snapshot {
 
 /// Every worker's counters as OpenMetrics text, or (`openmetrics` false) as the
 /// Prometheus text format 0.0.4 that every Prometheus and `promtool` read.
-pub(crate) fn render(all: &[Arc<Stats>], transmit: String, openmetrics: bool) -> String {
+pub(crate) fn render(board: &Board, transmit: String, openmetrics: bool) -> String {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(Snapshot::of(all, transmit)));
+    registry.register_collector(Box::new(Snapshot::of(board, transmit)));
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
@@ -405,6 +404,7 @@ fn to_prometheus_text(openmetrics: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn counters_of_all_workers_are_summed_into_openmetrics_text() {
@@ -414,7 +414,7 @@ mod tests {
         b.record(0, 404, 10, Some(std::time::Duration::from_millis(20)));
         b.record(1, 200, 0, None);
         Stats::add(&b.timeouts[1], 2);
-        let text = render(&[a, b], "sendfile".into(), true);
+        let text = render(&Board::of(vec![a, b]), "sendfile".into(), true);
         for want in [
             "linerate_responses_total{method=\"GET\",class=\"2xx\"} 1",
             "linerate_responses_total{method=\"GET\",class=\"4xx\"} 1",

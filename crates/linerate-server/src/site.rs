@@ -14,8 +14,9 @@ use linerate_http::response::{content_range, Head, Multipart};
 use linerate_http::{path, Status};
 
 use crate::config::Config;
-use crate::disk::{Disk, Residency, Stats};
+use crate::disk::{Disk, Residency};
 use crate::files::{Entry, FileCache, Found};
+use crate::stats::{Board, Stats};
 
 /// A piece of a response body or head.
 pub(crate) enum Part {
@@ -74,7 +75,7 @@ pub(crate) struct Site {
     /// This worker's counters.
     pub stats: Arc<Stats>,
     /// Every worker's, for the status page.
-    all_stats: Arc<[Arc<Stats>]>,
+    board: Board,
     /// The residency probe and the helpers (None: off).
     pub disk: Option<Disk>,
     /// How this worker's connections send.
@@ -96,7 +97,7 @@ impl Site {
         cfg: Arc<Config>,
         cache: FileCache,
         stats: Arc<Stats>,
-        all_stats: Arc<[Arc<Stats>]>,
+        board: Board,
         disk: Option<Disk>,
     ) -> Site {
         let seed = SystemTime::now()
@@ -112,7 +113,7 @@ impl Site {
             date_at: u64::MAX,
             boundary_seed: seed,
             stats,
-            all_stats,
+            board,
             disk,
         }
     }
@@ -274,7 +275,7 @@ impl Site {
             // (`params: {format: [openmetrics]}`), with no header parsed per request.
             let openmetrics = req.query.as_deref() == Some("format=openmetrics");
             let body =
-                crate::metrics::render(&self.all_stats, self.cfg.transmit.to_string(), openmetrics);
+                crate::metrics::render(&self.board, self.cfg.transmit.to_string(), openmetrics);
             let fields = [
                 (
                     "Content-Type",
@@ -390,7 +391,7 @@ impl Site {
 
     /// The status page: every worker's counters, as JSON, never cached by clients.
     fn status(&mut self, req: &Request, line: String, now: SystemTime) -> Response {
-        let mut body = Stats::json(&self.all_stats).to_string().into_bytes();
+        let mut body = self.board.json().to_string().into_bytes();
         body.push(b'\n');
         let fields = [
             ("Content-Type", "application/json"),
@@ -661,8 +662,8 @@ pub(crate) mod tests {
             false,
             Arc::clone(&stats),
         );
-        let all: Arc<[Arc<Stats>]> = vec![Arc::clone(&stats)].into();
-        let s = Site::new(Arc::new(cfg), cache, stats, all, None);
+        let board = Board::of(vec![Arc::clone(&stats)]);
+        let s = Site::new(Arc::new(cfg), cache, stats, board, None);
         (root, s)
     }
 

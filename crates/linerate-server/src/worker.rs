@@ -12,12 +12,13 @@ use std::time::{Duration, Instant, SystemTime};
 use crate::config::{AccessLog, Config, LogFormat};
 use crate::conn::{Aborted, After, Conn, Cut};
 use crate::control::{Control, Request as ControlRequest};
-use crate::disk::{self, Disk, Inbox, Job, Stats};
+use crate::disk::{self, Disk, Inbox, Job};
 use crate::driver::{Driver, EpollDriver, Interest, Ready};
 use crate::files::FileCache;
 use crate::listen::{bind_all, hand_out, status_line, BindError, Bound, Endpoint, Listener, Peer};
 use crate::logs::{more, LogFile, LogWriter, RateLimit};
 use crate::site::{Response, Site};
+use crate::stats::{Board, Earlier, Stats};
 
 /// Why the server could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
@@ -164,6 +165,8 @@ struct Generation<'scope> {
     log_file: Option<Arc<LogFile>>,
     /// Reloads before it (0: the start).
     number: u64,
+    /// Its workers' counters.
+    stats: Arc<[Arc<Stats>]>,
 }
 
 impl Generation<'_> {
@@ -198,10 +201,12 @@ struct Fixed {
     user: Option<String>,
 }
 
-/// What every generation shares: the helpers' queue and the CPUs.
+/// What every generation shares: the helpers' queue, the CPUs, and the counters of
+/// the generations before.
 struct Shared<'a> {
     jobs: Option<&'a std::sync::mpsc::Sender<Job>>,
     cpus: &'a [usize],
+    earlier: Arc<Earlier>,
 }
 
 /// Starts a generation's workers on `listeners` (one list per worker).
@@ -216,7 +221,10 @@ fn start_generation<'scope>(
 ) -> io::Result<Generation<'scope>> {
     let stop = Arc::new(AtomicBool::new(false));
     let accepting = Arc::new(std::sync::atomic::AtomicUsize::new(listeners.len()));
-    let all_stats: Arc<[Arc<Stats>]> = (0..listeners.len()).map(|_| Arc::default()).collect();
+    let board = Board {
+        workers: (0..listeners.len()).map(|_| Arc::default()).collect(),
+        earlier: Arc::clone(&shared.earlier),
+    };
     // Everything that can fail is done before the first thread starts, so a failure
     // leaves no worker running that nobody will stop.
     let roots = (0..listeners.len())
@@ -229,7 +237,7 @@ fn start_generation<'scope>(
         } else {
             None
         };
-        let stats = (Arc::clone(&all_stats[i]), Arc::clone(&all_stats));
+        let stats = (Arc::clone(&board.workers[i]), board.clone());
         let cfg = Arc::clone(&cfg);
         let cpu = shared.cpus[i % shared.cpus.len()];
         let stop = Arc::clone(&stop);
@@ -259,6 +267,7 @@ fn start_generation<'scope>(
         handles,
         log_file,
         number,
+        stats: board.workers,
     })
 }
 
@@ -364,6 +373,7 @@ pub fn serve(
         let shared = Shared {
             jobs: jobs.as_ref(),
             cpus: &cpus,
+            earlier: Arc::default(),
         };
         let per = hand_out(&bound, cfg.workers)?;
         let workers = per.len();
@@ -467,6 +477,7 @@ pub fn serve(
             let (done, left): (Vec<_>, Vec<_>) = retiring.into_iter().partition(|g| g.finished());
             retiring = left;
             for g in done {
+                shared.earlier.ended(&g.stats);
                 if let Err(e) = g.join() {
                     tracing::error!("a worker of an earlier generation ended with: {e}");
                 }
@@ -514,6 +525,9 @@ fn reload_generation<'scope>(
             "SIGHUP: the server started without disk helpers; they take effect at the next start"
         );
     }
+    // From here the old generation's counters are the earlier ones (counted once
+    // whichever generation is asked).
+    shared.earlier.retire(&current.stats);
     let mut fresh = Vec::new();
     let next = bind_all(&cfg, bound, &mut |a| fresh.push(a.clone()))
         .map_err(|e| describe(&ServeError::from(e)))?;
@@ -606,7 +620,7 @@ impl<D: Driver> Worker<D> {
         listeners: Vec<Listener>,
         log_file: Option<Arc<LogFile>>,
         jobs: Option<std::sync::mpsc::Sender<Job>>,
-        (stats, all_stats): (Arc<Stats>, Arc<[Arc<Stats>]>),
+        (stats, board): (Arc<Stats>, Board),
     ) -> io::Result<Worker<D>> {
         for (i, l) in listeners.iter().enumerate() {
             driver.register(l.sock.as_fd(), i as u64, Interest::Accept)?;
@@ -644,7 +658,7 @@ impl<D: Driver> Worker<D> {
                 format: cfg.log_format,
                 transmit: cfg.transmit.to_string(),
             },
-            site: Site::new(Arc::clone(&cfg), cache, stats, all_stats, disk),
+            site: Site::new(Arc::clone(&cfg), cache, stats, board, disk),
             cfg,
             driver,
             listeners: listeners.into_iter().map(Some).collect(),

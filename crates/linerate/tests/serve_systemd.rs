@@ -428,3 +428,62 @@ fn sigusr2_hands_the_listening_sockets_to_a_new_process() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Counters go on across reloads: requests served by the workers before a SIGHUP (some
+/// still draining, others ended) and after it are all counted, once.
+#[test]
+fn metrics_count_on_across_reloads() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let dir = docroot();
+    let conf = dir.path().join("linerate.toml");
+    std::fs::write(
+        &conf,
+        "metrics-path = \"/metrics\"\nworkers = 2\naccess-log = \"off\"\n",
+    )
+    .unwrap();
+    let s = LINERATE.spawn(&[
+        "serve",
+        root.path().to_str().unwrap(),
+        "--config",
+        conf.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--error-log-level",
+        "info",
+    ]);
+    let get_2xx = |s: &linerate_testkit::Server| {
+        let text = String::from_utf8(fetch(s.addr, "/metrics", "").body).unwrap();
+        (
+            sample(
+                &text,
+                "linerate_responses_total{method=\"GET\",class=\"2xx\"}",
+            ),
+            sample(&text, "linerate_workers"),
+        )
+    };
+    for _ in 0..10 {
+        assert_eq!(fetch(s.addr, "/f.txt", "").status, 200);
+    }
+    // A keep-alive request of the first generation.
+    let mut c = s.conn();
+    assert_eq!(c.get("/f.txt", "").status, 200);
+    std::fs::write(
+        &conf,
+        "metrics-path = \"/metrics\"\nworkers = 1\naccess-log = \"off\"\n",
+    )
+    .unwrap();
+    s.signal("HUP");
+    s.wait_stderr("(generation 1)");
+    for _ in 0..5 {
+        assert_eq!(fetch(s.addr, "/f.txt", "").status, 200);
+    }
+    // 10 + 1 + 5 files; the scrape counts itself when it has been sent.
+    assert_eq!(get_2xx(&s), (16, 1));
+    drop(c);
+    s.signal("HUP");
+    s.wait_stderr("(generation 2)");
+    // Whether the generations before are draining or ended (their counts folded into
+    // the sum), each request is counted once.
+    assert_eq!(get_2xx(&s), (17, 1), "16 files and the first scrape");
+}
