@@ -487,3 +487,50 @@ fn metrics_count_on_across_reloads() {
     // the sum), each request is counted once.
     assert_eq!(get_2xx(&s), (17, 1), "16 files and the first scrape");
 }
+
+/// The unit files pass `systemd-analyze verify` (with ExecStart pointed at the binary
+/// built here, since the unit names where it is installed) and its hardening scores
+/// "OK" or better in `systemd-analyze security` (offline: no service manager runs
+/// here). Starting them under systemd as PID 1 is not possible on this project's
+/// machines.
+#[test]
+fn the_unit_files_verify_and_are_hardened() {
+    if !installed("systemd-analyze") {
+        eprintln!("systemd-analyze is not installed: skipped");
+        return;
+    }
+    let contrib = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib");
+    let dir = docroot();
+    let service = std::fs::read_to_string(format!("{contrib}/linerate.service"))
+        .unwrap()
+        .replace("/usr/local/bin/linerate", LINERATE.path());
+    std::fs::write(dir.path().join("linerate.service"), service).unwrap();
+    std::fs::copy(
+        format!("{contrib}/linerate.socket"),
+        dir.path().join("linerate.socket"),
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new("systemd-analyze")
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    let (ok, text) = run(&["verify", "--man=no", "linerate.service", "linerate.socket"]);
+    assert!(ok && text.trim().is_empty(), "{text}");
+    // Exposure on systemd's scale of 0 (best) to 10, times ten: 4.0 at most ("OK").
+    let (ok, text) = run(&[
+        "security",
+        "--offline=yes",
+        "--threshold=40",
+        "linerate.service",
+    ]);
+    assert!(ok, "{text}");
+}
