@@ -10,15 +10,20 @@
 //! - [`range`]: `Range: bytes=` into the ranges to send;
 //! - [`conditional`]: validators and the `If-*` preconditions;
 //! - [`path`]: request target to a path under the document root;
-//! - [`response`]: response heads.
+//! - [`response`]: response heads;
+//! - [`mime`]: content types by file name;
+//! - [`coding`]: which precompressed variant `Accept-Encoding` asks for.
 //!
 //! # Non-goals
-//! HTTP/2, request bodies beyond discarding them, content codings.
+//! HTTP/2, request bodies beyond discarding them, compressing on the fly (only
+//! precompressed variants are sent).
 
 #![forbid(unsafe_code)]
 
+pub mod coding;
 pub mod conditional;
 pub mod connection;
+pub mod mime;
 pub mod path;
 pub mod range;
 pub mod request;

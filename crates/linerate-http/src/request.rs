@@ -141,6 +141,8 @@ pub struct Request {
     pub user_agent: Option<String>,
     /// `Referer`, when [`Limits::client_fields`] asks for it.
     pub referer: Option<String>,
+    /// `Accept-Encoding` (every field of it), for the precompressed variants.
+    pub accept_encoding: Option<crate::coding::AcceptEncoding>,
 }
 
 /// What the bytes so far amount to.
@@ -325,6 +327,7 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         if_range: None,
         user_agent: None,
         referer: None,
+        accept_encoding: None,
     };
     for h in req.headers.iter() {
         let Ok(value) = std::str::from_utf8(h.value) else {
@@ -374,6 +377,10 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
             r.if_unmodified_since = Some(value.to_string());
         } else if name.eq_ignore_ascii_case("if-range") {
             r.if_range = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case("accept-encoding") {
+            r.accept_encoding
+                .get_or_insert_with(Default::default)
+                .add(value);
         } else if limits.client_fields && name.eq_ignore_ascii_case("user-agent") {
             r.user_agent = Some(value.to_string());
         } else if limits.client_fields && name.eq_ignore_ascii_case("referer") {

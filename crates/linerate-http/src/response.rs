@@ -54,13 +54,6 @@ pub fn http_date(t: SystemTime) -> String {
     httpdate::fmt_http_date(t)
 }
 
-/// `Content-Type` for a file name, from its extension.
-pub fn content_type(name: &str) -> &'static str {
-    mime_guess::from_path(name)
-        .first_raw()
-        .unwrap_or("application/octet-stream")
-}
-
 /// `Content-Range` of one part: `bytes START-END/LEN`.
 pub fn content_range(r: ByteRange, len: u64) -> String {
     format!("bytes {}-{}/{}", r.start, r.end - 1, len)
@@ -124,14 +117,6 @@ mod tests {
             String::from_utf8(h.finish(false)).unwrap(),
             "HTTP/1.1 200 OK\r\nServer: linerate\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 5\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
         );
-    }
-
-    /// Rules: docs/http.md F1.
-    #[test]
-    fn types() {
-        assert_eq!(content_type("a.html"), "text/html");
-        assert_eq!(content_type("a.css"), "text/css");
-        assert_eq!(content_type("noext"), "application/octet-stream");
     }
 
     /// Rules: docs/http.md F2.

@@ -106,6 +106,8 @@ pub struct Config {
     pub dotfiles: bool,
     /// List directories without an index.html.
     pub autoindex: bool,
+    /// Precompressed variants sent, in order of preference (empty: none).
+    pub precompressed: Vec<linerate_http::coding::Coding>,
     /// Access log.
     pub access_log: AccessLog,
     /// Access log line format.
@@ -165,6 +167,7 @@ impl Config {
             shutdown_timeout: Duration::from_secs(10),
             dotfiles: false,
             autoindex: false,
+            precompressed: linerate_http::coding::Coding::ALL.to_vec(),
             access_log: AccessLog::Stdout,
             log_format: LogFormat::Clf,
             error_log: crate::logs::ErrorLog::Stderr,

@@ -34,6 +34,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
+use linerate_http::coding::Coding;
 use linerate_http::conditional::Validators;
 use linerate_sys::fs::{open_beneath, open_beneath_no_symlinks, stat_at, stat_fd, FileMeta};
 use linerate_sys::notify::{self, Inotify};
@@ -48,12 +49,25 @@ pub(crate) struct Entry {
     pub validators: Validators,
     /// `Last-Modified`, formatted once per opened file.
     pub last_modified: String,
-    pub content_type: &'static str,
+    pub content_type: std::borrow::Cow<'static, str>,
+    /// Its type gains by compression: precompressed variants are looked for.
+    pub compressible: bool,
+    /// Its precompressed variants, once looked for (see [`FileCache::variants`]).
+    variants: RefCell<Option<Variants>>,
     /// The whole contents, for files up to the small-file size: see [`Small`].
     pub small: RefCell<Small>,
     /// The residency epoch in which a probe found the whole file in the page cache
     /// (0: none).
     pub resident_epoch: Cell<u64>,
+}
+
+/// The precompressed variants of a file that exist and are not older than it.
+#[derive(Clone)]
+pub(crate) struct Variants {
+    pub found: Rc<[(Coding, Rc<Entry>)]>,
+    /// Every variant found was known current when looked for, so the list holds until
+    /// a change notification (which makes a new entry for the file, without it).
+    trusted: bool,
 }
 
 /// What a cache entry holds of its file's contents.
@@ -356,10 +370,13 @@ impl FileCache {
             UNIX_EPOCH + Duration::from_nanos(fm.mtime_ns.clamp(0, u64::MAX as i128) as u64);
         let name = String::from_utf8_lossy(rel);
         let validators = Validators::new(fm.ino, fm.size, mtime);
+        let content_type = linerate_http::mime::content_type(&name);
         let e = Rc::new(Entry {
             last_modified: validators.last_modified_http(),
             validators,
-            content_type: linerate_http::response::content_type(&name),
+            compressible: linerate_http::mime::compressible(&content_type),
+            content_type,
+            variants: RefCell::new(None),
             meta: fm,
             file: Arc::new(file),
             small: RefCell::new(Small::Unread),
@@ -377,6 +394,38 @@ impl FileCache {
         let m = e.meta;
         self.make_current(rel, &m);
         Found::File(e)
+    }
+
+    /// The precompressed variants of `base`, the entry of `rel`, among `codings`:
+    /// `REL.br`, `REL.zst`, `REL.gz` that are regular files beneath the root and not
+    /// older than `base` (a variant left behind by an edit is never sent). Remembered in
+    /// the entry while it and every variant found are known current; looked for again
+    /// otherwise (one lookup per coding).
+    pub fn variants(&mut self, rel: &[u8], base: &Rc<Entry>, codings: &[Coding]) -> Variants {
+        if self.current.contains(rel) {
+            if let Some(v) = base.variants.borrow().as_ref().filter(|v| v.trusted) {
+                return v.clone();
+            }
+        }
+        let mut found = Vec::new();
+        let mut trusted = true;
+        let mut path = rel.to_vec();
+        for &c in codings {
+            path.truncate(rel.len());
+            path.extend_from_slice(c.suffix().as_bytes());
+            if let Found::File(v) = self.lookup(&path) {
+                if v.meta.mtime_ns >= base.meta.mtime_ns {
+                    trusted &= self.current.contains(&path);
+                    found.push((c, v));
+                }
+            }
+        }
+        let v = Variants {
+            found: found.into(),
+            trusted,
+        };
+        *base.variants.borrow_mut() = Some(v.clone());
+        v
     }
 
     /// Watches `rel`'s directories and inode and, if it still matches `meta` once they
@@ -544,7 +593,7 @@ mod tests {
         let first = file(c.lookup(b"a.txt"));
         assert_eq!(first.meta.size, 5);
         assert_eq!(first.contents().as_deref(), Some(&b"hello"[..]));
-        assert_eq!(first.content_type, "text/plain");
+        assert_eq!(first.content_type, "text/plain; charset=utf-8");
         c.note_read();
         let again = file(c.lookup(b"a.txt"));
         assert!(Rc::ptr_eq(&first, &again), "a hit opens nothing new");

@@ -338,6 +338,65 @@ impl fmt::Display for UrlPath {
 
 as_text!(UrlPath);
 
+/// Content codings in order of preference: `br,zstd,gzip`, or `none`; in the file
+/// also a list (`["br", "gzip"]`, `[]` for none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Codings(pub Vec<linerate_http::coding::Coding>);
+
+impl FromStr for Codings {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Codings, String> {
+        let t = s.trim();
+        if t.is_empty() || t.eq_ignore_ascii_case("none") {
+            return Ok(Codings(Vec::new()));
+        }
+        let mut out = Vec::new();
+        for w in t.split(',') {
+            let c: linerate_http::coding::Coding = w.parse()?;
+            if out.contains(&c) {
+                return Err(format!("'{s}': {c} is named twice"));
+            }
+            out.push(c);
+        }
+        Ok(Codings(out))
+    }
+}
+
+impl fmt::Display for Codings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_empty() {
+            return f.write_str("none");
+        }
+        let words: Vec<&str> = self.0.iter().map(|c| c.token()).collect();
+        f.write_str(&words.join(","))
+    }
+}
+
+impl<'de> Deserialize<'de> for Codings {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum OneOrList {
+            One(String),
+            List(Vec<String>),
+        }
+        let text = match OneOrList::deserialize(d)
+            .map_err(|_| D::Error::custom("give a list of codings: [\"br\", \"zstd\", \"gzip\"]"))?
+        {
+            OneOrList::One(s) => s,
+            OneOrList::List(l) if l.is_empty() => "none".to_string(),
+            OneOrList::List(l) => l.join(","),
+        };
+        text.parse().map_err(D::Error::custom)
+    }
+}
+
+impl Serialize for Codings {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// File permission bits in octal: `0660`, `660` (at most `0777`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mode(pub u32);
@@ -696,6 +755,13 @@ pub struct Settings {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autoindex: Option<bool>,
+    /// Precompressed variants to send, in order of preference: FILE.br, FILE.zst,
+    /// FILE.gz beside a text file (HTML, CSS, JavaScript, JSON, SVG, ...) go to clients
+    /// whose Accept-Encoding takes them, through the transmit strategy like any file
+    /// (linerate compress DIR makes them); none: never [default: br,zstd,gzip].
+    #[arg(long, value_name = "CODINGS")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precompressed: Option<Codings>,
     /// Access log: stdout, off, or a file to append to; SIGUSR1 reopens a file
     /// [default: stdout].
     #[arg(long, value_name = "stdout|off|FILE")]
@@ -778,6 +844,7 @@ impl Settings {
             shutdown_timeout: pick(&self.shutdown_timeout, &under.shutdown_timeout),
             dotfiles: pick(&self.dotfiles, &under.dotfiles),
             autoindex: pick(&self.autoindex, &under.autoindex),
+            precompressed: pick(&self.precompressed, &under.precompressed),
             access_log: pick(&self.access_log, &under.access_log),
             log_format: pick(&self.log_format, &under.log_format),
             error_log: pick(&self.error_log, &under.error_log),
@@ -884,6 +951,9 @@ impl Settings {
         if let Some(b) = s.autoindex {
             cfg.autoindex = b;
         }
+        if let Some(c) = s.precompressed {
+            cfg.precompressed = c.0;
+        }
         if let Some(l) = s.access_log {
             cfg.access_log = l;
         }
@@ -957,6 +1027,12 @@ mod tests {
             ),
             ("status-path", "/s", "s", "must start with /"),
             ("unix-mode", "0660", "0999", "is not a mode"),
+            (
+                "precompressed",
+                "gzip,br",
+                "gzip,deflate",
+                "'deflate' is not a coding",
+            ),
         ] {
             let flag = format!("--{key}");
             let from_flag = flags(&[&flag, good]).unwrap();
@@ -1099,6 +1175,7 @@ mod tests {
             "transmit" => "\"copy\"",
             "user" | "unix-owner" => "\"nobody\"",
             "unix-mode" => "\"0660\"",
+            "precompressed" => "[\"gzip\"]",
             "status-path" | "metrics-path" => "\"/s\"",
             "metrics-allow" => "[\"127.0.0.1/32\"]",
             "access-log" => "\"off\"",

@@ -301,7 +301,7 @@ impl Site {
             Found::File(_) if resolved.trailing_slash => {
                 self.not_served(Found::Missing, req, line, now)
             }
-            Found::File(e) => self.file(req, &e, line, now),
+            Found::File(e) => self.representation(req, &rel, e, line, now),
             Found::Dir => {
                 if !resolved.trailing_slash {
                     let mut loc = format!("{}/", req.path);
@@ -324,7 +324,7 @@ impl Site {
                 }
                 index.extend_from_slice(b"index.html");
                 match self.cache.lookup(&index) {
-                    Found::File(e) => self.file(req, &e, line, now),
+                    Found::File(e) => self.representation(req, &index, e, line, now),
                     Found::Missing | Found::Dir if self.cfg.autoindex => {
                         self.listing(req, &rel, line, now)
                     }
@@ -452,12 +452,57 @@ impl Site {
             ));
         }
         body.push_str("</ul>\n</body></html>\n");
-        let fields = [("Content-Type", "text/html")];
+        let fields = [("Content-Type", "text/html; charset=utf-8")];
         self.generated(req, &fields, body.into_bytes(), line, now)
     }
 
-    fn file(&mut self, req: &Request, e: &Rc<Entry>, line: String, now: SystemTime) -> Response {
+    /// The file `e` at `rel`, or the precompressed variant of it that the request's
+    /// `Accept-Encoding` takes best (see [`linerate_http::coding`]). For a type that
+    /// gains by compression every answer says `Vary: Accept-Encoding`, variant or not,
+    /// so a cache never hands one client's coding to another.
+    fn representation(
+        &mut self,
+        req: &Request,
+        rel: &[u8],
+        e: Rc<Entry>,
+        line: String,
+        now: SystemTime,
+    ) -> Response {
+        if !e.compressible || self.cfg.precompressed.is_empty() {
+            let rep = Rep {
+                body: &e,
+                content_type: &e.content_type,
+                coding: None,
+                vary: false,
+            };
+            return self.file(req, rep, line, now);
+        }
+        let codings = &self.cfg.precompressed;
+        let chosen = match &req.accept_encoding {
+            // Variants are looked for only when the client takes one of them.
+            Some(ae) if codings.iter().any(|&c| ae.quality(c) > 0) => {
+                let variants = self.cache.variants(rel, &e, codings);
+                ae.choose(variants.found.iter().map(|(c, _)| *c))
+                    .and_then(|c| variants.found.iter().find(|(vc, _)| *vc == c).cloned())
+            }
+            _ => None,
+        };
+        let (coding, body) = match chosen {
+            Some((c, v)) => (Some(c), v),
+            None => (None, Rc::clone(&e)),
+        };
+        let rep = Rep {
+            body: &body,
+            content_type: &e.content_type,
+            coding,
+            vary: true,
+        };
+        self.file(req, rep, line, now)
+    }
+
+    fn file(&mut self, req: &Request, rep: Rep<'_>, line: String, now: SystemTime) -> Response {
         let keep = req.keep_alive;
+        let e = rep.body;
         let v = &e.validators;
         let cond = Conditions {
             if_match: req.if_match.as_deref(),
@@ -481,6 +526,9 @@ impl Site {
                 let mut h = Head::new(Status::NotModified, self.date(now));
                 h.field("ETag", &v.etag)
                     .field("Last-Modified", last_modified);
+                if rep.vary {
+                    h.field("Vary", "Accept-Encoding");
+                }
                 let head = h.finish(keep);
                 return Response {
                     parts: [Part::Bytes(head)].into(),
@@ -545,20 +593,20 @@ impl Site {
                         vec![]
                     },
                     len,
-                    vec![("Content-Type", e.content_type.to_string())],
+                    vec![("Content-Type", rep.content_type.to_string())],
                 ),
                 RangeDecision::Partial(rs) if rs.len() == 1 => (
                     Status::PartialContent,
                     vec![body(rs[0])],
                     rs[0].len(),
                     vec![
-                        ("Content-Type", e.content_type.to_string()),
+                        ("Content-Type", rep.content_type.to_string()),
                         ("Content-Range", content_range(rs[0], len)),
                     ],
                 ),
                 RangeDecision::Partial(rs) => {
                     let boundary = self.boundary();
-                    let m = Multipart::new(&rs, len, e.content_type, &boundary);
+                    let m = Multipart::new(&rs, len, rep.content_type, &boundary);
                     let mut parts = Vec::new();
                     for (h, r) in m.part_heads.iter().zip(&rs) {
                         parts.push(Part::Bytes(h.clone()));
@@ -581,6 +629,12 @@ impl Site {
             .field("ETag", &v.etag)
             .field("Last-Modified", last_modified)
             .field("Accept-Ranges", "bytes");
+        if let Some(c) = rep.coding {
+            h.field("Content-Encoding", c.token());
+        }
+        if rep.vary {
+            h.field("Vary", "Accept-Encoding");
+        }
         let head = h.finish(keep);
         if !send_body {
             parts.clear();
@@ -604,6 +658,16 @@ impl Site {
             referer: None,
         }
     }
+}
+
+/// What a file response sends: `body`'s bytes and validators, as `content_type`
+/// (the file's, also for a variant), in `coding` when it is a variant.
+struct Rep<'a> {
+    body: &'a Rc<Entry>,
+    content_type: &'a str,
+    coding: Option<linerate_http::coding::Coding>,
+    /// Say `Vary: Accept-Encoding`.
+    vary: bool,
 }
 
 fn html_escape(s: &str) -> String {

@@ -80,8 +80,12 @@ fn validators_content_types_and_dates(transmit: &str) {
     let mut c = server.conn();
     let mut etags = Vec::new();
     for (target, ctype, body) in [
-        ("/page.html", "text/html", &b"<p>hi</p>\n"[..]),
-        ("/notes.txt", "text/plain", &b"notes\n"[..]),
+        (
+            "/page.html",
+            "text/html; charset=utf-8",
+            &b"<p>hi</p>\n"[..],
+        ),
+        ("/notes.txt", "text/plain; charset=utf-8", &b"notes\n"[..]),
         ("/blob", "application/octet-stream", &[0u8, 1, 2, 3][..]),
     ] {
         let r = c.get(target, "");
@@ -212,7 +216,11 @@ fn gets_ranges_heads_and_offsets_past_4_gib(transmit: &str) {
 
         let g = c.get("/small.txt", "");
         assert_eq!(g.status, 200, "{s}: {g:?}");
-        assert_eq!(g.header("content-type"), Some("text/plain"), "{s}");
+        assert_eq!(
+            g.header("content-type"),
+            Some("text/plain; charset=utf-8"),
+            "{s}"
+        );
         assert_bytes_eq(&g.body, &small, s);
         let h = c.head("/small.txt", "");
         assert_eq!(h.headers_except_date(), g.headers_except_date(), "{s}");
@@ -258,7 +266,12 @@ fn gets_ranges_heads_and_offsets_past_4_gib(transmit: &str) {
             &mid[1_000_000..4_000_000],
         );
         let r = c.get("/small.txt", "Range: bytes=500-599,0-9\r\n");
-        expect_parts(&r, "text/plain", &small, &[(500, 599), (0, 9)]);
+        expect_parts(
+            &r,
+            "text/plain; charset=utf-8",
+            &small,
+            &[(500, 599), (0, 9)],
+        );
 
         // Offsets past 4 GiB of a sparse 5 GiB file.
         let hs = c.head("/sparse", "");

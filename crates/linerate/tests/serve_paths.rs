@@ -92,7 +92,11 @@ fn directories_paths_dotfiles_symlinks_and_special_files(transmit: &str) {
             let i = c.get(target, "");
             assert_eq!(i.status, 200, "{target}: {i:?}");
             assert_eq!(i.body, b"<p>index</p>\n", "{target}");
-            assert_eq!(i.header("content-type"), Some("text/html"), "{target}");
+            assert_eq!(
+                i.header("content-type"),
+                Some("text/html; charset=utf-8"),
+                "{target}"
+            );
         }
         for (target, body) in [
             ("/a/b", &b"a slash b\n"[..]),

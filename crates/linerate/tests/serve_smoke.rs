@@ -126,7 +126,11 @@ fn errors_and_redirects() {
         "{r:?}"
     );
     let r = fetch(s.addr, "/d/", "");
-    assert_eq!(r.header("content-type"), Some("text/html"), "{r:?}");
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/html; charset=utf-8"),
+        "{r:?}"
+    );
     assert_eq!(r.body, b"<p>i</p>");
     let r = exchange(
         s.addr,
