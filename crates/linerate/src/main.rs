@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod compare_cmd;
+mod compress_cmd;
 mod http_cmd;
 mod soak_cmd;
 mod table_cmd;
@@ -55,6 +56,11 @@ enum Command {
     Serve(Box<ServeArgs>),
     /// Accept connections and discard what arrives (netserver's role).
     Sink(Box<SinkArgs>),
+    /// Write the precompressed variants `serve` sends (FILE.br, FILE.zst, FILE.gz)
+    /// beside each text file under DIR where they are missing or older than the file,
+    /// atomically (written beside, renamed); a variant that does not save 10% is not
+    /// written. A second run writes nothing.
+    Compress(compress_cmd::CompressArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -382,6 +388,7 @@ fn main() -> ExitCode {
             Ok(ExitCode::SUCCESS)
         }
         Command::Man { dir } => write_man_pages(&dir),
+        Command::Compress(a) => compress_cmd::run(a),
         Command::Bench {
             bench: Bench::Stream(a),
         } => run_stream(*a),

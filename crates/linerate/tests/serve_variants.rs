@@ -250,3 +250,77 @@ fn content_types_for_sites_and_mirrors() {
         assert_eq!(r.header("content-type"), Some(want), "{name}");
     }
 }
+
+/// `linerate compress DIR` writes the variants the server then sends; a second run
+/// writes nothing; a file edited since is compressed again, and a reader meanwhile
+/// always finds a whole variant (the old one or the new one), never a part.
+#[test]
+fn compress_writes_variants_idempotently_and_atomically() {
+    use std::io::Read;
+    let root = docroot();
+    let v1 = "function one() { return 1; }\n".repeat(20_000);
+    put(root.path(), "big.js", v1.as_bytes());
+    put(root.path(), "photo.jpg", b"jpeg");
+    let dir = root.path().to_str().unwrap();
+    let (code, out, err) = LINERATE.run(&["compress", dir, "--codings", "gzip,br"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("1 files: 2 variants written"), "{out}");
+    let (code, out, _) = LINERATE.run(&["compress", dir, "--codings", "gzip,br", "--json"]);
+    assert_eq!(code, 0);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (j["written"].as_u64(), j["current"].as_u64()),
+        (Some(0), Some(2)),
+        "{out}"
+    );
+    assert!(!root.path().join("photo.jpg.gz").exists());
+    let s = LINERATE.start(root.path(), &[]);
+    let r = fetch(s.addr, "/big.js", "Accept-Encoding: gzip\r\n");
+    assert_eq!(r.header("content-encoding"), Some("gzip"));
+    let mut got = String::new();
+    flate2::read::GzDecoder::new(&r.body[..])
+        .read_to_string(&mut got)
+        .unwrap();
+    assert!(got == v1, "the served variant decompresses to the file");
+
+    // Edited: compressed again while a reader keeps reading the variant.
+    let v2 = "function two() { return 2; }\n".repeat(20_000);
+    age(&root.path().join("big.js.gz"), 60);
+    put(root.path(), "big.js", v2.as_bytes());
+    let gz = root.path().join("big.js.gz");
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(|| {
+            let mut reads = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) || reads == 0 {
+                let bytes = fs::read(&gz).expect("the variant is always there");
+                let mut text = String::new();
+                flate2::read::GzDecoder::new(&bytes[..])
+                    .read_to_string(&mut text)
+                    .expect("a whole gzip stream");
+                assert!(text == v1 || text == v2, "old or new, never a part");
+                reads += 1;
+            }
+            reads
+        });
+        for _ in 0..3 {
+            let (code, _, err) = LINERATE.run(&["compress", dir, "--codings", "gzip", "-q"]);
+            assert_eq!(code, 0, "{err}");
+            age(&gz, 60);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(reader.join().unwrap() > 0);
+    });
+    let (code, _, _) = LINERATE.run(&["compress", dir, "--codings", "gzip", "-q"]);
+    assert_eq!(code, 0);
+    let r = fetch(s.addr, "/big.js", "Accept-Encoding: gzip\r\n");
+    let mut got = String::new();
+    flate2::read::GzDecoder::new(&r.body[..])
+        .read_to_string(&mut got)
+        .unwrap();
+    assert!(got == v2, "the edited file's variant");
+    // A bad level is a usage error naming the flag.
+    let (code, _, err) = LINERATE.run(&["compress", dir, "--gzip-level", "10"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--gzip-level"), "{err}");
+}
