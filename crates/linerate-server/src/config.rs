@@ -108,6 +108,9 @@ pub struct Config {
     pub autoindex: bool,
     /// Precompressed variants sent, in order of preference (empty: none).
     pub precompressed: Vec<linerate_http::coding::Coding>,
+    /// The sites (virtual hosts) of `[[site]]` blocks; none: one site, `root`, for every
+    /// Host.
+    pub sites: Vec<SiteConfig>,
     /// Access log.
     pub access_log: AccessLog,
     /// Access log line format.
@@ -145,7 +148,49 @@ pub struct Config {
     pub collapse_bytes: u64,
 }
 
+/// One site (virtual host): the Host names it answers, its root, and its settings
+/// (the server's where its block gives none).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteConfig {
+    /// Names, lower case: exact (`docs.example.com`) or `*.example.com` (any name
+    /// ending in `.example.com`, not `example.com` itself).
+    pub names: Vec<String>,
+    /// Its document root.
+    pub root: PathBuf,
+    /// Answers requests whose Host no site names, or that have none.
+    pub default: bool,
+    pub dotfiles: bool,
+    pub autoindex: bool,
+    pub precompressed: Vec<linerate_http::coding::Coding>,
+}
+
+impl SiteConfig {
+    /// How the site is named in messages: its first name, or its root.
+    pub fn label(&self) -> String {
+        match self.names.first() {
+            Some(n) => n.clone(),
+            None => self.root.display().to_string(),
+        }
+    }
+}
+
 impl Config {
+    /// The sites served: the `[[site]]` blocks, or one site for every Host from `root`
+    /// and the server's settings.
+    pub fn sites(&self) -> Vec<SiteConfig> {
+        if !self.sites.is_empty() {
+            return self.sites.clone();
+        }
+        vec![SiteConfig {
+            names: Vec::new(),
+            root: self.root.clone(),
+            default: true,
+            dotfiles: self.dotfiles,
+            autoindex: self.autoindex,
+            precompressed: self.precompressed.clone(),
+        }]
+    }
+
     /// Defaults for serving `root`.
     pub fn new(root: PathBuf) -> Config {
         Config {
@@ -168,6 +213,7 @@ impl Config {
             dotfiles: false,
             autoindex: false,
             precompressed: linerate_http::coding::Coding::ALL.to_vec(),
+            sites: Vec::new(),
             access_log: AccessLog::Stdout,
             log_format: LogFormat::Clf,
             error_log: crate::logs::ErrorLog::Stderr,

@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::config::{AccessLog, Config, LogFormat};
+use crate::config::{AccessLog, Config, LogFormat, SiteConfig};
 use crate::listen::Endpoint;
 use crate::logs::ErrorLog;
 
@@ -397,6 +397,89 @@ impl Serialize for Codings {
     }
 }
 
+/// A site's name: `docs.example.com`, or `*.example.com` for every name under
+/// `example.com` (not `example.com` itself); kept in lower case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SiteName(pub String);
+
+impl FromStr for SiteName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<SiteName, String> {
+        let t = s.trim().trim_end_matches('.').to_ascii_lowercase();
+        let bare = t.strip_prefix("*.").unwrap_or(&t);
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        };
+        if bare.is_empty() || bare.len() > 253 || !bare.split('.').all(label_ok) {
+            return Err(format!(
+                "'{s}' is not a host name (docs.example.com, or *.example.com for the names under it)"
+            ));
+        }
+        Ok(SiteName(t))
+    }
+}
+
+impl fmt::Display for SiteName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+as_text!(SiteName);
+
+/// A `[[site]]` block: a virtual host. Its keys beside `names`, `root` and `default`
+/// override the server's for its requests.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SiteSettings {
+    /// Host names it answers.
+    #[serde(default)]
+    pub names: Vec<SiteName>,
+    /// Its document root.
+    pub root: PathBuf,
+    /// It answers requests whose Host no site names, or that have none (without one,
+    /// the first block does).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub default: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dotfiles: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoindex: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub precompressed: Option<Codings>,
+}
+
+/// The blocks together: at most one default, no name in two sites, a name for each
+/// site but the default.
+fn check_sites(sites: &[SiteSettings]) -> Result<(), String> {
+    let defaults = sites.iter().filter(|s| s.default).count();
+    if defaults > 1 {
+        return Err(format!(
+            "site: {defaults} blocks say default = true; one site answers unknown hosts"
+        ));
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    for (i, s) in sites.iter().enumerate() {
+        if s.names.is_empty() && !s.default {
+            return Err(format!(
+                "site #{} ({}): give it names, or default = true",
+                i + 1,
+                s.root.display()
+            ));
+        }
+        for n in &s.names {
+            if seen.contains(&n.0.as_str()) {
+                return Err(format!("site: '{}' is named by two sites", n.0));
+            }
+            seen.push(&n.0);
+        }
+    }
+    Ok(())
+}
+
 /// File permission bits in octal: `0660`, `660` (at most `0777`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mode(pub u32);
@@ -588,6 +671,10 @@ pub struct Settings {
     #[arg(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub root: Option<PathBuf>,
+    /// `[[site]]` blocks of the file: virtual hosts, each with its names and root.
+    #[arg(skip)]
+    #[serde(default, rename = "site", skip_serializing_if = "Vec::is_empty")]
+    pub sites: Vec<SiteSettings>,
     /// Address to listen on: PORT or :PORT (every IPv4 address), HOST:PORT (a name:
     /// each address it resolves to), [IPv6]:PORT, or unix:/PATH (a Unix socket; a
     /// stale socket file there is replaced, a live one refused); repeat for several
@@ -794,7 +881,9 @@ impl Settings {
 
     /// Parses configuration text.
     pub fn parse(text: &str) -> Result<Settings, String> {
-        toml::from_str(text).map_err(|e| explain(text, &e))
+        let s: Settings = toml::from_str(text).map_err(|e| explain(text, &e))?;
+        check_sites(&s.sites)?;
+        Ok(s)
     }
 
     /// `self` (the flags) over `under` (the file), key by key: a field given in both
@@ -813,6 +902,7 @@ impl Settings {
         }
         Settings {
             root: pick(&self.root, &under.root),
+            sites: list(&self.sites, &under.sites),
             listen: list(&self.listen, &under.listen),
             unix_mode: pick(&self.unix_mode, &under.unix_mode),
             unix_owner: pick(&self.unix_owner, &under.unix_owner),
@@ -966,6 +1056,21 @@ impl Settings {
         if let Some(l) = s.error_log_level {
             cfg.error_log_level = l.0;
         }
+        cfg.sites = s
+            .sites
+            .iter()
+            .map(|b| SiteConfig {
+                names: b.names.iter().map(|n| n.0.clone()).collect(),
+                root: b.root.clone(),
+                default: b.default,
+                dotfiles: b.dotfiles.unwrap_or(cfg.dotfiles),
+                autoindex: b.autoindex.unwrap_or(cfg.autoindex),
+                precompressed: b
+                    .precompressed
+                    .as_ref()
+                    .map_or_else(|| cfg.precompressed.clone(), |c| c.0.clone()),
+            })
+            .collect();
     }
 }
 
@@ -1235,6 +1340,28 @@ mod contrib {
                 ))
             })
             .collect()
+    }
+
+    /// The example `[[site]]` blocks (lines `#  ...`) load, uncommented.
+    #[test]
+    fn contrib_linerate_toml_site_example_loads() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/linerate.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let blocks: String = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("#  "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let s = Settings::parse(&blocks).unwrap();
+        assert_eq!(s.sites.len(), 3, "{blocks}");
+        let mut cfg = Config::new(PathBuf::from("."));
+        s.apply(&mut cfg);
+        assert_eq!(
+            cfg.sites[0].names,
+            ["docs.example.com", "*.docs.example.com"]
+        );
+        assert!(cfg.sites[1].autoindex && !cfg.sites[0].autoindex);
+        assert!(cfg.sites[2].default);
     }
 
     #[test]

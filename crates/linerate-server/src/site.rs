@@ -13,7 +13,7 @@ use linerate_http::request::{Method, Request};
 use linerate_http::response::{content_range, Head, Multipart};
 use linerate_http::{path, Status};
 
-use crate::config::Config;
+use crate::config::{Config, SiteConfig};
 use crate::disk::{Disk, Residency};
 use crate::files::{Entry, FileCache, Found};
 use crate::stats::{Board, Stats};
@@ -64,9 +64,73 @@ pub(crate) struct Response {
     pub referer: Option<String>,
 }
 
+/// One site's part of a worker: its settings and its own open-file cache (so a path
+/// can only ever be looked up beneath its own root).
+pub(crate) struct Host {
+    pub cfg: SiteConfig,
+    pub cache: FileCache,
+}
+
+/// Which site answers a request, by its authority (absolute-form target, else `Host`):
+/// port left out, case ignored, a final dot ignored; an exact name first, then the
+/// longest `*.` name it falls under, then the default site (the one marked, else the
+/// first).
+pub(crate) struct Router {
+    exact: std::collections::HashMap<String, usize>,
+    /// `*.example.com` as `.example.com`, longest first.
+    wildcards: Vec<(String, usize)>,
+    default: usize,
+}
+
+impl Router {
+    pub fn new(sites: &[SiteConfig]) -> Router {
+        let mut exact = std::collections::HashMap::new();
+        let mut wildcards = Vec::new();
+        for (i, s) in sites.iter().enumerate() {
+            for n in &s.names {
+                match n.strip_prefix('*') {
+                    Some(suffix) => wildcards.push((suffix.to_string(), i)),
+                    None => {
+                        exact.insert(n.clone(), i);
+                    }
+                }
+            }
+        }
+        wildcards.sort_by_key(|(w, _)| std::cmp::Reverse(w.len()));
+        Router {
+            exact,
+            wildcards,
+            default: sites.iter().position(|s| s.default).unwrap_or(0),
+        }
+    }
+
+    /// The site for `authority` (`host`, `host:port`, `[v6]:port`; none: the default).
+    pub fn route(&self, authority: Option<&str>) -> usize {
+        let Some(a) = authority else {
+            return self.default;
+        };
+        let host = match a.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(""),
+            None => match a.rsplit_once(':') {
+                Some((h, port)) if port.bytes().all(|b| b.is_ascii_digit()) => h,
+                _ => a,
+            },
+        };
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        if let Some(&i) = self.exact.get(&host) {
+            return i;
+        }
+        self.wildcards
+            .iter()
+            .find(|(suffix, _)| host.len() > suffix.len() && host.ends_with(suffix.as_str()))
+            .map_or(self.default, |&(_, i)| i)
+    }
+}
+
 pub(crate) struct Site {
     cfg: Arc<Config>,
-    cache: FileCache,
+    hosts: Vec<Host>,
+    router: Router,
     date: String,
     date_at: u64,
     boundary_seed: u64,
@@ -85,17 +149,21 @@ pub(crate) struct Site {
 impl Site {
     /// Request bytes arrived (see the open-file cache on why it must know).
     pub fn note_read(&mut self) {
-        self.cache.note_read();
+        for h in &mut self.hosts {
+            h.cache.note_read();
+        }
     }
 
     /// Gives back every cached file (see [`FileCache::clear`]).
     pub fn forget_files(&mut self) {
-        self.cache.clear();
+        for h in &mut self.hosts {
+            h.cache.clear();
+        }
     }
 
     pub fn new(
         cfg: Arc<Config>,
-        cache: FileCache,
+        hosts: Vec<Host>,
         stats: Arc<Stats>,
         board: Board,
         disk: Option<Disk>,
@@ -108,7 +176,8 @@ impl Site {
             logging: cfg.access_log != crate::config::AccessLog::Off,
             sending: cfg.sending(),
             cfg,
-            cache,
+            router: Router::new(&hosts.iter().map(|h| h.cfg.clone()).collect::<Vec<_>>()),
+            hosts,
             date: String::new(),
             date_at: u64::MAX,
             boundary_seed: seed,
@@ -289,19 +358,25 @@ impl Site {
             ];
             return self.generated(req, &fields, body.into_bytes(), line, now);
         }
-        let resolved = match path::resolve(&req.path, self.cfg.dotfiles) {
+        // One site: no routing to pay for.
+        let h = if self.hosts.len() == 1 {
+            0
+        } else {
+            self.router.route(req.host.as_deref())
+        };
+        let resolved = match path::resolve(&req.path, self.hosts[h].cfg.dotfiles) {
             Ok(r) => r,
             Err(status) => {
                 return self.error_for(status, keep, &[], line, now, req.method == Method::Head)
             }
         };
         let rel = resolved.relative();
-        match self.cache.lookup(&rel) {
+        match self.hosts[h].cache.lookup(&rel) {
             // A path that names a directory (`/f.bin/`, `/f.bin/.`) is no file's.
             Found::File(_) if resolved.trailing_slash => {
                 self.not_served(Found::Missing, req, line, now)
             }
-            Found::File(e) => self.representation(req, &rel, e, line, now),
+            Found::File(e) => self.representation(req, h, &rel, e, line, now),
             Found::Dir => {
                 if !resolved.trailing_slash {
                     let mut loc = format!("{}/", req.path);
@@ -323,10 +398,10 @@ impl Site {
                     index.push(b'/');
                 }
                 index.extend_from_slice(b"index.html");
-                match self.cache.lookup(&index) {
-                    Found::File(e) => self.representation(req, &index, e, line, now),
-                    Found::Missing | Found::Dir if self.cfg.autoindex => {
-                        self.listing(req, &rel, line, now)
+                match self.hosts[h].cache.lookup(&index) {
+                    Found::File(e) => self.representation(req, h, &index, e, line, now),
+                    Found::Missing | Found::Dir if self.hosts[h].cfg.autoindex => {
+                        self.listing(req, h, &rel, line, now)
                     }
                     Found::Dir => self.not_served(Found::Missing, req, line, now),
                     other => self.not_served(other, req, line, now),
@@ -436,8 +511,16 @@ impl Site {
         }
     }
 
-    fn listing(&mut self, req: &Request, rel: &[u8], line: String, now: SystemTime) -> Response {
-        let names = match self.cache.list(rel, self.cfg.dotfiles) {
+    fn listing(
+        &mut self,
+        req: &Request,
+        h: usize,
+        rel: &[u8],
+        line: String,
+        now: SystemTime,
+    ) -> Response {
+        let host = &mut self.hosts[h];
+        let names = match host.cache.list(rel, host.cfg.dotfiles) {
             Ok(names) => names,
             Err(why) => return self.not_served(why, req, line, now),
         };
@@ -463,12 +546,14 @@ impl Site {
     fn representation(
         &mut self,
         req: &Request,
+        h: usize,
         rel: &[u8],
         e: Rc<Entry>,
         line: String,
         now: SystemTime,
     ) -> Response {
-        if !e.compressible || self.cfg.precompressed.is_empty() {
+        let host = &mut self.hosts[h];
+        if !e.compressible || host.cfg.precompressed.is_empty() {
             let rep = Rep {
                 body: &e,
                 content_type: &e.content_type,
@@ -477,11 +562,11 @@ impl Site {
             };
             return self.file(req, rep, line, now);
         }
-        let codings = &self.cfg.precompressed;
+        let codings = &host.cfg.precompressed;
         let chosen = match &req.accept_encoding {
             // Variants are looked for only when the client takes one of them.
             Some(ae) if codings.iter().any(|&c| ae.quality(c) > 0) => {
-                let variants = self.cache.variants(rel, &e, codings);
+                let variants = host.cache.variants(rel, &e, codings);
                 ae.choose(variants.found.iter().map(|(c, _)| *c))
                     .and_then(|c| variants.found.iter().find(|(vc, _)| *vc == c).cloned())
             }
@@ -727,7 +812,11 @@ pub(crate) mod tests {
             Arc::clone(&stats),
         );
         let board = Board::of(vec![Arc::clone(&stats)]);
-        let s = Site::new(Arc::new(cfg), cache, stats, board, None);
+        let hosts = vec![Host {
+            cfg: cfg.sites().remove(0),
+            cache,
+        }];
+        let s = Site::new(Arc::new(cfg), hosts, stats, board, None);
         (root, s)
     }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use crate::config::{AccessLog, Config, LogFormat};
+use crate::config::{AccessLog, Config, LogFormat, SiteConfig};
 use crate::conn::{Aborted, After, Conn, Cut};
 use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Disk, Inbox, Job};
@@ -17,7 +17,7 @@ use crate::driver::{Driver, EpollDriver, Interest, Ready};
 use crate::files::FileCache;
 use crate::listen::{bind_all, hand_out, status_line, BindError, Bound, Endpoint, Listener, Peer};
 use crate::logs::{more, LogFile, LogWriter, RateLimit};
-use crate::site::{Response, Site};
+use crate::site::{Host, Response, Site};
 use crate::stats::{Board, Earlier, Stats};
 
 /// Why the server could not start or had to stop.
@@ -74,6 +74,24 @@ impl From<BindError> for ServeError {
     }
 }
 
+/// Each site's settings and its open root directory.
+type Roots = Vec<(SiteConfig, std::fs::File)>;
+
+/// Opens the root of every site of `cfg`. Never blocks: a FIFO or a device given as a
+/// root fails here at once.
+fn open_roots(cfg: &Config) -> Result<Roots, ServeError> {
+    cfg.sites()
+        .into_iter()
+        .map(|s| match linerate_sys::fs::open_directory(&s.root) {
+            Ok(f) => Ok((s, f)),
+            Err(source) => Err(ServeError::Root {
+                path: s.root.clone(),
+                source,
+            }),
+        })
+        .collect()
+}
+
 /// Gives up root for `cfg.user` (see [`linerate_sys::user::become_user`]); as root
 /// without it, a warning.
 fn drop_privileges(cfg: &Config) -> Result<(), ServeError> {
@@ -117,7 +135,9 @@ const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 /// `/dev/null`).
 fn fixed_descriptors(cfg: &Config) -> u64 {
     let workers = cfg.workers.max(1) as u64;
-    8 + workers * (4 + cfg.listen.len() as u64) + cfg.disk_helpers as u64
+    // Per worker and site: its root and its inotify instance.
+    let sites = cfg.sites.len().max(1) as u64;
+    8 + workers * (4 + cfg.listen.len() as u64 + 2 * sites) + cfg.disk_helpers as u64
 }
 
 /// Raises the soft descriptor limit to the hard one and sizes each worker's open-file
@@ -213,7 +233,7 @@ struct Shared<'a> {
 fn start_generation<'scope>(
     scope: &'scope std::thread::Scope<'scope, '_>,
     cfg: Arc<Config>,
-    root: &std::fs::File,
+    roots: &Roots,
     listeners: Vec<Vec<Listener>>,
     log_file: Option<Arc<LogFile>>,
     shared: &Shared<'_>,
@@ -228,7 +248,12 @@ fn start_generation<'scope>(
     // Everything that can fail is done before the first thread starts, so a failure
     // leaves no worker running that nobody will stop.
     let roots = (0..listeners.len())
-        .map(|_| root.try_clone())
+        .map(|_| {
+            roots
+                .iter()
+                .map(|(s, f)| Ok((s.clone(), OwnedFd::from(f.try_clone()?))))
+                .collect::<io::Result<Vec<_>>>()
+        })
         .collect::<io::Result<Vec<_>>>()?;
     let mut handles = Vec::new();
     for ((i, listeners), root) in listeners.into_iter().enumerate().zip(roots) {
@@ -249,16 +274,7 @@ fn start_generation<'scope>(
                 let _ = linerate_sys::cpu::pin_thread_to_cpu(cpu);
             }
             let driver = EpollDriver::new()?;
-            Worker::new(
-                driver,
-                cfg,
-                OwnedFd::from(root),
-                listeners,
-                log_file,
-                jobs,
-                stats,
-            )?
-            .run(&stop, &accepting)
+            Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?.run(&stop, &accepting)
         }));
     }
     Ok(Generation {
@@ -303,12 +319,7 @@ pub fn serve(
     on_listen: &dyn Fn(&Endpoint),
     reload: &dyn Fn() -> Result<Config, String>,
 ) -> Result<(), ServeError> {
-    let root_err = |path: &std::path::Path| {
-        let path = path.to_path_buf();
-        move |source| ServeError::Root { path, source }
-    };
-    // Never blocks: a FIFO or a device given as the root fails here at once.
-    let root = linerate_sys::fs::open_directory(&cfg.root).map_err(root_err(&cfg.root))?;
+    let roots = open_roots(&cfg)?;
     // The error log first, so what follows can be reported.
     let error_log =
         crate::logs::install_error_log(&cfg.error_log, cfg.error_log_level).map_err(|source| {
@@ -377,7 +388,8 @@ pub fn serve(
         };
         let per = hand_out(&bound, cfg.workers)?;
         let workers = per.len();
-        let mut current = start_generation(scope, Arc::new(cfg), &root, per, log_file, &shared, 0)?;
+        let mut current =
+            start_generation(scope, Arc::new(cfg), &roots, per, log_file, &shared, 0)?;
         crate::systemd::ready(&status_line(&bound, workers));
         let mut told_stopping = false;
         // Processes started by SIGUSR2, reaped if they end first.
@@ -511,8 +523,7 @@ fn reload_generation<'scope>(
 ) -> Result<Generation<'scope>, String> {
     let mut cfg = reload()?;
     size_for_descriptors(&mut cfg);
-    let root = linerate_sys::fs::open_directory(&cfg.root)
-        .map_err(|e| format!("root {}: {e}", cfg.root.display()))?;
+    let roots = open_roots(&cfg).map_err(|e| describe(&e))?;
     let log_file = open_access_log(&cfg, current.log_file.as_ref()).map_err(|e| describe(&e))?;
     if (&cfg.error_log, cfg.error_log_level) != (&fixed.error_log, fixed.error_log_level) {
         tracing::warn!("SIGHUP: error-log and error-log-level take effect at the next start");
@@ -535,7 +546,7 @@ fn reload_generation<'scope>(
     let generation = start_generation(
         scope,
         Arc::new(cfg),
-        &root,
+        &roots,
         per,
         log_file,
         shared,
@@ -616,7 +627,7 @@ impl<D: Driver> Worker<D> {
     fn new(
         mut driver: D,
         cfg: Arc<Config>,
-        root: OwnedFd,
+        roots: Vec<(SiteConfig, OwnedFd)>,
         listeners: Vec<Listener>,
         log_file: Option<Arc<LogFile>>,
         jobs: Option<std::sync::mpsc::Sender<Job>>,
@@ -639,13 +650,24 @@ impl<D: Driver> Worker<D> {
             }
             None => None,
         };
-        let cache = FileCache::new(
-            root,
-            cfg.open_file_cache_entries,
-            (cfg.small_file_bytes, cfg.small_file_memory_bytes()),
-            disk.is_some(),
-            Arc::clone(&stats),
-        );
+        // The worker's open files and small-file memory are shared among the sites.
+        let sites = roots.len().max(1);
+        let hosts = roots
+            .into_iter()
+            .map(|(site, root)| Host {
+                cfg: site,
+                cache: FileCache::new(
+                    root,
+                    (cfg.open_file_cache_entries / sites).max(1),
+                    (
+                        cfg.small_file_bytes,
+                        cfg.small_file_memory_bytes() / sites as u64,
+                    ),
+                    disk.is_some(),
+                    Arc::clone(&stats),
+                ),
+            })
+            .collect();
         let log: Option<Box<dyn Write>> = match (&cfg.access_log, log_file) {
             (AccessLog::Off, _) => None,
             (AccessLog::Stdout, _) => Some(Box::new(io::BufWriter::new(io::stdout()))),
@@ -658,7 +680,7 @@ impl<D: Driver> Worker<D> {
                 format: cfg.log_format,
                 transmit: cfg.transmit.to_string(),
             },
-            site: Site::new(Arc::clone(&cfg), cache, stats, board, disk),
+            site: Site::new(Arc::clone(&cfg), hosts, stats, board, disk),
             cfg,
             driver,
             listeners: listeners.into_iter().map(Some).collect(),

@@ -475,6 +475,11 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut flags = a.settings.clone();
     flags.root = a.dir.clone();
+    if a.dir.is_some() && !file.sites.is_empty() {
+        return Ok(usage_error(
+            "DIR with [[site]] blocks in --config: each site's root is in its block",
+        ));
+    }
     let mut cfg = linerate_server::Config::new(PathBuf::from("."));
     flags.over(&file).apply(&mut cfg);
     // SIGHUP: the file again, under the same flags.
@@ -488,7 +493,12 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         flags.over(&file).apply(&mut cfg);
         Ok(cfg)
     };
-    let root = cfg.root.display().to_string();
+    let root = if cfg.sites.is_empty() {
+        cfg.root.display().to_string()
+    } else {
+        let names: Vec<String> = cfg.sites.iter().map(|s| s.label()).collect();
+        format!("{} sites ({})", names.len(), names.join(", "))
+    };
     let announce = |addr: &linerate_server::Endpoint| {
         use std::io::Write;
         println!("listening on {addr}");
