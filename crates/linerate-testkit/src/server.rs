@@ -77,6 +77,19 @@ impl Linerate {
         self.launch(wrapper, None, &args)
     }
 
+    /// `linerate serve [ROOT] --config CONF --listen 127.0.0.1:0 EXTRA...` (the flag's
+    /// address over the file's).
+    pub fn serve_config(&self, root: Option<&Path>, conf: &Path, extra: &[&str]) -> Server {
+        let mut args = vec!["serve"];
+        if let Some(r) = root {
+            args.push(r.to_str().expect("a UTF-8 root"));
+        }
+        let conf = conf.to_str().expect("a UTF-8 path");
+        args.extend(["--config", conf, "--listen", "127.0.0.1:0"]);
+        args.extend(extra);
+        self.launch(&[], None, &args)
+    }
+
     /// `linerate ARGS...`, which must announce its address (`listening on ADDR`).
     pub fn spawn(&self, args: &[&str]) -> Server {
         self.launch(&[], None, args)

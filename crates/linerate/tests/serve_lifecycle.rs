@@ -958,16 +958,7 @@ fn reloadable(
     let dir = docroot();
     let conf = dir.path().join("linerate.toml");
     reload_conf(&conf, status, workers);
-    let server = LINERATE.spawn(&[
-        "serve",
-        root.to_str().unwrap(),
-        "--config",
-        conf.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--error-log-level",
-        "info",
-    ]);
+    let server = LINERATE.serve_config(Some(root), &conf, &["--error-log-level", "info"]);
     (dir, conf, server)
 }
 

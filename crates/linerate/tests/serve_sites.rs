@@ -60,15 +60,7 @@ fn body_for(addr: std::net::SocketAddr, host: Option<&str>, target: &str) -> (u1
 fn each_host_reaches_its_own_site(transmit: &str) {
     let base = docroot();
     let conf = three_sites(base.path(), &format!("transmit = \"{transmit}\""));
-    let s = LINERATE.spawn(&[
-        "serve",
-        "--config",
-        conf.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "1",
-    ]);
+    let s = LINERATE.serve_config(None, &conf, &["--workers", "1"]);
     for (host, want) in [
         (Some("docs.example.com"), "docs\n"),
         (Some("DOCS.Example.COM:8080"), "docs\n"),
@@ -191,15 +183,7 @@ fn bad_site_blocks_are_refused_and_a_reload_adds_a_site() {
     assert!(err.contains("DIR with [[site]] blocks"), "{err}");
 
     // A reload: a broken file keeps the sites before; a good one adds a site.
-    let s = LINERATE.spawn(&[
-        "serve",
-        "--config",
-        conf.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--error-log-level",
-        "info",
-    ]);
+    let s = LINERATE.serve_config(None, &conf, &["--error-log-level", "info"]);
     assert_eq!(body_for(s.addr, Some("new.example.net"), "/").1, "main\n");
     fs::write(
         &conf,

@@ -213,15 +213,7 @@ fn config_file_settings_apply_flags_win_and_bad_files_are_refused() {
     )
     .unwrap();
     // The file's listen address (port 1, privileged and unused) is overridden by the flag.
-    let s = LINERATE.spawn(&[
-        "serve",
-        "--config",
-        conf.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--workers",
-        "1",
-    ]);
+    let s = LINERATE.serve_config(None, &conf, &["--workers", "1"]);
     // autoindex from the file: a listing of /sub/.
     let r = fetch(s.addr, "/sub/", "");
     assert_eq!(r.status, 200, "{r:?}");

@@ -442,16 +442,7 @@ fn metrics_count_on_across_reloads() {
         "metrics-path = \"/metrics\"\nworkers = 2\naccess-log = \"off\"\n",
     )
     .unwrap();
-    let s = LINERATE.spawn(&[
-        "serve",
-        root.path().to_str().unwrap(),
-        "--config",
-        conf.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--error-log-level",
-        "info",
-    ]);
+    let s = LINERATE.serve_config(Some(root.path()), &conf, &["--error-log-level", "info"]);
     let get_2xx = |s: &linerate_testkit::Server| {
         let text = String::from_utf8(fetch(s.addr, "/metrics", "").body).unwrap();
         (
