@@ -38,6 +38,14 @@ pub enum Status {
     PartialContent,
     /// 301
     MovedPermanently,
+    /// 302
+    Found,
+    /// 303
+    SeeOther,
+    /// 307
+    TemporaryRedirect,
+    /// 308
+    PermanentRedirect,
     /// 304
     NotModified,
     /// 400
@@ -67,12 +75,28 @@ pub enum Status {
 }
 
 impl Status {
+    /// The redirect status of `code` (301, 302, 303, 307 or 308).
+    pub fn redirect(code: u16) -> Option<Status> {
+        match code {
+            301 => Some(Status::MovedPermanently),
+            302 => Some(Status::Found),
+            303 => Some(Status::SeeOther),
+            307 => Some(Status::TemporaryRedirect),
+            308 => Some(Status::PermanentRedirect),
+            _ => None,
+        }
+    }
+
     /// The numeric code.
     pub fn code(self) -> u16 {
         match self {
             Status::Ok => 200,
             Status::PartialContent => 206,
             Status::MovedPermanently => 301,
+            Status::Found => 302,
+            Status::SeeOther => 303,
+            Status::TemporaryRedirect => 307,
+            Status::PermanentRedirect => 308,
             Status::NotModified => 304,
             Status::BadRequest => 400,
             Status::Forbidden => 403,
@@ -95,6 +119,10 @@ impl Status {
             Status::Ok => "OK",
             Status::PartialContent => "Partial Content",
             Status::MovedPermanently => "Moved Permanently",
+            Status::Found => "Found",
+            Status::SeeOther => "See Other",
+            Status::TemporaryRedirect => "Temporary Redirect",
+            Status::PermanentRedirect => "Permanent Redirect",
             Status::NotModified => "Not Modified",
             Status::BadRequest => "Bad Request",
             Status::Forbidden => "Forbidden",

@@ -111,6 +111,8 @@ pub struct Config {
     /// The sites (virtual hosts) of `[[site]]` blocks; none: one site, `root`, for every
     /// Host.
     pub sites: Vec<SiteConfig>,
+    /// `[[rule]]` blocks: per-path settings for every site.
+    pub rules: Vec<crate::rules::Rule>,
     /// Access log.
     pub access_log: AccessLog,
     /// Access log line format.
@@ -162,6 +164,8 @@ pub struct SiteConfig {
     pub dotfiles: bool,
     pub autoindex: bool,
     pub precompressed: Vec<linerate_http::coding::Coding>,
+    /// Its per-path rules and the server-wide ones, least specific first.
+    pub rules: Vec<crate::rules::Rule>,
 }
 
 impl SiteConfig {
@@ -188,6 +192,11 @@ impl Config {
             dotfiles: self.dotfiles,
             autoindex: self.autoindex,
             precompressed: self.precompressed.clone(),
+            rules: {
+                let mut r = self.rules.clone();
+                crate::rules::sort(&mut r);
+                r
+            },
         }]
     }
 
@@ -214,6 +223,7 @@ impl Config {
             autoindex: false,
             precompressed: linerate_http::coding::Coding::ALL.to_vec(),
             sites: Vec::new(),
+            rules: Vec::new(),
             access_log: AccessLog::Stdout,
             log_format: LogFormat::Clf,
             error_log: crate::logs::ErrorLog::Stderr,

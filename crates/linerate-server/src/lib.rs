@@ -22,6 +22,7 @@ mod files;
 pub mod listen;
 pub mod logs;
 mod metrics;
+pub mod rules;
 pub mod settings;
 mod site;
 mod stats;

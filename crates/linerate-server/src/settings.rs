@@ -20,6 +20,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::config::{AccessLog, Config, LogFormat, SiteConfig};
 use crate::listen::Endpoint;
 use crate::logs::ErrorLog;
+use crate::rules::{PathMatch, Redirect, Rule};
+use std::collections::BTreeMap;
 
 /// A byte count from `LO` to `HI`: `16384`, `16K`, `4M`, `1G` (binary multiples), in a
 /// flag or a key (a number or a string there).
@@ -397,6 +399,184 @@ impl Serialize for Codings {
     }
 }
 
+/// How far ahead `expires` puts `Cache-Control: max-age` and `Expires`: `30d`,
+/// `12h`, `1y`, `2h 30m`, or a number of seconds; at most 10 years.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Age(pub Duration);
+
+impl FromStr for Age {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Age, String> {
+        let t = s.trim();
+        let d = match t.parse::<u64>() {
+            Ok(n) => Duration::from_secs(n),
+            Err(_) => humantime::parse_duration(t)
+                .map_err(|_| format!("'{s}' is not an age (30d, 12h, 1y, or seconds)"))?,
+        };
+        if d > Duration::from_secs(10 * 365 * 86_400) {
+            return Err(format!("'{s}': at most 10 years"));
+        }
+        Ok(Age(Duration::from_secs(d.as_secs())))
+    }
+}
+
+impl fmt::Display for Age {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0.as_secs())
+    }
+}
+
+impl<'de> Deserialize<'de> for Age {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match NumberOrText::deserialize(d)? {
+            NumberOrText::Int(n) if n >= 0 => n.to_string().parse(),
+            NumberOrText::Text(t) => t.parse(),
+            _ => Err("give an age: \"30d\", \"12h\", or whole seconds".to_string()),
+        }
+        .map_err(D::Error::custom)
+    }
+}
+
+impl Serialize for Age {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0.as_secs())
+    }
+}
+
+/// A rule's `path`: `/PREFIX`, `=/EXACT` or a glob (see [`crate::rules`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RulePath(pub PathMatch);
+
+impl FromStr for RulePath {
+    type Err = String;
+    fn from_str(s: &str) -> Result<RulePath, String> {
+        PathMatch::parse(s.trim()).map(RulePath)
+    }
+}
+
+impl fmt::Display for RulePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+as_text!(RulePath);
+
+/// A `[[rule]]` (every site) or `[[site.rule]]` (one site) block: settings for the
+/// paths its `path` matches (docs/http.md W1-W4).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RuleSettings {
+    /// `/PREFIX`, `=/EXACT` or a glob (`*.js`, `/static/**/*.css`).
+    pub path: RulePath,
+    /// Response header fields to add: `{ "Cache-Control" = "public, max-age=600" }`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// `Cache-Control: max-age` and `Expires` this far ahead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires: Option<Age>,
+    /// Content types by extension: `{ "rpm" = "application/x-rpm" }`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub types: BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autoindex: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dotfiles: Option<bool>,
+    /// Error pages: `{ 404 = "/errors/404.html" }`, served with the status.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, String>,
+    /// Answer with a redirect to this URL or path (a prefix rule appends the rest of
+    /// the path; the query is kept).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirect: Option<String>,
+    /// 301 (the default), 302, 303, 307 or 308.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redirect_code: Option<u16>,
+    /// A path served with 200 when the request's path names nothing (single-page
+    /// applications: "/index.html").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<UrlPath>,
+}
+
+impl RuleSettings {
+    /// The rule, checked: header names are tokens and no value holds a line break,
+    /// error pages are for 4xx and 5xx and are paths, a redirect has a redirect code.
+    pub fn to_rule(&self, site: bool) -> Result<Rule, String> {
+        let at = |why: String| format!("rule {}: {why}", self.path);
+        let token = |n: &str| {
+            !n.is_empty()
+                && n.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        };
+        for (n, v) in &self.headers {
+            if !token(n) {
+                return Err(at(format!("headers: '{n}' is not a field name")));
+            }
+            if v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
+                return Err(at(format!("headers: {n}'s value holds a line break")));
+            }
+        }
+        for (ext, t) in &self.types {
+            if ext.is_empty() || ext.contains(['.', '/']) || t.contains(['\r', '\n']) {
+                return Err(at(format!(
+                    "types: '{ext}' = '{t}' (give an extension and a type)"
+                )));
+            }
+        }
+        let mut errors = Vec::new();
+        for (code, page) in &self.errors {
+            let status: u16 = code
+                .parse()
+                .ok()
+                .filter(|s| (400..=599).contains(s))
+                .ok_or_else(|| at(format!("errors: '{code}' is not a 4xx or 5xx status")))?;
+            if !page.starts_with('/') {
+                return Err(at(format!("errors: '{page}' must start with /")));
+            }
+            errors.push((status, page.clone()));
+        }
+        let redirect = match (&self.redirect, self.redirect_code) {
+            (Some(to), code) => {
+                let code = code.unwrap_or(301);
+                if ![301, 302, 303, 307, 308].contains(&code) {
+                    return Err(at(format!(
+                        "redirect-code: {code} is not 301, 302, 303, 307 or 308"
+                    )));
+                }
+                if to.is_empty() || to.contains(['\r', '\n', ' ']) {
+                    return Err(at(format!("redirect: '{to}' is not a URL")));
+                }
+                Some(Redirect {
+                    to: to.clone(),
+                    code,
+                })
+            }
+            (None, Some(_)) => return Err(at("redirect-code without redirect".into())),
+            (None, None) => None,
+        };
+        Ok(Rule {
+            path: Some(self.path.0.clone()),
+            headers: self
+                .headers
+                .iter()
+                .map(|(n, v)| (n.clone(), v.clone()))
+                .collect(),
+            expires: self.expires.map(|a| a.0),
+            types: self
+                .types
+                .iter()
+                .map(|(x, t)| (x.to_ascii_lowercase(), t.clone()))
+                .collect(),
+            autoindex: self.autoindex,
+            dotfiles: self.dotfiles,
+            errors,
+            redirect,
+            fallback: self.fallback.as_ref().map(|p| p.0.clone()),
+            site,
+        })
+    }
+}
+
 /// A site's name: `docs.example.com`, or `*.example.com` for every name under
 /// `example.com` (not `example.com` itself); kept in lower case.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -450,6 +630,9 @@ pub struct SiteSettings {
     pub autoindex: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub precompressed: Option<Codings>,
+    /// `[[site.rule]]` blocks: per-path settings for this site.
+    #[serde(default, rename = "rule", skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RuleSettings>,
 }
 
 /// The blocks together: at most one default, no name in two sites, a name for each
@@ -675,6 +858,10 @@ pub struct Settings {
     #[arg(skip)]
     #[serde(default, rename = "site", skip_serializing_if = "Vec::is_empty")]
     pub sites: Vec<SiteSettings>,
+    /// `[[rule]]` blocks of the file: per-path settings for every site.
+    #[arg(skip)]
+    #[serde(default, rename = "rule", skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<RuleSettings>,
     /// Address to listen on: PORT or :PORT (every IPv4 address), HOST:PORT (a name:
     /// each address it resolves to), [IPv6]:PORT, or unix:/PATH (a Unix socket; a
     /// stale socket file there is replaced, a live one refused); repeat for several
@@ -883,6 +1070,15 @@ impl Settings {
     pub fn parse(text: &str) -> Result<Settings, String> {
         let s: Settings = toml::from_str(text).map_err(|e| explain(text, &e))?;
         check_sites(&s.sites)?;
+        for r in &s.rules {
+            r.to_rule(false)?;
+        }
+        for (i, site) in s.sites.iter().enumerate() {
+            for r in &site.rules {
+                r.to_rule(true)
+                    .map_err(|e| format!("site #{} ({}): {e}", i + 1, site.root.display()))?;
+            }
+        }
         Ok(s)
     }
 
@@ -903,6 +1099,7 @@ impl Settings {
         Settings {
             root: pick(&self.root, &under.root),
             sites: list(&self.sites, &under.sites),
+            rules: list(&self.rules, &under.rules),
             listen: list(&self.listen, &under.listen),
             unix_mode: pick(&self.unix_mode, &under.unix_mode),
             unix_owner: pick(&self.unix_owner, &under.unix_owner),
@@ -1056,10 +1253,22 @@ impl Settings {
         if let Some(l) = s.error_log_level {
             cfg.error_log_level = l.0;
         }
+        // Checked by `parse`; a rule that fails here came from no file.
+        let rules = |list: &[RuleSettings], site: bool| -> Vec<Rule> {
+            list.iter().filter_map(|r| r.to_rule(site).ok()).collect()
+        };
+        cfg.rules = rules(&s.rules, false);
+        let server_rules = cfg.rules.clone();
         cfg.sites = s
             .sites
             .iter()
             .map(|b| SiteConfig {
+                rules: {
+                    let mut all = server_rules.clone();
+                    all.extend(rules(&b.rules, true));
+                    crate::rules::sort(&mut all);
+                    all
+                },
                 names: b.names.iter().map(|n| n.0.clone()).collect(),
                 root: b.root.clone(),
                 default: b.default,
@@ -1354,6 +1563,7 @@ mod contrib {
             .collect();
         let s = Settings::parse(&blocks).unwrap();
         assert_eq!(s.sites.len(), 3, "{blocks}");
+        assert_eq!(s.rules.len(), 4, "{blocks}");
         let mut cfg = Config::new(PathBuf::from("."));
         s.apply(&mut cfg);
         assert_eq!(

@@ -16,6 +16,7 @@ use linerate_http::{path, Status};
 use crate::config::{Config, SiteConfig};
 use crate::disk::{Disk, Residency};
 use crate::files::{Entry, FileCache, Found};
+use crate::rules::Effective;
 use crate::stats::{Board, Stats};
 
 /// A piece of a response body or head.
@@ -62,6 +63,34 @@ pub(crate) struct Response {
     /// `User-Agent` and `Referer`, kept for an access log that writes them.
     pub user_agent: Option<String>,
     pub referer: Option<String>,
+}
+
+impl Response {
+    /// A response of `parts` (its head first) with `status`, for a request whose line
+    /// the log writes as `request_line`; `body_bytes` of body; closing after it unless
+    /// `keep_alive`.
+    pub fn new(
+        parts: std::collections::VecDeque<Part>,
+        status: Status,
+        keep_alive: bool,
+        request_line: String,
+        body_bytes: u64,
+    ) -> Response {
+        Response {
+            parts,
+            close: !keep_alive,
+            status,
+            request_line,
+            host: None,
+            body_bytes,
+            head_bytes: 0,
+            sent: 0,
+            method: 2,
+            started: None,
+            user_agent: None,
+            referer: None,
+        }
+    }
 }
 
 /// One site's part of a worker: its settings and its own open-file cache (so a path
@@ -251,20 +280,7 @@ impl Site {
         if !head_only {
             parts.push_back(Part::Bytes(body));
         }
-        Response {
-            parts,
-            close: !keep_alive,
-            status,
-            request_line: line,
-            host: None,
-            body_bytes,
-            head_bytes: 0,
-            sent: 0,
-            method: 2,
-            started: None,
-            user_agent: None,
-            referer: None,
-        }
+        Response::new(parts, status, keep_alive, line, body_bytes)
     }
 
     /// The response to `req`.
@@ -364,19 +380,23 @@ impl Site {
         } else {
             self.router.route(req.host.as_deref())
         };
-        let resolved = match path::resolve(&req.path, self.hosts[h].cfg.dotfiles) {
+        let head = req.method == Method::Head;
+        let (resolved, fx) = match self.resolve(req, h) {
             Ok(r) => r,
-            Err(status) => {
-                return self.error_for(status, keep, &[], line, now, req.method == Method::Head)
-            }
+            Err(status) => return self.error_for(status, keep, &[], line, now, head),
         };
+        let fx = fx.as_ref();
+        if let Some((code, loc)) = fx.and_then(|f| f.location(req.query.as_deref())) {
+            let status = Status::redirect(code).unwrap_or(Status::MovedPermanently);
+            return self.error_for(status, keep, &[("Location", &loc)], line, now, head);
+        }
         let rel = resolved.relative();
         match self.hosts[h].cache.lookup(&rel) {
             // A path that names a directory (`/f.bin/`, `/f.bin/.`) is no file's.
             Found::File(_) if resolved.trailing_slash => {
-                self.not_served(Found::Missing, req, line, now)
+                self.not_served(Found::Missing, req, h, fx, line, now)
             }
-            Found::File(e) => self.representation(req, h, &rel, e, line, now),
+            Found::File(e) => self.representation(req, h, &rel, e, fx, line, now),
             Found::Dir => {
                 if !resolved.trailing_slash {
                     let mut loc = format!("{}/", req.path);
@@ -390,7 +410,7 @@ impl Site {
                         &[("Location", &loc)],
                         line,
                         now,
-                        req.method == Method::Head,
+                        head,
                     );
                 }
                 let mut index = rel.clone();
@@ -398,28 +418,93 @@ impl Site {
                     index.push(b'/');
                 }
                 index.extend_from_slice(b"index.html");
+                let autoindex = fx
+                    .and_then(|f| f.autoindex)
+                    .unwrap_or(self.hosts[h].cfg.autoindex);
                 match self.hosts[h].cache.lookup(&index) {
-                    Found::File(e) => self.representation(req, h, &index, e, line, now),
-                    Found::Missing | Found::Dir if self.hosts[h].cfg.autoindex => {
-                        self.listing(req, h, &rel, line, now)
+                    Found::File(e) => self.representation(req, h, &index, e, fx, line, now),
+                    Found::Missing | Found::Dir if autoindex => {
+                        self.listing(req, h, &rel, fx, line, now)
                     }
-                    Found::Dir => self.not_served(Found::Missing, req, line, now),
-                    other => self.not_served(other, req, line, now),
+                    Found::Dir => self.not_served(Found::Missing, req, h, fx, line, now),
+                    other => self.not_served(other, req, h, fx, line, now),
                 }
             }
-            other => self.not_served(other, req, line, now),
+            other => self.not_served(other, req, h, fx, line, now),
+        }
+    }
+
+    /// The request's path resolved beneath site `h`'s root, and what the site's rules
+    /// say for it (none without rules: then no request pays for them). Rules match the
+    /// decoded, normalized path, and may allow or refuse dot-files there.
+    fn resolve(
+        &self,
+        req: &Request,
+        h: usize,
+    ) -> Result<(path::Resolved, Option<Effective>), Status> {
+        let site = &self.hosts[h].cfg;
+        if site.rules.is_empty() {
+            return Ok((path::resolve(&req.path, site.dotfiles)?, None));
+        }
+        let resolved = path::resolve(&req.path, true)?;
+        let rel = resolved.relative();
+        let mut p = String::with_capacity(rel.len() + 2);
+        p.push('/');
+        p.push_str(&String::from_utf8_lossy(&rel));
+        if resolved.trailing_slash && !rel.is_empty() {
+            p.push('/');
+        }
+        let fx = Effective::of(&site.rules, &p);
+        let dotfiles = fx.dotfiles.unwrap_or(site.dotfiles);
+        if !dotfiles
+            && rel
+                .split(|&b| b == b'/')
+                .any(|seg| seg.first() == Some(&b'.'))
+        {
+            return Err(Status::NotFound);
+        }
+        Ok((resolved, Some(fx)))
+    }
+
+    /// A page of site `h` at `page` (a path the operator configured), if it is a file.
+    fn page_entry(&mut self, h: usize, page: &str) -> Option<(Vec<u8>, Rc<Entry>)> {
+        let rel = path::resolve(page, true).ok()?.relative();
+        match self.hosts[h].cache.lookup(&rel) {
+            Found::File(e) => Some((rel, e)),
+            _ => None,
         }
     }
 
     /// The answer for what the cache could not give: 404 (missing), 403 (the permission
     /// bits refuse the server), 503 with `Retry-After` (out of descriptors: a file that
-    /// exists is never a 404 for that).
-    fn not_served(&mut self, why: Found, req: &Request, line: String, now: SystemTime) -> Response {
+    /// exists is never a 404 for that). A missing path gets the rules' fallback if it
+    /// exists (with 200); the others the rules' error page for their status if it
+    /// exists (with that status).
+    fn not_served(
+        &mut self,
+        why: Found,
+        req: &Request,
+        h: usize,
+        fx: Option<&Effective>,
+        line: String,
+        now: SystemTime,
+    ) -> Response {
+        let missing = matches!(why, Found::Missing | Found::Dir | Found::File(_));
+        if let Some(fallback) = fx.and_then(|f| f.fallback.as_deref()).filter(|_| missing) {
+            if let Some((rel, e)) = self.page_entry(h, fallback) {
+                return self.representation(req, h, &rel, e, fx, line, now);
+            }
+        }
         let (status, extra): (Status, &[(&str, &str)]) = match why {
             Found::Forbidden => (Status::Forbidden, &[]),
             Found::Unavailable => (Status::ServiceUnavailable, &[("Retry-After", "1")]),
             Found::Missing | Found::Dir | Found::File(_) => (Status::NotFound, &[]),
         };
+        if let Some(page) = fx.and_then(|f| f.error_page(status.code())) {
+            if let Some((_, e)) = self.page_entry(h, page) {
+                return self.error_page(status, req, &e, extra, line, now);
+            }
+        }
         self.error_for(
             status,
             req.keep_alive,
@@ -427,6 +512,41 @@ impl Site {
             line,
             now,
             req.method == Method::Head,
+        )
+    }
+
+    /// An error answered with a page of the site: `status`, the page's bytes and
+    /// type, no validators (it is not the resource asked for).
+    fn error_page(
+        &mut self,
+        status: Status,
+        req: &Request,
+        e: &Rc<Entry>,
+        extra: &[(&str, &str)],
+        line: String,
+        now: SystemTime,
+    ) -> Response {
+        let mut h = Head::new(status, self.date(now));
+        h.field("Content-Type", &e.content_type);
+        for (n, v) in extra {
+            h.field(n, v);
+        }
+        h.content_length(e.meta.size);
+        let head = h.finish(req.keep_alive);
+        let mut parts: std::collections::VecDeque<Part> = [Part::Bytes(head)].into();
+        let send = req.method == Method::Get && e.meta.size > 0;
+        if send {
+            parts.push_back(match e.contents() {
+                Some(b) => Part::Shared(Arc::clone(&b), 0, b.len()),
+                None => Part::File(Arc::clone(&e.file), 0, e.meta.size, Residency::Unknown),
+            });
+        }
+        Response::new(
+            parts,
+            status,
+            req.keep_alive,
+            line,
+            if send { e.meta.size } else { 0 },
         )
     }
 
@@ -495,20 +615,7 @@ impl Site {
         if req.method == Method::Get {
             parts.push_back(Part::Bytes(body));
         }
-        Response {
-            parts,
-            close: !req.keep_alive,
-            status: Status::Ok,
-            request_line: line,
-            host: None,
-            body_bytes: len,
-            head_bytes: 0,
-            sent: 0,
-            method: 2,
-            started: None,
-            user_agent: None,
-            referer: None,
-        }
+        Response::new(parts, Status::Ok, req.keep_alive, line, len)
     }
 
     fn listing(
@@ -516,13 +623,15 @@ impl Site {
         req: &Request,
         h: usize,
         rel: &[u8],
+        fx: Option<&Effective>,
         line: String,
         now: SystemTime,
     ) -> Response {
         let host = &mut self.hosts[h];
-        let names = match host.cache.list(rel, host.cfg.dotfiles) {
+        let dotfiles = fx.and_then(|f| f.dotfiles).unwrap_or(host.cfg.dotfiles);
+        let names = match host.cache.list(rel, dotfiles) {
             Ok(names) => names,
-            Err(why) => return self.not_served(why, req, line, now),
+            Err(why) => return self.not_served(why, req, h, fx, line, now),
         };
         let title = html_escape(&req.path);
         let mut body = format!("<!DOCTYPE html>\n<html><head><title>Index of {title}</title></head><body>\n<h1>Index of {title}</h1>\n<ul>\n");
@@ -535,7 +644,9 @@ impl Site {
             ));
         }
         body.push_str("</ul>\n</body></html>\n");
-        let fields = [("Content-Type", "text/html; charset=utf-8")];
+        let added = fx.map(|f| f.fields(now)).unwrap_or_default();
+        let mut fields = vec![("Content-Type", "text/html; charset=utf-8")];
+        fields.extend(added.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         self.generated(req, &fields, body.into_bytes(), line, now)
     }
 
@@ -543,22 +654,32 @@ impl Site {
     /// `Accept-Encoding` takes best (see [`linerate_http::coding`]). For a type that
     /// gains by compression every answer says `Vary: Accept-Encoding`, variant or not,
     /// so a cache never hands one client's coding to another.
+    #[allow(clippy::too_many_arguments)]
     fn representation(
         &mut self,
         req: &Request,
         h: usize,
         rel: &[u8],
         e: Rc<Entry>,
+        fx: Option<&Effective>,
         line: String,
         now: SystemTime,
     ) -> Response {
+        // The rules' content type for the name, and their header fields.
+        let typed = fx.and_then(|f| {
+            f.content_type(&String::from_utf8_lossy(rel))
+                .map(str::to_string)
+        });
+        let fields = fx.map(|f| f.fields(now)).unwrap_or_default();
+        let content_type = typed.as_deref().unwrap_or(&e.content_type);
         let host = &mut self.hosts[h];
         if !e.compressible || host.cfg.precompressed.is_empty() {
             let rep = Rep {
                 body: &e,
-                content_type: &e.content_type,
+                content_type,
                 coding: None,
                 vary: false,
+                fields: &fields,
             };
             return self.file(req, rep, line, now);
         }
@@ -578,9 +699,10 @@ impl Site {
         };
         let rep = Rep {
             body: &body,
-            content_type: &e.content_type,
+            content_type,
             coding,
             vary: true,
+            fields: &fields,
         };
         self.file(req, rep, line, now)
     }
@@ -614,21 +736,17 @@ impl Site {
                 if rep.vary {
                     h.field("Vary", "Accept-Encoding");
                 }
+                for (n, val) in rep.fields {
+                    h.field(n, val);
+                }
                 let head = h.finish(keep);
-                return Response {
-                    parts: [Part::Bytes(head)].into(),
-                    close: !keep,
-                    status: Status::NotModified,
-                    request_line: line,
-                    host: None,
-                    body_bytes: 0,
-                    head_bytes: 0,
-                    sent: 0,
-                    method: 2,
-                    started: None,
-                    user_agent: None,
-                    referer: None,
-                };
+                return Response::new(
+                    [Part::Bytes(head)].into(),
+                    Status::NotModified,
+                    keep,
+                    line,
+                    0,
+                );
             }
             Precondition::Proceed => {}
         }
@@ -720,6 +838,9 @@ impl Site {
         if rep.vary {
             h.field("Vary", "Accept-Encoding");
         }
+        for (n, val) in rep.fields {
+            h.field(n, val);
+        }
         let head = h.finish(keep);
         if !send_body {
             parts.clear();
@@ -728,20 +849,13 @@ impl Site {
             std::collections::VecDeque::with_capacity(parts.len() + 1);
         all.push_back(Part::Bytes(head));
         all.extend(parts);
-        Response {
-            parts: all,
-            close: !keep,
+        Response::new(
+            all,
             status,
-            request_line: line,
-            host: None,
-            body_bytes: if send_body { body_len } else { 0 },
-            head_bytes: 0,
-            sent: 0,
-            method: 2,
-            started: None,
-            user_agent: None,
-            referer: None,
-        }
+            keep,
+            line,
+            if send_body { body_len } else { 0 },
+        )
     }
 }
 
@@ -753,6 +867,8 @@ struct Rep<'a> {
     coding: Option<linerate_http::coding::Coding>,
     /// Say `Vary: Accept-Encoding`.
     vary: bool,
+    /// Fields the site's rules add.
+    fields: &'a [(String, String)],
 }
 
 fn html_escape(s: &str) -> String {

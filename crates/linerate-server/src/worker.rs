@@ -1166,20 +1166,9 @@ mod tests {
     use linerate_http::Status;
 
     fn response(line: &str, host: Option<&str>, status: Status, bytes: u64) -> Response {
-        Response {
-            parts: Default::default(),
-            close: false,
-            status,
-            request_line: line.into(),
-            host: host.map(str::to_string),
-            body_bytes: bytes,
-            head_bytes: 0,
-            sent: 0,
-            method: 2,
-            started: None,
-            user_agent: None,
-            referer: None,
-        }
+        let mut r = Response::new(Default::default(), status, true, line.into(), bytes);
+        r.host = host.map(str::to_string);
+        r
     }
 
     const CLF: LogStyle = LogStyle {

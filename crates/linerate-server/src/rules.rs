@@ -1,0 +1,359 @@
+//! Per-path rules of a site (`[[rule]]` for every site, `[[site.rule]]` for one):
+//! response headers, `expires`, content-type overrides, `autoindex`, `dotfiles`, error
+//! pages, redirects and a fallback (docs/http.md W1-W4).
+//!
+//! A rule's `path` is exact (`=/about.html`), a glob (`*.js`, `/static/**/*.css`: a
+//! glob with no `/` looks at the last segment only; `*` and `?` stop at `/`, `**`
+//! crosses it), or else a prefix (`/assets/`). Rules are matched against the decoded,
+//! normalized path (so `%2e` cannot step around one) and applied from the least
+//! specific to the most, each setting taken from the most specific rule that gives it:
+//! prefixes (shorter first), then globs (fewer literal characters first), then exact
+//! paths; on a tie a site's rule wins over a server-wide one, then the later in the
+//! file. Headers merge by name the same way.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Where a rule applies.
+#[derive(Clone, Debug)]
+pub enum PathMatch {
+    /// The path itself.
+    Exact(String),
+    /// Paths starting with it.
+    Prefix(String),
+    /// Paths (or, with no `/` in the pattern, last segments) the pattern matches.
+    Glob {
+        pattern: glob::Pattern,
+        whole_path: bool,
+    },
+}
+
+impl PathMatch {
+    /// Parses a rule's `path`.
+    pub fn parse(s: &str) -> Result<PathMatch, String> {
+        if let Some(exact) = s.strip_prefix('=') {
+            if !exact.starts_with('/') {
+                return Err(format!("'{s}': an exact path is =/PATH"));
+            }
+            return Ok(PathMatch::Exact(exact.to_string()));
+        }
+        if s.contains(['*', '?', '[']) {
+            let pattern = glob::Pattern::new(s).map_err(|e| format!("'{s}': {e}"))?;
+            return Ok(PathMatch::Glob {
+                whole_path: s.contains('/'),
+                pattern,
+            });
+        }
+        if !s.starts_with('/') {
+            return Err(format!(
+                "'{s}' is not a path (/PREFIX, =/EXACT, or a glob such as *.js)"
+            ));
+        }
+        Ok(PathMatch::Prefix(s.to_string()))
+    }
+
+    fn matches(&self, path: &str) -> bool {
+        let opts = glob::MatchOptions {
+            case_sensitive: true,
+            require_literal_separator: true,
+            require_literal_leading_dot: false,
+        };
+        match self {
+            PathMatch::Exact(p) => path == p,
+            PathMatch::Prefix(p) => path.starts_with(p.as_str()),
+            PathMatch::Glob {
+                pattern,
+                whole_path: true,
+            } => pattern.matches_with(path, opts),
+            PathMatch::Glob { pattern, .. } => {
+                pattern.matches_with(path.rsplit('/').next().unwrap_or(path), opts)
+            }
+        }
+    }
+
+    /// Ordering key: kind, then how much of a path it pins down.
+    fn specificity(&self) -> (u8, usize) {
+        match self {
+            PathMatch::Prefix(p) => (0, p.len()),
+            PathMatch::Glob { pattern, .. } => (
+                1,
+                pattern
+                    .as_str()
+                    .chars()
+                    .filter(|c| !matches!(c, '*' | '?' | '[' | ']'))
+                    .count(),
+            ),
+            PathMatch::Exact(p) => (2, p.len()),
+        }
+    }
+}
+
+impl fmt::Display for PathMatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathMatch::Exact(p) => write!(f, "={p}"),
+            PathMatch::Prefix(p) => f.write_str(p),
+            PathMatch::Glob { pattern, .. } => f.write_str(pattern.as_str()),
+        }
+    }
+}
+
+impl PartialEq for PathMatch {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
+impl Eq for PathMatch {}
+
+/// A redirect: where to and with which status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Redirect {
+    /// A URL or a path. For a prefix rule, the rest of the path after the prefix is
+    /// appended; the query is always kept.
+    pub to: String,
+    /// 301, 302, 307 or 308.
+    pub code: u16,
+}
+
+/// One rule.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rule {
+    pub path: Option<PathMatch>,
+    /// Extra response fields (on 2xx, 3xx and 304 answers).
+    pub headers: Vec<(String, String)>,
+    /// `Cache-Control: max-age` and `Expires` this far ahead.
+    pub expires: Option<Duration>,
+    /// Content types by extension (lower case, no dot).
+    pub types: Vec<(String, String)>,
+    pub autoindex: Option<bool>,
+    pub dotfiles: Option<bool>,
+    /// Error pages by status: a path in the site, served with the status.
+    pub errors: Vec<(u16, String)>,
+    pub redirect: Option<Redirect>,
+    /// A path served (with 200) for a path that names nothing.
+    pub fallback: Option<String>,
+    /// A site's own rule (over a server-wide one of the same specificity).
+    pub site: bool,
+}
+
+/// Orders `rules` from the least specific to the most (see the module's text).
+pub fn sort(rules: &mut [Rule]) {
+    // A stable sort keeps the file's order among equals.
+    rules.sort_by_key(|r| {
+        let (kind, len) = r.path.as_ref().map_or((0, 0), PathMatch::specificity);
+        (kind, len, r.site)
+    });
+}
+
+/// What the rules say for one path: the matching rules merged into one (no path of
+/// its own), and the prefix the redirect came with.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Effective {
+    /// The path they were matched against.
+    pub path: String,
+    merged: Rule,
+    /// The prefix of the rule the redirect came from (for the rest of the path).
+    redirect_prefix: Option<String>,
+}
+
+impl std::ops::Deref for Effective {
+    type Target = Rule;
+    fn deref(&self) -> &Rule {
+        &self.merged
+    }
+}
+
+impl Rule {
+    /// Takes what `r` gives over what this has: each setting it sets, each header
+    /// field, type and error page by its key.
+    fn absorb(&mut self, r: &Rule) {
+        for (name, value) in &r.headers {
+            self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            self.headers.push((name.clone(), value.clone()));
+        }
+        for (ext, t) in &r.types {
+            self.types.retain(|(x, _)| x != ext);
+            self.types.push((ext.clone(), t.clone()));
+        }
+        for (status, page) in &r.errors {
+            self.errors.retain(|(s, _)| s != status);
+            self.errors.push((*status, page.clone()));
+        }
+        self.expires = r.expires.or(self.expires);
+        self.autoindex = r.autoindex.or(self.autoindex);
+        self.dotfiles = r.dotfiles.or(self.dotfiles);
+        if r.redirect.is_some() {
+            self.redirect.clone_from(&r.redirect);
+        }
+        if r.fallback.is_some() {
+            self.fallback.clone_from(&r.fallback);
+        }
+    }
+}
+
+impl Effective {
+    /// The rules of `rules` (sorted by [`sort`]) that match `path`, merged.
+    pub fn of(rules: &[Rule], path: &str) -> Effective {
+        let mut e = Effective {
+            path: path.to_string(),
+            ..Effective::default()
+        };
+        for r in rules {
+            if !r.path.as_ref().is_none_or(|p| p.matches(path)) {
+                continue;
+            }
+            e.merged.absorb(r);
+            if r.redirect.is_some() {
+                e.redirect_prefix = match &r.path {
+                    Some(PathMatch::Prefix(p)) => Some(p.clone()),
+                    _ => None,
+                };
+            }
+        }
+        e
+    }
+
+    /// The content type the rules give a file named `name`, if any.
+    pub fn content_type(&self, name: &str) -> Option<&str> {
+        let (_, ext) = name.rsplit('/').next()?.rsplit_once('.')?;
+        self.types
+            .iter()
+            .find(|(x, _)| x.eq_ignore_ascii_case(ext))
+            .map(|(_, t)| t.as_str())
+    }
+
+    /// The error page for `status`, if any.
+    pub fn error_page(&self, status: u16) -> Option<&str> {
+        self.errors
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map(|(_, p)| p.as_str())
+    }
+
+    /// The redirect's status and `Location`, for a request with `query`.
+    pub fn location(&self, query: Option<&str>) -> Option<(u16, String)> {
+        let r = self.merged.redirect.as_ref()?;
+        let mut to = r.to.clone();
+        let prefix = self.redirect_prefix.as_deref();
+        if let Some(rest) = prefix.and_then(|p| self.path.strip_prefix(p)) {
+            to.push_str(rest);
+        }
+        if let Some(q) = query {
+            to.push(if to.contains('?') { '&' } else { '?' });
+            to.push_str(q);
+        }
+        Some((r.code, to))
+    }
+
+    /// The response fields the rules add: their headers, and for `expires` a
+    /// `Cache-Control: max-age` (unless a header rule sets `Cache-Control`) and an
+    /// `Expires` date from `now`.
+    pub fn fields(&self, now: std::time::SystemTime) -> Vec<(String, String)> {
+        let mut out = self.headers.clone();
+        if let Some(d) = self.expires {
+            if !out
+                .iter()
+                .any(|(n, _)| n.eq_ignore_ascii_case("cache-control"))
+            {
+                out.push(("Cache-Control".into(), format!("max-age={}", d.as_secs())));
+            }
+            out.push(("Expires".into(), httpdate::fmt_http_date(now + d)));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(path: &str, site: bool) -> Rule {
+        Rule {
+            path: Some(PathMatch::parse(path).unwrap()),
+            site,
+            ..Rule::default()
+        }
+    }
+
+    fn header(mut r: Rule, value: &str) -> Rule {
+        r.headers = vec![("X-Rule".into(), value.into())];
+        r
+    }
+
+    /// Rules: docs/http.md W1.
+    #[test]
+    fn the_most_specific_rule_wins_setting_by_setting() {
+        let mut rules = vec![
+            header(rule("/", false), "server /"),
+            header(rule("/assets/", false), "server /assets/"),
+            header(rule("/assets/", true), "site /assets/"),
+            header(rule("*.js", true), "*.js"),
+            header(rule("/assets/**/*.js", true), "/assets/**/*.js"),
+            header(rule("=/assets/app.js", false), "=/assets/app.js"),
+            header(rule("/assets/img/", true), "site /assets/img/"),
+        ];
+        rules[1].expires = Some(Duration::from_secs(60));
+        rules[3].autoindex = Some(true);
+        sort(&mut rules);
+        let fx = |p: &str| Effective::of(&rules, p);
+        let x = |p: &str| fx(p).headers[0].1.clone();
+        for (path, want) in [
+            ("/index.html", "server /"),
+            ("/assets/a.css", "site /assets/"),
+            ("/assets/img/a.png", "site /assets/img/"),
+            ("/lib.js", "*.js"),
+            ("/assets/img/x.js", "/assets/**/*.js"),
+            ("/assets/lib/x.js", "/assets/**/*.js"),
+            ("/assets/app.js", "=/assets/app.js"),
+        ] {
+            assert_eq!(x(path), want, "{path}");
+            assert_eq!(fx(path).headers.len(), 1, "merged by name: {path}");
+        }
+        // Other settings come from the most specific rule that gives them.
+        assert_eq!(fx("/assets/app.js").expires, Some(Duration::from_secs(60)));
+        assert_eq!(fx("/assets/app.js").autoindex, Some(true));
+        assert_eq!(fx("/index.html").expires, None);
+        // `*` stops at `/`; a glob without `/` looks at the last segment.
+        assert!(PathMatch::parse("/a/*.js").unwrap().matches("/a/b.js"));
+        assert!(!PathMatch::parse("/a/*.js").unwrap().matches("/a/b/c.js"));
+        assert!(PathMatch::parse("*.js").unwrap().matches("/a/b/c.js"));
+        assert!(!PathMatch::parse("*.js").unwrap().matches("/a.js/b"));
+    }
+
+    #[test]
+    fn redirects_keep_the_rest_of_a_prefix_and_the_query() {
+        let mut r = rule("/old/", true);
+        r.redirect = Some(Redirect {
+            to: "https://new.example.com/docs/".into(),
+            code: 308,
+        });
+        let fx = Effective::of(&[r], "/old/a/b.html");
+        assert_eq!(
+            fx.location(Some("x=1")),
+            Some((308, "https://new.example.com/docs/a/b.html?x=1".into()))
+        );
+        let mut r = rule("=/gone", true);
+        r.redirect = Some(Redirect {
+            to: "/here?from=gone".into(),
+            code: 301,
+        });
+        let fx = Effective::of(&[r], "/gone");
+        assert_eq!(
+            fx.location(Some("q")),
+            Some((301, "/here?from=gone&q".into()))
+        );
+    }
+
+    #[test]
+    fn bad_paths_are_refused() {
+        for (p, why) in [
+            ("assets", "is not a path"),
+            ("=about", "=/PATH"),
+            ("/a/[", "'/a/['"),
+        ] {
+            let e = PathMatch::parse(p).unwrap_err();
+            assert!(e.contains(why), "{p}: {e}");
+        }
+    }
+}
