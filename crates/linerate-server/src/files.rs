@@ -39,6 +39,7 @@ use linerate_http::conditional::Validators;
 use linerate_sys::fs::{open_beneath, open_beneath_no_symlinks, stat_at, stat_fd, FileMeta};
 use linerate_sys::notify::{self, Inotify};
 
+use crate::listing::ListEntry;
 use crate::logs::{more, RateLimit};
 use crate::stats::Stats;
 
@@ -507,21 +508,27 @@ impl FileCache {
 
     /// Names in directory `rel`, sorted, dot-files left out unless `dotfiles`; or why
     /// not (missing, forbidden, out of descriptors).
-    pub fn list(&mut self, rel: &[u8], dotfiles: bool) -> Result<Vec<(String, bool)>, Found> {
+    pub fn list(&mut self, rel: &[u8], dotfiles: bool) -> Result<Vec<ListEntry>, Found> {
         let fd = self.open(rel).map_err(|e| refusal(&e))?;
         // /proc/self/fd gives the opened directory itself, wherever links pointed.
         let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
-        let mut names: Vec<(String, bool)> = std::fs::read_dir(path)
+        let mut entries: Vec<ListEntry> = std::fs::read_dir(path)
             .map_err(|e| refusal(&e))?
             .filter_map(|e| e.ok())
             .filter_map(|e| {
-                let n = e.file_name().into_string().ok()?;
-                let dir = e.file_type().ok()?.is_dir();
-                (dotfiles || !n.starts_with('.')).then_some((n, dir))
+                let name = e.file_name().as_bytes().to_vec();
+                // Its own metadata: a link is not followed out of the root.
+                let m = e.metadata().ok()?;
+                (dotfiles || name.first() != Some(&b'.')).then(|| ListEntry {
+                    name,
+                    dir: m.is_dir(),
+                    size: m.len(),
+                    modified: m.modified().unwrap_or(UNIX_EPOCH),
+                })
             })
             .collect();
-        names.sort();
-        Ok(names)
+        crate::listing::sort(&mut entries);
+        Ok(entries)
     }
 }
 
@@ -713,14 +720,13 @@ mod tests {
         let Ok(names) = c.list(b"", false) else {
             panic!("no listing")
         };
-        assert_eq!(
-            names,
-            [("a".into(), false), ("b".into(), false), ("c".into(), true)]
-        );
+        let shown: Vec<(&[u8], bool)> = names.iter().map(|e| (&e.name[..], e.dir)).collect();
+        assert_eq!(shown, [(&b"c"[..], true), (b"a", false), (b"b", false)]);
+        assert_eq!(names[1].size, 1);
         let Ok(all) = c.list(b"", true) else {
             panic!("no listing")
         };
-        assert_eq!(all.first(), Some(&(".hidden".to_string(), false)));
+        assert_eq!(all[1].name, b".hidden");
         assert!(matches!(c.list(b"nope", false), Err(Found::Missing)));
     }
 

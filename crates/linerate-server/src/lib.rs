@@ -20,6 +20,7 @@ mod disk;
 pub mod driver;
 mod files;
 pub mod listen;
+mod listing;
 pub mod logs;
 mod metrics;
 pub mod rules;

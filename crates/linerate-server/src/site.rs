@@ -629,23 +629,27 @@ impl Site {
     ) -> Response {
         let host = &mut self.hosts[h];
         let dotfiles = fx.and_then(|f| f.dotfiles).unwrap_or(host.cfg.dotfiles);
-        let names = match host.cache.list(rel, dotfiles) {
-            Ok(names) => names,
+        let entries = match host.cache.list(rel, dotfiles) {
+            Ok(entries) => entries,
             Err(why) => return self.not_served(why, req, h, fx, line, now),
         };
-        let title = html_escape(&req.path);
-        let mut body = format!("<!DOCTYPE html>\n<html><head><title>Index of {title}</title></head><body>\n<h1>Index of {title}</h1>\n<ul>\n");
-        for (n, dir) in names {
-            let slash = if dir { "/" } else { "" };
-            body.push_str(&format!(
-                "<li><a href=\"{}{slash}\">{}{slash}</a></li>\n",
-                percent_encode(&n),
-                html_escape(&n)
-            ));
-        }
-        body.push_str("</ul>\n</body></html>\n");
+        let as_json = req
+            .query
+            .as_deref()
+            .is_some_and(|q| q.split('&').any(|p| p == "format=json"));
+        let (body, content_type) = if as_json {
+            (
+                crate::listing::json(&entries),
+                "application/json; charset=utf-8",
+            )
+        } else {
+            (
+                crate::listing::html(&req.path, &entries),
+                "text/html; charset=utf-8",
+            )
+        };
         let added = fx.map(|f| f.fields(now)).unwrap_or_default();
-        let mut fields = vec![("Content-Type", "text/html; charset=utf-8")];
+        let mut fields = vec![("Content-Type", content_type)];
         fields.extend(added.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         self.generated(req, &fields, body.into_bytes(), line, now)
     }
@@ -871,25 +875,6 @@ struct Rep<'a> {
     fields: &'a [(String, String)],
 }
 
-fn html_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                (b as char).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -1047,7 +1032,7 @@ pub(crate) mod tests {
             })
             .collect();
         let html = String::from_utf8(body).unwrap();
-        assert!(html.contains("href=\"%3Cb%3E%20%26%20c\""), "{html}");
+        assert!(html.contains("href=\"./%3Cb%3E%20%26%20c\""), "{html}");
         assert!(html.contains("&lt;b&gt; &amp; c"), "{html}");
     }
 
@@ -1069,14 +1054,5 @@ pub(crate) mod tests {
         assert!(head_of(&r).contains("application/json"));
         // Every request so far is counted, this one too.
         assert!(Stats::get(&s.stats.requests) >= 4);
-    }
-
-    #[test]
-    fn escaping_for_listings() {
-        assert_eq!(
-            html_escape("<a href=\"x\">&</a>"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&lt;/a&gt;"
-        );
-        assert_eq!(percent_encode("a b%/ü~"), "a%20b%25%2F%C3%BC~");
     }
 }

@@ -325,3 +325,76 @@ fn a_file_the_server_may_not_read_is_403_with_an_error_log_line(transmit: &str) 
         "error log: {err}"
     );
 }
+
+/// A listing of hostile names, loaded in headless Chromium: no name runs a script or
+/// makes an element, each links to itself, and `?format=json` lists the same entries.
+/// Rules: docs/http.md F5.
+#[test]
+fn a_listing_of_hostile_names_runs_no_script_in_a_browser() {
+    let root = docroot();
+    let names = [
+        "<img src=x onerror=\"document.title='pwned'\">",
+        "<script>document.title='pwned'",
+        "<svg onload=\"document.title='pwned'\">",
+        "a b%",
+        "x\"y' z",
+    ];
+    for n in names {
+        put(&root.path().join("d"), n, b"x");
+    }
+    let s = LINERATE.start(root.path(), &["--autoindex"]);
+    let r = linerate_testkit::fetch(s.addr, "/d/?format=json", "");
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/json; charset=utf-8")
+    );
+    let listed: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    let mut got: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    got.sort_unstable();
+    let mut want = names.to_vec();
+    want.sort_unstable();
+    assert_eq!(got, want);
+    // Each link fetches its own file.
+    let html = String::from_utf8(linerate_testkit::fetch(s.addr, "/d/", "").body).unwrap();
+    for href in html.split("href=\"./").skip(1) {
+        let href = href.split('"').next().unwrap();
+        let r = linerate_testkit::fetch(s.addr, &format!("/d/{href}"), "");
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"x"[..]), "{href}");
+    }
+    if !Command::new("sh")
+        .args(["-c", "command -v chromium"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "chromium is missing under CI"
+        );
+        eprintln!("chromium is not installed: the browser check is skipped");
+        return;
+    }
+    let out = Command::new("timeout")
+        .args([
+            "120",
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+        ])
+        .arg("--dump-dom")
+        .arg(format!("http://{}/d/", s.addr))
+        .output()
+        .expect("chromium runs");
+    let dom = String::from_utf8_lossy(&out.stdout);
+    assert!(dom.contains("<title>Index of /d/</title>"), "{dom}");
+    assert!(!dom.contains("pwned</title>"), "a name ran a script: {dom}");
+    for tag in ["<img", "<script", "<svg"] {
+        assert!(!dom.contains(tag), "{tag}: {dom}");
+    }
+    assert_eq!(dom.matches("<a href=").count(), names.len() + 1, "{dom}");
+}
