@@ -32,6 +32,7 @@ mod files;
 mod http;
 mod proc;
 mod server;
+mod tools;
 
 pub use client::{
     connect, exchange, expect_answers, expect_range, expect_refused, fetch, raw, raw_bytewise,
@@ -48,6 +49,7 @@ pub use proc::{
     open_fds, set_soft_nofile,
 };
 pub use server::{Linerate, Server};
+pub use tools::{headless_chromium, installed};
 
 /// Flags that make small files and file ranges go by the transmit strategy: by default
 /// files up to 16 KiB are served from memory and ranges up to 16 KiB are read into the

@@ -7,24 +7,10 @@
 use std::path::Path;
 use std::process::Command;
 
-use linerate_testkit::Linerate;
+use linerate_testkit::{headless_chromium, installed, Linerate};
 use serde_json::Value;
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
-
-fn installed(program: &str) -> bool {
-    let found = Command::new("sh")
-        .args([
-            "-c",
-            &format!("command -v {program} || test -x /usr/sbin/{program}"),
-        ])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found && std::env::var_os("CI").is_some() {
-        panic!("{program} is missing under CI: scripts/test installs it");
-    }
-    found
-}
 
 /// No process whose command line holds `pattern` is running.
 fn none_left(pattern: &str) -> bool {
@@ -37,23 +23,16 @@ fn none_left(pattern: &str) -> bool {
 /// Loads `page` in headless Chromium; returns the console lines it printed and whether
 /// a screenshot was written.
 fn chromium(page: &Path, shot: &Path) -> (Vec<String>, bool) {
-    let out = Command::new("timeout")
-        .args([
-            "120",
-            "chromium",
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-        ])
-        .args([
-            "--enable-logging=stderr",
-            "--v=0",
-            "--window-size=1200,2400",
-        ])
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("chromium runs");
+    let shot_arg = format!("--screenshot={}", shot.display());
+    let url = format!("file://{}", page.display());
+    let out = headless_chromium(&[
+        "--enable-logging=stderr",
+        "--v=0",
+        "--window-size=1200,2400",
+        &shot_arg,
+        &url,
+    ])
+    .expect("chromium is installed");
     let console = String::from_utf8_lossy(&out.stderr)
         .lines()
         .filter(|l| l.contains(":CONSOLE"))

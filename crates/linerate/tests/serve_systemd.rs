@@ -7,21 +7,9 @@ use std::os::unix::net::UnixDatagram;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use linerate_testkit::{docroot, fetch, put, Linerate};
+use linerate_testkit::{docroot, fetch, installed, put, Linerate};
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
-
-/// Whether `program` is installed; under CI it must be (scripts/test installs it).
-fn installed(program: &str) -> bool {
-    let found = Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found && std::env::var_os("CI").is_some() {
-        panic!("{program} is missing under CI: scripts/test installs it");
-    }
-    found
-}
 
 /// Reads the address from a child's "listening on ADDR" line.
 fn listening(child: &mut Child) -> std::net::SocketAddr {

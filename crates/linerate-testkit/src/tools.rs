@@ -1,0 +1,40 @@
+//! Programs some tests drive (Debian packages `scripts/test` installs): whether one is
+//! there, and headless Chromium.
+
+use std::process::{Command, Output};
+
+/// Whether `program` is installed (on the PATH or in /usr/sbin). Under CI it must be:
+/// a missing one fails the test instead of skipping what it checks.
+pub fn installed(program: &str) -> bool {
+    let found = Command::new("sh")
+        .args([
+            "-c",
+            &format!("command -v {program} || test -x /usr/sbin/{program}"),
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found && std::env::var_os("CI").is_some() {
+        panic!("{program} is missing under CI: scripts/test installs it");
+    }
+    found
+}
+
+/// `chromium --headless ARGS...` (no sandbox, no GPU, at most 120 s); `None` when
+/// Chromium is not installed.
+pub fn headless_chromium(args: &[&str]) -> Option<Output> {
+    if !installed("chromium") {
+        return None;
+    }
+    let out = Command::new("timeout")
+        .args([
+            "120",
+            "chromium",
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+        ])
+        .args(args)
+        .output()
+        .expect("chromium runs");
+    Some(out)
+}
