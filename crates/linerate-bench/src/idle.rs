@@ -203,6 +203,7 @@ pub fn compare(
         workers: cfg.workers,
         keepalive_seconds: 600,
         connections: cfg.connections + 1024,
+        gzip: None,
     };
     let mut infos: Vec<Option<IdleServer>> = vec![None; servers.len()];
     let mut runs: Vec<Vec<IdleReport>> = vec![Vec::new(); servers.len()];

@@ -42,6 +42,13 @@ pub struct CompareArgs {
     /// Print the result as JSON on stdout too.
     #[arg(long)]
     json: bool,
+    /// Compressed answers: SIZE.js files (text) with SIZE.js.gz beside them, asked for
+    /// with Accept-Encoding: gzip. static: every server sends the .gz (nginx
+    /// gzip_static, h2o file.send-compressed; lighttpd cannot and is skipped); dynamic:
+    /// the peers compress each response (nginx gzip on, lighttpd mod_deflate, h2o
+    /// compress; needs --client wrk) while linerate still sends the .gz.
+    #[arg(long, value_name = "static|dynamic")]
+    gzip: Option<linerate_bench::compare::peers::Gzip>,
 }
 
 /// Which servers a comparison runs: peers, and linerate's variants and builds. Shared
@@ -184,6 +191,7 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         iterations: a.iterations as usize,
         confidence: a.confidence,
         out: Some(a.out.join("samples")),
+        gzip: a.gzip,
     };
     if let Err(e) = compare::check(&cfg) {
         return Ok(usage_error(&e));

@@ -426,3 +426,62 @@ fn bench_cold_compares_the_disk_helpers_with_inline_reads() {
         assert!(err.contains("disk file system"), "{err}");
     }
 }
+
+/// `--gzip static`: every server sends the `.gz` beside `SIZE.js` (checked byte for
+/// byte by length and CRC), lighttpd sits out; `--gzip dynamic` runs with wrk and
+/// refuses the builtin client (it reads no chunked answers).
+#[test]
+fn gzip_static_checks_the_precompressed_bodies_and_dynamic_needs_wrk() {
+    let out = tempfile::tempdir().unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let (code, stdout, err) = LINERATE.run(&[
+        "bench",
+        "compare",
+        "--gzip",
+        "static",
+        "--sizes",
+        "20K",
+        "--root",
+        root.path().to_str().unwrap(),
+        "-d",
+        "0.2",
+        "-c",
+        "4",
+        "-i",
+        "3",
+        "--out",
+        out.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let names = server_field(&v, "name");
+    assert!(!names.contains(&"lighttpd"), "{names:?}");
+    assert!(names.contains(&"linerate"));
+    if installed("lighttpd") {
+        let skipped = v["skipped"].to_string();
+        assert!(skipped.contains("no setting to send precompressed"), "{skipped}");
+    }
+    let text = std::fs::read(root.path().join("20K.js")).unwrap();
+    let gz = std::fs::read(root.path().join("20K.js.gz")).unwrap();
+    assert_eq!(text.len(), 20 << 10);
+    assert!(
+        gz.len() * 3 < text.len() && gz.len() * 6 > text.len(),
+        "{}",
+        gz.len()
+    );
+    for w in v["workloads"].as_array().unwrap() {
+        for runs in w["runs"].as_array().unwrap() {
+            for r in runs.as_array().unwrap() {
+                for (kind, n) in r["errors"].as_object().unwrap() {
+                    assert_eq!(n, 0, "{kind}: {r}");
+                }
+            }
+        }
+    }
+    let (code, _, err) = LINERATE.run(&[
+        "bench", "compare", "--gzip", "dynamic", "--sizes", "20K", "-i", "3",
+    ]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--client wrk"), "{err}");
+}

@@ -188,6 +188,9 @@ pub struct CompareConfig {
     pub confidence: linerate_stat::Confidence,
     /// Where samples (ministat files) go, if anywhere.
     pub out: Option<PathBuf>,
+    /// Ask for gzip (`Accept-Encoding: gzip`) of `SIZE.js` files that have a `.gz`
+    /// beside them, and configure the peers to send that or to compress themselves.
+    pub gzip: Option<peers::Gzip>,
 }
 
 /// Failures that end a comparison.
@@ -301,6 +304,15 @@ pub fn check(cfg: &CompareConfig) -> Result<(), String> {
     if cfg.clients.is_empty() {
         return Err("--client: give builtin, wrk or both".into());
     }
+    if cfg.gzip.is_some() && cfg.mix_dirs.is_some() {
+        return Err("--gzip: give --sizes (the mix has no .js files)".into());
+    }
+    if cfg.gzip == Some(peers::Gzip::Dynamic) && cfg.clients.contains(&Client::Builtin) {
+        return Err(
+            "--gzip dynamic: the peers answer chunked, which the builtin client does not read: give --client wrk"
+                .into(),
+        );
+    }
     if cfg.clients.contains(&Client::Wrk) {
         let one = HttpConfig {
             workload: Arc::new(Workload::List(vec![workload::size_item("/", 1)])),
@@ -345,7 +357,16 @@ pub fn run(
         reason,
     };
     std::fs::create_dir_all(&root).map_err(fileset)?;
-    workload::write_sizes(&root, &cfg.sizes).map_err(fileset)?;
+    let mut items = Vec::new();
+    if let Some(g) = cfg.gzip {
+        for &s in &cfg.sizes {
+            let exact = g == peers::Gzip::Static;
+            items.push(workload::write_text_size(&root, "/", s, exact).map_err(fileset)?);
+        }
+    } else {
+        workload::write_sizes(&root, &cfg.sizes).map_err(fileset)?;
+        items.extend(cfg.sizes.iter().map(|&s| workload::size_item("/", s)));
+    }
     if let Some(d) = cfg.mix_dirs {
         workload::write_specweb99(&root, d).map_err(fileset)?;
     }
@@ -365,6 +386,12 @@ pub fn run(
         None
     };
     for spec in &cfg.servers {
+        if cfg.gzip == Some(peers::Gzip::Static) && spec.peer == Peer::Lighttpd {
+            let why = "it has no setting to send precompressed files".to_string();
+            on(Event::Skipped(&spec.label, &why));
+            skipped.push((spec.label.clone(), why));
+            continue;
+        }
         let exe = spec.exe.clone().or_else(|| spec.peer.find());
         let Some(exe) = exe else {
             let why = "not installed".to_string();
@@ -380,7 +407,10 @@ pub fn run(
             cpu: cfg.server_cpu,
             work: work.path().join(&spec.label),
             extra: spec.args.clone(),
-            settings: peers::Settings::default(),
+            settings: peers::Settings {
+                gzip: cfg.gzip,
+                ..peers::Settings::default()
+            },
         };
         let r = match peers::start(&launch) {
             Ok(r) => r,
@@ -421,10 +451,9 @@ pub fn run(
             "no server to measure: none of those asked for is installed".into(),
         ));
     }
-    let mut workloads: Vec<Workload> = cfg
-        .sizes
-        .iter()
-        .map(|&s| Workload::List(vec![workload::size_item("/", s)]))
+    let mut workloads: Vec<Workload> = items
+        .into_iter()
+        .map(|item| Workload::List(vec![item]))
         .collect();
     if let Some(d) = cfg.mix_dirs {
         workloads.push(Workload::specweb99("/", d));
@@ -443,13 +472,16 @@ pub fn run(
                     return Err(CompareError::Interrupted);
                 }
                 let server = &running[*at];
-                let load = HttpConfig {
+                let mut load = HttpConfig {
                     target: server.addr,
                     host: server.addr.to_string(),
                     workload: Arc::clone(&w),
                     server_pid: Some(server.pid),
                     ..cfg.load.clone()
                 };
+                if cfg.gzip.is_some() {
+                    load.headers.push("Accept-Encoding: gzip".to_string());
+                }
                 let result = match (info.client, &wrk) {
                     (Client::Wrk, Some(exe)) => http::wrk::run(&load, exe),
                     _ => http::run(&load, stop, &mut |_, _| {}),

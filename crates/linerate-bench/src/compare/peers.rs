@@ -89,6 +89,30 @@ pub struct Launch {
     pub settings: Settings,
 }
 
+/// How compressed answers are made, in a comparison with `Accept-Encoding: gzip`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Gzip {
+    /// Each server sends the `.gz` beside the file (nginx's `gzip_static`, h2o's
+    /// `file.send-compressed`; lighttpd has no such setting and sits it out).
+    Static,
+    /// Each peer compresses every response itself (nginx's `gzip on` at its default
+    /// level 1, lighttpd's mod_deflate, h2o's `compress`); linerate, which never
+    /// compresses on the fly, still sends the `.gz`.
+    Dynamic,
+}
+
+impl std::str::FromStr for Gzip {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Gzip, String> {
+        match s {
+            "static" => Ok(Gzip::Static),
+            "dynamic" => Ok(Gzip::Dynamic),
+            _ => Err(format!("'{s}': give static or dynamic")),
+        }
+    }
+}
+
 /// The settings every server of a comparison gets, each in its own words.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Settings {
@@ -99,6 +123,8 @@ pub struct Settings {
     /// Connections the server accepts at once (and descriptors it may open: twice as
     /// many, for files and logs too).
     pub connections: usize,
+    /// Compressed answers, and how they are made (None: files are sent as they are).
+    pub gzip: Option<Gzip>,
 }
 
 impl Default for Settings {
@@ -108,6 +134,7 @@ impl Default for Settings {
             workers: 1,
             keepalive_seconds: 65,
             connections: 10_240,
+            gzip: None,
         }
     }
 }
@@ -164,7 +191,22 @@ pub fn config_text(l: &Launch) -> String {
         workers,
         keepalive_seconds: keepalive,
         connections,
+        gzip,
     } = l.settings;
+    // Each server's words for it (`.js` files are text/javascript to all of them).
+    let (nginx_gzip, lighttpd_gzip, h2o_gzip) = match gzip {
+        None => ("", "", "file.send-compressed: OFF\n"),
+        Some(Gzip::Static) => (
+            "    gzip_static on;\n    gzip_vary on;\n",
+            "",
+            "file.send-compressed: ON\n",
+        ),
+        Some(Gzip::Dynamic) => (
+            "    gzip on;\n    gzip_types text/javascript;\n    gzip_vary on;\n",
+            "server.modules += (\"mod_deflate\")\ndeflate.mimetypes = (\"text/javascript\")\ndeflate.allowed-encodings = (\"gzip\")\n",
+            "file.send-compressed: OFF\ncompress: ON\n",
+        ),
+    };
     // Descriptors: two per connection at most (the socket and a file), under the
     // hard limit this process has (the servers inherit it).
     let hard = linerate_sys::fs::nofile_limit().map_or(20_000, |(_, h)| h);
@@ -200,12 +242,12 @@ http {{
     open_file_cache_valid 60s;
     keepalive_requests 1000000;
     keepalive_timeout {keepalive}s;
-    client_body_temp_path {work}/client_body;
+{nginx_gzip}    client_body_temp_path {work}/client_body;
     proxy_temp_path {work}/proxy;
     fastcgi_temp_path {work}/fastcgi;
     uwsgi_temp_path {work}/uwsgi;
     scgi_temp_path {work}/scgi;
-    types {{ application/octet-stream bin; }}
+    types {{ application/octet-stream bin; text/javascript js; }}
     default_type application/octet-stream;
     server {{
         listen 127.0.0.1:{port};
@@ -231,8 +273,8 @@ server.max-keep-alive-requests = 65535
 server.max-keep-alive-idle = {keepalive}
 server.max-connections = {connections}
 server.max-fds = {fds}
-mimetype.assign = (\"\" => \"application/octet-stream\")
-"
+mimetype.assign = (\".js\" => \"text/javascript\", \"\" => \"application/octet-stream\")
+{lighttpd_gzip}"
         ),
         // h2o's configuration directives: num-threads, file.dir; no access-log
         // directive means no access log; send-compressed off (the default) so files
@@ -245,8 +287,7 @@ pid-file: {work}/h2o.pid
 error-log: {work}/error.log
 max-connections: {connections}
 http1-request-timeout: {keepalive}
-file.send-compressed: OFF
-listen:
+{h2o_gzip}listen:
   host: 127.0.0.1
   port: {port}
 hosts:

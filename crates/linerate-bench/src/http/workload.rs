@@ -232,6 +232,67 @@ pub fn size_file_name(bytes: u64) -> String {
     format!("{}.bin", linerate_tx::format_size(bytes))
 }
 
+/// Name of the text file `bench compare --gzip` writes for `bytes` (`100K.js`).
+pub fn text_file_name(bytes: u64) -> String {
+    format!("{}.js", linerate_tx::format_size(bytes))
+}
+
+/// Writes `SIZE.js` under `root`, `len` bytes of JavaScript-like text (which gzip
+/// shrinks about as much as real scripts), and `SIZE.js.gz` beside it (`gzip -9`,
+/// written second so it is not older); returns the item asking for the `.js`, with
+/// the `.gz`'s length and CRC when `exact` (the server sends that very file).
+pub fn write_text_size(root: &Path, prefix: &str, len: u64, exact: bool) -> io::Result<Item> {
+    let name = text_file_name(len);
+    // Words of scripts and pseudo-random numbers: gzip -9 makes 100 KiB of it about
+    // 27 KiB, as it does real scripts (3.5-4 to 1).
+    const WORDS: [&str; 32] = [
+        "render", "state", "props", "value", "index", "length", "filter", "reduce", "event",
+        "target", "handler", "element", "document", "query", "selector", "style", "update",
+        "create", "remove", "append", "child", "parent", "node", "parse", "string", "object",
+        "promise", "then", "fetch", "request", "status", "options",
+    ];
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut text = Vec::with_capacity(len as usize + 160);
+    while (text.len() as u64) < len {
+        let w: Vec<&str> = (0..4).map(|_| WORDS[(next() % 32) as usize]).collect();
+        let line = format!(
+            "function {}_{}({}, {}) {{ return {}.{}({}, {}) || \"{}-{}\"; }}\n",
+            w[0],
+            next() % 10_000,
+            w[1],
+            w[2],
+            w[1],
+            w[3],
+            w[2],
+            next() % 100_000,
+            w[0],
+            next() % 1000
+        );
+        text.extend_from_slice(line.as_bytes());
+    }
+    text.truncate(len as usize);
+    fs::write(root.join(&name), &text)?;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&text)?;
+    let gz = gz.finish()?;
+    fs::write(root.join(format!("{name}.gz")), &gz)?;
+    let mut h = crc32fast::Hasher::new();
+    h.update(&gz);
+    Ok(Item {
+        path: format!("{prefix}{name}"),
+        expect: exact.then(|| Expect {
+            len: gz.len() as u64,
+            crc: h.finalize(),
+        }),
+    })
+}
+
 /// Writes one generated file (skipped when one of that length and content is there).
 pub fn write_generated(root: &Path, rel: &str, len: u64) -> io::Result<PathBuf> {
     let path = root.join(rel);
