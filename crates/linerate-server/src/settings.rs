@@ -1153,6 +1153,7 @@ impl Settings {
     /// Writes what was given into `cfg` (the rest keeps its default).
     pub fn apply(&self, cfg: &mut Config) {
         let s = self.clone();
+        let root_given = s.root.is_some();
         if let Some(r) = s.root {
             cfg.root = r;
         }
@@ -1259,7 +1260,7 @@ impl Settings {
         };
         cfg.rules = rules(&s.rules, false);
         let server_rules = cfg.rules.clone();
-        cfg.sites = s
+        let mut sites: Vec<SiteConfig> = s
             .sites
             .iter()
             .map(|b| SiteConfig {
@@ -1280,6 +1281,16 @@ impl Settings {
                     .map_or_else(|| cfg.precompressed.clone(), |c| c.0.clone()),
             })
             .collect();
+        // The root (DIR) beside blocks serves what no block names, as the default
+        // site (with no blocks, `Config::sites` makes it the only one).
+        if !sites.is_empty() && root_given && !sites.iter().any(|x| x.default) {
+            let only_root = Config {
+                sites: Vec::new(),
+                ..cfg.clone()
+            };
+            sites.extend(only_root.sites());
+        }
+        cfg.sites = sites;
     }
 }
 

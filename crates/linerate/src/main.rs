@@ -475,9 +475,9 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut flags = a.settings.clone();
     flags.root = a.dir.clone();
-    if a.dir.is_some() && !file.sites.is_empty() {
+    if a.dir.is_some() && file.sites.iter().any(|s| s.default) {
         return Ok(usage_error(
-            "DIR with [[site]] blocks in --config: each site's root is in its block",
+            "DIR with a default [[site]] in --config: DIR would be the default site too",
         ));
     }
     let mut cfg = linerate_server::Config::new(PathBuf::from("."));

@@ -460,7 +460,10 @@ fn gzip_static_checks_the_precompressed_bodies_and_dynamic_needs_wrk() {
     assert!(names.contains(&"linerate"));
     if installed("lighttpd") {
         let skipped = v["skipped"].to_string();
-        assert!(skipped.contains("no setting to send precompressed"), "{skipped}");
+        assert!(
+            skipped.contains("no setting to send precompressed"),
+            "{skipped}"
+        );
     }
     let text = std::fs::read(root.path().join("20K.js")).unwrap();
     let gz = std::fs::read(root.path().join("20K.js.gz")).unwrap();

@@ -180,7 +180,7 @@ fn bad_site_blocks_are_refused_and_a_reload_adds_a_site() {
     }
     let (code, _, err) = LINERATE.run(&["serve", ".", "--config", conf.to_str().unwrap()]);
     assert_eq!(code, 64, "{err}");
-    assert!(err.contains("DIR with [[site]] blocks"), "{err}");
+    assert!(err.contains("DIR with a default [[site]]"), "{err}");
 
     // A reload: a broken file keeps the sites before; a good one adds a site.
     let s = LINERATE.serve_config(None, &conf, &["--error-log-level", "info"]);
@@ -209,4 +209,22 @@ fn bad_site_blocks_are_refused_and_a_reload_adds_a_site() {
     s.wait_stderr("(generation 1)");
     assert_eq!(body_for(s.addr, Some("new.example.net"), "/").1, "new\n");
     assert_eq!(body_for(s.addr, Some("docs.example.com"), "/").1, "docs\n");
+}
+
+/// DIR beside blocks none of which is the default serves the hosts no block names.
+/// Rules: docs/http.md H3.
+#[test]
+fn dir_beside_blocks_is_the_default_site() {
+    let base = docroot();
+    let conf = three_sites(base.path(), "");
+    let text = fs::read_to_string(&conf).unwrap();
+    fs::write(&conf, text.replace("default = true\n", "")).unwrap();
+    put(&base.path().join("dir"), "index.html", b"dir\n");
+    let s = LINERATE.serve_config(Some(&base.path().join("dir")), &conf, &[]);
+    assert_eq!(
+        body_for(s.addr, Some("unknown.example.net"), "/").1,
+        "dir\n"
+    );
+    assert_eq!(body_for(s.addr, None, "/").1, "dir\n");
+    assert_eq!(body_for(s.addr, Some("www.example.com"), "/").1, "main\n");
 }
