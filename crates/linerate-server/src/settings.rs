@@ -911,7 +911,7 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lowat: Option<Bytes<0, { i32::MAX as u64 }>>,
     /// Files up to this size (at most 16M) are kept in memory per worker and sent with
-    /// their head in one sendmsg [default: 16K].
+    /// their head in one sendmsg [default: 64K].
     #[arg(long, value_name = "BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub small_file: Option<Bytes<0, { crate::config::MAX_SMALL_FILE }>>,

@@ -898,6 +898,8 @@ pub(crate) mod tests {
         std::fs::create_dir(p.join("list")).unwrap();
         std::fs::write(p.join("list/<b> & c"), b"x").unwrap();
         let mut cfg = Config::new(p.to_path_buf());
+        // 16 KiB, so that big.bin is above it whatever the default.
+        cfg.small_file_bytes = 16 << 10;
         cfg.autoindex = autoindex;
         cfg.status_path = Some("/.status".into());
         if !logging {
