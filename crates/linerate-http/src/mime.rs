@@ -115,7 +115,7 @@ const TABLE: &[(&str, &str)] = &[
     ("appimage", "application/vnd.appimage"),
     ("asc", "application/pgp-signature"),
     ("sig", "application/pgp-signature"),
-    ("gpg", "application/pgp-keys"),
+    ("gpg", "application/pgp-signature"),
     ("pem", "application/x-pem-file"),
     ("sha1", "text/plain; charset=utf-8"),
     ("sha256", "text/plain; charset=utf-8"),
