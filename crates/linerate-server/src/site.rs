@@ -145,8 +145,24 @@ impl Router {
                 _ => a,
             },
         };
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
-        if let Some(&i) = self.exact.get(&host) {
+        let host = host.trim_end_matches('.');
+        // Lower-cased on the stack: routing allocates nothing for a name of up to 255
+        // bytes (names are at most 253).
+        let mut buf = [0u8; 255];
+        let owned;
+        let host = match buf.get_mut(..host.len()) {
+            Some(b) => {
+                b.copy_from_slice(host.as_bytes());
+                b.make_ascii_lowercase();
+                // ASCII lower-casing keeps UTF-8 valid.
+                std::str::from_utf8(b).unwrap_or_default()
+            }
+            None => {
+                owned = host.to_ascii_lowercase();
+                owned.as_str()
+            }
+        };
+        if let Some(&i) = self.exact.get(host) {
             return i;
         }
         self.wildcards
@@ -1036,6 +1052,40 @@ pub(crate) mod tests {
         let html = String::from_utf8(body).unwrap();
         assert!(html.contains("href=\"./%3Cb%3E%20%26%20c\""), "{html}");
         assert!(html.contains("&lt;b&gt; &amp; c"), "{html}");
+    }
+
+    /// Rules: docs/http.md H1.
+    #[test]
+    fn the_router_takes_exact_names_then_the_longest_wildcard_then_the_default() {
+        let site = |names: &[&str], default: bool| SiteConfig {
+            names: names.iter().map(|n| n.to_string()).collect(),
+            root: "/".into(),
+            default,
+            dotfiles: false,
+            autoindex: false,
+            precompressed: Vec::new(),
+            rules: Vec::new(),
+        };
+        let r = Router::new(&[
+            site(&["a.example.com"], false),
+            site(&["*.example.com"], false),
+            site(&["*.b.example.com"], false),
+            site(&[], true),
+        ]);
+        let long = format!("{}.example.com", "x".repeat(300));
+        for (authority, want) in [
+            (Some("a.example.com"), 0),
+            (Some("A.EXAMPLE.COM:8080"), 0),
+            (Some("a.example.com."), 0),
+            (Some("z.example.com"), 1),
+            (Some("c.b.example.com"), 2),
+            (Some("example.com"), 3),
+            (Some("[::1]:80"), 3),
+            (Some(long.as_str()), 1),
+            (None, 3),
+        ] {
+            assert_eq!(r.route(authority), want, "{authority:?}");
+        }
     }
 
     #[test]
