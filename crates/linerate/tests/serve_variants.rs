@@ -324,3 +324,57 @@ fn compress_writes_variants_idempotently_and_atomically() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--gzip-level"), "{err}");
 }
+
+/// The variant chosen for each `Accept-Encoding`, through the server: a file with all
+/// three variants, and one with only a `.gz`.
+/// Rules: docs/http.md V2.
+#[test]
+fn the_variant_for_each_accept_encoding_through_the_server() {
+    let root = docroot();
+    put(root.path(), "all.css", b"identity");
+    put(root.path(), "all.css.br", b"br");
+    put(root.path(), "all.css.zst", b"zstd");
+    put(root.path(), "all.css.gz", b"gzip");
+    put(root.path(), "gz.css", b"identity");
+    put(root.path(), "gz.css.gz", b"gzip");
+    for name in ["all.css", "gz.css"] {
+        age(&root.path().join(name), 60);
+    }
+    let s = LINERATE.start(root.path(), &[]);
+    for (file, header, want) in [
+        ("all.css", None, "identity"),
+        ("all.css", Some("gzip"), "gzip"),
+        ("all.css", Some("gzip, deflate, br"), "br"),
+        ("all.css", Some("gzip, deflate, br, zstd"), "br"),
+        ("all.css", Some("zstd, gzip"), "zstd"),
+        ("all.css", Some("br;q=0.5, gzip"), "gzip"),
+        ("all.css", Some("br;q=0.5, zstd;q=0.6, gzip;q=0.4"), "zstd"),
+        ("all.css", Some("GZIP"), "gzip"),
+        ("all.css", Some("x-gzip"), "gzip"),
+        ("all.css", Some("deflate"), "identity"),
+        ("all.css", Some(""), "identity"),
+        ("all.css", Some("*"), "br"),
+        ("all.css", Some("*;q=0.1, br;q=0"), "zstd"),
+        ("all.css", Some("*;q=0"), "identity"),
+        ("all.css", Some("identity"), "identity"),
+        ("all.css", Some("gzip;q=0.5, identity"), "identity"),
+        ("all.css", Some("gzip, identity;q=0"), "gzip"),
+        ("all.css", Some("identity;q=0"), "identity"),
+        ("all.css", Some("gzip;q=2"), "identity"),
+        ("gz.css", Some("br, zstd, gzip;q=0.1"), "gzip"),
+        ("gz.css", Some("br"), "identity"),
+        ("gz.css", Some("*"), "gzip"),
+    ] {
+        let extra = header.map_or(String::new(), |h| format!("Accept-Encoding: {h}\r\n"));
+        let r = fetch(s.addr, &format!("/{file}"), &extra);
+        assert_eq!(r.status, 200, "{file} {header:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&r.body),
+            want,
+            "{file} with Accept-Encoding {header:?}"
+        );
+        let coding = r.header("content-encoding").unwrap_or("identity");
+        assert_eq!(coding, want, "{file} {header:?}");
+        assert_eq!(r.header("vary"), Some("Accept-Encoding"));
+    }
+}
