@@ -33,6 +33,10 @@ pub struct CompareArgs {
     /// Runs per server and workload (at least 3); servers are interleaved.
     #[arg(short = 'i', long = "iterations", value_name = "N", default_value = "5", value_parser = clap::value_parser!(u32).range(3..=1000))]
     iterations: u32,
+    /// Rounds run first and discarded (the first round of a fresh server runs 20-30%
+    /// slow); 0 keeps every round.
+    #[arg(long, value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(0..=100))]
+    warmup: u32,
     /// Confidence of the comparisons: 80, 90, 95, 98, 99 or 99.5.
     #[arg(long, value_name = "PERCENT", default_value = "95", value_parser = parse_confidence)]
     confidence: linerate_stat::Confidence,
@@ -189,6 +193,7 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         load: template,
         server_cpu,
         iterations: a.iterations as usize,
+        warmup: a.warmup as usize,
         confidence: a.confidence,
         out: Some(a.out.join("samples")),
         gzip: a.gzip,
@@ -207,6 +212,13 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
             Event::Skipped(name, why) => eprintln!("skipping {name}: {why}"),
             Event::Run(i, n, server, r) => {
                 eprintln!("[{i}/{n}] {} {server}: {}", r.workload, run_line(r))
+            }
+            Event::WarmUp(server, r) => {
+                eprintln!(
+                    "[warm-up] {} {server}: {} (discarded)",
+                    r.workload,
+                    run_line(r)
+                )
             }
         }
     };

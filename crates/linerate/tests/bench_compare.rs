@@ -77,6 +77,7 @@ fn compares_every_installed_peer_and_writes_a_report_chromium_opens() {
     let workloads = v["workloads"].as_array().unwrap();
     assert_eq!(workloads.len(), 3);
     assert_eq!(workloads[1]["workload"], "/200K.bin");
+    assert_eq!(v["warmup"], 1, "one round run first and discarded");
     for w in workloads {
         let runs = w["runs"].as_array().unwrap();
         assert_eq!(runs.len(), names.len());
@@ -439,6 +440,8 @@ fn gzip_static_checks_the_precompressed_bodies_and_dynamic_needs_wrk() {
         "compare",
         "--gzip",
         "static",
+        "--warmup",
+        "0",
         "--sizes",
         "20K",
         "--root",
@@ -456,6 +459,7 @@ fn gzip_static_checks_the_precompressed_bodies_and_dynamic_needs_wrk() {
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(&stdout).unwrap();
     let names = server_field(&v, "name");
+    assert_eq!(v["warmup"], 0);
     assert!(!names.contains(&"lighttpd"), "{names:?}");
     assert!(names.contains(&"linerate"));
     if installed("lighttpd") {

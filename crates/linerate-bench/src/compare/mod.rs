@@ -184,6 +184,9 @@ pub struct CompareConfig {
     pub server_cpu: Option<usize>,
     /// Runs per server and workload.
     pub iterations: usize,
+    /// Runs per server and workload made first and discarded: the first round of a
+    /// fresh server runs 20-30% slow (caches, the page cache, the CPU's frequency).
+    pub warmup: usize,
     /// Confidence of the comparisons.
     pub confidence: linerate_stat::Confidence,
     /// Where samples (ministat files) go, if anywhere.
@@ -270,6 +273,8 @@ pub struct CompareResult {
     pub workloads: Vec<WorkloadComparison>,
     /// Runs per server and workload.
     pub iterations: usize,
+    /// Rounds run first and discarded.
+    pub warmup: usize,
     /// Confidence of the comparisons, percent.
     pub confidence: f64,
     /// Connections of the load.
@@ -297,6 +302,8 @@ pub enum Event<'a> {
     Skipped(&'a str, &'a str),
     /// A run finished: (run number, of total, column label, result).
     Run(usize, usize, &'a str, &'a HttpResult),
+    /// A warm-up run finished, its result discarded: (column label, result).
+    WarmUp(&'a str, &'a HttpResult),
 }
 
 /// Why `cfg` cannot run, if it cannot: a usage mistake, found before anything starts.
@@ -466,7 +473,8 @@ pub fn run(
         let w = Arc::new(w);
         let name = w.describe();
         let mut runs: Vec<Vec<HttpResult>> = vec![Vec::new(); servers.len()];
-        for _round in 0..cfg.iterations {
+        for round in 0..cfg.warmup + cfg.iterations {
+            let warming = round < cfg.warmup;
             for (i, (info, at)) in servers.iter().enumerate() {
                 if crate::stopped(stop) {
                     return Err(CompareError::Interrupted);
@@ -491,6 +499,10 @@ pub fn run(
                     workload: name.clone(),
                     reason,
                 })?;
+                if warming {
+                    on(Event::WarmUp(&info.name, &r));
+                    continue;
+                }
                 done += 1;
                 on(Event::Run(done, total, &info.name, &r));
                 runs[i].push(r);
@@ -509,6 +521,7 @@ pub fn run(
         skipped,
         workloads: out,
         iterations: cfg.iterations,
+        warmup: cfg.warmup,
         confidence: cfg.confidence.percent(),
         connections: cfg.load.connections,
         threads: cfg.load.threads,
