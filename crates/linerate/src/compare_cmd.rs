@@ -192,6 +192,7 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         mix_dirs: mix.then_some(a.set.dirs as usize),
         load: template,
         server_cpu,
+        connections: a.load.connections.iter().map(|&c| c as usize).collect(),
         iterations: a.iterations as usize,
         warmup: a.warmup as usize,
         confidence: a.confidence,

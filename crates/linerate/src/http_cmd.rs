@@ -85,9 +85,10 @@ fn expected_exit<'a>(
 /// The load of one `bench http` run, shared with `bench compare`.
 #[derive(Args, Debug, Clone)]
 pub struct LoadArgs {
-    /// Connections, over all threads.
-    #[arg(short = 'c', long = "connections", value_name = "N", default_value = "32", value_parser = clap::value_parser!(u32).range(1..=100000))]
-    pub connections: u32,
+    /// Connections, over all threads (bench compare: a list sweeps them, 1,8,32,128,
+    /// each size and count a workload of its own).
+    #[arg(short = 'c', long = "connections", value_name = "N", default_value = "32", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..=100000))]
+    pub connections: Vec<u32>,
     /// Load threads (each an event loop over its share of the connections).
     #[arg(short = 't', long = "threads", value_name = "N", default_value = "1", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub threads: u32,
@@ -126,6 +127,11 @@ pub struct LoadArgs {
 impl LoadArgs {
     /// Checks what clap cannot.
     pub fn check(&self) -> Result<(), String> {
+        let mut seen = self.connections.clone();
+        seen.sort_unstable();
+        if seen.windows(2).any(|w| w[0] == w[1]) {
+            return Err("--connections: a count is named twice".into());
+        }
         let n = linerate_bench::cpu::online_cpus();
         if let Some(c) = self.cpu.iter().find(|&&c| c >= n) {
             return Err(format!("--cpu {c}: this machine has CPUs 0 to {}", n - 1));
@@ -146,7 +152,7 @@ impl LoadArgs {
             target,
             host,
             workload,
-            connections: self.connections as usize,
+            connections: self.connections.first().copied().unwrap_or(32) as usize,
             threads: self.threads as usize,
             pipeline: self.pipeline as usize,
             close: self.close,
@@ -283,6 +289,11 @@ fn configs(a: &HttpArgs) -> Result<Vec<HttpConfig>, String> {
         return Err("all URLs must be on one server".into());
     }
     a.load.check()?;
+    if a.load.connections.len() > 1 {
+        return Err(
+            "--connections: bench http takes one count (bench compare sweeps a list)".into(),
+        );
+    }
     let mut workloads = Vec::new();
     if generated {
         let mut prefix = parsed[0].2.clone();

@@ -492,3 +492,49 @@ fn gzip_static_checks_the_precompressed_bodies_and_dynamic_needs_wrk() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--client wrk"), "{err}");
 }
+
+/// `--connections 1,4` sweeps: each size at each count is a workload of its own, run
+/// with that many connections; `bench http` takes one count.
+#[test]
+fn a_connections_list_sweeps_concurrency() {
+    let out = tempfile::tempdir().unwrap();
+    let (code, stdout, err) = LINERATE.run(&[
+        "bench",
+        "compare",
+        "--servers",
+        "linerate",
+        "--sizes",
+        "1K",
+        "--connections",
+        "1,4",
+        "--warmup",
+        "0",
+        "-d",
+        "0.2",
+        "-i",
+        "3",
+        "--out",
+        out.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: Value = serde_json::from_str(&stdout).unwrap();
+    let names: Vec<&str> = v["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["/1K.bin c=1", "/1K.bin c=4"]);
+    for (w, want) in v["workloads"].as_array().unwrap().iter().zip([1, 4]) {
+        for r in w["runs"][0].as_array().unwrap() {
+            assert_eq!(r["connections"], want, "{r}");
+        }
+    }
+    let (code, _, err) = LINERATE.run(&["bench", "http", "http://127.0.0.1:9/", "-c", "1,4"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("bench http takes one count"), "{err}");
+    let (code, _, err) = LINERATE.run(&["bench", "compare", "-c", "4,4"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("named twice"), "{err}");
+}

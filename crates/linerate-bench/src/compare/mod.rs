@@ -182,6 +182,9 @@ pub struct CompareConfig {
     pub load: HttpConfig,
     /// CPU for the servers.
     pub server_cpu: Option<usize>,
+    /// Connection counts to sweep: each size (or the mix) is run at each, as a workload
+    /// of its own named `PATH c=N` (empty: the load's one count).
+    pub connections: Vec<usize>,
     /// Runs per server and workload.
     pub iterations: usize,
     /// Runs per server and workload made first and discarded: the first round of a
@@ -458,20 +461,36 @@ pub fn run(
             "no server to measure: none of those asked for is installed".into(),
         ));
     }
-    let mut workloads: Vec<Workload> = items
+    let mut sets: Vec<Workload> = items
         .into_iter()
         .map(|item| Workload::List(vec![item]))
         .collect();
     if let Some(d) = cfg.mix_dirs {
-        workloads.push(Workload::specweb99("/", d));
+        sets.push(Workload::specweb99("/", d));
+    }
+    // (workload, connections, name): each size at each count of the sweep.
+    let counts: Vec<usize> = if cfg.connections.is_empty() {
+        vec![cfg.load.connections]
+    } else {
+        cfg.connections.clone()
+    };
+    let mut workloads = Vec::new();
+    for set in sets {
+        let set = Arc::new(set);
+        for &c in &counts {
+            let name = if counts.len() > 1 {
+                format!("{} c={c}", set.describe())
+            } else {
+                set.describe()
+            };
+            workloads.push((Arc::clone(&set), c, name));
+        }
     }
     let total = workloads.len() * servers.len() * cfg.iterations;
     let mut done = 0;
     let labels: Vec<String> = servers.iter().map(|(s, _)| s.name.clone()).collect();
     let mut out = Vec::new();
-    for w in workloads {
-        let w = Arc::new(w);
-        let name = w.describe();
+    for (w, connections, name) in workloads {
         let mut runs: Vec<Vec<HttpResult>> = vec![Vec::new(); servers.len()];
         for round in 0..cfg.warmup + cfg.iterations {
             let warming = round < cfg.warmup;
@@ -485,6 +504,7 @@ pub fn run(
                     host: server.addr.to_string(),
                     workload: Arc::clone(&w),
                     server_pid: Some(server.pid),
+                    connections,
                     ..cfg.load.clone()
                 };
                 if cfg.gzip.is_some() {
