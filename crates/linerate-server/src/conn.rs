@@ -416,10 +416,7 @@ impl Conn {
             }
             match self.read_some(scratch, now) {
                 Ok(0) => break,
-                // File changes made before these bytes were sent are queued by now; the
-                // cache takes them in before it trusts a cached path.
                 Ok(n) => {
-                    site.note_read();
                     read_this_turn += n;
                     if read_this_turn >= READ_TURN_BYTES {
                         // The others' turn; the worker comes back without an event.

@@ -9,16 +9,19 @@
 //! Even that `fstatat` is skipped for a path known current. A path is known current
 //! when inotify watches every directory on it, from the root down, and the file's inode,
 //! and no event has come since a lookup found the entry matching. The path must contain
-//! no symbolic link, since a link's target directory is not watched. After any read
-//! that brought request bytes, the first lookup that would take that shortcut drains the
-//! inotify queue first (lookups that stat anyway, and reads whose requests never reach
-//! one, pay nothing). A change finished before a request was sent has queued its event
-//! before that request could be read, so the request is never answered from a stale
-//! entry. Any event empties the cache, so paths are opened, checked and
-//! watched again: that also catches a same-size rewrite within one tick of the file
-//! clock, which leaves size and mtime as they were. Events are rare on a static site
-//! (a file under the root written all the time would cost the cache its hits); without
-//! inotify (no instance, or out of watches) every lookup takes the `fstatat`.
+//! no symbolic link, since a link's target directory is not watched. The inotify
+//! descriptor is in the worker's event loop ([`FileCache::notify_fd`]), and the loop
+//! hands its readiness to [`FileCache::changed`] before the connections of the same
+//! turn: so a lookup costs no system call at all in steady state. A change finished
+//! before the worker's wait returned is seen by every request it then answers; one
+//! that lands while the worker is busy in a turn is seen from the next turn on (the
+//! window is a loop turn, microseconds under load, where nginx's
+//! `open_file_cache_valid` allows 60 s). Any event empties the cache, so paths are
+//! opened, checked and watched again: that also catches a same-size rewrite within one
+//! tick of the file clock, which leaves size and mtime as they were. Events are rare on
+//! a static site (a file under the root written all the time would cost the cache its
+//! hits); without inotify (no instance, or out of watches) every lookup takes the
+//! `fstatat`.
 //!
 //! With the residency probe on (see [`crate::disk`]), a small file's contents are read
 //! with `RWF_NOWAIT`: if they are not all in the page cache the entry is made without
@@ -28,7 +31,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -144,8 +147,9 @@ pub(crate) struct FileCache {
     current: HashSet<Vec<u8>>,
     /// Directories (relative to the root; empty for the root) being watched.
     watched: HashSet<Vec<u8>>,
-    /// Request bytes were read since the queue was last drained.
-    unsynced: bool,
+    /// The inotify instance was replaced (or given up) since the event loop last took
+    /// its descriptor.
+    notify_replaced: bool,
     /// Read small files only from the page cache (`RWF_NOWAIT`).
     nowait: bool,
     stats: Arc<Stats>,
@@ -172,7 +176,7 @@ impl FileCache {
             notify: Inotify::new().ok(),
             current: HashSet::new(),
             watched: HashSet::new(),
-            unsynced: false,
+            notify_replaced: true,
             nowait,
             stats,
             out_of_fds_log: RateLimit::new(Duration::from_secs(1)),
@@ -309,10 +313,6 @@ impl FileCache {
 
     /// Looks `rel` (relative to the root, no `..`) up.
     pub fn lookup(&mut self, rel: &[u8]) -> Found {
-        if self.unsynced && self.current.contains(rel) {
-            self.unsynced = false;
-            self.poll_changes();
-        }
         if self.current.contains(rel) {
             if let Some(e) = self.entries.get(rel) {
                 let e = Rc::clone(e);
@@ -474,10 +474,26 @@ impl FileCache {
         }
     }
 
-    /// Request bytes arrived: changes made before they were sent must be taken in
-    /// before a lookup trusts a known-current path.
-    pub fn note_read(&mut self) {
-        self.unsynced = true;
+    /// The inotify descriptor for the event loop to watch, when it is new since the
+    /// last call (`Some(None)`: there is none any more); `None` when unchanged.
+    pub fn notify_fd(&mut self) -> Option<Option<BorrowedFd<'_>>> {
+        if !std::mem::take(&mut self.notify_replaced) {
+            return None;
+        }
+        Some(self.notify.as_ref().map(AsFd::as_fd))
+    }
+
+    /// No change notification (the event loop cannot watch it): every lookup takes the
+    /// `fstatat`.
+    pub fn without_notify(&mut self) {
+        self.notify = None;
+        self.current.clear();
+        self.watched.clear();
+    }
+
+    /// The event loop saw the inotify descriptor readable: changes are taken in.
+    pub fn changed(&mut self) {
+        self.poll_changes();
     }
 
     /// Reads the change queue. After any event the cache starts over: no path is known
@@ -489,7 +505,10 @@ impl FileCache {
         match n.drain() {
             Ok(false) => return,
             Ok(true) => {}
-            Err(_) => self.notify = None,
+            Err(_) => {
+                self.notify = None;
+                self.notify_replaced = true;
+            }
         }
         self.clear_entries();
         self.forget_watches();
@@ -503,6 +522,7 @@ impl FileCache {
         self.watched.clear();
         if self.notify.is_some() {
             self.notify = Inotify::new().ok();
+            self.notify_replaced = true;
         }
     }
 
@@ -582,6 +602,22 @@ mod tests {
         (c, stats)
     }
 
+    /// What the worker's loop does between turns: if the cache's inotify descriptor is
+    /// readable, the changes are taken in.
+    fn settle(c: &mut FileCache) {
+        use linerate_sys::epoll::{Epoll, IN};
+        let Some(fd) = c.notify.as_ref().map(AsFd::as_fd) else {
+            return;
+        };
+        let mut ep = Epoll::new(1).unwrap();
+        ep.add(fd, 0, IN).unwrap();
+        let mut ready = Vec::new();
+        ep.wait(&mut ready, 0).unwrap();
+        if !ready.is_empty() {
+            c.changed();
+        }
+    }
+
     fn file(found: Found) -> Rc<Entry> {
         match found {
             Found::File(e) => e,
@@ -601,7 +637,7 @@ mod tests {
         assert_eq!(first.meta.size, 5);
         assert_eq!(first.contents().as_deref(), Some(&b"hello"[..]));
         assert_eq!(first.content_type, "text/plain; charset=utf-8");
-        c.note_read();
+        settle(&mut c);
         let again = file(c.lookup(b"a.txt"));
         assert!(Rc::ptr_eq(&first, &again), "a hit opens nothing new");
     }
@@ -616,7 +652,7 @@ mod tests {
         // The same size, most likely within the same tick of the file clock: only the
         // inotify event (or the inode) tells it apart.
         std::fs::write(&p, b"bbbb").unwrap();
-        c.note_read();
+        settle(&mut c);
         let after = file(c.lookup(b"a.txt"));
         assert_eq!(after.contents().as_deref(), Some(&b"bbbb"[..]));
         assert!(!Rc::ptr_eq(&before, &after));
@@ -624,12 +660,12 @@ mod tests {
         let tmp = root.path().join("new");
         std::fs::write(&tmp, b"cc").unwrap();
         std::fs::rename(&tmp, &p).unwrap();
-        c.note_read();
+        settle(&mut c);
         let replaced = file(c.lookup(b"a.txt"));
         assert_eq!(replaced.meta.size, 2);
         assert_eq!(replaced.contents().as_deref(), Some(&b"cc"[..]));
         std::fs::remove_file(&p).unwrap();
-        c.note_read();
+        settle(&mut c);
         assert!(matches!(c.lookup(b"a.txt"), Found::Missing));
     }
 
@@ -685,7 +721,7 @@ mod tests {
         assert!(held <= 8000, "{held}");
         assert_eq!(held, 5000);
         // Once given up, not read again until the cache starts over.
-        c.note_read();
+        settle(&mut c);
         assert!(file(c.lookup(b"a")).contents().is_none());
         // A file above the small-file size or the whole budget is never held.
         std::fs::write(root.path().join("big"), vec![b'y'; 20_000]).unwrap();

@@ -192,11 +192,28 @@ pub(crate) struct Site {
 }
 
 impl Site {
-    /// Request bytes arrived (see the open-file cache on why it must know).
-    pub fn note_read(&mut self) {
-        for h in &mut self.hosts {
-            h.cache.note_read();
+    /// Site `h`'s inotify descriptor was readable: its cache takes the changes in.
+    pub fn changed(&mut self, h: usize) {
+        if let Some(host) = self.hosts.get_mut(h) {
+            host.cache.changed();
         }
+    }
+
+    /// Site `h`'s changes cannot be watched: its cache checks every lookup.
+    pub fn unwatched(&mut self, h: usize) {
+        if let Some(host) = self.hosts.get_mut(h) {
+            host.cache.without_notify();
+        }
+    }
+
+    /// The inotify descriptors that are new since the last call, by site (`None`: the
+    /// site has none any more), for the event loop to watch.
+    pub fn notify_fds(&mut self) -> Vec<(usize, Option<std::os::fd::BorrowedFd<'_>>)> {
+        self.hosts
+            .iter_mut()
+            .enumerate()
+            .filter_map(|(i, h)| h.cache.notify_fd().map(|fd| (i, fd)))
+            .collect()
     }
 
     /// Gives back every cached file (see [`FileCache::clear`]).

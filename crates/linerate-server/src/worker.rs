@@ -121,6 +121,10 @@ fn drop_privileges(cfg: &Config) -> Result<(), ServeError> {
 const TICK: Duration = Duration::from_millis(100);
 /// The token of the eventfd the disk helpers wake a worker with.
 const WAKE: u64 = u64::MAX;
+/// The token of site i's inotify descriptor: `NOTIFY - i`.
+const NOTIFY: u64 = u64::MAX - 1;
+/// Sites (and so inotify tokens) a worker has at most.
+const MAX_SITES: u64 = 1 << 20;
 /// How long input is drained after our side shut down.
 const DRAIN: Duration = Duration::from_secs(2);
 /// At a stop or reload, how long a connection that has had no request yet is given
@@ -708,6 +712,7 @@ impl<D: Driver> Worker<D> {
         let mut shutdown_deadline: Option<Instant> = None;
         let mut shutdown_began: Option<Instant> = None;
         loop {
+            self.watch_changes();
             ready.clear();
             let wait = if self.runnable.is_empty() {
                 TICK
@@ -716,11 +721,21 @@ impl<D: Driver> Worker<D> {
             };
             self.driver.wait(&mut ready, wait)?;
             let now = Instant::now();
+            // File changes first: the requests of this turn see every change that was
+            // queued when the wait returned.
+            for ev in &ready {
+                if ev.token < WAKE && ev.token > NOTIFY - MAX_SITES {
+                    self.site.changed((NOTIFY - ev.token) as usize);
+                }
+            }
             // Those that yielded last round take their turn after the new events.
             let turn = std::mem::take(&mut self.runnable);
             for ev in ready.drain(..) {
                 if ev.token == WAKE {
                     self.disk_done(now);
+                    continue;
+                }
+                if ev.token > NOTIFY - MAX_SITES {
                     continue;
                 }
                 let t = ev.token as usize;
@@ -781,6 +796,29 @@ impl<D: Driver> Worker<D> {
                     return Ok(());
                 }
             }
+        }
+    }
+
+    /// Watches the open-file caches' inotify descriptors that are new (a cache starts
+    /// over with a new instance after a change); a closed one leaves the epoll set by
+    /// itself.
+    fn watch_changes(&mut self) {
+        let mut unwatched = Vec::new();
+        for (i, fd) in self.site.notify_fds() {
+            if let Some(fd) = fd {
+                if let Err(e) = self
+                    .driver
+                    .register(fd, NOTIFY - i as u64, Interest::Accept)
+                {
+                    tracing::warn!("watching file changes: {e}; checking files on every request");
+                    unwatched.push(i);
+                }
+            }
+        }
+        // Without the readiness the cache could trust a stale path: it gives the
+        // shortcut up and checks every lookup.
+        for i in unwatched {
+            self.site.unwatched(i);
         }
     }
 
@@ -868,8 +906,11 @@ impl<D: Driver> Worker<D> {
                 continue;
             }
             self.conns[idx] = Some(conn);
-            // Edge-triggered: data that came with the connection must be read now.
-            self.event(idx, true, false, now);
+            // Its requests are read in a later turn, after a wait: registered with data
+            // waiting, it is reported ready at once. So file changes queued before its
+            // request are taken in first (the inotify descriptor is ahead of it in the
+            // ready list), and a client that connects again and again cannot keep the
+            // worker in this loop.
         }
     }
 

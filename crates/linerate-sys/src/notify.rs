@@ -29,6 +29,13 @@ pub struct Inotify {
     fd: OwnedFd,
 }
 
+impl std::os::fd::AsFd for Inotify {
+    /// For an event loop to watch: readable when events are queued.
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl Inotify {
     /// A new instance.
     pub fn new() -> io::Result<Inotify> {
