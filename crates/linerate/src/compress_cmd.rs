@@ -102,6 +102,6 @@ pub fn run(a: CompressArgs) -> anyhow::Result<ExitCode> {
     Ok(if report.errors.is_empty() {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(2)
+        ExitCode::from(crate::EXIT_FAILURE)
     })
 }
