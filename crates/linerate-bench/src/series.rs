@@ -96,6 +96,9 @@ pub fn write_samples(dir: &Path, metric: &str, s: &Samples) -> io::Result<PathBu
     Ok(path)
 }
 
+/// Most data sets one ministat report draws.
+const REPORT_SETS: usize = 7;
+
 /// ministat's report of `sets` (named by `names`, the first the baseline) and the
 /// verdicts of each later set against the first, with their paired reading (`better`
 /// says which direction of the metric wins a round). `None` when a set has fewer than
@@ -116,19 +119,29 @@ pub fn judge(
         confidence,
         ..ReportOptions::default()
     };
-    // Benchmark values are finite and the width is ordinary: ministat's crash cases
-    // cannot occur; fall back to the table alone if they somehow do.
-    let text = linerate_stat::render(&data, &opts)
-        .or_else(|_| {
-            linerate_stat::render(
-                &data,
-                &ReportOptions {
-                    plot: false,
-                    ..opts
-                },
-            )
-        })
-        .ok()?;
+    // ministat draws at most seven sets (one symbol each): past that, one report per
+    // group of the baseline and six others. Benchmark values are finite and the width
+    // is ordinary: ministat's crash cases cannot occur; fall back to the table alone if
+    // they somehow do.
+    let mut text = String::new();
+    for group in data[1..].chunks(REPORT_SETS - 1) {
+        let sets: Vec<DataSet> = std::iter::once(&data[0]).chain(group).cloned().collect();
+        let part = linerate_stat::render(&sets, &opts)
+            .or_else(|_| {
+                linerate_stat::render(
+                    &sets,
+                    &ReportOptions {
+                        plot: false,
+                        ..opts
+                    },
+                )
+            })
+            .ok()?;
+        text.push_str(&part);
+    }
+    if data.len() == 1 {
+        text = linerate_stat::render(&data, &opts).ok()?;
+    }
     let verdicts = data
         .iter()
         .zip(sets)
@@ -192,6 +205,25 @@ mod tests {
         assert_eq!(p.sign_test_p, 2.0 / 32.0);
         assert!((p.min_ratio - 21.0 / 11.0).abs() < 1e-12);
         assert_eq!(v[1].paired.unwrap().wins, 3);
+    }
+
+    #[test]
+    fn more_sets_than_ministat_draws_are_judged_in_groups() {
+        // Regression: a comparison of eight servers panicked after all its runs, as
+        // ministat's report has symbols for seven sets.
+        let sets: Vec<Samples> = (0..9)
+            .map(|i| Samples {
+                variant: format!("v{i}"),
+                values: vec![10.0 + i as f64, 11.0 + i as f64, 10.5 + i as f64],
+            })
+            .collect();
+        let names: Vec<String> = sets.iter().map(|s| s.variant.clone()).collect();
+        let (text, v) = judge("x", &sets, &names, Confidence::default(), Better::Lower).unwrap();
+        assert_eq!(v.len(), 8);
+        assert!(v.iter().all(|x| x.baseline == "v0"));
+        // Two reports, each drawing the baseline first: v1-v6, then v7-v8.
+        assert_eq!(text.matches("x v0\n").count(), 2, "{text}");
+        assert!(text.contains("O v6\n") && text.contains("* v8\n"), "{text}");
     }
 
     #[test]
