@@ -169,7 +169,9 @@ pub fn run(
                 .or_else(|| spec.peer.find())
                 .ok_or_else(|| CompareError::Nothing(format!("{}: not installed", spec.label)))?,
             root: cfg.dir.clone(),
-            port: peers::free_port()?,
+            bind: peers::Launch::LOOPBACK,
+            port: peers::free_port(peers::Launch::LOOPBACK, None)?,
+            netns: None,
             cpu: cfg.server_cpu,
             work: work.path().join(&spec.label),
             extra: spec.args.clone(),

@@ -32,6 +32,17 @@ impl MachineCpu {
             .ok_or_else(|| io::Error::other("/proc/stat has no cpu line"))
     }
 
+    /// Reads the counters of CPU `cpu` alone (its `cpuN` line of `/proc/stat`).
+    pub fn of_cpu(cpu: usize) -> io::Result<MachineCpu> {
+        let prefix = format!("cpu{cpu} ");
+        let text = fs::read_to_string("/proc/stat")?;
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .ok_or_else(|| io::Error::other(format!("/proc/stat has no line for CPU {cpu}")))?;
+        parse_cpu_line(line).ok_or_else(|| io::Error::other("/proc/stat: a malformed cpu line"))
+    }
+
     /// What changed since `earlier`.
     pub fn since(&self, earlier: &MachineCpu) -> MachineCpu {
         MachineCpu {
@@ -56,7 +67,11 @@ impl MachineCpu {
 }
 
 fn parse_proc_stat(s: &str) -> Option<MachineCpu> {
-    let line = s.lines().find(|l| l.starts_with("cpu "))?;
+    parse_cpu_line(s.lines().find(|l| l.starts_with("cpu "))?)
+}
+
+/// One `cpu` or `cpuN` line of `/proc/stat`.
+fn parse_cpu_line(line: &str) -> Option<MachineCpu> {
     let v: Vec<u64> = line
         .split_whitespace()
         .skip(1)

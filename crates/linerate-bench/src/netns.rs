@@ -2,6 +2,10 @@
 //! one run, joined by a veth pair with MTU 1500, sender 198.18.0.1, sink 198.18.0.2
 //! (RFC 2544's benchmarking range). Built with iproute2 and ethtool, removed when the
 //! [`Topology`] is dropped, including after an error or Ctrl-C.
+//!
+//! `bench stream` sends from the first namespace to a sink in the second; `bench
+//! compare` and `bench http --netns` run the servers in the first and the load in the
+//! second, so in both the first namespace holds the side whose CPU is measured.
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -11,6 +15,20 @@ use std::process::Command;
 pub const SENDER_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 /// Address of the sink end.
 pub const SINK_ADDR: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+
+/// The namespace topology settings (`--netns [--tso on|off]`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NetnsSettings {
+    /// TSO and GSO on the veth pair.
+    pub tso: bool,
+}
+
+impl NetnsSettings {
+    /// How a run's path is named in reports: "netns tso on" or "netns tso off".
+    pub fn describe(self) -> String {
+        format!("netns tso {}", if self.tso { "on" } else { "off" })
+    }
+}
 
 /// Why the topology could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -72,8 +90,14 @@ impl Topology {
     /// Builds the topology. `tso` switches TSO and GSO on both veth ends (off: every
     /// 1500-byte segment is built by the stack, as on a card without offload).
     /// `sink_cpu`, when given, steers the sink's received packets to that CPU with RPS,
-    /// so the receive work is not charged to the sender's CPU.
-    pub fn create(tso: bool, sink_cpu: Option<usize>) -> Result<Topology, NetnsError> {
+    /// so the receive work is not charged to the sender's CPU. `sender_cpu` does the
+    /// same for the packets the sender receives (ACKs): processed on the sender's CPU,
+    /// as a NIC's interrupt would be on the sender's host, not on the sink's.
+    pub fn create(
+        tso: bool,
+        sink_cpu: Option<usize>,
+        sender_cpu: Option<usize>,
+    ) -> Result<Topology, NetnsError> {
         if linerate_sys::ns::effective_uid() != 0 {
             return Err(NetnsError::NotRoot);
         }
@@ -85,11 +109,16 @@ impl Topology {
             sink_dev: format!("lr{id}r0"),
             created: Vec::new(),
         };
-        t.build(tso, sink_cpu)?;
+        t.build(tso, sink_cpu, sender_cpu)?;
         Ok(t)
     }
 
-    fn build(&mut self, tso: bool, sink_cpu: Option<usize>) -> Result<(), NetnsError> {
+    fn build(
+        &mut self,
+        tso: bool,
+        sink_cpu: Option<usize>,
+        sender_cpu: Option<usize>,
+    ) -> Result<(), NetnsError> {
         let (s, r) = (self.sender_ns.clone(), self.sink_ns.clone());
         let (sd, rd) = (self.sender_dev.clone(), self.sink_dev.clone());
         for ns in [&s, &r] {
@@ -116,15 +145,18 @@ impl Topology {
                 ],
             )?;
         }
-        if let Some(cpu) = sink_cpu {
+        for (ns, dev, cpu) in [(&r, &rd, sink_cpu), (&s, &sd, sender_cpu)] {
+            let Some(cpu) = cpu else {
+                continue;
+            };
             let mask = rps_mask(cpu);
-            let path = format!("/sys/class/net/{rd}/queues/rx-0/rps_cpus");
+            let path = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
             run(
                 "ip",
                 &[
                     "netns",
                     "exec",
-                    &r,
+                    ns,
                     "sh",
                     "-c",
                     &format!("echo {mask} > {path}"),
@@ -138,6 +170,22 @@ impl Topology {
     pub fn path(ns: &str) -> PathBuf {
         PathBuf::from("/var/run/netns").join(ns)
     }
+}
+
+/// Runs `f` on a thread of its own that first enters the network namespace `ns` (made
+/// with `ip netns add`; None: this one), so that the sockets it makes, the threads it
+/// starts and the programs it spawns are there, and the rest of the process is not.
+pub fn within<R: Send>(ns: Option<&str>, f: impl FnOnce() -> R + Send) -> std::io::Result<R> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(ns) = ns {
+                linerate_sys::ns::enter_net_namespace(&Topology::path(ns))?;
+            }
+            Ok(f())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(std::io::Error::other("a thread in the namespace panicked")))
+    })
 }
 
 /// The `rps_cpus` mask selecting one CPU: comma-separated 32-bit hex words, most

@@ -22,6 +22,7 @@ use serde::Serialize;
 use socket2::{Domain, Socket, Type};
 
 use crate::cpu::{CpuFigure, MachineCpu};
+pub use crate::netns::NetnsSettings;
 use crate::netns::{self, NetnsError, Topology};
 use crate::sink::{Discard, SinkReport};
 use crate::StopFlag;
@@ -44,13 +45,6 @@ pub enum Limit {
     Time(Duration),
     /// Send this many bytes.
     Bytes(u64),
-}
-
-/// The namespace topology settings.
-#[derive(Clone, Copy, Debug)]
-pub struct NetnsSettings {
-    /// TSO and GSO on the veth pair.
-    pub tso: bool,
 }
 
 /// Settings of one stream run.
@@ -357,7 +351,7 @@ pub fn run(cfg: &StreamConfig, stop: &StopFlag) -> Result<StreamResult, StreamEr
         ),
     };
     let topo = match cfg.netns {
-        Some(s) => Some(Topology::create(s.tso, cfg.sink_cpu)?),
+        Some(s) => Some(Topology::create(s.tso, cfg.sink_cpu, None)?),
         None => None,
     };
     let sink = match cfg.target {
@@ -370,7 +364,7 @@ pub fn run(cfg: &StreamConfig, stop: &StopFlag) -> Result<StreamResult, StreamEr
         (None, None) => unreachable!("a sink is started when no target is given"),
     };
     let path = match (cfg.netns, cfg.target) {
-        (Some(s), _) => format!("netns tso {}", if s.tso { "on" } else { "off" }),
+        (Some(s), _) => s.describe(),
         (None, Some(_)) => "remote".to_string(),
         (None, None) => "loopback".to_string(),
     };

@@ -435,7 +435,7 @@ pub fn run(
                 return Err(StreamError::Interrupted.into());
             }
             // Built and removed at once: what a run would meet, without a run's cost.
-            if let Err(e) = Topology::create(s.tso, cfg.base.sink_cpu) {
+            if let Err(e) = Topology::create(s.tso, cfg.base.sink_cpu, None) {
                 let reason = e.to_string();
                 on_event(Event::Skipped {
                     path,

@@ -30,6 +30,16 @@ pub struct CompareArgs {
     /// CPU for the servers (default: 1 when there are two CPUs or more).
     #[arg(long, value_name = "N")]
     server_cpu: Option<usize>,
+    /// Run every server in one network namespace and the load in another, made for the
+    /// run and joined by a veth pair (MTU 1500, servers on 198.18.0.1), the load's
+    /// received packets steered to its first --cpu: the servers' CPU is then their own
+    /// transmit work, as behind a NIC, not the client's receive work too. Needs root;
+    /// everything is removed afterwards.
+    #[arg(long)]
+    netns: bool,
+    /// With --netns: TSO and GSO on the veth pair.
+    #[arg(long, default_value = "on", value_parser = crate::parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
+    tso: bool,
     /// Runs per server and workload (at least 3); servers are interleaved.
     #[arg(short = 'i', long = "iterations", value_name = "N", default_value = "5", value_parser = clap::value_parser!(u32).range(3..=1000))]
     iterations: u32,
@@ -192,12 +202,16 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         mix_dirs: mix.then_some(a.set.dirs as usize),
         load: template,
         server_cpu,
+        netns: a
+            .netns
+            .then_some(linerate_bench::netns::NetnsSettings { tso: a.tso }),
         connections: a.load.connections.iter().map(|&c| c as usize).collect(),
         iterations: a.iterations as usize,
         warmup: a.warmup as usize,
         confidence: a.confidence,
         out: Some(a.out.join("samples")),
         gzip: a.gzip,
+        build: crate::build(),
     };
     if let Err(e) = compare::check(&cfg) {
         return Ok(usage_error(&e));
@@ -392,6 +406,7 @@ pub fn run_cold(a: ColdArgs) -> anyhow::Result<ExitCode> {
         headers: Vec::new(),
         cpus: client_cpus,
         server_pid: None,
+        server_core: None,
         seed: 1,
     };
     let cfg = linerate_bench::cold::ColdConfig {

@@ -166,6 +166,7 @@ impl LoadArgs {
             headers: self.headers.clone(),
             cpus: self.cpu.clone(),
             server_pid,
+            server_core: None,
             seed,
         }
     }

@@ -338,7 +338,20 @@ fn parse_discard(s: &str) -> Result<Discard, String> {
     s.parse()
 }
 
-fn parse_on_off(s: &str) -> Result<bool, String> {
+/// This binary's build, for the reports that name it.
+pub(crate) fn build() -> linerate_bench::machine::Build {
+    linerate_bench::machine::Build {
+        commit: env!("LINERATE_COMMIT").to_string(),
+        profile: if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+        .to_string(),
+    }
+}
+
+pub(crate) fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" => Ok(true),
         "off" => Ok(false),

@@ -20,6 +20,24 @@ fn none_left(pattern: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// Every server measured in the comparison `v` has exited.
+fn assert_servers_gone(v: &Value) {
+    for w in v["workloads"].as_array().unwrap() {
+        for r in w["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|x| x.as_array().unwrap())
+        {
+            let pid = r["server"]["pid"].as_u64().unwrap();
+            assert!(
+                !Path::new(&format!("/proc/{pid}")).exists(),
+                "{pid} still running"
+            );
+        }
+    }
+}
+
 /// Loads `page` in headless Chromium; returns the console lines it printed and whether
 /// a screenshot was written.
 fn chromium(page: &Path, shot: &Path) -> (Vec<String>, bool) {
@@ -49,27 +67,36 @@ fn compares_every_installed_peer_and_writes_a_report_chromium_opens() {
         .filter(|p| installed(p))
         .collect();
     let out = tempfile::tempdir().unwrap();
-    let (code, stdout, err) = LINERATE.run(&[
-        "bench",
-        "compare",
-        "--sizes",
-        "1K,200K",
-        "--mix",
-        "specweb99",
-        "--dirs",
-        "1",
-        "-d",
-        "0.2",
-        "-c",
-        "4",
-        "-i",
-        "3",
-        "--out",
-        out.path().to_str().unwrap(),
-        "--json",
-    ]);
-    assert_eq!(code, 0, "{err}");
-    let v: Value = serde_json::from_str(&stdout).unwrap();
+    // Its own temporary directory: the servers' work directories are under it, so no
+    // other test's servers are mistaken for its own below.
+    let tmp = tempfile::tempdir().unwrap();
+    let o = LINERATE
+        .command()
+        .env("TMPDIR", tmp.path())
+        .args([
+            "bench",
+            "compare",
+            "--sizes",
+            "1K,200K",
+            "--mix",
+            "specweb99",
+            "--dirs",
+            "1",
+            "-d",
+            "0.2",
+            "-c",
+            "4",
+            "-i",
+            "3",
+            "--out",
+            out.path().to_str().unwrap(),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let names = server_field(&v, "name");
     let mut want = vec!["linerate"];
     want.extend(&peers);
@@ -78,6 +105,21 @@ fn compares_every_installed_peer_and_writes_a_report_chromium_opens() {
     assert_eq!(workloads.len(), 3);
     assert_eq!(workloads[1]["workload"], "/200K.bin");
     assert_eq!(v["warmup"], 1, "one round run first and discarded");
+    assert_eq!(v["path"], "loopback");
+    // The build and the machine, for a reader to trust the numbers.
+    let m = &v["machine"];
+    assert!(!m["commit"].as_str().unwrap().is_empty(), "{m}");
+    assert_eq!(
+        m["profile"],
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+    );
+    assert!(m["date"].as_str().unwrap().ends_with('Z'), "{m}");
+    assert!(m["memory_bytes"].as_u64().unwrap() > 0, "{m}");
+    assert_eq!(m["kernel"], v["kernel"]);
     for w in workloads {
         let runs = w["runs"].as_array().unwrap();
         assert_eq!(runs.len(), names.len());
@@ -102,28 +144,22 @@ fn compares_every_installed_peer_and_writes_a_report_chromium_opens() {
             }
         }
         // Every peer is judged against linerate on the three metrics.
+        // Four metrics when the servers are pinned (their CPU's whole busy time is
+        // judged too), three otherwise.
+        let judged = if runs[0][0]["server"]["core"].is_null() {
+            3
+        } else {
+            4
+        };
         let verdicts = w["judged"]["verdicts"].as_array().unwrap();
-        assert_eq!(verdicts.len(), 3 * peers.len());
+        assert_eq!(verdicts.len(), judged * peers.len());
         assert!(verdicts.iter().all(|x| x["baseline"] == "linerate"));
     }
     // The servers are gone: the measured processes, and anything started with a
     // configuration from the work directory.
-    for w in workloads {
-        for r in w["runs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|x| x.as_array().unwrap())
-        {
-            let pid = r["server"]["pid"].as_u64().unwrap();
-            assert!(
-                !Path::new(&format!("/proc/{pid}")).exists(),
-                "{pid} still running"
-            );
-        }
-    }
+    assert_servers_gone(&v);
     assert!(
-        none_left("linerate-compare-servers"),
+        none_left(&tmp.path().display().to_string()),
         "a server is still running"
     );
     // The files.
@@ -147,6 +183,24 @@ fn compares_every_installed_peer_and_writes_a_report_chromium_opens() {
         "two summaries, three latency charts"
     );
     assert!(!html.contains("<script"), "self-contained and static");
+    assert!(html.contains(&format!("linerate {}", m["commit"].as_str().unwrap())));
+    assert!(html.contains("Path: loopback."));
+    for column in [
+        "MB/s",
+        "p50",
+        "p99.9",
+        "max",
+        "server CPU busy",
+        "client CPU busy",
+    ] {
+        assert!(html.contains(&format!("<th>{column}</th>")), "{column}");
+    }
+    // One verdict matrix per workload: a row per peer, a cell per metric.
+    assert_eq!(
+        html.matches("<table class=\"verdicts\">").count(),
+        if peers.is_empty() { 0 } else { 3 }
+    );
+    assert!(html.contains("whiskers: lowest to highest run"));
     for p in &peers {
         assert!(html.contains(&format!("<td>{p}</td>")));
     }
@@ -300,8 +354,13 @@ fn variants_and_builds_of_linerate_each_a_server_and_wrk_as_a_second_client() {
         }
     }
     // Judged against the first column, with the paired reading of each round.
+    let judged = if w["runs"][0][0]["server"]["core"].is_null() {
+        3
+    } else {
+        4
+    };
     let verdicts = w["judged"]["verdicts"].as_array().unwrap();
-    assert_eq!(verdicts.len(), 3 * (names.len() - 1));
+    assert_eq!(verdicts.len(), judged * (names.len() - 1));
     for x in verdicts {
         assert_eq!(x["baseline"], names[0]);
         assert_eq!(x["paired"]["rounds"], 3, "{x}");
@@ -526,6 +585,11 @@ fn a_connections_list_sweeps_concurrency() {
         .map(|w| w["workload"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["/1K.bin c=1", "/1K.bin c=4"]);
+    let html = std::fs::read_to_string(out.path().join("report.html")).unwrap();
+    assert!(
+        html.contains("1K requests/s by connections"),
+        "a throughput-versus-concurrency chart"
+    );
     for (w, want) in v["workloads"].as_array().unwrap().iter().zip([1, 4]) {
         for r in w["runs"][0].as_array().unwrap() {
             assert_eq!(r["connections"], want, "{r}");
@@ -537,4 +601,112 @@ fn a_connections_list_sweeps_concurrency() {
     let (code, _, err) = LINERATE.run(&["bench", "compare", "-c", "4,4"]);
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("named twice"), "{err}");
+}
+
+/// The ports each server listened on, from its configuration (`config` in the JSON).
+fn listen_addresses(v: &Value) -> Vec<String> {
+    v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["config"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn netns_puts_the_servers_behind_a_veth_pair_and_removes_it() {
+    if !linerate_testkit::is_root() {
+        let (code, _, err) = LINERATE.run(&["bench", "compare", "--netns", "--sizes", "1K"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--netns needs root"), "{err}");
+        return;
+    }
+    let peers: Vec<&str> = ["lighttpd", "nginx"]
+        .into_iter()
+        .filter(|p| installed(p))
+        .collect();
+    let mut servers = vec!["linerate"];
+    servers.extend(&peers);
+    for tso in ["on", "off"] {
+        let out = tempfile::tempdir().unwrap();
+        let child = LINERATE
+            .command()
+            .args([
+                "bench",
+                "compare",
+                "--netns",
+                "--tso",
+                tso,
+                "--servers",
+                &servers.join(","),
+                "--sizes",
+                "1K,300K",
+                "--warmup",
+                "0",
+                "-d",
+                "0.2",
+                "-c",
+                "4",
+                "-i",
+                "3",
+                "--out",
+                out.path().to_str().unwrap(),
+                "--json",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "{err}");
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["path"], format!("netns tso {tso}"));
+        assert_eq!(server_field(&v, "name"), servers);
+        // Every server listened on the servers' end of the pair, each on its own port,
+        // and each answered with 200s for CPU of its own.
+        for c in listen_addresses(&v) {
+            assert!(c.contains("198.18.0.1"), "{c}");
+        }
+        for w in v["workloads"].as_array().unwrap() {
+            for (server, rs) in servers.iter().zip(w["runs"].as_array().unwrap()) {
+                let mut ports = Vec::new();
+                for r in rs.as_array().unwrap() {
+                    let target = r["target"].as_str().unwrap();
+                    assert!(target.contains("198.18.0.1:"), "{server}: {target}");
+                    ports.push(target.to_string());
+                    assert!(r["statuses"]["200"].as_u64().unwrap_or(0) > 0, "{r}");
+                    assert_eq!(errors(r), 0, "{server}: {r}");
+                    assert!(
+                        r["server"]["cpu_seconds"].as_f64().unwrap() > 0.0,
+                        "{server} did no work: another server answered for it"
+                    );
+                    // The servers' CPU as a whole: their ACKs are processed there.
+                    let core = &r["server"]["core"];
+                    assert!(core["busy_seconds"].as_f64().unwrap() > 0.0, "{r}");
+                    assert!(core["softirq_seconds"].as_f64().unwrap() >= 0.0, "{r}");
+                }
+                ports.dedup();
+                assert_eq!(ports.len(), 1, "{server}: {ports:?}");
+            }
+            let targets: Vec<&str> = w["runs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|rs| rs[0]["target"].as_str().unwrap())
+                .collect();
+            let mut unique = targets.clone();
+            unique.sort_unstable();
+            unique.dedup();
+            assert_eq!(unique.len(), targets.len(), "one port each: {targets:?}");
+        }
+        let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        let ns = String::from_utf8_lossy(&ns.stdout);
+        assert!(
+            !ns.contains(&format!("lr{pid}")),
+            "namespaces left behind: {ns}"
+        );
+        assert_servers_gone(&v);
+    }
 }

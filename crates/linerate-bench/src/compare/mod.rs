@@ -18,6 +18,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::http::{self, workload, HttpConfig, HttpResult, Judged, Workload};
+use crate::netns::{self, NetnsError, NetnsSettings, Topology};
 pub use peers::Peer;
 
 /// One server of a comparison: a peer, or linerate with a set of options.
@@ -182,6 +183,9 @@ pub struct CompareConfig {
     pub load: HttpConfig,
     /// CPU for the servers.
     pub server_cpu: Option<usize>,
+    /// Run the servers in one network namespace and the load in another, joined by a
+    /// veth pair, the load's received packets steered to its first CPU (None: loopback).
+    pub netns: Option<NetnsSettings>,
     /// Connection counts to sweep: each size (or the mix) is run at each, as a workload
     /// of its own named `PATH c=N` (empty: the load's one count).
     pub connections: Vec<usize>,
@@ -194,6 +198,8 @@ pub struct CompareConfig {
     pub confidence: linerate_stat::Confidence,
     /// Where samples (ministat files) go, if anywhere.
     pub out: Option<PathBuf>,
+    /// The linerate build that runs the comparison, for the report.
+    pub build: crate::machine::Build,
     /// Ask for gzip (`Accept-Encoding: gzip`) of `SIZE.js` files that have a `.gz`
     /// beside them, and configure the peers to send that or to compress themselves.
     pub gzip: Option<peers::Gzip>,
@@ -228,6 +234,9 @@ pub enum CompareError {
         /// Why.
         reason: http::HttpError,
     },
+    /// The `--netns` topology could not be built.
+    #[error(transparent)]
+    Netns(#[from] NetnsError),
     /// Interrupted.
     #[error("interrupted")]
     Interrupted,
@@ -278,6 +287,8 @@ pub struct CompareResult {
     pub iterations: usize,
     /// Rounds run first and discarded.
     pub warmup: usize,
+    /// Where the packets went: "loopback", "netns tso on" or "netns tso off".
+    pub path: String,
     /// Confidence of the comparisons, percent.
     pub confidence: f64,
     /// Connections of the load.
@@ -294,6 +305,8 @@ pub struct CompareResult {
     pub kernel: String,
     /// CPUs of the machine.
     pub cpus: usize,
+    /// The build and the machine: commit, profile, date, CPU model, governor, memory.
+    pub machine: crate::machine::Machine,
 }
 
 /// Progress of a comparison, for the caller to show.
@@ -381,6 +394,21 @@ pub fn run(
         workload::write_specweb99(&root, d).map_err(fileset)?;
     }
     readable_by_all(&root).map_err(fileset)?;
+    // Made before the servers start and dropped after they stop (declared first).
+    let topo = match cfg.netns {
+        Some(n) => Some(Topology::create(
+            n.tso,
+            cfg.load.cpus.first().copied(),
+            cfg.server_cpu,
+        )?),
+        None => None,
+    };
+    let server_ns = topo.as_ref().map(|t| t.sender_ns.clone());
+    let client_ns = topo.as_ref().map(|t| t.sink_ns.as_str());
+    let bind = match topo {
+        Some(_) => netns::SENDER_ADDR.into(),
+        None => peers::Launch::LOOPBACK,
+    };
     let work = tempfile::Builder::new()
         .prefix("linerate-compare-servers")
         .tempdir()?;
@@ -413,7 +441,9 @@ pub fn run(
             peer: spec.peer,
             exe,
             root: root.clone(),
-            port: peers::free_port()?,
+            bind,
+            port: peers::free_port(bind, server_ns.as_deref())?,
+            netns: server_ns.clone(),
             cpu: cfg.server_cpu,
             work: work.path().join(&spec.label),
             extra: spec.args.clone(),
@@ -504,16 +534,17 @@ pub fn run(
                     host: server.addr.to_string(),
                     workload: Arc::clone(&w),
                     server_pid: Some(server.pid),
+                    server_core: cfg.server_cpu,
                     connections,
                     ..cfg.load.clone()
                 };
                 if cfg.gzip.is_some() {
                     load.headers.push("Accept-Encoding: gzip".to_string());
                 }
-                let result = match (info.client, &wrk) {
+                let result = netns::within(client_ns, || match (info.client, &wrk) {
                     (Client::Wrk, Some(exe)) => http::wrk::run(&load, exe),
                     _ => http::run(&load, stop, &mut |_, _| {}),
-                };
+                })?;
                 let r = result.map_err(|reason| CompareError::Run {
                     server: info.name.clone(),
                     workload: name.clone(),
@@ -536,12 +567,17 @@ pub fn run(
         });
     }
     drop(running);
+    drop(topo);
+    let machine = crate::machine::Machine::read(&cfg.build);
     Ok(CompareResult {
         servers: servers.into_iter().map(|(s, _)| s).collect(),
         skipped,
         workloads: out,
         iterations: cfg.iterations,
         warmup: cfg.warmup,
+        path: cfg
+            .netns
+            .map_or_else(|| "loopback".to_string(), NetnsSettings::describe),
         confidence: cfg.confidence.percent(),
         connections: cfg.load.connections,
         threads: cfg.load.threads,
@@ -551,10 +587,9 @@ pub fn run(
         },
         client_cpus: cfg.load.cpus.clone(),
         server_cpu: cfg.server_cpu,
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default(),
-        cpus: crate::cpu::online_cpus(),
+        kernel: machine.kernel.clone(),
+        cpus: machine.cpus,
+        machine,
     })
 }
 

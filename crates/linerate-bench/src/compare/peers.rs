@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::io::{self, Read};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -77,8 +77,13 @@ pub struct Launch {
     pub exe: PathBuf,
     /// Document root.
     pub root: PathBuf,
-    /// Port on 127.0.0.1.
+    /// Address to listen on: [`Launch::LOOPBACK`], or the server end of a `--netns`
+    /// topology.
+    pub bind: IpAddr,
+    /// Port.
     pub port: u16,
+    /// Network namespace to run in (started with `ip netns exec`; None: this one).
+    pub netns: Option<String>,
     /// CPU to run on (None: unpinned).
     pub cpu: Option<usize>,
     /// Directory for its configuration, pid file and logs.
@@ -87,6 +92,11 @@ pub struct Launch {
     pub extra: Vec<String>,
     /// What every server is given alike.
     pub settings: Settings,
+}
+
+impl Launch {
+    /// Where servers listen on one host: 127.0.0.1.
+    pub const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 }
 
 /// How compressed answers are made, in a comparison with `Accept-Encoding: gzip`.
@@ -172,14 +182,17 @@ impl Drop for Running {
     }
 }
 
-/// A free port on 127.0.0.1 (free when asked; the server binds it a moment later),
-/// below the ephemeral range so that no client connection can be holding it.
-pub fn free_port() -> io::Result<u16> {
+/// A free port on `bind` in the network namespace `netns` (None: this one), free when
+/// asked (the server binds it a moment later), below the ephemeral range so that no
+/// client connection can be holding it.
+pub fn free_port(bind: IpAddr, netns: Option<&str>) -> io::Result<u16> {
     let first = 20_000 + (std::process::id() % 10_000) as u16;
-    (first..32_000)
-        .chain(20_000..first)
-        .find(|&p| TcpListener::bind(("127.0.0.1", p)).is_ok())
-        .ok_or_else(|| io::Error::other("no free port between 20000 and 32000"))
+    crate::netns::within(netns, || {
+        (first..32_000)
+            .chain(20_000..first)
+            .find(|&p| TcpListener::bind((bind, p)).is_ok())
+            .ok_or_else(|| io::Error::other("no free port between 20000 and 32000"))
+    })?
 }
 
 /// The configuration file text for `l` (none for linerate, which takes flags).
@@ -187,6 +200,7 @@ pub fn config_text(l: &Launch) -> String {
     let root = l.root.display();
     let work = l.work.display();
     let port = l.port;
+    let bind = l.bind;
     let Settings {
         workers,
         keepalive_seconds: keepalive,
@@ -250,7 +264,7 @@ http {{
     types {{ application/octet-stream bin; text/javascript js; }}
     default_type application/octet-stream;
     server {{
-        listen 127.0.0.1:{port};
+        listen {bind}:{port};
         root {root};
     }}
 }}
@@ -262,7 +276,7 @@ http {{
         // reconnects when told to close). max-fds stays under the open-file limit.
         Peer::Lighttpd => format!(
             "server.document-root = \"{root}\"
-server.bind = \"127.0.0.1\"
+server.bind = \"{bind}\"
 server.port = {port}
 server.pid-file = \"{work}/lighttpd.pid\"
 server.errorlog = \"{work}/error.log\"
@@ -288,7 +302,7 @@ error-log: {work}/error.log
 max-connections: {connections}
 http1-request-timeout: {keepalive}
 {h2o_gzip}listen:
-  host: 127.0.0.1
+  host: {bind}
   port: {port}
 hosts:
   default:
@@ -309,15 +323,23 @@ fn config_file(l: &Launch) -> PathBuf {
     })
 }
 
-/// The command line for `l`.
+/// The command line for `l`: the server itself, or `ip netns exec NS` and the server
+/// (which `ip` replaces itself with, so the process is the server's).
 fn command(l: &Launch) -> Command {
-    let mut c = Command::new(&l.exe);
+    let mut c = match &l.netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(&l.exe);
+            c
+        }
+        None => Command::new(&l.exe),
+    };
     let conf = config_file(l);
     match l.peer {
         Peer::Linerate => {
             c.arg("serve")
                 .arg(&l.root)
-                .args(["--listen", &format!("127.0.0.1:{}", l.port)])
+                .args(["--listen", &SocketAddr::new(l.bind, l.port).to_string()])
                 .args(["--workers", &l.settings.workers.to_string()])
                 .args(["--idle-timeout", &l.settings.keepalive_seconds.to_string()])
                 .args(["--access-log", "off"])
@@ -389,7 +411,7 @@ pub fn start(l: &Launch) -> io::Result<Running> {
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("the launching thread panicked")))
     })?;
-    let addr = SocketAddr::from(([127, 0, 0, 1], l.port));
+    let addr = SocketAddr::new(l.bind, l.port);
     let mut running = Running {
         peer: l.peer,
         pid: child.id(),
@@ -410,7 +432,11 @@ pub fn start(l: &Launch) -> io::Result<Running> {
                 tail.into_iter().rev().collect::<Vec<_>>().join(" / ")
             )));
         }
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+        // Asked from inside its namespace, where its address is a local one.
+        let up = crate::netns::within(l.netns.as_deref(), || {
+            TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+        })?;
+        if up {
             return Ok(running);
         }
         if Instant::now() > deadline {

@@ -1,7 +1,8 @@
 //! The HTML report of `bench compare`: one self-contained page (no scripts, no external
 //! files) with a table per workload and SVG charts drawn by `plotters`: requests/s and
 //! server CPU per request by workload (bars at the mean, whiskers from the lowest to
-//! the highest run, log scale), and each workload's latency distribution.
+//! the highest run, log scale), each workload's latency distribution, and requests/s
+//! against connections when `--connections` sweeps them.
 
 use std::fmt::Write as _;
 
@@ -89,7 +90,10 @@ fn bar_chart(
         let root = SVGBackend::with_string(&mut svg, (width, 360)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
+            .caption(
+                format!("{title} (log axis; whiskers: lowest to highest run)"),
+                ("sans-serif", 18),
+            )
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
@@ -240,6 +244,102 @@ fn latency_chart(r: &CompareResult, w: usize) -> Result<String, String> {
     Ok(svg)
 }
 
+/// The workloads of a `--connections` sweep, "PATH c=N": each PATH with its
+/// (connections, workload index) points in the order run. Empty without a sweep.
+fn sweeps(r: &CompareResult) -> Vec<(String, Vec<(usize, usize)>)> {
+    let mut out: Vec<(String, Vec<(usize, usize)>)> = Vec::new();
+    for (w, wl) in r.workloads.iter().enumerate() {
+        let Some((path, n)) = wl.workload.rsplit_once(" c=") else {
+            continue;
+        };
+        let Ok(n) = n.parse::<usize>() else {
+            continue;
+        };
+        match out.iter_mut().find(|(p, _)| p == path) {
+            Some((_, pts)) => pts.push((n, w)),
+            None => out.push((path.to_string(), vec![(n, w)])),
+        }
+    }
+    out.retain(|(_, pts)| pts.len() > 1);
+    out
+}
+
+/// Requests/s against connections for one swept path, a line per server through the
+/// means, both axes logarithmic.
+fn concurrency_chart(
+    r: &CompareResult,
+    path: &str,
+    pts: &[(usize, usize)],
+) -> Result<String, String> {
+    let rps: fn(&HttpResult) -> Option<f64> = |x| Some(x.requests_per_second);
+    let lines: Vec<(usize, Vec<(f64, f64)>)> = (0..r.servers.len())
+        .map(|s| {
+            let line = pts
+                .iter()
+                .map(|&(n, w)| (n as f64, mean(&values(r, w, s, rps))))
+                .filter(|&(_, v)| v > 0.0)
+                .collect();
+            (s, line)
+        })
+        .collect();
+    let all = lines.iter().flat_map(|(_, l)| l.iter().map(|p| p.1));
+    let (lo, hi) = all.fold((f64::INFINITY, 0f64), |(a, b), v| (a.min(v), b.max(v)));
+    let (nlo, nhi) = pts
+        .iter()
+        .fold((usize::MAX, 0), |(a, b), &(n, _)| (a.min(n), b.max(n)));
+    if !(lo.is_finite() && hi > 0.0) {
+        return Ok(String::new());
+    }
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (640, 360)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("{} requests/s by connections (log axes)", short_name(path)),
+                ("sans-serif", 18),
+            )
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(70)
+            .build_cartesian_2d(
+                (nlo as f64 / 1.3..nhi as f64 * 1.3).log_scale(),
+                (lo / 1.5..hi * 1.5).log_scale(),
+            )
+            .map_err(|e| e.to_string())?;
+        chart
+            .configure_mesh()
+            .x_desc("connections")
+            .y_desc("requests/s")
+            .x_label_formatter(&|v| format_number(*v))
+            .y_label_formatter(&|v| format_number(*v))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (s, line) in lines {
+            let c = colour(s);
+            chart
+                .draw_series(LineSeries::new(line.clone(), c.stroke_width(2)))
+                .map_err(|e| e.to_string())?
+                .label(r.servers[s].name.as_str())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 14, y)], c.stroke_width(2))
+                });
+            chart
+                .draw_series(line.into_iter().map(|p| Circle::new(p, 3, c.filled())))
+                .map_err(|e| e.to_string())?;
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.9))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(|e| e.to_string())?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    Ok(svg)
+}
+
 /// The percentile at `nines` on the latency chart's axis: 0 → "0%", 1 → "90%",
 /// 2 → "99%", 3 → "99.9%", 4 → "99.99%".
 fn percentile_label(nines: f64) -> String {
@@ -274,6 +374,64 @@ pub fn format_number(v: f64) -> String {
     }
 }
 
+/// The verdicts of one workload as a matrix: a row per server against the baseline,
+/// a column per metric, each cell the difference with its interval, coloured when
+/// proven (green: the baseline better, red: worse).
+fn verdict_matrix(wl: &super::WorkloadComparison, base: &str, confidence: f64) -> String {
+    let mut metrics: Vec<&str> = Vec::new();
+    let mut rows: Vec<&str> = Vec::new();
+    for v in &wl.judged.verdicts {
+        if !metrics.contains(&v.metric.as_str()) {
+            metrics.push(&v.metric);
+        }
+        if !rows.contains(&v.variant.as_str()) {
+            rows.push(&v.variant);
+        }
+    }
+    if rows.is_empty() {
+        return String::new();
+    }
+    let base_e = escape(base);
+    let mut h = format!("<table class=\"verdicts\"><tr><th>against {base_e}</th>");
+    for m in &metrics {
+        let _ = write!(h, "<th>{}</th>", escape(m));
+    }
+    h.push_str("</tr>\n");
+    for row in &rows {
+        let _ = write!(h, "<tr><td>{}</td>", escape(row));
+        for m in &metrics {
+            let Some(v) = wl
+                .judged
+                .verdicts
+                .iter()
+                .find(|v| v.variant == *row && v.metric == *m)
+            else {
+                h.push_str("<td>-</td>");
+                continue;
+            };
+            let c = &v.comparison;
+            // Higher is better for requests/s, lower for the rest.
+            let higher_better = v.metric == "requests_per_second";
+            let base_better = c.significant && ((c.percent < 0.0) == higher_better);
+            let (class, text) = if c.significant {
+                (
+                    if base_better { "better" } else { "worse" },
+                    format!("{:+.1}% ± {:.1}%", c.percent, c.percent_interval.abs()),
+                )
+            } else {
+                ("", "no difference proven".to_string())
+            };
+            let _ = write!(h, "<td class=\"{class}\">{text}</td>");
+        }
+        h.push_str("</tr>\n");
+    }
+    let _ = writeln!(
+        h,
+        "</table>\n<p>Each cell: the server's mean against {base_e}'s (Student's t), with its {confidence}% confidence interval; green where {base_e} is proven better, red where worse.</p>"
+    );
+    h
+}
+
 /// The whole page.
 pub fn html(r: &CompareResult, command: &str) -> Result<String, String> {
     let mut h = String::new();
@@ -293,15 +451,16 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
     );
     let _ = write!(
         h,
-        "<p>{} CPUs, Linux {}. Each run: {} connections, {} thread(s), {}; {} run(s) per server and workload, servers interleaved; client on CPU(s) {}, servers on CPU {}. Verdicts by Student's t at {}% confidence against {}.</p>\n<pre>{}</pre>\n",
-        r.cpus,
-        escape(&r.kernel),
+        "<p>{}.</p>\n<p>Path: {}. Each run: {} connections, {} thread(s), {}; {} run(s) per server and workload after {} discarded warm-up round(s), servers interleaved; client on CPU(s) {}, servers on CPU {}. Verdicts by Student's t at {}% confidence against {}.</p>\n<pre>{}</pre>\n",
+        escape(&r.machine.describe()),
+        escape(&r.path),
         r.connections,
         r.threads,
         r.seconds
             .map(|s| format!("{s} s"))
             .unwrap_or_else(|| "a request count".into()),
         r.iterations,
+        r.warmup,
         if r.client_cpus.is_empty() {
             "any".to_string()
         } else {
@@ -342,16 +501,38 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
             let _ = writeln!(h, "<figure>{svg}</figure>");
         }
     }
+    for (path, pts) in sweeps(r) {
+        let svg = concurrency_chart(r, &path, &pts)?;
+        if !svg.is_empty() {
+            let _ = writeln!(h, "<figure>{svg}</figure>");
+        }
+    }
     for (w, wl) in r.workloads.iter().enumerate() {
         let _ = writeln!(h, "<h2>{}</h2>", escape(&wl.workload));
         let base_e = escape(base);
-        let _ = writeln!(h, "<table><tr><th>server</th><th>requests/s</th><th>× {base_e}</th><th>p99 latency</th><th>server CPU µs/request</th><th>× {base_e}</th><th>errors</th><th>non-2xx</th></tr>");
+        let _ = writeln!(h, "<table><tr><th>server</th><th>requests/s</th><th>× {base_e}</th><th>MB/s</th><th>p50</th><th>p99</th><th>p99.9</th><th>max</th><th>server CPU µs/request</th><th>× {base_e}</th><th>its CPU's busy µs/request</th><th>server CPU busy</th><th>client CPU busy</th><th>errors</th><th>non-2xx</th></tr>");
         let base_rps = mean(&values(r, w, 0, rps));
         let base_cpu = mean(&values(r, w, 0, cpu));
         for (s, info) in r.servers.iter().enumerate() {
             let m_rps = mean(&values(r, w, s, rps));
             let m_cpu = mean(&values(r, w, s, cpu));
-            let p99 = mean(&values(r, w, s, |x| Some(x.latency_us.p99 as f64)));
+            let latency = |f: fn(&HttpResult) -> u64| {
+                let v: Vec<f64> = wl.runs[s].iter().map(|x| f(x) as f64).collect();
+                format!("{} µs", format_number(mean(&v)))
+            };
+            let mbps = mean(&values(r, w, s, |x| Some(x.megabytes_per_second)));
+            // Who was the bottleneck: each side's CPU as a share of one CPU, per run.
+            let busy = |f: fn(&HttpResult) -> Option<f64>| {
+                let v = values(r, w, s, f);
+                if v.is_empty() {
+                    "-".to_string()
+                } else {
+                    v.iter()
+                        .map(|p| format!("{p:.0}%"))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                }
+            };
             let errors: u64 = wl.runs[s].iter().map(|x| x.errors.total()).sum();
             let non2xx: u64 = wl.runs[s].iter().map(|x| x.non_2xx()).sum();
             let ratio = |a: f64, b: f64| {
@@ -363,48 +544,38 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
             };
             let _ = writeln!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} µs</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(&info.name),
                 format_number(m_rps),
                 ratio(m_rps, base_rps),
-                format_number(p99),
+                format_number(mbps),
+                latency(|x| x.latency_us.p50),
+                latency(|x| x.latency_us.p99),
+                latency(|x| x.latency_us.p999),
+                latency(|x| x.latency_us.max),
                 format_number(m_cpu),
                 ratio(m_cpu, base_cpu),
+                {
+                    let core = values(r, w, s, |x| {
+                        Some(x.server.as_ref()?.core.as_ref()?.us_per_request)
+                    });
+                    if core.is_empty() {
+                        "-".to_string()
+                    } else {
+                        format_number(mean(&core))
+                    }
+                },
+                busy(|x| x.server.as_ref().map(|c| c.percent_of_one_cpu)),
+                busy(|x| {
+                    (x.wrk.is_none() && x.elapsed_seconds > 0.0)
+                        .then(|| 100.0 * x.client.cpu_seconds / x.elapsed_seconds)
+                }),
                 errors,
                 non2xx
             );
         }
-        h.push_str("</table>\n<ul>\n");
-        for v in &wl.judged.verdicts {
-            let c = &v.comparison;
-            // Against the baseline: higher is better for requests/s, lower for the rest.
-            let higher_better = v.metric == "requests_per_second";
-            let base_better = c.significant && ((c.percent < 0.0) == higher_better);
-            let class = if !c.significant {
-                ""
-            } else if base_better {
-                "better"
-            } else {
-                "worse"
-            };
-            let _ = writeln!(
-                h,
-                "<li>{} — {} vs {base_e}: <span class=\"{class}\">{}</span></li>",
-                escape(&v.metric),
-                escape(&v.variant),
-                if c.significant {
-                    format!(
-                        "{:+.1}% ± {:.1}% ({base_e} {})",
-                        c.percent,
-                        c.percent_interval.abs(),
-                        if base_better { "better" } else { "worse" }
-                    )
-                } else {
-                    "no difference proven".into()
-                }
-            );
-        }
-        h.push_str("</ul>\n");
+        h.push_str("</table>\n");
+        h.push_str(&verdict_matrix(wl, base, r.confidence));
         let svg = latency_chart(r, w)?;
         if !svg.is_empty() {
             let _ = writeln!(h, "<figure>{svg}</figure>");

@@ -9,9 +9,10 @@ use linerate_stat::Better;
 use super::HttpResult;
 use crate::series::{self, Judged, Metric};
 
-/// The metrics of a series: requests/s (higher is better), p99 latency and server CPU
-/// per request (lower is better) are judged; the rest are kept as samples.
-pub const METRICS: [Metric<HttpResult>; 5] = [
+/// The metrics of a series: requests/s (higher is better), p99 latency, server CPU per
+/// request and, when the server is pinned, its CPU's whole busy time per request (lower
+/// is better) are judged; the rest are kept as samples.
+pub const METRICS: [Metric<HttpResult>; 6] = [
     Metric {
         name: "requests_per_second",
         unit: "requests/s",
@@ -28,6 +29,12 @@ pub const METRICS: [Metric<HttpResult>; 5] = [
         name: "server_cpu_per_request",
         unit: "server us/request",
         value: |r| r.server.as_ref().map(|s| s.us_per_request),
+        better: Some(Better::Lower),
+    },
+    Metric {
+        name: "server_core_per_request",
+        unit: "server CPU busy us/request",
+        value: |r| r.server.as_ref()?.core.as_ref().map(|c| c.us_per_request),
         better: Some(Better::Lower),
     },
     Metric {

@@ -65,6 +65,9 @@ pub struct HttpConfig {
     pub cpus: Vec<usize>,
     /// Server process whose CPU (with its descendants) is measured.
     pub server_pid: Option<u32>,
+    /// The CPU the server is pinned to: its whole busy time is reported too
+    /// ([`CoreCpu`]), with `server_pid`.
+    pub server_core: Option<usize>,
     /// Seeds the SpecWeb99 draw.
     pub seed: u64,
 }
@@ -157,27 +160,83 @@ pub struct ServerCpu {
     pub us_per_request: f64,
     /// CPU microseconds per KB (1024 bytes) of response bodies (service demand).
     pub us_per_kb: f64,
+    /// The server's CPU as a whole, when it is pinned to one (`server_core`).
+    pub core: Option<CoreCpu>,
+}
+
+/// The busy time of the CPU a server is pinned to, from `/proc/stat`: the server's own
+/// time and the softirq work done there for its packets, whichever task it interrupted
+/// (over `--netns` the ACKs the server receives are processed there, as a NIC's
+/// interrupt would be on the server's host; a process's own time misses most of it).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CoreCpu {
+    /// The CPU.
+    pub cpu: usize,
+    /// Busy seconds (user, system, irq, softirq).
+    pub busy_seconds: f64,
+    /// Of which softirq.
+    pub softirq_seconds: f64,
+    /// Busy, as a percentage of the run.
+    pub percent_busy: f64,
+    /// Busy microseconds per response.
+    pub us_per_request: f64,
+    /// Busy microseconds per KB of response bodies.
+    pub us_per_kb: f64,
+}
+
+/// One reading of a server's CPU: its process tree's, and its pinned CPU's counters.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ServerReading {
+    process: Duration,
+    core: Option<crate::cpu::MachineCpu>,
+}
+
+impl ServerReading {
+    /// Reads `pid`'s process tree and, with `core`, that CPU's counters.
+    pub(crate) fn now(pid: u32, core: Option<usize>) -> Result<ServerReading, HttpError> {
+        let process = crate::cpu::process_tree_cpu(pid)
+            .map_err(|reason| HttpError::ServerPid { pid, reason })?;
+        let core = core.map(crate::cpu::MachineCpu::of_cpu).transpose()?;
+        Ok(ServerReading { process, core })
+    }
 }
 
 impl ServerCpu {
     /// The figures of `pid` from its CPU readings before and after a run of `secs`
     /// seconds that got `requests` answers with `body_bytes` of bodies.
     pub(crate) fn between(
-        pid: Option<u32>,
-        before: Option<Duration>,
-        after: Option<Duration>,
+        cfg: &HttpConfig,
+        before: Option<ServerReading>,
+        after: Option<ServerReading>,
         secs: f64,
         requests: u64,
         body_bytes: u64,
     ) -> Option<ServerCpu> {
-        let (pid, before, after) = (pid?, before?, after?);
-        let cpu = after.saturating_sub(before);
+        let (pid, before, after) = (cfg.server_pid?, before?, after?);
+        let cpu = after.process.saturating_sub(before.process);
+        let core = match (cfg.server_core, before.core, after.core) {
+            (Some(n), Some(b), Some(a)) => {
+                let d = a.since(&b);
+                let hz = linerate_sys::cpu::clock_ticks_per_second().max(1) as f64;
+                let busy = Duration::from_secs_f64(d.busy_ticks() as f64 / hz);
+                Some(CoreCpu {
+                    cpu: n,
+                    busy_seconds: busy.as_secs_f64(),
+                    softirq_seconds: d.softirq_ticks as f64 / hz,
+                    percent_busy: 100.0 * busy.as_secs_f64() / secs,
+                    us_per_request: per(busy, requests),
+                    us_per_kb: crate::cpu::service_demand(busy, body_bytes),
+                })
+            }
+            _ => None,
+        };
         Some(ServerCpu {
             pid,
             cpu_seconds: cpu.as_secs_f64(),
             percent_of_one_cpu: 100.0 * cpu.as_secs_f64() / secs,
             us_per_request: per(cpu, requests),
             us_per_kb: crate::cpu::service_demand(cpu, body_bytes),
+            core,
         })
     }
 }
@@ -298,9 +357,7 @@ pub fn run(
         stop: Arc::clone(stop),
     });
     let rate_per_conn = cfg.rate.map(|r| r / cfg.connections.max(1) as f64);
-    let server_cpu = |pid: u32| {
-        crate::cpu::process_tree_cpu(pid).map_err(|reason| HttpError::ServerPid { pid, reason })
-    };
+    let server_cpu = |pid: u32| ServerReading::now(pid, cfg.server_core);
     // The calling thread waits on the client's CPUs too, never beside the server.
     if let Some(&c) = cfg.cpus.first() {
         linerate_sys::cpu::pin_thread_to_cpu(c)?;
@@ -410,7 +467,7 @@ pub fn run(
         }
     }
     let secs = elapsed.as_secs_f64().max(1e-9);
-    let server = ServerCpu::between(cfg.server_pid, server0, server1, secs, requests, body_bytes);
+    let server = ServerCpu::between(cfg, server0, server1, secs, requests, body_bytes);
     let client_cpu = client1.since(&client0).total();
     Ok(HttpResult {
         target: format!("http://{}", cfg.target),

@@ -103,9 +103,7 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    let server_cpu = |pid| {
-        crate::cpu::process_tree_cpu(pid).map_err(|reason| HttpError::ServerPid { pid, reason })
-    };
+    let server_cpu = |pid| super::ServerReading::now(pid, cfg.server_core);
     let server0 = cfg.server_pid.map(server_cpu).transpose()?;
     let client0 = linerate_sys::cpu::process_cpu()?;
     // Spawned from a thread pinned to the first client CPU: wrk inherits the affinity.
@@ -145,7 +143,7 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
         Some(e) => e.len * parsed.statuses.below_400,
         None => parsed.bytes,
     };
-    let server = ServerCpu::between(cfg.server_pid, server0, server1, secs, requests, body_bytes);
+    let server = ServerCpu::between(cfg, server0, server1, secs, requests, body_bytes);
     let client_cpu = client1.since(&client0).total();
     Ok(HttpResult {
         target: format!("http://{}", cfg.target),
