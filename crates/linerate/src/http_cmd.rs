@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Parser};
+use linerate_bench::compare;
 use linerate_bench::http::{self, workload, HttpConfig, HttpResult, Limit, Workload};
 use linerate_bench::series;
 
@@ -54,6 +55,32 @@ pub struct HttpArgs {
     /// Print results as JSON.
     #[arg(long)]
     json: bool,
+    /// Start `linerate serve` on the file set (--sizes, --mix) in a network namespace
+    /// made for the run, pinned to --server-cpu, and load it from another namespace
+    /// over a veth pair (MTU 1500, the server on 198.18.0.1), each side's received
+    /// packets steered to its CPU, as `bench compare --netns` does. Needs root;
+    /// everything is removed afterwards.
+    #[arg(long, conflicts_with_all = ["urls", "urls_file", "server_pid", "compare"])]
+    netns: bool,
+    /// With --netns: TSO and GSO on the veth pair.
+    #[arg(long, default_value = "on", value_parser = crate::parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
+    tso: bool,
+    /// With --netns: the server's CPU (default: 1 when there are two CPUs or more; the
+    /// load then defaults to CPU 0).
+    #[arg(long, value_name = "N", requires = "netns")]
+    server_cpu: Option<usize>,
+    /// With --netns: extra arguments for `linerate serve`, one string ("--lowat 0").
+    #[arg(
+        long,
+        value_name = "ARGS",
+        allow_hyphen_values = true,
+        requires = "netns"
+    )]
+    linerate_args: Option<String>,
+    /// With --netns: write the file set here (kept afterwards) instead of a temporary
+    /// directory.
+    #[arg(long, value_name = "DIR", requires = "netns")]
+    root: Option<PathBuf>,
 }
 
 /// With `--expect-status`, the answers of `results` that had another status: a line
@@ -392,10 +419,78 @@ pub fn run_files(a: FilesArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_http(a: HttpArgs) -> anyhow::Result<ExitCode> {
-    let base = match configs(&a) {
+    if a.netns {
+        return run_http_netns(a);
+    }
+    run_http_on(a, None)
+}
+
+/// `bench http --netns`: the server started here, in its namespace; the load from the
+/// other.
+fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
+    if a.set.sizes.is_empty() && a.set.mix.is_none() {
+        return Ok(usage_error(
+            "--netns: give --sizes and/or --mix: the server it starts serves that file set",
+        ));
+    }
+    if let Err(e) = a.load.check() {
+        return Ok(usage_error(&e));
+    }
+    let cpus = linerate_bench::cpu::online_cpus();
+    for (flag, cpu) in [("--server-cpu", a.server_cpu)]
+        .into_iter()
+        .chain(a.load.cpu.iter().map(|&c| ("--cpu", Some(c))))
+    {
+        if let Some(c) = cpu.filter(|&c| c >= cpus) {
+            return Ok(usage_error(&format!(
+                "{flag} {c}: this machine has CPUs 0 to {}",
+                cpus - 1
+            )));
+        }
+    }
+    let server_cpu = a.server_cpu.or((cpus >= 2).then_some(1));
+    if a.load.cpu.is_empty() && cpus >= 2 {
+        a.load.cpu = vec![0];
+    }
+    let hosted = compare::Hosted::start(&compare::HostedConfig {
+        exe: std::env::current_exe().context("finding the linerate binary")?,
+        args: a
+            .linerate_args
+            .as_deref()
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default(),
+        root: a.root.clone(),
+        sizes: a.set.sizes.clone(),
+        mix_dirs: a.set.mix.is_some().then_some(a.set.dirs as usize),
+        netns: linerate_bench::netns::NetnsSettings { tso: a.tso },
+        client_cpu: a.load.cpu.first().copied(),
+        server_cpu,
+    })?;
+    if !a.json {
+        eprintln!(
+            "started {} in its namespace; the load comes from {}",
+            hosted.config(),
+            hosted.client_ns()
+        );
+    }
+    a.urls = vec![format!("http://{}/", hosted.addr())];
+    a.server_pid = Some(hosted.pid());
+    let ns = hosted.client_ns().to_string();
+    let code = linerate_bench::netns::within(Some(&ns), move || run_http_on(a, server_cpu))??;
+    drop(hosted);
+    Ok(code)
+}
+
+/// The runs of `a`; `server_core`: the CPU the server is pinned to, whose whole busy
+/// time is reported too.
+fn run_http_on(a: HttpArgs, server_core: Option<usize>) -> anyhow::Result<ExitCode> {
+    let mut base = match configs(&a) {
         Ok(c) => c,
         Err(e) => return Ok(usage_error(&e)),
     };
+    for c in &mut base {
+        c.server_core = server_core;
+    }
     let stop = stop_flag()?;
     if a.compare.is_none() && a.iterations == 1 {
         let mut results = Vec::new();
@@ -623,6 +718,12 @@ pub fn print_http(r: &HttpResult) {
             "  server    pid {}: {:.3} CPU s ({:.1}% of one CPU), {:.3} us/request, {:.4} us/KB",
             s.pid, s.cpu_seconds, s.percent_of_one_cpu, s.us_per_request, s.us_per_kb
         );
+        if let Some(c) = &s.core {
+            println!(
+                "  its CPU   {}: {:.3} s busy ({:.1}%, softirq {:.3} s), {:.3} us/request, {:.4} us/KB",
+                c.cpu, c.busy_seconds, c.percent_busy, c.softirq_seconds, c.us_per_request, c.us_per_kb
+            );
+        }
     }
     println!(
         "  client    {:.3} CPU s, {:.3} us/request, {} connections opened{}",

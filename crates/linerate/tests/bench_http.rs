@@ -669,3 +669,93 @@ fn non_2xx_answers_are_shown_and_expect_status_fails_the_run() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--expect-status"), "{err}");
 }
+
+#[test]
+fn netns_starts_its_own_server_behind_a_veth_pair() {
+    // Usage first: these need nothing.
+    let (code, _, err) = LINERATE.run(&["bench", "http", "--netns"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--netns: give --sizes"), "{err}");
+    let (code, _, err) = LINERATE.run(&[
+        "bench",
+        "http",
+        "http://127.0.0.1:9/",
+        "--netns",
+        "--sizes",
+        "1K",
+    ]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--netns"), "{err}");
+    let (code, _, err) = LINERATE.run(&["bench", "http", "--tso", "off", "--sizes", "1K"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--netns"), "{err}");
+    if !linerate_testkit::is_root() {
+        let (code, _, err) = LINERATE.run(&["bench", "http", "--netns", "--sizes", "1K"]);
+        assert_eq!(code, 2, "{err}");
+        assert!(err.contains("--netns needs root"), "{err}");
+        return;
+    }
+    let child = LINERATE
+        .command()
+        .args([
+            "bench",
+            "http",
+            "--netns",
+            "--tso",
+            "off",
+            "--sizes",
+            "1K,300K",
+            "--linerate-args",
+            "--transmit splice",
+            "-d",
+            "0.3",
+            "-c",
+            "4",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v = json(&String::from_utf8_lossy(&o.stdout));
+    let runs = v.as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    // The human report names the server CPU's whole busy time too.
+    let (code, out, err) = LINERATE.run(&["bench", "http", "--netns", "--sizes", "1K", "-n", "50"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("requests  50 in"), "{out}");
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        assert!(out.contains("  its CPU   1: "), "{out}");
+    }
+    for (r, want) in runs.iter().zip([1024u64, 300 * 1024]) {
+        assert!(r["target"].as_str().unwrap().contains("198.18.0.1:"), "{r}");
+        let n = r["requests"].as_u64().unwrap();
+        assert!(n > 0, "{r}");
+        assert_eq!(r["statuses"]["200"].as_u64().unwrap(), n, "{r}");
+        assert_eq!(r["body_bytes"].as_u64().unwrap(), n * want, "{r}");
+        let server = &r["server"];
+        assert!(server["cpu_seconds"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(
+            server["core"]["busy_seconds"].as_f64().unwrap() > 0.0,
+            "{r}"
+        );
+        let spid = server["pid"].as_u64().unwrap();
+        assert!(
+            !std::path::Path::new(&format!("/proc/{spid}")).exists(),
+            "the server it started is still running"
+        );
+    }
+    let ns = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .unwrap();
+    let ns = String::from_utf8_lossy(&ns.stdout);
+    assert!(
+        !ns.contains(&format!("lr{pid}")),
+        "namespaces left behind: {ns}"
+    );
+}

@@ -621,3 +621,105 @@ pub(crate) fn readable_by_all(dir: &std::path::Path) -> std::io::Result<()> {
     widen(dir, &std::fs::metadata(dir)?)?;
     walk(dir)
 }
+
+/// One `linerate serve` on a written file set, in the servers' namespace of a `--netns`
+/// topology made for it: what `bench http --netns` loads from the other namespace.
+/// Dropping it stops the server, then removes the namespaces (and a temporary root).
+pub struct Hosted {
+    server: peers::Running,
+    topo: Topology,
+    _work: tempfile::TempDir,
+    _root: Option<tempfile::TempDir>,
+}
+
+/// What [`Hosted::start`] starts.
+#[derive(Clone, Debug)]
+pub struct HostedConfig {
+    /// The linerate binary.
+    pub exe: PathBuf,
+    /// Extra `serve` arguments.
+    pub args: Vec<String>,
+    /// Where to write the file set (kept); None: a temporary directory.
+    pub root: Option<PathBuf>,
+    /// One file per size.
+    pub sizes: Vec<u64>,
+    /// The SpecWeb99 mix, with this many directories.
+    pub mix_dirs: Option<usize>,
+    /// TSO and GSO on the veth pair.
+    pub netns: NetnsSettings,
+    /// The load's CPU (its received packets are steered there).
+    pub client_cpu: Option<usize>,
+    /// The server's CPU (it is pinned there, and its ACKs are processed there).
+    pub server_cpu: Option<usize>,
+}
+
+impl Hosted {
+    /// Writes the file set, builds the topology and starts the server.
+    pub fn start(cfg: &HostedConfig) -> Result<Hosted, CompareError> {
+        let tmp = match &cfg.root {
+            Some(_) => None,
+            None => Some(tempfile::Builder::new().prefix("linerate-http").tempdir()?),
+        };
+        let root = match (&cfg.root, &tmp) {
+            (Some(r), _) => r.clone(),
+            (None, Some(t)) => t.path().to_path_buf(),
+            (None, None) => unreachable!("a temporary root is made when none is given"),
+        };
+        let fileset = |reason| CompareError::FileSet {
+            dir: root.clone(),
+            reason,
+        };
+        workload::write_sizes(&root, &cfg.sizes).map_err(fileset)?;
+        if let Some(d) = cfg.mix_dirs {
+            workload::write_specweb99(&root, d).map_err(fileset)?;
+        }
+        readable_by_all(&root).map_err(fileset)?;
+        let topo = Topology::create(cfg.netns.tso, cfg.client_cpu, cfg.server_cpu)?;
+        let work = tempfile::Builder::new()
+            .prefix("linerate-http-server")
+            .tempdir()?;
+        let bind = netns::SENDER_ADDR.into();
+        let launch = peers::Launch {
+            peer: Peer::Linerate,
+            exe: cfg.exe.clone(),
+            root,
+            bind,
+            port: peers::free_port(bind, Some(&topo.sender_ns))?,
+            netns: Some(topo.sender_ns.clone()),
+            cpu: cfg.server_cpu,
+            work: work.path().join("linerate"),
+            extra: cfg.args.clone(),
+            settings: peers::Settings::default(),
+        };
+        let server = peers::start(&launch).map_err(|reason| CompareError::Start {
+            server: "linerate".into(),
+            reason,
+        })?;
+        Ok(Hosted {
+            server,
+            topo,
+            _work: work,
+            _root: tmp,
+        })
+    }
+
+    /// Where the server listens.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.server.addr
+    }
+
+    /// The server's process.
+    pub fn pid(&self) -> u32 {
+        self.server.pid
+    }
+
+    /// The load's namespace.
+    pub fn client_ns(&self) -> &str {
+        &self.topo.sink_ns
+    }
+
+    /// How the server was started.
+    pub fn config(&self) -> &str {
+        &self.server.config
+    }
+}
