@@ -33,13 +33,17 @@ pub enum LogFormat {
     Json,
 }
 
-/// Default [`Config::send_slice_bytes`]: 0, no slices. A connection sends until its
-/// socket is full (seed 000's batch) and the low-water mark wakes it half empty. 64 KiB
-/// slices won on an earlier machine but lost here (BENCHMARKS.md, "Slices off"): with
-/// wrk pinned beside one worker, 10 MiB bodies sliced at 64 KiB cost 64% more CPU per
-/// request than nginx and 14% fewer requests/s, and 1 MiB bodies about twice the CPU of
-/// unsliced ones. `--send-slice` stays for turn-taking between large and small responses.
-pub const DEFAULT_SEND_SLICE: u64 = 0;
+/// Default [`Config::send_slice_bytes`]: 256 KiB, lighttpd's turn. A connection whose
+/// body is at least [`DEFAULT_SEND_SLICE_MIN`] sends at most this much before the
+/// worker serves its other connections. One `sendfile` of several MiB takes the
+/// socket's lock once per 64 KiB while that connection's ACKs are processed on the
+/// client's CPU under the same lock: on loopback at 10 MiB the worker spent 13% of its
+/// time spinning for it (2.4% for lighttpd). 256 KiB turns measured +18% and +14%
+/// requests/s at 1 MiB on loopback for 16% and 13% less CPU per request, +7% and -7%
+/// over `--netns --tso on`, and at 10 MiB no difference in either, with a third of the
+/// p99 on loopback; 64 and 128 KiB turns cost 12-27% more CPU per request
+/// (BENCHMARKS.md, "Large files where a NIC would be").
+pub const DEFAULT_SEND_SLICE: u64 = 256 * 1024;
 
 /// Default [`Config::notsent_lowat`]: 16 KiB. The engine's own default, the send
 /// buffer's size, comes out at 4 MiB on loopback, where autotuning has already grown the

@@ -923,7 +923,7 @@ pub struct Settings {
     pub small_file_memory: Option<Bytes<0, { i64::MAX as u64 }>>,
     /// Most bytes of a file one connection sends per turn before the worker serves the
     /// others, as lighttpd's 256 KiB and nginx's sendfile_max_chunk do; 0: until the
-    /// socket is full [default: 0].
+    /// socket is full [default: 256K].
     #[arg(long, value_name = "BYTES")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub send_slice: Option<Bytes<0, { i64::MAX as u64 }>>,
