@@ -13,6 +13,7 @@ pub mod compare;
 pub mod cpu;
 pub mod http;
 pub mod idle;
+pub mod kernel;
 pub mod machine;
 pub mod netns;
 pub mod procs;

@@ -718,6 +718,17 @@ pub fn print_http(r: &HttpResult) {
             "  server    pid {}: {:.3} CPU s ({:.1}% of one CPU), {:.3} us/request, {:.4} us/KB",
             s.pid, s.cpu_seconds, s.percent_of_one_cpu, s.us_per_request, s.us_per_kb
         );
+        if let Some(k) = &s.kernel {
+            println!(
+                "  kernel    {} segments ({:.1}/MB, {:.0} body bytes each), {} retransmitted, {} context switches ({:.2}/MB)",
+                k.segments,
+                k.segments_per_mb,
+                k.body_bytes_per_segment,
+                k.retransmits,
+                k.context_switches,
+                k.context_switches_per_mb
+            );
+        }
         if let Some(c) = &s.core {
             println!(
                 "  its CPU   {}: {:.3} s busy ({:.1}%, softirq {:.3} s), {:.3} us/request, {:.4} us/KB",

@@ -728,6 +728,7 @@ fn netns_starts_its_own_server_behind_a_veth_pair() {
     let (code, out, err) = LINERATE.run(&["bench", "http", "--netns", "--sizes", "1K", "-n", "50"]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("requests  50 in"), "{out}");
+    assert!(out.contains("  kernel    "), "{out}");
     if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
         assert!(out.contains("  its CPU   1: "), "{out}");
     }
@@ -743,6 +744,14 @@ fn netns_starts_its_own_server_behind_a_veth_pair() {
             server["core"]["busy_seconds"].as_f64().unwrap() > 0.0,
             "{r}"
         );
+        // Over --netns the namespace's segments are the server's alone: at least one
+        // per 1500-byte frame's worth of body with TSO off.
+        let k = &server["kernel"];
+        assert!(
+            k["segments"].as_u64().unwrap() >= r["body_bytes"].as_u64().unwrap() / 1500,
+            "{r}"
+        );
+        assert!(k["context_switches"].as_u64().unwrap() > 0, "{r}");
         let spid = server["pid"].as_u64().unwrap();
         assert!(
             !std::path::Path::new(&format!("/proc/{spid}")).exists(),

@@ -510,7 +510,7 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
     for (w, wl) in r.workloads.iter().enumerate() {
         let _ = writeln!(h, "<h2>{}</h2>", escape(&wl.workload));
         let base_e = escape(base);
-        let _ = writeln!(h, "<table><tr><th>server</th><th>requests/s</th><th>× {base_e}</th><th>MB/s</th><th>p50</th><th>p99</th><th>p99.9</th><th>max</th><th>server CPU µs/request</th><th>× {base_e}</th><th>its CPU's busy µs/request</th><th>server CPU busy</th><th>client CPU busy</th><th>errors</th><th>non-2xx</th></tr>");
+        let _ = writeln!(h, "<table><tr><th>server</th><th>requests/s</th><th>× {base_e}</th><th>MB/s</th><th>p50</th><th>p99</th><th>p99.9</th><th>max</th><th>server CPU µs/request</th><th>× {base_e}</th><th>its CPU's busy µs/request</th><th>server CPU busy</th><th>client CPU busy</th><th>segments/MB</th><th>body bytes/segment</th><th>context switches/MB</th><th>retransmits</th><th>errors</th><th>non-2xx</th></tr>");
         let base_rps = mean(&values(r, w, 0, rps));
         let base_cpu = mean(&values(r, w, 0, cpu));
         for (s, info) in r.servers.iter().enumerate() {
@@ -533,6 +533,18 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
                         .join(" ")
                 }
             };
+            // The kernel's work for the server, means over the runs that have it.
+            let kernel = |f: fn(&crate::kernel::KernelWork) -> f64| {
+                let v: Vec<f64> = wl.runs[s]
+                    .iter()
+                    .filter_map(|x| x.server.as_ref()?.kernel.as_ref().map(f))
+                    .collect();
+                if v.is_empty() {
+                    "-".to_string()
+                } else {
+                    format_number(mean(&v))
+                }
+            };
             let errors: u64 = wl.runs[s].iter().map(|x| x.errors.total()).sum();
             let non2xx: u64 = wl.runs[s].iter().map(|x| x.non_2xx()).sum();
             let ratio = |a: f64, b: f64| {
@@ -544,7 +556,7 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
             };
             let _ = writeln!(
                 h,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(&info.name),
                 format_number(m_rps),
                 ratio(m_rps, base_rps),
@@ -570,6 +582,10 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
                     (x.wrk.is_none() && x.elapsed_seconds > 0.0)
                         .then(|| 100.0 * x.client.cpu_seconds / x.elapsed_seconds)
                 }),
+                kernel(|k| k.segments_per_mb),
+                kernel(|k| k.body_bytes_per_segment),
+                kernel(|k| k.context_switches_per_mb),
+                kernel(|k| k.retransmits as f64),
                 errors,
                 non2xx
             );

@@ -162,6 +162,8 @@ pub struct ServerCpu {
     pub us_per_kb: f64,
     /// The server's CPU as a whole, when it is pinned to one (`server_core`).
     pub core: Option<CoreCpu>,
+    /// Segments, retransmits and context switches, per MB of bodies.
+    pub kernel: Option<crate::kernel::KernelWork>,
 }
 
 /// The busy time of the CPU a server is pinned to, from `/proc/stat`: the server's own
@@ -189,6 +191,7 @@ pub struct CoreCpu {
 pub(crate) struct ServerReading {
     process: Duration,
     core: Option<crate::cpu::MachineCpu>,
+    kernel: Option<crate::kernel::KernelReading>,
 }
 
 impl ServerReading {
@@ -197,7 +200,13 @@ impl ServerReading {
         let process = crate::cpu::process_tree_cpu(pid)
             .map_err(|reason| HttpError::ServerPid { pid, reason })?;
         let core = core.map(crate::cpu::MachineCpu::of_cpu).transpose()?;
-        Ok(ServerReading { process, core })
+        // Figures to read a pattern by, not to fail a run for.
+        let kernel = crate::kernel::KernelReading::now(pid).ok();
+        Ok(ServerReading {
+            process,
+            core,
+            kernel,
+        })
     }
 }
 
@@ -237,6 +246,10 @@ impl ServerCpu {
             us_per_request: per(cpu, requests),
             us_per_kb: crate::cpu::service_demand(cpu, body_bytes),
             core,
+            kernel: match (&before.kernel, &after.kernel) {
+                (Some(b), Some(a)) => Some(crate::kernel::KernelWork::between(b, a, body_bytes)),
+                _ => None,
+            },
         })
     }
 }
