@@ -276,7 +276,8 @@ fn concurrency_chart(
         .map(|s| {
             let line = pts
                 .iter()
-                .map(|&(n, w)| (n as f64, mean(&values(r, w, s, rps))))
+                .enumerate()
+                .map(|(i, &(_, w))| (i as f64, mean(&values(r, w, s, rps))))
                 .filter(|&(_, v)| v > 0.0)
                 .collect();
             (s, line)
@@ -284,9 +285,8 @@ fn concurrency_chart(
         .collect();
     let all = lines.iter().flat_map(|(_, l)| l.iter().map(|p| p.1));
     let (lo, hi) = all.fold((f64::INFINITY, 0f64), |(a, b), v| (a.min(v), b.max(v)));
-    let (nlo, nhi) = pts
-        .iter()
-        .fold((usize::MAX, 0), |(a, b), &(n, _)| (a.min(n), b.max(n)));
+    // The counts in the order run, one step apart, each labelled with its count.
+    let counts: Vec<usize> = pts.iter().map(|&(n, _)| n).collect();
     if !(lo.is_finite() && hi > 0.0) {
         return Ok(String::new());
     }
@@ -296,14 +296,14 @@ fn concurrency_chart(
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut chart = ChartBuilder::on(&root)
             .caption(
-                format!("{} requests/s by connections (log axes)", short_name(path)),
+                format!("{} requests/s by connections (log axis)", short_name(path)),
                 ("sans-serif", 18),
             )
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(70)
             .build_cartesian_2d(
-                (nlo as f64 / 1.3..nhi as f64 * 1.3).log_scale(),
+                -0.5..counts.len() as f64 - 0.5,
                 (lo / 1.5..hi * 1.5).log_scale(),
             )
             .map_err(|e| e.to_string())?;
@@ -311,7 +311,14 @@ fn concurrency_chart(
             .configure_mesh()
             .x_desc("connections")
             .y_desc("requests/s")
-            .x_label_formatter(&|v| format_number(*v))
+            .x_labels(counts.len() * 2 + 1)
+            .x_label_formatter(&|v| {
+                let i = v.round();
+                match counts.get(i as usize) {
+                    Some(n) if (v - i).abs() < 0.01 && i >= 0.0 => n.to_string(),
+                    _ => String::new(),
+                }
+            })
             .y_label_formatter(&|v| format_number(*v))
             .draw()
             .map_err(|e| e.to_string())?;
@@ -440,8 +447,8 @@ pub fn html(r: &CompareResult, command: &str) -> Result<String, String> {
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>{title}</title>\n<style>\n\
-body{{font-family:sans-serif;margin:2em;max-width:72em;color:#222}}\n\
-table{{border-collapse:collapse;margin:1em 0}}\n\
+body{{font-family:sans-serif;margin:2em;max-width:110em;color:#222}}\n\
+table{{border-collapse:collapse;margin:1em 0;font-size:90%}}\n\
 th,td{{border:1px solid #bbb;padding:.3em .6em;text-align:right}}\n\
 th:first-child,td:first-child{{text-align:left}}\n\
 .better{{color:#176b2c;font-weight:bold}} .worse{{color:#a11;font-weight:bold}}\n\
@@ -454,7 +461,11 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
         "<p>{}.</p>\n<p>Path: {}. Each run: {} connections, {} thread(s), {}; {} run(s) per server and workload after {} discarded warm-up round(s), servers interleaved; client on CPU(s) {}, servers on CPU {}. Verdicts by Student's t at {}% confidence against {}.</p>\n<pre>{}</pre>\n",
         escape(&r.machine.describe()),
         escape(&r.path),
-        r.connections,
+        if sweeps(r).is_empty() {
+            r.connections.to_string()
+        } else {
+            "N (each workload's c=N)".to_string()
+        },
         r.threads,
         r.seconds
             .map(|s| format!("{s} s"))
