@@ -365,35 +365,8 @@ pub fn run(
     on: &mut dyn FnMut(Event<'_>),
 ) -> Result<CompareResult, CompareError> {
     check(cfg).map_err(CompareError::Nothing)?;
-    let tmp;
-    let root = match &cfg.root {
-        Some(r) => r.clone(),
-        None => {
-            tmp = tempfile::Builder::new()
-                .prefix("linerate-compare")
-                .tempdir()?;
-            tmp.path().to_path_buf()
-        }
-    };
-    let fileset = |reason| CompareError::FileSet {
-        dir: root.clone(),
-        reason,
-    };
-    std::fs::create_dir_all(&root).map_err(fileset)?;
-    let mut items = Vec::new();
-    if let Some(g) = cfg.gzip {
-        for &s in &cfg.sizes {
-            let exact = g == peers::Gzip::Static;
-            items.push(workload::write_text_size(&root, "/", s, exact).map_err(fileset)?);
-        }
-    } else {
-        workload::write_sizes(&root, &cfg.sizes).map_err(fileset)?;
-        items.extend(cfg.sizes.iter().map(|&s| workload::size_item("/", s)));
-    }
-    if let Some(d) = cfg.mix_dirs {
-        workload::write_specweb99(&root, d).map_err(fileset)?;
-    }
-    readable_by_all(&root).map_err(fileset)?;
+    let (root, _tmp) = file_set_root(cfg.root.as_deref(), "linerate-compare")?;
+    let items = write_file_set(&root, cfg.gzip, &cfg.sizes, cfg.mix_dirs)?;
     // Made before the servers start and dropped after they stop (declared first).
     let topo = match cfg.netns {
         Some(n) => Some(Topology::create(
@@ -593,6 +566,52 @@ pub fn run(
     })
 }
 
+/// Where a file set goes: `root` if given (kept), else a new temporary directory
+/// (removed when the second value is dropped).
+fn file_set_root(
+    root: Option<&std::path::Path>,
+    prefix: &str,
+) -> Result<(PathBuf, Option<tempfile::TempDir>), CompareError> {
+    Ok(match root {
+        Some(r) => (r.to_path_buf(), None),
+        None => {
+            let t = tempfile::Builder::new().prefix(prefix).tempdir()?;
+            (t.path().to_path_buf(), Some(t))
+        }
+    })
+}
+
+/// Writes the file set under `root`, readable by every server's user: one file per
+/// size (with `gzip`, script-like text with its `.gz` beside it) and the SpecWeb99 mix.
+/// Returns the sizes' items, in order.
+fn write_file_set(
+    root: &std::path::Path,
+    gzip: Option<peers::Gzip>,
+    sizes: &[u64],
+    mix_dirs: Option<usize>,
+) -> Result<Vec<workload::Item>, CompareError> {
+    let fileset = |reason| CompareError::FileSet {
+        dir: root.to_path_buf(),
+        reason,
+    };
+    std::fs::create_dir_all(root).map_err(fileset)?;
+    let mut items = Vec::new();
+    if let Some(g) = gzip {
+        for &s in sizes {
+            let exact = g == peers::Gzip::Static;
+            items.push(workload::write_text_size(root, "/", s, exact).map_err(fileset)?);
+        }
+    } else {
+        workload::write_sizes(root, sizes).map_err(fileset)?;
+        items.extend(sizes.iter().map(|&s| workload::size_item("/", s)));
+    }
+    if let Some(d) = mix_dirs {
+        workload::write_specweb99(root, d).map_err(fileset)?;
+    }
+    readable_by_all(root).map_err(fileset)?;
+    Ok(items)
+}
+
 /// Makes `dir` and everything in it readable by everyone: a peer's workers may run as
 /// another user. The directories above are left alone; a temporary set lives under
 /// the world-searchable temporary directory.
@@ -656,24 +675,8 @@ pub struct HostedConfig {
 impl Hosted {
     /// Writes the file set, builds the topology and starts the server.
     pub fn start(cfg: &HostedConfig) -> Result<Hosted, CompareError> {
-        let tmp = match &cfg.root {
-            Some(_) => None,
-            None => Some(tempfile::Builder::new().prefix("linerate-http").tempdir()?),
-        };
-        let root = match (&cfg.root, &tmp) {
-            (Some(r), _) => r.clone(),
-            (None, Some(t)) => t.path().to_path_buf(),
-            (None, None) => unreachable!("a temporary root is made when none is given"),
-        };
-        let fileset = |reason| CompareError::FileSet {
-            dir: root.clone(),
-            reason,
-        };
-        workload::write_sizes(&root, &cfg.sizes).map_err(fileset)?;
-        if let Some(d) = cfg.mix_dirs {
-            workload::write_specweb99(&root, d).map_err(fileset)?;
-        }
-        readable_by_all(&root).map_err(fileset)?;
+        let (root, tmp) = file_set_root(cfg.root.as_deref(), "linerate-http")?;
+        write_file_set(&root, None, &cfg.sizes, cfg.mix_dirs)?;
         let topo = Topology::create(cfg.netns.tso, cfg.client_cpu, cfg.server_cpu)?;
         let work = tempfile::Builder::new()
             .prefix("linerate-http-server")
