@@ -193,6 +193,25 @@ struct Generation<'scope> {
     stats: Arc<[Arc<Stats>]>,
 }
 
+/// A worker's place in its generation's count of workers still accepting: given up
+/// once, when the worker lets go of its listeners or when it ends, whichever way (a
+/// worker that ends at once, with no connection to drain, has let go too).
+struct CountedIn(Option<Arc<std::sync::atomic::AtomicUsize>>);
+
+impl CountedIn {
+    fn out(&mut self) {
+        if let Some(n) = self.0.take() {
+            n.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for CountedIn {
+    fn drop(&mut self) {
+        self.out();
+    }
+}
+
 impl Generation<'_> {
     fn finished(&self) -> bool {
         self.handles.iter().all(|h| h.is_finished())
@@ -270,7 +289,7 @@ fn start_generation<'scope>(
         let cfg = Arc::clone(&cfg);
         let cpu = shared.cpus[i % shared.cpus.len()];
         let stop = Arc::clone(&stop);
-        let accepting = Arc::clone(&accepting);
+        let mut counted = CountedIn(Some(Arc::clone(&accepting)));
         let log_file = log_file.clone();
         handles.push(scope.spawn(move || -> io::Result<()> {
             if cfg.pin {
@@ -278,7 +297,8 @@ fn start_generation<'scope>(
                 let _ = linerate_sys::cpu::pin_thread_to_cpu(cpu);
             }
             let driver = EpollDriver::new()?;
-            Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?.run(&stop, &accepting)
+            Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
+                .run(&stop, &mut counted)
         }));
     }
     Ok(Generation {
@@ -433,10 +453,10 @@ pub fn serve(
                                 let old = std::mem::replace(&mut current, next);
                                 old.stop.store(true, Ordering::Relaxed);
                                 // Requests from now on are the new settings': wait
-                                // (a tick at most) until the old workers let go.
+                                // (a tick at most) until every old worker has let go
+                                // (one that ended has too).
                                 let deadline = Instant::now() + Duration::from_secs(2);
                                 while old.accepting.load(Ordering::Relaxed) > 0
-                                    && !old.any_finished()
                                     && Instant::now() < deadline
                                 {
                                     std::thread::sleep(Duration::from_millis(2));
@@ -700,13 +720,9 @@ impl<D: Driver> Worker<D> {
         })
     }
 
-    /// Serves until `stop`; `accepting` is counted down when this worker has let go of
+    /// Serves until `stop`; `accepting` is counted out when this worker has let go of
     /// its listeners.
-    fn run(
-        mut self,
-        stop: &AtomicBool,
-        accepting: &std::sync::atomic::AtomicUsize,
-    ) -> io::Result<()> {
+    fn run(mut self, stop: &AtomicBool, accepting: &mut CountedIn) -> io::Result<()> {
         let mut ready: Vec<Ready> = Vec::with_capacity(256);
         let mut last_tick = Instant::now();
         let mut shutdown_deadline: Option<Instant> = None;
@@ -765,7 +781,7 @@ impl<D: Driver> Worker<D> {
                 shutdown_began = Some(now);
                 shutdown_deadline = Some(now + self.cfg.shutdown_timeout);
                 self.begin_shutdown(now);
-                accepting.fetch_sub(1, Ordering::Relaxed);
+                accepting.out();
             }
             if let Some(d) = shutdown_deadline {
                 // Idle connections are ended at once, the rest when done or at the
