@@ -2,8 +2,16 @@
 //! a non-blocking TCP socket, by one of several [`Strategy`]s, as a resumable state
 //! machine.
 //!
-//! A [`Transmit`] sends what the socket takes, stops on `EAGAIN` (returning
-//! [`Progress::Blocked`]) and resumes when called again on the next writable event.
+//! Each strategy is a small I/O-free state machine: [`Transmit::poll_op`] says which
+//! system call comes next (an [`Op`]: a `sendfile` range, a gather send with or without
+//! `MSG_MORE`, a splice into or out of a pipe, a zero-copy send of a mapped window, a
+//! send-queue measurement) and [`Transmit::complete`] takes its result. Something else
+//! makes the call: [`Transmit::advance`] is the readiness executor, which makes each
+//! call at once on each writable event, stops on `EAGAIN` ([`Progress::Blocked`]) and
+//! resumes when called again; a completion executor (io_uring) submits the same
+//! operations. So the strategies are tested one completion at a time, with short
+//! counts, errors and truncation, and with no socket at all.
+//!
 //! Per-socket state that outlives one transmit (zero-copy completions still owed, the
 //! learned send-buffer size, counters) lives in a [`TxSocket`].
 //!
@@ -18,11 +26,14 @@
 #![forbid(unsafe_code)]
 
 mod counters;
+pub mod op;
 mod source;
+mod steps;
 mod strategy;
 mod transmit;
 
 pub use counters::Counters;
+pub use op::{Flow, Next, Op};
 pub use source::Source;
 pub use strategy::{format_size, parse_size, ParseStrategyError, Strategy};
 pub use transmit::{Progress, Sizing, Transmit, TxConfig, TxError, TxSocket};

@@ -1,27 +1,17 @@
-//! The resumable transmit state machine and the per-socket state it shares.
+//! The per-socket transmit state, and [`Transmit`]: one byte range on its way to a
+//! socket, an I/O-free state machine ([`Transmit::poll_op`], [`Transmit::complete`])
+//! with a readiness executor on top ([`Transmit::advance`]).
 
-use std::cell::RefCell;
-use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::sync::Arc;
+use std::os::fd::BorrowedFd;
 
-use linerate_sys::net::{self, SendFlags};
-use linerate_sys::pipe;
-use linerate_sys::sendfile::sendfile;
-use linerate_sys::zerocopy::{self, Mmap, Pinned, ZeroCopy};
+use linerate_sys::net;
+use linerate_sys::zerocopy::ZeroCopy;
 
+use crate::op::{execute, Flow, Next};
+use crate::steps::{Cursor, Machine};
 use crate::{Counters, Source, Strategy};
 
-const PAGE_BYTES: usize = 4096;
-/// Buffer size of the `copy` strategy and send size for memory, unless capped lower.
-const COPY_BUFFER_BYTES: usize = 64 * 1024;
-/// Capacity asked of each splice pipe (the default `pipe-max-size` allows it).
-const PIPE_BYTES: usize = 1 << 20;
-/// Pipes kept per thread for reuse.
-const PIPE_POOL_MAX: usize = 16;
-/// Largest window of a file mapped at once for zero-copy sends.
-const ZC_MAP_WINDOW_BYTES: usize = 8 << 20;
 /// Completed zero-copy sends looked at before deciding whether zero-copy pays.
 const ZC_PROBE_SENDS: u64 = 64;
 
@@ -158,11 +148,11 @@ pub enum Progress {
 /// Per-socket transmit state: what outlives one transmit.
 #[derive(Debug)]
 pub struct TxSocket {
-    config: TxConfig,
-    counters: Counters,
+    pub(crate) config: TxConfig,
+    pub(crate) counters: Counters,
     /// `SO_SNDBUF` as the kernel reports it: the ceiling of queued payload.
-    sndbuf_bytes: usize,
-    zc: Option<ZeroCopy>,
+    pub(crate) sndbuf_bytes: usize,
+    pub(crate) zc: Option<ZeroCopy>,
 }
 
 impl TxSocket {
@@ -205,6 +195,18 @@ impl TxSocket {
             }
         }
         Ok(sock)
+    }
+
+    /// A socket's state with no socket behind it, for driving transmits one completion
+    /// at a time in tests.
+    #[cfg(test)]
+    pub(crate) fn detached(config: TxConfig, sndbuf_bytes: usize) -> TxSocket {
+        TxSocket {
+            config,
+            counters: Counters::default(),
+            sndbuf_bytes,
+            zc: None,
+        }
     }
 
     /// The configuration.
@@ -252,128 +254,37 @@ impl TxSocket {
         Ok(())
     }
 
-    fn zerocopy_on(&self) -> bool {
+    pub(crate) fn zerocopy_on(&self) -> bool {
         self.zc.is_some() && self.counters.zc_disabled == 0
     }
 
-    /// Bytes to ask of the next call of a batched strategy, before the caps: by
-    /// [`Sizing`], everything (no query) or the free space (at least a page, so a call is
-    /// always made and either queues bytes or sees `EAGAIN`).
-    fn call_budget(&mut self, fd: BorrowedFd<'_>) -> Result<usize, TxError> {
-        match self.config.sizing {
-            Sizing::Remaining => Ok(usize::MAX),
-            Sizing::FreeSpace => Ok(self.free_space(fd)?.max(PAGE_BYTES)),
-        }
-    }
-
-    /// Free send space: the send-buffer ceiling less what is queued (`SIOCOUTQ`).
-    fn free_space(&mut self, fd: BorrowedFd<'_>) -> Result<usize, TxError> {
-        self.counters.syscalls += 1;
-        self.counters.space_queries += 1;
-        let queued = net::send_queue_bytes(fd)?;
-        Ok(self.sndbuf_bytes.saturating_sub(queued))
-    }
-
-    /// Re-reads `SO_SNDBUF`: buffer autotuning may have grown it.
-    fn refresh_sndbuf(&mut self, fd: BorrowedFd<'_>) -> Result<(), TxError> {
-        self.counters.syscalls += 1;
-        let n = net::getsockopt_int(fd, net::SOL_SOCKET, net::SO_SNDBUF)?;
-        self.sndbuf_bytes = n.max(0) as usize;
-        Ok(())
-    }
-
-    fn cap(&self, default: usize) -> usize {
+    pub(crate) fn cap(&self, default: usize) -> usize {
         self.config.max_call_bytes.unwrap_or(default).max(1)
     }
 }
 
-/// Outcome of one system call.
-enum Call {
-    Did(usize),
-    WouldBlock,
-}
-
-/// Makes one system call, counting it, retrying `EINTR`, and turning `EAGAIN` into
-/// [`Call::WouldBlock`].
-fn call(c: &mut Counters, mut f: impl FnMut() -> io::Result<usize>) -> Result<Call, TxError> {
-    loop {
-        c.syscalls += 1;
-        match f() {
-            Ok(n) => return Ok(Call::Did(n)),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                c.eagain += 1;
-                return Ok(Call::WouldBlock);
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
-struct Pipe {
-    r: OwnedFd,
-    w: OwnedFd,
-}
-
-thread_local! {
-    static PIPES: RefCell<Vec<Pipe>> = const { RefCell::new(Vec::new()) };
-}
-
-fn take_pipe() -> io::Result<Pipe> {
-    if let Some(p) = PIPES.with(|p| p.borrow_mut().pop()) {
-        return Ok(p);
-    }
-    let (r, w) = pipe::pipe()?;
-    // A smaller pipe still works; only the batch size suffers.
-    let _ = pipe::set_pipe_size(w.as_fd(), PIPE_BYTES);
-    Ok(Pipe { r, w })
-}
-
-fn give_back_pipe(p: Pipe) {
-    PIPES.with(|pool| {
-        let mut pool = pool.borrow_mut();
-        if pool.len() < PIPE_POOL_MAX {
-            pool.push(p);
-        }
-    });
-}
-
 /// One byte range on its way to a socket.
+///
+/// Driven either by [`Transmit::advance`] on each writable event (the readiness
+/// executor), or by an executor of its own: [`Transmit::poll_op`] says which operation
+/// comes next, and [`Transmit::complete`] takes its result.
 pub struct Transmit {
-    source: Source,
-    sent: u64,
-    /// `copy`: bytes read but not yet sent are `buf[buf_start..buf_end]`.
-    buf: Vec<u8>,
-    buf_start: usize,
-    buf_end: usize,
-    /// `splice`: the pipe and how many bytes it holds (read from the file, not yet sent).
-    pipe: Option<Pipe>,
-    pipe_held: usize,
-    /// `zerocopy` of a file: the mapped window, the file offset it starts at, and how
-    /// many of its bytes the file held when it was mapped.
-    window: Option<(Pinned, u64, usize)>,
-    degraded_noted: bool,
+    cur: Cursor,
+    /// The strategy's state machine, chosen at the first poll from the socket's
+    /// configuration.
+    machine: Option<Machine>,
 }
 
 impl std::fmt::Debug for Transmit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Transmit")
-            .field("len", &self.source.len())
-            .field("sent", &self.sent)
-            .field("pipe_held", &self.pipe_held)
+            .field("len", &self.cur.source.len())
+            .field("sent", &self.cur.sent)
+            .field(
+                "pipe_held",
+                &self.machine.as_ref().map_or(0, Machine::pipe_held),
+            )
             .finish()
-    }
-}
-
-impl Drop for Transmit {
-    fn drop(&mut self) {
-        // A pipe still holding bytes (an error, an abandoned send) is closed, never
-        // reused: its bytes would go out on the next connection.
-        if let Some(p) = self.pipe.take() {
-            if self.pipe_held == 0 {
-                give_back_pipe(p);
-            }
-        }
     }
 }
 
@@ -381,26 +292,41 @@ impl Transmit {
     /// A transmit of `source`, nothing sent yet.
     pub fn new(source: Source) -> Transmit {
         Transmit {
-            source,
-            sent: 0,
-            buf: Vec::new(),
-            buf_start: 0,
-            buf_end: 0,
-            pipe: None,
-            pipe_held: 0,
-            window: None,
-            degraded_noted: false,
+            cur: Cursor { source, sent: 0 },
+            machine: None,
         }
     }
 
     /// Bytes the socket has accepted.
     pub fn sent(&self) -> u64 {
-        self.sent
+        self.cur.sent
     }
 
     /// Bytes still to send.
     pub fn remaining(&self) -> u64 {
-        self.source.len() - self.sent
+        self.cur.remaining()
+    }
+
+    /// The operation that comes next by the socket's strategy, or [`Next::Done`] when
+    /// every byte was accepted. What it borrows stays put until [`Transmit::complete`]
+    /// takes its result; poll again only after that (an operation that would block may
+    /// be forgotten instead: the next poll asks for it again).
+    pub fn poll_op<'a>(&'a mut self, sock: &mut TxSocket) -> Result<Next<'a>, TxError> {
+        let Transmit { cur, machine } = self;
+        let machine = machine.get_or_insert_with(|| Machine::choose(cur, sock));
+        machine.poll(cur, sock)
+    }
+
+    /// Takes the result of the operation [`Transmit::poll_op`] gave last (never
+    /// `EINTR` or `EAGAIN`: those are the executor's).
+    pub fn complete(&mut self, sock: &mut TxSocket, r: io::Result<usize>) -> Result<Flow, TxError> {
+        let Some(machine) = self.machine.as_mut() else {
+            return Err(TxError::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a result for a transmit that asked for nothing",
+            )));
+        };
+        machine.complete(&mut self.cur, sock, r)
     }
 
     /// Sends what the socket takes by the socket's strategy; resumes where the last call
@@ -411,420 +337,353 @@ impl Transmit {
         sock: &mut TxSocket,
     ) -> Result<Progress, TxError> {
         sock.counters.wakeups += 1;
-        let strategy = sock.config.strategy;
-        match (&self.source, strategy) {
-            (Source::File { .. }, Strategy::Copy) => self.copy_file(fd, sock),
-            (Source::File { .. }, Strategy::Sendfile4k) => {
-                self.sendfile_fixed(fd, sock, PAGE_BYTES, true)
-            }
-            (Source::File { .. }, Strategy::SendfileChunked { chunk_bytes }) => {
-                self.sendfile_fixed(fd, sock, chunk_bytes, false)
-            }
-            (Source::File { .. }, Strategy::SendfileBatched) => self.sendfile_batched(fd, sock),
-            (Source::File { .. }, Strategy::Splice) => self.splice_batched(fd, sock),
-            (_, Strategy::Zerocopy) => self.zerocopy(fd, sock),
-            (Source::Memory { .. }, Strategy::Copy) => self.copy_memory(fd, sock),
-            (Source::Memory { .. }, _) => {
-                // sendfile and splice need a file; memory goes out by copying.
-                if !self.degraded_noted {
-                    self.degraded_noted = true;
-                    sock.counters.degraded += 1;
-                }
-                self.copy_memory(fd, sock)
-            }
-        }
-    }
-
-    fn file(&self) -> (&Arc<File>, u64, u64) {
-        match &self.source {
-            Source::File { file, offset, len } => (file, *offset, *len),
-            Source::Memory { .. } => {
-                unreachable!("file strategies are only chosen for file sources")
-            }
-        }
-    }
-
-    fn truncated(&self) -> TxError {
-        let (file, _, len) = self.file();
-        let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        TxError::Truncated {
-            sent: self.sent,
-            expected: len,
-            file_len,
-        }
-    }
-
-    fn accepted(&mut self, sock: &mut TxSocket, n: usize) {
-        self.sent += n as u64;
-        sock.counters.bytes += n as u64;
-    }
-
-    /// `pread` into a buffer, `send` from it, until `EAGAIN`.
-    fn copy_file(&mut self, fd: BorrowedFd<'_>, sock: &mut TxSocket) -> Result<Progress, TxError> {
-        let cap = sock.cap(COPY_BUFFER_BYTES);
-        if self.buf.len() != cap {
-            self.buf = vec![0; cap];
-        }
         loop {
-            if self.buf_start == self.buf_end {
-                let (file, offset, len) = self.file();
-                let unread = len - self.sent;
-                if unread == 0 {
-                    return Ok(Progress::Done);
-                }
-                let want = (unread.min(cap as u64)) as usize;
-                let at = offset + self.sent;
-                let file = Arc::clone(file);
-                let buf = &mut self.buf[..want];
-                let n = match call(&mut sock.counters, || {
-                    std::os::unix::fs::FileExt::read_at(&*file, buf, at)
-                })? {
-                    Call::Did(n) => n,
-                    Call::WouldBlock => return Ok(Progress::Blocked),
-                };
-                if n == 0 {
-                    return Err(self.truncated());
-                }
-                self.buf_start = 0;
-                self.buf_end = n;
-            }
-            let more = self.remaining() > (self.buf_end - self.buf_start) as u64;
-            let flags = if more {
-                SendFlags::MORE
-            } else {
-                SendFlags::NONE
+            let r = match self.poll_op(sock)? {
+                Next::Done => return Ok(Progress::Done),
+                Next::Op(mut op) => execute(fd, sock, &mut op)?,
             };
-            let chunk = &self.buf[self.buf_start..self.buf_end];
-            match call(&mut sock.counters, || net::send(fd, chunk, flags))? {
-                Call::WouldBlock => return Ok(Progress::Blocked),
-                Call::Did(n) => {
-                    if n < chunk.len() {
-                        sock.counters.short_sends += 1;
+            if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+                return Ok(Progress::Blocked);
+            }
+            if self.complete(sock, r)? == Flow::Blocked {
+                return Ok(Progress::Blocked);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Every strategy driven one completion at a time, with no socket: short counts,
+    //! errors, a file that shrinks, and the free-space sizing's measurements.
+
+    use std::fs::File;
+    use std::io::Write;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::Op;
+
+    const ECONNRESET: i32 = 104;
+    const EFAULT: i32 = 14;
+
+    fn file_of(len: usize) -> (tempfile::NamedTempFile, Arc<File>, Vec<u8>) {
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+        let mut t = tempfile::NamedTempFile::new().unwrap();
+        t.write_all(&bytes).unwrap();
+        let f = Arc::new(File::open(t.path()).unwrap());
+        (t, f, bytes)
+    }
+
+    fn file_tx(file: &Arc<File>, offset: u64, len: u64) -> Transmit {
+        Transmit::new(Source::File {
+            file: Arc::clone(file),
+            offset,
+            len,
+        })
+    }
+
+    fn sock(strategy: Strategy) -> TxSocket {
+        TxSocket::detached(TxConfig::new(strategy), 64 * 1024)
+    }
+
+    /// The next operation, described: its name and its (offset, length, more).
+    fn next(t: &mut Transmit, s: &mut TxSocket) -> (&'static str, u64, usize, bool) {
+        match t.poll_op(s).unwrap() {
+            Next::Done => ("done", 0, 0, false),
+            Next::Op(op) => {
+                let name = op.name();
+                match op {
+                    Op::Read { at, buf, .. } => (name, at, buf.len(), false),
+                    Op::Send { data, more } => (name, 0, data.len(), more),
+                    Op::Sendfile { at, len, .. } => (name, at, len, false),
+                    Op::SpliceIn { at, len, .. } => (name, at, len, false),
+                    Op::SpliceOut { len, more, .. } => (name, 0, len, more),
+                    Op::SendZerocopy { range, more, .. } | Op::SendPinned { range, more, .. } => {
+                        (name, range.start as u64, range.len(), more)
                     }
-                    self.buf_start += n;
-                    self.accepted(sock, n);
+                    Op::QueuedBytes | Op::SendBufferSize | Op::Reap => (name, 0, 0, false),
                 }
             }
         }
     }
 
-    /// `send` straight from a memory buffer, until `EAGAIN`.
-    fn copy_memory(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        sock: &mut TxSocket,
-    ) -> Result<Progress, TxError> {
-        let cap = sock.cap(COPY_BUFFER_BYTES);
-        let Source::Memory { buf, offset, len } = &self.source else {
-            unreachable!("memory strategies are only chosen for memory sources")
-        };
-        let (buf, offset, len) = (Arc::clone(buf), *offset, *len);
-        loop {
-            let start = offset + self.sent as usize;
-            let end = offset + len;
-            if start == end {
-                return Ok(Progress::Done);
+    fn ok(t: &mut Transmit, s: &mut TxSocket, n: usize) -> Flow {
+        t.complete(s, Ok(n)).unwrap()
+    }
+
+    #[test]
+    fn batched_sendfile_asks_for_everything_and_again_after_a_short_count() {
+        let (_t, f, _) = file_of(10_000);
+        let mut s = sock(Strategy::SendfileBatched);
+        let mut t = file_tx(&f, 100, 9_000);
+        assert_eq!(next(&mut t, &mut s), ("sendfile", 100, 9_000, false));
+        assert_eq!(ok(&mut t, &mut s, 3_000), Flow::Continue);
+        assert_eq!(next(&mut t, &mut s), ("sendfile", 3_100, 6_000, false));
+        ok(&mut t, &mut s, 6_000);
+        assert_eq!(next(&mut t, &mut s).0, "done");
+        assert_eq!((t.sent(), t.remaining()), (9_000, 0));
+        let c = s.counters();
+        assert_eq!((c.bytes, c.short_sends, c.syscalls), (9_000, 1, 0));
+    }
+
+    #[test]
+    fn a_file_that_ends_early_is_reported_never_padded() {
+        let (_t, f, _) = file_of(5_000);
+        for strategy in [
+            Strategy::SendfileBatched,
+            Strategy::Sendfile4k,
+            Strategy::SendfileChunked { chunk_bytes: 1024 },
+        ] {
+            let mut s = sock(strategy);
+            // The range says 8,000 bytes; the file has 5,000.
+            let mut t = file_tx(&f, 0, 8_000);
+            next(&mut t, &mut s);
+            ok(&mut t, &mut s, 1_000);
+            next(&mut t, &mut s);
+            match t.complete(&mut s, Ok(0)) {
+                Err(TxError::Truncated {
+                    sent,
+                    expected,
+                    file_len,
+                }) => assert_eq!(
+                    (sent, expected, file_len),
+                    (1_000, 8_000, 5_000),
+                    "{strategy}"
+                ),
+                other => panic!("{strategy}: {other:?}"),
             }
-            let want = (end - start).min(cap);
-            let flags = if end - start > want {
-                SendFlags::MORE
-            } else {
-                SendFlags::NONE
+        }
+    }
+
+    #[test]
+    fn free_space_sizing_measures_before_each_send_and_rereads_the_buffer_when_it_all_fit() {
+        let (_t, f, _) = file_of(100_000);
+        let mut s = TxSocket::detached(
+            TxConfig {
+                sizing: Sizing::FreeSpace,
+                ..TxConfig::new(Strategy::SendfileBatched)
+            },
+            16_384,
+        );
+        let mut t = file_tx(&f, 0, 100_000);
+        assert_eq!(next(&mut t, &mut s).0, "queued-bytes");
+        ok(&mut t, &mut s, 10_000);
+        assert_eq!(next(&mut t, &mut s), ("sendfile", 0, 6_384, false));
+        ok(&mut t, &mut s, 6_384);
+        // All of it fit: the buffer may have grown.
+        assert_eq!(next(&mut t, &mut s).0, "send-buffer-size");
+        ok(&mut t, &mut s, 65_536);
+        assert_eq!(next(&mut t, &mut s).0, "queued-bytes");
+        // A full queue still makes one call of a page.
+        ok(&mut t, &mut s, 70_000);
+        assert_eq!(next(&mut t, &mut s), ("sendfile", 6_384, 4_096, false));
+        ok(&mut t, &mut s, 1_000);
+        // Short: measured again, no buffer re-read.
+        assert_eq!(next(&mut t, &mut s).0, "queued-bytes");
+        // Counted as their results come (the last is still asked for).
+        assert_eq!(s.counters().space_queries, 2);
+        assert_eq!(s.sndbuf_bytes, 65_536);
+    }
+
+    #[test]
+    fn page_at_a_time_stops_each_call_at_a_page_boundary() {
+        let (_t, f, _) = file_of(20_000);
+        let mut s = sock(Strategy::Sendfile4k);
+        let mut t = file_tx(&f, 1_000, 10_000);
+        assert_eq!(next(&mut t, &mut s), ("sendfile", 1_000, 3_096, false));
+        ok(&mut t, &mut s, 3_096);
+        assert_eq!(next(&mut t, &mut s), ("sendfile", 4_096, 4_096, false));
+        ok(&mut t, &mut s, 100);
+        assert_eq!(next(&mut t, &mut s), ("sendfile", 4_196, 3_996, false));
+        assert_eq!(s.counters().short_sends, 1);
+    }
+
+    #[test]
+    fn copy_reads_then_sends_what_it_read_with_more_until_the_last() {
+        let (_t, f, bytes) = file_of(100_000);
+        let mut s = sock(Strategy::Copy);
+        let mut t = file_tx(&f, 10, 70_000);
+        let mut out = Vec::new();
+        loop {
+            let r = match t.poll_op(&mut s).unwrap() {
+                Next::Done => break,
+                Next::Op(Op::Read { at, buf, .. }) => {
+                    assert_eq!(buf.len(), 65_536.min(70_010 - at as usize));
+                    let n = buf.len();
+                    buf.copy_from_slice(&bytes[at as usize..at as usize + n]);
+                    n
+                }
+                Next::Op(Op::Send { data, more }) => {
+                    // More follows when bytes past these remain to be read.
+                    assert_eq!(more, out.len() + data.len() < 70_000);
+                    // Half of each send is taken: the rest goes in the next.
+                    let n = data.len().div_ceil(2);
+                    out.extend_from_slice(&data[..n]);
+                    n
+                }
+                Next::Op(op) => panic!("copy asked for {}", op.name()),
             };
-            match call(&mut sock.counters, || {
-                net::send(fd, &buf[start..start + want], flags)
-            })? {
-                Call::WouldBlock => return Ok(Progress::Blocked),
-                Call::Did(n) => {
-                    if n < want {
-                        sock.counters.short_sends += 1;
-                    }
-                    self.accepted(sock, n);
-                }
-            }
+            t.complete(&mut s, Ok(r)).unwrap();
+        }
+        assert_eq!(out, &bytes[10..70_010]);
+        assert_eq!(s.counters().bytes, 70_000);
+    }
+
+    #[test]
+    fn copy_of_a_file_that_ends_early_is_reported() {
+        let (_t, f, _) = file_of(1_000);
+        let mut s = sock(Strategy::Copy);
+        let mut t = file_tx(&f, 0, 2_000);
+        assert_eq!(next(&mut t, &mut s), ("read", 0, 2_000, false));
+        assert!(matches!(
+            t.complete(&mut s, Ok(0)),
+            Err(TxError::Truncated {
+                file_len: 1_000,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn memory_goes_out_by_copying_under_every_file_strategy_and_says_so_once() {
+        for strategy in [
+            Strategy::SendfileBatched,
+            Strategy::Splice,
+            Strategy::Sendfile4k,
+        ] {
+            let mut s = TxSocket::detached(
+                TxConfig {
+                    max_call_bytes: Some(1_000),
+                    ..TxConfig::new(strategy)
+                },
+                65_536,
+            );
+            let buf: Arc<[u8]> = vec![7u8; 2_500].into();
+            let mut t = Transmit::new(Source::memory(buf));
+            assert_eq!(next(&mut t, &mut s), ("send", 0, 1_000, true));
+            ok(&mut t, &mut s, 1_000);
+            assert_eq!(next(&mut t, &mut s), ("send", 0, 1_000, true));
+            ok(&mut t, &mut s, 1_000);
+            assert_eq!(next(&mut t, &mut s), ("send", 0, 500, false));
+            ok(&mut t, &mut s, 500);
+            assert_eq!(next(&mut t, &mut s).0, "done");
+            assert_eq!(s.counters().degraded, 1, "{strategy}");
         }
     }
 
-    /// Fixed-size `sendfile` calls until `EAGAIN`; `page_aligned` stops each call at a
-    /// page boundary, as the old one-page-per-mbuf loop did.
-    fn sendfile_fixed(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        sock: &mut TxSocket,
-        chunk: usize,
-        page_aligned: bool,
-    ) -> Result<Progress, TxError> {
-        let chunk = chunk.min(sock.cap(usize::MAX)).max(1) as u64;
-        loop {
-            let (file, offset, len) = self.file();
-            let rem = len - self.sent;
-            if rem == 0 {
-                return Ok(Progress::Done);
-            }
-            let mut at = offset + self.sent;
-            let mut want = rem.min(chunk);
-            if page_aligned {
-                want = want.min(PAGE_BYTES as u64 - at % PAGE_BYTES as u64);
-            }
-            let file = Arc::clone(file);
-            match call(&mut sock.counters, || {
-                sendfile(fd, file.as_fd(), &mut at, want as usize)
-            })? {
-                Call::WouldBlock => return Ok(Progress::Blocked),
-                Call::Did(0) => return Err(self.truncated()),
-                Call::Did(n) => {
-                    if (n as u64) < want {
-                        sock.counters.short_sends += 1;
-                    }
-                    self.accepted(sock, n);
-                }
-            }
+    #[test]
+    fn splice_fills_the_pipe_then_empties_it_and_waits_after_a_short_splice_out() {
+        let (_t, f, _) = file_of(3 << 20);
+        let mut s = sock(Strategy::Splice);
+        let mut t = file_tx(&f, 0, 3 << 20);
+        // At most a pipe's worth per splice in.
+        assert_eq!(next(&mut t, &mut s), ("splice-in", 0, 1 << 20, false));
+        ok(&mut t, &mut s, 600_000);
+        assert_eq!(next(&mut t, &mut s), ("splice-out", 0, 600_000, true));
+        assert_eq!(ok(&mut t, &mut s, 200_000), Flow::Blocked);
+        assert_eq!(next(&mut t, &mut s), ("splice-out", 0, 400_000, true));
+        ok(&mut t, &mut s, 400_000);
+        assert_eq!(next(&mut t, &mut s), ("splice-in", 600_000, 1 << 20, false));
+        assert_eq!(t.sent(), 600_000);
+        assert_eq!(s.counters().short_sends, 1);
+        // A socket that takes nothing from a full pipe has gone.
+        ok(&mut t, &mut s, 5);
+        assert_eq!(next(&mut t, &mut s), ("splice-out", 0, 5, true));
+        assert!(matches!(
+            t.complete(&mut s, Ok(0)),
+            Err(TxError::PeerGone(_))
+        ));
+    }
+
+    #[test]
+    fn zerocopy_without_the_socket_option_copies_and_counts_it() {
+        let mut s = TxSocket::detached(TxConfig::new(Strategy::Zerocopy), 100_000);
+        let buf: Arc<[u8]> = vec![1u8; 300_000].into();
+        let mut t = Transmit::new(Source::memory(buf));
+        // No more than a send buffer's worth is pinned for one call.
+        assert_eq!(next(&mut t, &mut s), ("send-pinned", 0, 100_000, true));
+        assert_eq!(ok(&mut t, &mut s, 100_000), Flow::Continue);
+        assert_eq!(
+            next(&mut t, &mut s),
+            ("send-pinned", 100_000, 100_000, true)
+        );
+        // Short: the socket is full.
+        assert_eq!(ok(&mut t, &mut s, 50_000), Flow::Blocked);
+        assert_eq!(
+            next(&mut t, &mut s),
+            ("send-pinned", 150_000, 100_000, true)
+        );
+        let c = s.counters();
+        assert_eq!((c.zc_copy_sends, c.zc_sends, c.short_sends), (3, 0, 1));
+    }
+
+    #[test]
+    fn zerocopy_refused_with_enobufs_reaps_then_copies_and_stops_when_nothing_was_owed() {
+        // A real socket only for SO_ZEROCOPY; every result below is made up.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let mut s = TxSocket::new(
+            std::os::fd::AsFd::as_fd(&c),
+            TxConfig::new(Strategy::Zerocopy),
+        )
+        .unwrap();
+        assert_eq!(s.counters().zc_disabled, 0);
+        let buf: Arc<[u8]> = vec![1u8; 40_000].into();
+        let mut t = Transmit::new(Source::memory(buf));
+        assert_eq!(next(&mut t, &mut s), ("send-zerocopy", 0, 40_000, false));
+        const ENOBUFS: i32 = 105;
+        let r = t.complete(&mut s, Err(io::Error::from_raw_os_error(ENOBUFS)));
+        assert_eq!(r.unwrap(), Flow::Continue);
+        assert_eq!(next(&mut t, &mut s).0, "reap");
+        ok(&mut t, &mut s, 0);
+        // None were owed: zero-copy cannot work here, and this send is copied.
+        assert_eq!(s.counters().zc_disabled, 1);
+        assert_eq!(next(&mut t, &mut s), ("send-pinned", 0, 40_000, false));
+        ok(&mut t, &mut s, 40_000);
+        assert_eq!(next(&mut t, &mut s).0, "done");
+        let c = s.counters();
+        assert_eq!((c.zc_enobufs, c.zc_sends, c.zc_copy_sends), (1, 0, 1));
+    }
+
+    #[test]
+    fn zerocopy_of_a_file_maps_a_window_and_reports_a_shrink_as_truncation() {
+        let (t0, f, _) = file_of(50_000);
+        let mut s = TxSocket::detached(TxConfig::new(Strategy::Zerocopy), 1 << 20);
+        let mut t = file_tx(&f, 5_000, 40_000);
+        // The window starts at the page below the range.
+        assert_eq!(next(&mut t, &mut s), ("send-pinned", 904, 40_000, false));
+        t0.as_file().set_len(10_000).unwrap();
+        match t.complete(&mut s, Err(io::Error::from_raw_os_error(EFAULT))) {
+            Err(TxError::Truncated { file_len, .. }) => assert_eq!(file_len, 10_000),
+            other => panic!("{other:?}"),
         }
     }
 
-    /// Seed 000: one `sendfile` of `min(remaining, free space)` per writable event, and
-    /// after a short count one more to tell a full socket (`EAGAIN`) from a file that
-    /// ended early (0).
-    fn sendfile_batched(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        sock: &mut TxSocket,
-    ) -> Result<Progress, TxError> {
-        loop {
-            let (file, offset, len) = self.file();
-            let rem = len - self.sent;
-            if rem == 0 {
-                return Ok(Progress::Done);
-            }
-            let file = Arc::clone(file);
-            let mut at = offset + self.sent;
-            let space = sock.call_budget(fd)?;
-            let want = rem.min(space as u64).min(sock.cap(usize::MAX) as u64) as usize;
-            match call(&mut sock.counters, || {
-                sendfile(fd, file.as_fd(), &mut at, want)
-            })? {
-                Call::WouldBlock => return Ok(Progress::Blocked),
-                Call::Did(0) => return Err(self.truncated()),
-                Call::Did(n) => {
-                    self.accepted(sock, n);
-                    if n < want {
-                        // Short: the socket filled, or the file ended early. Only the
-                        // first leaves the socket flagged to wake us, so call again:
-                        // EAGAIN (full: the writable edge will come), 0 (the file
-                        // shrank), or more bytes. Waiting on a short count alone hung a
-                        // truncated transmit once the low-water mark was small.
-                        sock.counters.short_sends += 1;
-                        continue;
-                    }
-                    if sock.config.sizing == Sizing::FreeSpace && n >= space {
-                        // It all fit: the buffer may have grown under autotuning.
-                        sock.refresh_sndbuf(fd)?;
-                    }
-                }
-            }
-        }
+    #[test]
+    fn a_reset_is_the_peer_gone_and_any_other_error_is_passed_on() {
+        let (_t, f, _) = file_of(10_000);
+        let mut s = sock(Strategy::SendfileBatched);
+        let mut t = file_tx(&f, 0, 10_000);
+        next(&mut t, &mut s);
+        assert!(matches!(
+            t.complete(&mut s, Err(io::Error::from_raw_os_error(ECONNRESET))),
+            Err(TxError::PeerGone(_))
+        ));
+        let mut t = file_tx(&f, 0, 10_000);
+        next(&mut t, &mut s);
+        assert!(matches!(
+            t.complete(&mut s, Err(io::Error::other("disk"))),
+            Err(TxError::Io(_))
+        ));
     }
 
-    /// File → pipe → socket, sized like [`Transmit::sendfile_batched`]. Bytes left in
-    /// the pipe by a full socket stay there for the next call.
-    fn splice_batched(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        sock: &mut TxSocket,
-    ) -> Result<Progress, TxError> {
-        if self.pipe.is_none() {
-            sock.counters.syscalls += 1;
-            self.pipe = Some(take_pipe()?);
-        }
-        loop {
-            let (file, offset, len) = self.file();
-            let rem = len - self.sent;
-            if self.pipe_held == 0 {
-                if rem == 0 {
-                    return Ok(Progress::Done);
-                }
-                let file = Arc::clone(file);
-                let space = sock.call_budget(fd)?;
-                let want = rem
-                    .min(space as u64)
-                    .min(sock.cap(PIPE_BYTES).min(PIPE_BYTES) as u64)
-                    as usize;
-                let mut at = offset + self.sent;
-                let Some(p) = self.pipe.as_ref() else {
-                    unreachable!("the pipe was taken above")
-                };
-                let w = p.w.as_fd();
-                match call(&mut sock.counters, || {
-                    pipe::splice(
-                        file.as_fd(),
-                        Some(&mut at),
-                        w,
-                        None,
-                        want,
-                        pipe::SPLICE_F_MOVE | pipe::SPLICE_F_NONBLOCK,
-                    )
-                })? {
-                    Call::WouldBlock => return Ok(Progress::Blocked),
-                    Call::Did(0) => return Err(self.truncated()),
-                    Call::Did(n) => self.pipe_held = n,
-                }
-            }
-            let more = rem > self.pipe_held as u64;
-            let mut flags = pipe::SPLICE_F_MOVE | pipe::SPLICE_F_NONBLOCK;
-            if more {
-                flags |= pipe::SPLICE_F_MORE;
-            }
-            let Some(p) = self.pipe.as_ref() else {
-                unreachable!("the pipe was taken above")
-            };
-            let r = p.r.as_fd();
-            let held = self.pipe_held;
-            match call(&mut sock.counters, || {
-                pipe::splice(r, None, fd, None, held, flags)
-            })? {
-                Call::WouldBlock => return Ok(Progress::Blocked),
-                Call::Did(0) => {
-                    return Err(TxError::PeerGone(io::Error::from(io::ErrorKind::WriteZero)));
-                }
-                Call::Did(n) => {
-                    self.pipe_held -= n;
-                    self.accepted(sock, n);
-                    if self.pipe_held > 0 {
-                        sock.counters.short_sends += 1;
-                        return Ok(Progress::Blocked);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The pinned memory the next zero-copy send comes from, and the range in it.
-    fn zc_region(&mut self) -> Result<(Pinned, usize, usize), TxError> {
-        match &self.source {
-            Source::Memory { buf, offset, len } => {
-                let start = offset + self.sent as usize;
-                Ok((Pinned::Memory(Arc::clone(buf)), start, offset + len))
-            }
-            Source::File { file, offset, len } => {
-                let pos = offset + self.sent;
-                let end = offset + len;
-                let covered = matches!(&self.window, Some((_, base, limit)) if pos >= *base && pos < *base + *limit as u64);
-                if !covered {
-                    // The bytes of a mapping past the end of the file read as zeros up to
-                    // the page's end: map only what the file holds now, so a file that
-                    // shrank is reported, never padded.
-                    let file_len = file.metadata().map_err(TxError::Io)?.len();
-                    if file_len <= pos {
-                        return Err(self.truncated());
-                    }
-                    let page = zerocopy::page_size() as u64;
-                    let base = pos - pos % page;
-                    let wlen = (end.min(file_len) - base).min(ZC_MAP_WINDOW_BYTES as u64) as usize;
-                    let map = Mmap::map(file.as_fd(), base, wlen)?;
-                    self.window = Some((Pinned::Map(Arc::new(map)), base, wlen));
-                }
-                let Some((w, base, limit)) = &self.window else {
-                    unreachable!("the window was mapped above")
-                };
-                let start = (pos - base) as usize;
-                let stop = ((end - base) as usize).min(*limit);
-                Ok((w.clone(), start, stop))
-            }
-        }
-    }
-
-    /// Seed 002: `MSG_ZEROCOPY` sends, each buffer held until its completion; copies
-    /// below the minimum size, after `ENOBUFS`, or once zero-copy stopped paying.
-    fn zerocopy(&mut self, fd: BorrowedFd<'_>, sock: &mut TxSocket) -> Result<Progress, TxError> {
-        loop {
-            if self.remaining() == 0 {
-                if self.window.take().is_some() {
-                    // A shrink after the last window was mapped may have sent a zeroed
-                    // page tail: say so rather than report success.
-                    let (file, offset, len) = self.file();
-                    if file.metadata().map_err(TxError::Io)?.len() < offset + len {
-                        return Err(self.truncated());
-                    }
-                }
-                return Ok(Progress::Done);
-            }
-            let (region, start, stop) = self.zc_region()?;
-            let space = sock.call_budget(fd)?;
-            // Pinning is charged for the whole request (RLIMIT_MEMLOCK, optmem), and the
-            // socket takes at most a buffer's worth: ask no more than that.
-            let want = (stop - start)
-                .min(space)
-                .min(sock.cap(usize::MAX))
-                .min(sock.sndbuf_bytes.max(PAGE_BYTES));
-            let more = self.remaining() > want as u64;
-            let flags = if more {
-                SendFlags::MORE
-            } else {
-                SendFlags::NONE
-            };
-            let range = start..start + want;
-            let mut result = None;
-            if sock.zerocopy_on() && want >= sock.config.zerocopy_min_bytes {
-                let zc = sock.zc.as_mut().expect("zerocopy_on implies a tracker");
-                let mut counters = sock.counters;
-                let r = call(&mut counters, || zc.send(fd, &region, range.clone(), flags));
-                sock.counters = counters;
-                match r {
-                    Ok(Call::Did(n)) => {
-                        sock.counters.zc_sends += 1;
-                        result = Some(Call::Did(n));
-                    }
-                    Err(TxError::Io(e)) if e.raw_os_error() == Some(105) => {
-                        // ENOBUFS: too many completions owed (optmem), or the pages
-                        // cannot be pinned (RLIMIT_MEMLOCK without CAP_IPC_LOCK).
-                        // Collect completions and copy this one; if nothing was owed,
-                        // no zero-copy send of this size can succeed: stop trying.
-                        sock.counters.zc_enobufs += 1;
-                        sock.reap(fd)?;
-                        if sock.completions_owed() == 0 && sock.counters.zc_disabled == 0 {
-                            tracing::info!("zero-copy sends refused with ENOBUFS while none were owed; copying from now on");
-                            sock.counters.zc_disabled = 1;
-                        }
-                    }
-                    Err(TxError::Io(e)) if e.raw_os_error() == Some(14) => {
-                        return Err(self.efault(e))
-                    }
-                    Ok(Call::WouldBlock) => return Ok(Progress::Blocked),
-                    Err(e) => return Err(e),
-                }
-            }
-            let r = match result {
-                Some(r) => r,
-                None => {
-                    sock.counters.zc_copy_sends += 1;
-                    match call(&mut sock.counters, || {
-                        ZeroCopy::send_copy(fd, &region, range.clone(), flags)
-                    }) {
-                        Err(TxError::Io(e)) if e.raw_os_error() == Some(14) => {
-                            return Err(self.efault(e))
-                        }
-                        r => r?,
-                    }
-                }
-            };
-            match r {
-                Call::WouldBlock => return Ok(Progress::Blocked),
-                Call::Did(n) => {
-                    self.accepted(sock, n);
-                    if n < want {
-                        sock.counters.short_sends += 1;
-                        return Ok(Progress::Blocked);
-                    }
-                }
-            }
-        }
-    }
-
-    /// `EFAULT` from a mapped file means the file shrank under the mapping.
-    fn efault(&self, e: io::Error) -> TxError {
-        match &self.source {
-            Source::File { .. } => self.truncated(),
-            Source::Memory { .. } => TxError::Io(e),
-        }
+    #[test]
+    fn a_result_nobody_asked_for_is_refused() {
+        let (_t, f, _) = file_of(10);
+        let mut s = sock(Strategy::SendfileBatched);
+        let mut t = file_tx(&f, 0, 10);
+        assert!(matches!(t.complete(&mut s, Ok(10)), Err(TxError::Io(_))));
+        assert_eq!(t.sent(), 0);
     }
 }

@@ -1,0 +1,724 @@
+//! Each strategy as a small I/O-free state machine: `poll` says which [`Op`] comes
+//! next from the state alone, `complete` takes that operation's result. Neither makes a
+//! call on the socket (see [`crate::op`]); the file-side bookkeeping that is not on the
+//! send path (the size of a file that shrank, a zero-copy window's mapping, a pipe from
+//! the pool) is done here.
+//!
+//! Between a `poll` and its `complete` the state does not change, so `complete` knows
+//! what was asked from the `pending` it recorded.
+
+use std::cell::RefCell;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+
+use linerate_sys::pipe;
+use linerate_sys::zerocopy::{self, Mmap, Pinned};
+
+use crate::op::{Flow, Next, Op};
+use crate::transmit::{Sizing, TxSocket};
+use crate::{Source, TxError};
+
+pub(crate) const PAGE_BYTES: usize = 4096;
+/// Buffer size of the `copy` strategy and send size for memory, unless capped lower.
+pub(crate) const COPY_BUFFER_BYTES: usize = 64 * 1024;
+/// Capacity asked of each splice pipe (the default `pipe-max-size` allows it).
+pub(crate) const PIPE_BYTES: usize = 1 << 20;
+/// Pipes kept per thread for reuse.
+const PIPE_POOL_MAX: usize = 16;
+/// Largest window of a file mapped at once for zero-copy sends.
+const ZC_MAP_WINDOW_BYTES: usize = 8 << 20;
+
+const ENOBUFS: i32 = 105;
+const EFAULT: i32 = 14;
+
+/// The bytes of one transmit and how many the socket has accepted.
+#[derive(Debug)]
+pub(crate) struct Cursor {
+    pub source: Source,
+    pub sent: u64,
+}
+
+impl Cursor {
+    pub fn remaining(&self) -> u64 {
+        self.source.len() - self.sent
+    }
+
+    /// The file, the offset of the range and its length.
+    fn file(&self) -> (&Arc<File>, u64, u64) {
+        match &self.source {
+            Source::File { file, offset, len } => (file, *offset, *len),
+            Source::Memory { .. } => {
+                unreachable!("file strategies are only chosen for file sources")
+            }
+        }
+    }
+
+    fn truncated(&self) -> TxError {
+        let (file, _, len) = self.file();
+        let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        TxError::Truncated {
+            sent: self.sent,
+            expected: len,
+            file_len,
+        }
+    }
+
+    fn accepted(&mut self, sock: &mut TxSocket, n: usize) {
+        self.sent += n as u64;
+        sock.counters.bytes += n as u64;
+    }
+
+    /// The socket took `n` of the `want` bytes a send asked; true (and counted) when it
+    /// took fewer.
+    fn took(&mut self, sock: &mut TxSocket, n: usize, want: usize) -> bool {
+        self.accepted(sock, n);
+        let short = n < want;
+        if short {
+            sock.counters.short_sends += 1;
+        }
+        short
+    }
+
+    /// `EFAULT` from a mapped file means the file shrank under the mapping.
+    fn efault(&self, e: io::Error) -> TxError {
+        match &self.source {
+            Source::File { .. } => self.truncated(),
+            Source::Memory { .. } => TxError::Io(e),
+        }
+    }
+}
+
+/// The strategy a transmit runs, chosen from the socket's configuration and the source
+/// at its first poll.
+#[derive(Debug)]
+pub(crate) enum Machine {
+    CopyFile(CopyFile),
+    CopyMemory(CopyMemory),
+    SendfileFixed(SendfileFixed),
+    SendfileBatched(SendfileBatched),
+    Splice(Splice),
+    Zerocopy(Zerocopy),
+}
+
+impl Machine {
+    pub fn choose(cur: &Cursor, sock: &mut TxSocket) -> Machine {
+        use crate::Strategy as S;
+        let file = matches!(cur.source, Source::File { .. });
+        match (file, sock.config.strategy) {
+            (true, S::Copy) => Machine::CopyFile(CopyFile::default()),
+            (true, S::Sendfile4k) => Machine::SendfileFixed(SendfileFixed {
+                chunk: PAGE_BYTES,
+                page_aligned: true,
+                want: 0,
+            }),
+            (true, S::SendfileChunked { chunk_bytes }) => Machine::SendfileFixed(SendfileFixed {
+                chunk: chunk_bytes,
+                page_aligned: false,
+                want: 0,
+            }),
+            (true, S::SendfileBatched) => Machine::SendfileBatched(SendfileBatched::default()),
+            (true, S::Splice) => Machine::Splice(Splice::default()),
+            (_, S::Zerocopy) => Machine::Zerocopy(Zerocopy::default()),
+            (false, S::Copy) => Machine::CopyMemory(CopyMemory::default()),
+            (false, _) => {
+                // sendfile and splice need a file; memory goes out by copying.
+                sock.counters.degraded += 1;
+                Machine::CopyMemory(CopyMemory::default())
+            }
+        }
+    }
+
+    pub fn poll<'a>(
+        &'a mut self,
+        cur: &'a Cursor,
+        sock: &mut TxSocket,
+    ) -> Result<Next<'a>, TxError> {
+        match self {
+            Machine::CopyFile(m) => m.poll(cur, sock),
+            Machine::CopyMemory(m) => Ok(m.poll(cur, sock)),
+            Machine::SendfileFixed(m) => Ok(m.poll(cur, sock)),
+            Machine::SendfileBatched(m) => Ok(m.poll(cur, sock)),
+            Machine::Splice(m) => m.poll(cur, sock),
+            Machine::Zerocopy(m) => m.poll(cur, sock),
+        }
+    }
+
+    pub fn complete(
+        &mut self,
+        cur: &mut Cursor,
+        sock: &mut TxSocket,
+        r: io::Result<usize>,
+    ) -> Result<Flow, TxError> {
+        match self {
+            Machine::CopyFile(m) => m.complete(cur, sock, r),
+            Machine::CopyMemory(m) => m.complete(cur, sock, r),
+            Machine::SendfileFixed(m) => m.complete(cur, sock, r),
+            Machine::SendfileBatched(m) => m.complete(cur, sock, r),
+            Machine::Splice(m) => m.complete(cur, sock, r),
+            Machine::Zerocopy(m) => m.complete(cur, sock, r),
+        }
+    }
+
+    /// Bytes a splice pipe holds (read from the file, not yet on the socket).
+    pub fn pipe_held(&self) -> usize {
+        match self {
+            Machine::Splice(s) => s.held,
+            _ => 0,
+        }
+    }
+}
+
+/// The free-space budget of the batched strategies ([`Sizing`]): with `Remaining`
+/// there is none to measure; with `FreeSpace` it is measured before each send.
+#[derive(Debug, Default)]
+struct Budget {
+    /// Bytes the next send may ask for, once measured.
+    space: Option<usize>,
+    /// The last send took all of it: `SO_SNDBUF` is read again before the next.
+    refresh: bool,
+}
+
+impl Budget {
+    /// The operation that must come before the next send, if any.
+    fn before_send(&self, sock: &TxSocket) -> Option<Op<'static>> {
+        if self.refresh {
+            Some(Op::SendBufferSize)
+        } else if sock.config.sizing == Sizing::FreeSpace && self.space.is_none() {
+            Some(Op::QueuedBytes)
+        } else {
+            None
+        }
+    }
+
+    /// The budget of the next send: everything, or the free space measured.
+    fn space(&self) -> usize {
+        self.space.unwrap_or(usize::MAX)
+    }
+
+    /// Takes the result of an operation [`Budget::before_send`] asked for; `false` if
+    /// it was not one of those.
+    fn complete(&mut self, sock: &mut TxSocket, n: usize) -> bool {
+        if self.refresh {
+            self.refresh = false;
+            sock.sndbuf_bytes = n;
+            true
+        } else if sock.config.sizing == Sizing::FreeSpace && self.space.is_none() {
+            sock.counters.space_queries += 1;
+            // At least a page, so a call is always made and either queues bytes or
+            // sees EAGAIN.
+            self.space = Some(sock.sndbuf_bytes.saturating_sub(n).max(PAGE_BYTES));
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A send of `n` bytes asked `want` went: the next measures again.
+    fn spent(&mut self, sock: &TxSocket, n: usize) {
+        if let Some(space) = self.space.take() {
+            if sock.config.sizing == Sizing::FreeSpace && n >= space {
+                // It all fit: the buffer may have grown under autotuning.
+                self.refresh = true;
+            }
+        }
+    }
+}
+
+/// `pread` into a buffer, `send` from it, until `EAGAIN`.
+#[derive(Debug, Default)]
+pub(crate) struct CopyFile {
+    buf: Vec<u8>,
+    /// Bytes read but not yet sent are `buf[start..end]`.
+    start: usize,
+    end: usize,
+    /// Bytes asked of the pending call.
+    want: usize,
+}
+
+impl CopyFile {
+    fn poll<'a>(&'a mut self, cur: &'a Cursor, sock: &TxSocket) -> Result<Next<'a>, TxError> {
+        let cap = sock.cap(COPY_BUFFER_BYTES);
+        if self.buf.len() != cap {
+            self.buf = vec![0; cap];
+        }
+        if self.start == self.end {
+            let (file, offset, len) = cur.file();
+            let unread = len - cur.sent;
+            if unread == 0 {
+                return Ok(Next::Done);
+            }
+            self.want = unread.min(cap as u64) as usize;
+            return Ok(Next::Op(Op::Read {
+                file,
+                at: offset + cur.sent,
+                buf: &mut self.buf[..self.want],
+            }));
+        }
+        self.want = self.end - self.start;
+        Ok(Next::Op(Op::Send {
+            data: &self.buf[self.start..self.end],
+            more: cur.remaining() > self.want as u64,
+        }))
+    }
+
+    fn complete(
+        &mut self,
+        cur: &mut Cursor,
+        sock: &mut TxSocket,
+        r: io::Result<usize>,
+    ) -> Result<Flow, TxError> {
+        let n = r?;
+        if self.start == self.end {
+            if n == 0 {
+                return Err(cur.truncated());
+            }
+            self.start = 0;
+            self.end = n;
+        } else {
+            self.start += n;
+            cur.took(sock, n, self.want);
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+/// `send` straight from a memory buffer, until `EAGAIN`.
+#[derive(Debug, Default)]
+pub(crate) struct CopyMemory {
+    want: usize,
+}
+
+impl CopyMemory {
+    fn poll<'a>(&mut self, cur: &'a Cursor, sock: &TxSocket) -> Next<'a> {
+        let Source::Memory { buf, offset, len } = &cur.source else {
+            unreachable!("memory strategies are only chosen for memory sources")
+        };
+        let start = offset + cur.sent as usize;
+        let end = offset + len;
+        if start == end {
+            return Next::Done;
+        }
+        self.want = (end - start).min(sock.cap(COPY_BUFFER_BYTES));
+        Next::Op(Op::Send {
+            data: &buf[start..start + self.want],
+            more: end - start > self.want,
+        })
+    }
+
+    fn complete(
+        &mut self,
+        cur: &mut Cursor,
+        sock: &mut TxSocket,
+        r: io::Result<usize>,
+    ) -> Result<Flow, TxError> {
+        cur.took(sock, r?, self.want);
+        Ok(Flow::Continue)
+    }
+}
+
+/// Fixed-size `sendfile` calls until `EAGAIN`; `page_aligned` stops each call at a
+/// page boundary, as the old one-page-per-mbuf loop did.
+#[derive(Debug)]
+pub(crate) struct SendfileFixed {
+    chunk: usize,
+    page_aligned: bool,
+    want: usize,
+}
+
+impl SendfileFixed {
+    fn poll<'a>(&mut self, cur: &'a Cursor, sock: &TxSocket) -> Next<'a> {
+        let chunk = self.chunk.min(sock.cap(usize::MAX)).max(1) as u64;
+        let (file, offset, len) = cur.file();
+        let rem = len - cur.sent;
+        if rem == 0 {
+            return Next::Done;
+        }
+        let at = offset + cur.sent;
+        let mut want = rem.min(chunk);
+        if self.page_aligned {
+            want = want.min(PAGE_BYTES as u64 - at % PAGE_BYTES as u64);
+        }
+        self.want = want as usize;
+        Next::Op(Op::Sendfile {
+            file,
+            at,
+            len: self.want,
+        })
+    }
+
+    fn complete(
+        &mut self,
+        cur: &mut Cursor,
+        sock: &mut TxSocket,
+        r: io::Result<usize>,
+    ) -> Result<Flow, TxError> {
+        match r? {
+            0 => Err(cur.truncated()),
+            n => {
+                cur.took(sock, n, self.want);
+                Ok(Flow::Continue)
+            }
+        }
+    }
+}
+
+/// Seed 000: one `sendfile` of `min(remaining, free space)` per writable event, and
+/// after a short count one more to tell a full socket (`EAGAIN`) from a file that
+/// ended early (0).
+#[derive(Debug, Default)]
+pub(crate) struct SendfileBatched {
+    budget: Budget,
+    want: usize,
+    /// The pending operation is the budget's, not a send.
+    measuring: bool,
+}
+
+impl SendfileBatched {
+    fn poll<'a>(&mut self, cur: &'a Cursor, sock: &TxSocket) -> Next<'a> {
+        if self.budget.refresh {
+            self.measuring = true;
+            return Next::Op(Op::SendBufferSize);
+        }
+        let (file, offset, len) = cur.file();
+        let rem = len - cur.sent;
+        if rem == 0 {
+            return Next::Done;
+        }
+        if let Some(op) = self.budget.before_send(sock) {
+            self.measuring = true;
+            return Next::Op(op);
+        }
+        self.measuring = false;
+        self.want = rem
+            .min(self.budget.space() as u64)
+            .min(sock.cap(usize::MAX) as u64) as usize;
+        Next::Op(Op::Sendfile {
+            file,
+            at: offset + cur.sent,
+            len: self.want,
+        })
+    }
+
+    fn complete(
+        &mut self,
+        cur: &mut Cursor,
+        sock: &mut TxSocket,
+        r: io::Result<usize>,
+    ) -> Result<Flow, TxError> {
+        let n = r?;
+        if self.measuring {
+            self.budget.complete(sock, n);
+            return Ok(Flow::Continue);
+        }
+        if n == 0 {
+            return Err(cur.truncated());
+        }
+        if cur.took(sock, n, self.want) {
+            // Short: the socket filled, or the file ended early. Only the first leaves
+            // the socket flagged to wake us, so call again: EAGAIN (full: the writable
+            // edge will come), 0 (the file shrank), or more bytes. Waiting on a short
+            // count alone hung a truncated transmit once the low-water mark was small.
+            self.budget.space = None;
+            return Ok(Flow::Continue);
+        }
+        self.budget.spent(sock, n);
+        Ok(Flow::Continue)
+    }
+}
+
+/// A pipe of the `splice` strategy.
+#[derive(Debug)]
+pub(crate) struct Pipe {
+    r: OwnedFd,
+    w: OwnedFd,
+}
+
+thread_local! {
+    static PIPES: RefCell<Vec<Pipe>> = const { RefCell::new(Vec::new()) };
+}
+
+fn take_pipe() -> io::Result<Pipe> {
+    if let Some(p) = PIPES.with(|p| p.borrow_mut().pop()) {
+        return Ok(p);
+    }
+    let (r, w) = pipe::pipe()?;
+    // A smaller pipe still works; only the batch size suffers.
+    let _ = pipe::set_pipe_size(w.as_fd(), PIPE_BYTES);
+    Ok(Pipe { r, w })
+}
+
+fn give_back_pipe(p: Pipe) {
+    PIPES.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        if pool.len() < PIPE_POOL_MAX {
+            pool.push(p);
+        }
+    });
+}
+
+/// File → pipe → socket, sized like [`SendfileBatched`]. Bytes left in the pipe by a
+/// full socket stay there for the next call.
+#[derive(Debug, Default)]
+pub(crate) struct Splice {
+    pipe: Option<Pipe>,
+    /// Bytes the pipe holds: read from the file, not yet sent.
+    held: usize,
+    budget: Budget,
+    measuring: bool,
+}
+
+impl Drop for Splice {
+    fn drop(&mut self) {
+        // A pipe still holding bytes (an error, an abandoned send) is closed, never
+        // reused: its bytes would go out on the next connection.
+        if let Some(p) = self.pipe.take() {
+            if self.held == 0 {
+                give_back_pipe(p);
+            }
+        }
+    }
+}
+
+impl Splice {
+    fn poll<'a>(&'a mut self, cur: &'a Cursor, sock: &mut TxSocket) -> Result<Next<'a>, TxError> {
+        if self.pipe.is_none() {
+            sock.counters.syscalls += 1;
+            self.pipe = Some(take_pipe()?);
+        }
+        let Some(p) = self.pipe.as_ref() else {
+            unreachable!("the pipe was taken above")
+        };
+        let (file, offset, len) = cur.file();
+        let rem = len - cur.sent;
+        if self.held > 0 {
+            self.measuring = false;
+            return Ok(Next::Op(Op::SpliceOut {
+                pipe: p.r.as_fd(),
+                len: self.held,
+                more: rem > self.held as u64,
+            }));
+        }
+        if rem == 0 {
+            return Ok(Next::Done);
+        }
+        if let Some(op) = self.budget.before_send(sock) {
+            self.measuring = true;
+            return Ok(Next::Op(op));
+        }
+        self.measuring = false;
+        let want = rem
+            .min(self.budget.space() as u64)
+            .min(sock.cap(PIPE_BYTES).min(PIPE_BYTES) as u64) as usize;
+        Ok(Next::Op(Op::SpliceIn {
+            file,
+            at: offset + cur.sent,
+            pipe: p.w.as_fd(),
+            len: want,
+        }))
+    }
+
+    fn complete(
+        &mut self,
+        cur: &mut Cursor,
+        sock: &mut TxSocket,
+        r: io::Result<usize>,
+    ) -> Result<Flow, TxError> {
+        let n = r?;
+        if self.measuring {
+            self.budget.complete(sock, n);
+            return Ok(Flow::Continue);
+        }
+        if self.held == 0 {
+            // Into the pipe.
+            if n == 0 {
+                return Err(cur.truncated());
+            }
+            self.held = n;
+            self.budget.space = None;
+            return Ok(Flow::Continue);
+        }
+        if n == 0 {
+            return Err(TxError::PeerGone(io::Error::from(io::ErrorKind::WriteZero)));
+        }
+        let held = self.held;
+        self.held -= n;
+        if cur.took(sock, n, held) {
+            return Ok(Flow::Blocked);
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+/// What the pending operation of a [`Zerocopy`] transmit is.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum ZcPending {
+    #[default]
+    None,
+    Measure,
+    Reap,
+    SendZerocopy,
+    SendCopy,
+}
+
+/// Seed 002: `MSG_ZEROCOPY` sends, each buffer held until its completion; copies below
+/// the minimum size, after `ENOBUFS`, or once zero-copy stopped paying.
+#[derive(Debug, Default)]
+pub(crate) struct Zerocopy {
+    /// Of a file: the mapped window, the file offset it starts at, and how many of its
+    /// bytes the file held when it was mapped.
+    window: Option<(Pinned, u64, usize)>,
+    /// The memory the pending send comes from.
+    region: Option<Pinned>,
+    budget: Budget,
+    want: usize,
+    pending: ZcPending,
+    /// `ENOBUFS` came: reap the completions owed, then copy this send.
+    reap_then_copy: bool,
+    copy_next: bool,
+}
+
+impl Zerocopy {
+    /// The pinned memory the next send comes from, and the range in it.
+    fn region(&mut self, cur: &Cursor) -> Result<(Pinned, usize, usize), TxError> {
+        match &cur.source {
+            Source::Memory { buf, offset, len } => {
+                let start = offset + cur.sent as usize;
+                Ok((Pinned::Memory(Arc::clone(buf)), start, offset + len))
+            }
+            Source::File { file, offset, len } => {
+                let pos = offset + cur.sent;
+                let end = offset + len;
+                let covered = matches!(&self.window, Some((_, base, limit)) if pos >= *base && pos < *base + *limit as u64);
+                if !covered {
+                    // The bytes of a mapping past the end of the file read as zeros up to
+                    // the page's end: map only what the file holds now, so a file that
+                    // shrank is reported, never padded.
+                    let file_len = file.metadata().map_err(TxError::Io)?.len();
+                    if file_len <= pos {
+                        return Err(cur.truncated());
+                    }
+                    let page = zerocopy::page_size() as u64;
+                    let base = pos - pos % page;
+                    let wlen = (end.min(file_len) - base).min(ZC_MAP_WINDOW_BYTES as u64) as usize;
+                    let map = Mmap::map(file.as_fd(), base, wlen)?;
+                    self.window = Some((Pinned::Map(Arc::new(map)), base, wlen));
+                }
+                let Some((w, base, limit)) = &self.window else {
+                    unreachable!("the window was mapped above")
+                };
+                let start = (pos - base) as usize;
+                let stop = ((end - base) as usize).min(*limit);
+                Ok((w.clone(), start, stop))
+            }
+        }
+    }
+
+    fn poll<'a>(&'a mut self, cur: &'a Cursor, sock: &mut TxSocket) -> Result<Next<'a>, TxError> {
+        if self.reap_then_copy {
+            self.pending = ZcPending::Reap;
+            return Ok(Next::Op(Op::Reap));
+        }
+        if self.budget.refresh {
+            self.pending = ZcPending::Measure;
+            return Ok(Next::Op(Op::SendBufferSize));
+        }
+        if cur.remaining() == 0 {
+            if self.window.take().is_some() {
+                // A shrink after the last window was mapped may have sent a zeroed page
+                // tail: say so rather than report success.
+                let (file, offset, len) = cur.file();
+                if file.metadata().map_err(TxError::Io)?.len() < offset + len {
+                    return Err(cur.truncated());
+                }
+            }
+            return Ok(Next::Done);
+        }
+        let (region, start, stop) = self.region(cur)?;
+        if let Some(op) = self.budget.before_send(sock) {
+            self.pending = ZcPending::Measure;
+            return Ok(Next::Op(op));
+        }
+        // Pinning is charged for the whole request (RLIMIT_MEMLOCK, optmem), and the
+        // socket takes at most a buffer's worth: ask no more than that.
+        self.want = (stop - start)
+            .min(self.budget.space())
+            .min(sock.cap(usize::MAX))
+            .min(sock.sndbuf_bytes.max(PAGE_BYTES));
+        let more = cur.remaining() > self.want as u64;
+        let range = start..start + self.want;
+        let copy = std::mem::take(&mut self.copy_next);
+        let region = self.region.insert(region);
+        if !copy && sock.zerocopy_on() && self.want >= sock.config.zerocopy_min_bytes {
+            self.pending = ZcPending::SendZerocopy;
+            return Ok(Next::Op(Op::SendZerocopy {
+                region,
+                range,
+                more,
+            }));
+        }
+        sock.counters.zc_copy_sends += 1;
+        self.pending = ZcPending::SendCopy;
+        Ok(Next::Op(Op::SendPinned {
+            region,
+            range,
+            more,
+        }))
+    }
+
+    fn complete(
+        &mut self,
+        cur: &mut Cursor,
+        sock: &mut TxSocket,
+        r: io::Result<usize>,
+    ) -> Result<Flow, TxError> {
+        let pending = std::mem::take(&mut self.pending);
+        self.region = None;
+        let n = match (pending, r) {
+            (ZcPending::Measure, r) => {
+                self.budget.complete(sock, r?);
+                return Ok(Flow::Continue);
+            }
+            (ZcPending::Reap, r) => {
+                r?;
+                self.reap_then_copy = false;
+                self.copy_next = true;
+                // Nothing was owed, so no zero-copy send of this size can succeed:
+                // stop trying.
+                if sock.completions_owed() == 0 && sock.counters.zc_disabled == 0 {
+                    tracing::info!(
+                        "zero-copy sends refused with ENOBUFS while none were owed; copying from now on"
+                    );
+                    sock.counters.zc_disabled = 1;
+                }
+                return Ok(Flow::Continue);
+            }
+            (ZcPending::SendZerocopy, Err(e)) if e.raw_os_error() == Some(ENOBUFS) => {
+                // Too many completions owed (optmem), or the pages cannot be pinned
+                // (RLIMIT_MEMLOCK without CAP_IPC_LOCK): collect the completions and
+                // copy this one.
+                sock.counters.zc_enobufs += 1;
+                self.reap_then_copy = true;
+                return Ok(Flow::Continue);
+            }
+            (ZcPending::SendZerocopy | ZcPending::SendCopy, Err(e))
+                if e.raw_os_error() == Some(EFAULT) =>
+            {
+                return Err(cur.efault(e));
+            }
+            (ZcPending::SendZerocopy, r) => {
+                let n = r?;
+                sock.counters.zc_sends += 1;
+                n
+            }
+            (_, r) => r?,
+        };
+        // Measured again before the next send (no `SO_SNDBUF` refresh here).
+        self.budget.space = None;
+        if cur.took(sock, n, self.want) {
+            return Ok(Flow::Blocked);
+        }
+        Ok(Flow::Continue)
+    }
+}
