@@ -1,51 +1,28 @@
-//! One connection: bytes in, parsed requests, an output queue of responses, bytes out.
+//! One connection: bytes in, parsed requests, the output queue ([`crate::output`]),
+//! bytes out.
 //!
 //! Reading stops while the queue holds [`MAX_QUEUED`] responses, so a client that
-//! pipelines without reading cannot grow the server's memory. Consecutive byte parts
-//! across queued responses go out in one `sendmsg` of at most `IOV_MAX - 1` buffers;
-//! file parts go through the transmit engine.
-//!
-//! Seed 001's lesson, that a fragmented chain must be collapsed rather than sent piece
-//! by piece or dropped, applies twice. Collapse: a file range of at most
-//! `--collapse` bytes (the parts of a multipart/byteranges answer, say) is read into
-//! the gather, so it and the heads around it go in one `sendmsg` instead of a
-//! `sendfile` and a `sendmsg` each; with the residency probe on it is read with
-//! `RWF_NOWAIT`, and a range not in the page cache is left to the probe. Defrag: a
-//! gather with more buffers than one `sendmsg` takes is linearized from its
-//! `IOV_MAX - 1`th buffer on into one copy, the segment seed 001 keeps in reserve, so
-//! the queue still goes in one call. Both are counted (the status page's `queue`). The socket is registered edge-triggered, so each call reads and
-//! writes until the kernel says `EAGAIN` (or the engine says the buffer is full).
-//!
-//! With the residency probe on, a file part goes out one read-ahead window at a time,
-//! each checked to be in the page cache first; a window that is not is handed to the
-//! disk helpers, and the connection sends nothing until they are done (see
-//! [`crate::disk`]). While a window goes out, the next one is probed, and handed to the
-//! helpers if it is not resident, so a cold file's reads overlap its sends.
+//! pipelines without reading cannot grow the server's memory. The socket is registered
+//! edge-triggered, so each call reads and writes until the kernel says `EAGAIN` (or the
+//! engine says the buffer is full). The output queue makes no call itself: `flush`
+//! here is its readiness executor.
 
-use std::collections::VecDeque;
-use std::io::{self, IoSlice, Read};
+use std::io::{self, Read};
 use std::net::Shutdown;
 use std::os::fd::AsFd;
 use std::time::{Instant, SystemTime};
 
 use linerate_http::connection::{Connection, Ending, Event};
 use linerate_http::request::Limits;
-use linerate_sys::net::{self, SendFlags, IOV_MAX};
-use linerate_tx::{Progress, Source, Transmit, TxError, TxSocket};
+use linerate_sys::net::{self, SendFlags};
+use linerate_tx::{Flow, TxError, TxSocket};
 
-use crate::config::Sending;
-use crate::disk::{Disk, Job, Residency};
 use crate::listen::Peer;
+use crate::output::{Ctx, OutNext, OutOp, Output};
 use crate::site::{Part, Response, Site};
-use crate::stats::Stats;
 
 /// Responses queued per connection before it stops reading.
 pub(crate) const MAX_QUEUED: usize = 32;
-/// Bytes gathered into one `sendmsg` at most.
-const GATHER_BYTES: usize = 1 << 20;
-/// Most bytes of a cold window a connection waits for the helpers to read: the rest
-/// is read ahead while these go out, so a cold file's first bytes leave sooner.
-const WAITED_READ: u64 = 256 * 1024;
 /// Bytes read per call (the worker's scratch buffer).
 pub(crate) const READ_BYTES: usize = 16 * 1024;
 /// Most bytes read from one connection per turn (a large request body being discarded,
@@ -113,12 +90,8 @@ pub(crate) struct Conn {
     tx: Option<Box<TxSocket>>,
     /// The input side: requests, bodies, when to read, how the connection ends.
     pub http: Connection,
-    queue: VecDeque<Response>,
-    /// Bytes of the first part of the first response already sent.
-    front_sent: usize,
-    transmit: Option<Box<Transmit>>,
-    /// Responses sent but not yet logged.
-    finished: Vec<Response>,
+    /// The output side: responses queued and on their way out.
+    out: Output,
     /// A read may find bytes: a readable edge came, or the last read filled its buffer.
     /// After a short read the socket is drained and the next edge says when to read.
     may_read: bool,
@@ -129,24 +102,11 @@ pub(crate) struct Conn {
     pub draining_since: Option<Instant>,
     /// Last time bytes moved either way.
     pub last_activity: Instant,
-    /// Bytes of the current file part the current transmit covers.
-    slice_len: u64,
     /// The connection stopped at its slice with the socket still writable: the worker
     /// must come back to it without waiting for an event.
     yielded: bool,
     /// It is on the worker's run list (so it is put there once).
     pub on_run_list: bool,
-    /// The current transmit ends at the slice limit (not at a read-ahead window's end):
-    /// the connection yields its turn there.
-    yield_at_end: bool,
-    /// `TCP_CORK` is set, for the front file part.
-    corked: bool,
-    /// The front file part is known resident up to this file offset.
-    resident_until: u64,
-    /// The connection waits for the helpers' window at `job_at`; nothing is sent.
-    disk_wait: bool,
-    /// The file offset of the window the helpers are reading for this connection.
-    job_at: Option<u64>,
     /// Slot in the worker and a serial unique in it, for the helpers' answers.
     pub slot: usize,
     pub serial: u64,
@@ -171,22 +131,13 @@ impl Conn {
             peer,
             tx: None,
             http: Connection::new(limits, MAX_QUEUED),
-            queue: VecDeque::new(),
-            front_sent: 0,
-            transmit: None,
-            finished: Vec::new(),
+            out: Output::default(),
             may_read: true,
             peer_hup: false,
             draining_since: None,
             last_activity: now,
-            slice_len: 0,
             yielded: false,
             on_run_list: false,
-            yield_at_end: false,
-            corked: false,
-            resident_until: 0,
-            disk_wait: false,
-            job_at: None,
             slot,
             serial,
             cut: None,
@@ -202,17 +153,12 @@ impl Conn {
         cut: Cut,
         log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>),
     ) -> u64 {
-        self.finish_done(log);
+        self.log_finished(log);
         let cut = self.cut.unwrap_or(cut);
-        let in_flight = self.transmit.as_ref().map_or(0, |t| t.sent());
-        let queue = std::mem::take(&mut self.queue);
+        let (queue, front_sent) = self.out.take_unsent();
         let mut n = 0;
         for (i, r) in queue.iter().enumerate() {
-            let sent = if i == 0 {
-                r.sent + self.front_sent as u64 + in_flight
-            } else {
-                r.sent
-            };
+            let sent = if i == 0 { r.sent + front_sent } else { r.sent };
             log(
                 self,
                 r,
@@ -230,111 +176,11 @@ impl Conn {
     /// The helpers brought `len` bytes from `offset` into the page cache; true if the
     /// connection was waiting for them (the worker then drives it).
     pub fn disk_ready(&mut self, offset: u64, len: u64, now: Instant) -> bool {
-        if self.job_at != Some(offset) {
-            return false;
+        let waited = self.out.disk_ready(offset, len);
+        if waited {
+            self.last_activity = now;
         }
-        self.job_at = None;
-        // A job starts at the first byte not known resident (at or past
-        // `resident_until`, which is 0 when a new part began).
-        if self.resident_until <= offset {
-            // Trusted without a second probe: pages evicted again at once (heavy
-            // memory pressure) cost a short wait in sendfile, not a loop of helper
-            // reads.
-            self.resident_until = offset + len;
-        }
-        self.last_activity = now;
-        std::mem::take(&mut self.disk_wait)
-    }
-
-    /// Makes sure the file part's bytes from `start` (to `end`) are in the page cache
-    /// before they go out: returns how far they are known to be, or None if the
-    /// connection must wait for the helpers. `known` is what the response found when it
-    /// probed the whole file. While a window goes out, the next one is probed and, if
-    /// any page is missing, handed to the helpers without waiting.
-    fn resident_ahead(
-        &mut self,
-        d: &Disk,
-        stats: &Stats,
-        f: &std::sync::Arc<std::fs::File>,
-        start: u64,
-        end: u64,
-        known: Residency,
-    ) -> Option<u64> {
-        if self.resident_until <= start {
-            if self.job_at == Some(start) {
-                // The helpers are reading this window already.
-                self.disk_wait = true;
-                return None;
-            }
-            let w = (end - start).min(d.window);
-            let probe = match known {
-                Residency::Resident => Ok(true),
-                Residency::Missing => Ok(false),
-                Residency::Unknown => {
-                    Stats::add(&stats.probes, 1);
-                    linerate_sys::cache::resident(f.as_fd(), start, w)
-                }
-            };
-            match probe {
-                Ok(true) => self.resident_until = start + w,
-                Ok(false) => {
-                    // The connection waits for this read, so it is kept short; the
-                    // rest of the window comes in while it goes out.
-                    let first = w.min(WAITED_READ);
-                    if self.job_at.is_none() && self.read_ahead(d, stats, f, start, first) {
-                        self.disk_wait = true;
-                        return None;
-                    }
-                    // No helpers left (shutting down): send inline.
-                    self.resident_until = start + w;
-                }
-                Err(_) => {
-                    // No cachestat here (before Linux 6.5, or a file system without a
-                    // page cache): this worker stops probing.
-                    d.usable.set(false);
-                    self.resident_until = start + w;
-                }
-            }
-        }
-        let next = self.resident_until;
-        if next < end && self.job_at.is_none() && next - start <= d.window {
-            let w = (end - next).min(d.window);
-            Stats::add(&stats.probes, 1);
-            match linerate_sys::cache::resident(f.as_fd(), next, w) {
-                Ok(true) => self.resident_until = next + w,
-                Ok(false) => {
-                    self.read_ahead(d, stats, f, next, w);
-                }
-                Err(_) => d.usable.set(false),
-            }
-        }
-        Some(self.resident_until)
-    }
-
-    /// Hands `len` bytes of `file` from `offset` to the helpers; false if there are
-    /// none left (shutting down).
-    fn read_ahead(
-        &mut self,
-        d: &Disk,
-        stats: &Stats,
-        file: &std::sync::Arc<std::fs::File>,
-        offset: u64,
-        len: u64,
-    ) -> bool {
-        Stats::add(&stats.misses, 1);
-        let job = Job {
-            file: std::sync::Arc::clone(file),
-            offset,
-            len,
-            conn: self.slot,
-            serial: self.serial,
-            inbox: std::sync::Arc::clone(&d.inbox),
-        };
-        if d.jobs.send(job).is_err() {
-            return false;
-        }
-        self.job_at = Some(offset);
-        true
+        waited
     }
 
     /// The engine's counters for this socket, if a file part went out on it.
@@ -363,18 +209,17 @@ impl Conn {
 
     /// Nothing in flight and nothing half-received: an idle keep-alive connection.
     pub fn is_idle(&self) -> bool {
-        self.queue.is_empty() && self.transmit.is_none() && self.http.is_idle()
+        !self.out.busy() && self.http.is_idle()
     }
 
     fn release_buffers(&mut self) {
         self.http.release_buffer();
-        self.queue = VecDeque::new();
-        self.finished = Vec::new();
+        self.out.release();
     }
 
     /// Responses queued or being sent.
     pub fn busy(&self) -> bool {
-        !self.queue.is_empty() || self.transmit.is_some()
+        self.out.busy()
     }
 
     /// Called on readiness (and after shutdown starts): reads, answers, writes.
@@ -401,8 +246,9 @@ impl Conn {
             return self.drain_input();
         }
         let mut read_this_turn = 0;
+        self.out.begin_turn();
         loop {
-            match self.flush(now, log, site.disk.as_ref(), &site.stats, &site.sending) {
+            match self.flush(now, log, site) {
                 Ok(true) => return After::Keep, // blocked on a full socket
                 Ok(false) => {}
                 Err(e) => return self.failed(&e),
@@ -535,285 +381,103 @@ impl Conn {
             };
             let mut r = r;
             r.head_bytes = r.parts.front().map_or(0, Part::len);
-            self.queue.push_back(r);
+            self.out.push(r);
             queued = true;
         }
     }
 
-    /// Sets or clears `TCP_CORK` (nginx's `tcp_nopush`) for a file body.
-    fn set_cork(&mut self, on: bool, stats: &Stats) -> Result<(), TxError> {
-        net::setsockopt_int(
-            self.sock.as_fd(),
-            net::IPPROTO_TCP,
-            net::TCP_CORK,
-            i32::from(on),
-        )?;
-        self.corked = on;
-        Stats::add(if on { &stats.corked } else { &stats.uncorked }, 1);
-        Ok(())
-    }
-
-    /// Sends queued responses; `Ok(true)` when the socket is full.
+    /// Sends queued responses; `Ok(true)` when the socket is full (or the queue waits
+    /// for the disk helpers, or yielded its turn). The output queue's readiness
+    /// executor: each call it asks for is made at once.
     fn flush(
         &mut self,
         now: Instant,
         log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>),
-        disk: Option<&Disk>,
-        stats: &Stats,
-        sending: &Sending,
+        site: &Site,
     ) -> Result<bool, TxError> {
-        if self.disk_wait {
-            return Ok(true);
-        }
-        let nowait = disk.is_some_and(|d| d.usable.get());
+        let ctx = Ctx {
+            disk: site.disk.as_ref(),
+            stats: &site.stats,
+            sending: &site.sending,
+            slot: self.slot,
+            serial: self.serial,
+            unix: self.peer == Peer::Unix,
+        };
         loop {
-            if let Some(t) = &mut self.transmit {
-                let before = t.sent();
-                // The engine's per-socket setup costs system calls; connections that
-                // only ever send bytes parts (small files, errors) never pay them.
-                let tx = match &mut self.tx {
-                    Some(tx) => tx,
-                    None => self.tx.insert(Box::new(TxSocket::new(
-                        self.sock.as_fd(),
-                        match self.peer {
-                            Peer::Ip(_) => sending.tx.clone(),
-                            // A Unix socket has neither an unsent-bytes mark nor
-                            // zero-copy sends.
-                            Peer::Unix => linerate_tx::TxConfig {
-                                notsent_lowat: Some(0),
-                                zerocopy: false,
-                                ..sending.tx.clone()
-                            },
+            self.log_finished(log);
+            let fd = self.sock.as_fd();
+            let r = match self.out.poll(self.tx.as_deref_mut(), &ctx)? {
+                OutNext::Empty => return Ok(false),
+                OutNext::DiskWait => return Ok(true),
+                OutNext::Yield => {
+                    self.yielded = true;
+                    return Ok(true);
+                }
+                OutNext::PrepareSocket => {
+                    // The engine's per-socket setup costs system calls; connections
+                    // that only ever send bytes parts (small files, errors) never pay
+                    // them.
+                    let config = match self.peer {
+                        Peer::Ip(_) => site.sending.tx.clone(),
+                        // A Unix socket has neither an unsent-bytes mark nor zero-copy
+                        // sends.
+                        Peer::Unix => linerate_tx::TxConfig {
+                            notsent_lowat: Some(0),
+                            zerocopy: false,
+                            ..site.sending.tx.clone()
                         },
-                    )?)),
-                };
-                let p = t.advance(self.sock.as_fd(), tx)?;
-                if t.sent() > before {
-                    self.last_activity = now;
-                }
-                match p {
-                    Progress::Blocked => return Ok(true),
-                    Progress::Done => {
-                        self.transmit = None;
-                        let part_len = match self.queue.front().and_then(|r| r.parts.front()) {
-                            Some(part) => part.len(),
-                            None => 0,
-                        };
-                        if (self.front_sent as u64) + self.slice_len < part_len {
-                            self.front_sent += self.slice_len as usize;
-                            if self.yield_at_end {
-                                // A slice of the file went; the rest waits for the next
-                                // turn.
-                                self.yielded = true;
-                                return Ok(true);
-                            }
-                            // A read-ahead window went: probe the next one.
-                            continue;
-                        }
-                        if let Some(front) = self.queue.front_mut() {
-                            if let Some(p) = front.parts.pop_front() {
-                                front.sent += p.len();
-                            }
-                        }
-                        if self.corked {
-                            // Clearing the cork sends the held tail at once.
-                            self.set_cork(false, stats)?;
-                        }
-                        self.front_sent = 0;
-                        self.resident_until = 0;
-                        self.finish_done(log);
-                        continue;
-                    }
-                }
-            }
-            self.finish_done(log);
-            if self.transmit.is_none() {
-                self.collapse(sending.collapse, nowait, stats);
-            }
-            let Some(front) = self.queue.front() else {
-                return Ok(false);
-            };
-            if let Some(Part::File(f, off, len, residency)) = front.parts.front() {
-                let (f, off, len, residency) = (std::sync::Arc::clone(f), *off, *len, *residency);
-                let start = off + self.front_sent as u64;
-                let rest = len - self.front_sent as u64;
-                let mut n = match sending.slice_bytes {
-                    0 => rest,
-                    _ if len < sending.slice_min => rest,
-                    s => rest.min(s),
-                };
-                self.yield_at_end = n < rest;
-                if let Some(d) = disk.filter(|d| d.usable.get()) {
-                    let known = if start == off {
-                        residency
-                    } else {
-                        Residency::Unknown
                     };
-                    let Some(until) = self.resident_ahead(d, stats, &f, start, off + len, known)
-                    else {
-                        return Ok(true); // waiting for the helpers
-                    };
-                    if until < start + n {
-                        n = until - start;
-                        self.yield_at_end = false;
-                    }
-                }
-                self.slice_len = n;
-                if sending.cork_min > 0
-                    && len >= sending.cork_min
-                    && !self.corked
-                    && self.peer != Peer::Unix
-                {
-                    // Without the cork, ACKs handled between two of the kernel's 64 KiB
-                    // steps inside one `sendfile` push the partial segment at the
-                    // queue's tail out on its own (we set `TCP_NODELAY`): 169-170
-                    // segments per 10 MiB, against nginx's 164 with `tcp_nopush`.
-                    self.set_cork(true, stats)?;
-                }
-                self.transmit = Some(Box::new(Transmit::new(Source::File {
-                    file: f,
-                    offset: start,
-                    len: n,
-                })));
-                continue;
-            }
-            // Gather byte parts, across pipelined responses, up to a file part. Past
-            // IOV_MAX - 2 buffers the rest is copied into `tail`, the last one.
-            let mut tail: Vec<u8> = Vec::new();
-            let mut slices: Vec<IoSlice<'_>> = Vec::new();
-            let mut bytes = 0usize;
-            let mut file_follows = false;
-            'gather: for (ri, resp) in self.queue.iter().enumerate() {
-                for (pi, part) in resp.parts.iter().enumerate() {
-                    let skip = if ri == 0 && pi == 0 {
-                        self.front_sent
-                    } else {
-                        0
-                    };
-                    let s: &[u8] = match part {
-                        Part::Bytes(b) => &b[skip..],
-                        Part::Shared(b, start, end) => &b[start + skip..*end],
-                        Part::File(..) => {
-                            file_follows = true;
-                            break 'gather;
-                        }
-                    };
-                    if slices.len() < IOV_MAX - 2 {
-                        if !s.is_empty() {
-                            slices.push(IoSlice::new(s));
-                        }
-                    } else {
-                        tail.extend_from_slice(s);
-                    }
-                    bytes += s.len();
-                    if bytes >= GATHER_BYTES {
-                        break 'gather;
-                    }
-                }
-            }
-            if !tail.is_empty() {
-                Stats::add(&stats.defrags, 1);
-                slices.push(IoSlice::new(&tail));
-            }
-            if slices.is_empty() {
-                continue;
-            }
-            let flags = if file_follows {
-                SendFlags::MORE
-            } else {
-                SendFlags::NONE
-            };
-            let n = match net::sendv(self.sock.as_fd(), &slices, flags) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(e.into()),
-            };
-            drop(slices);
-            self.last_activity = now;
-            self.consume(n);
-        }
-    }
-
-    /// Seed 001's collapse: the file ranges of at most `max` bytes that the next gather
-    /// reaches are read into bytes (only from the page cache with `nowait`). It stops at
-    /// the first range it cannot take, where the gather stops too.
-    fn collapse(&mut self, max: u64, nowait: bool, stats: &Stats) {
-        if max == 0 {
-            return;
-        }
-        // The front part may be half sent, or have the helpers reading for it.
-        let front_busy = self.front_sent > 0 || self.job_at.is_some();
-        let mut seen = 0usize;
-        for (ri, resp) in self.queue.iter_mut().enumerate() {
-            for (pi, part) in resp.parts.iter_mut().enumerate() {
-                seen += 1;
-                if seen > IOV_MAX {
-                    return;
-                }
-                let Part::File(f, off, len, _) = part else {
+                    self.tx = Some(Box::new(TxSocket::new(fd, config)?));
                     continue;
-                };
-                let front = ri == 0 && pi == 0;
-                if *len > max || (front && front_busy) {
-                    return;
                 }
-                let Some(bytes) = crate::files::read_range(f, *off, *len, nowait) else {
-                    return;
-                };
-                if front {
-                    // What was known of this range's residency goes with it.
-                    self.resident_until = 0;
+                OutNext::Op(OutOp::Gather { slices, more }) => {
+                    let flags = if more {
+                        SendFlags::MORE
+                    } else {
+                        SendFlags::NONE
+                    };
+                    retry(|| net::sendv(fd, &slices, flags))
                 }
-                Stats::add(&stats.collapsed, 1);
-                Stats::add(&stats.collapsed_bytes, *len);
-                *part = Part::Bytes(bytes);
+                OutNext::Op(OutOp::Transmit(mut op)) => {
+                    let Some(tx) = self.tx.as_deref_mut() else {
+                        unreachable!("a transmit's operation comes after PrepareSocket")
+                    };
+                    linerate_tx::op::execute(fd, tx, &mut op)?
+                }
+                // nginx's `tcp_nopush` for a file body.
+                OutNext::Op(OutOp::Cork(on)) => retry(|| {
+                    net::setsockopt_int(fd, net::IPPROTO_TCP, net::TCP_CORK, i32::from(on))
+                        .map(|()| 0)
+                }),
+            };
+            if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+                return Ok(true);
+            }
+            let (flow, moved) = self.out.complete(self.tx.as_deref_mut(), r, &site.stats)?;
+            if moved {
+                self.last_activity = now;
+            }
+            if flow == Flow::Blocked {
+                return Ok(true);
             }
         }
     }
 
-    /// Marks `n` sent bytes off the front of the queue; finished responses move to
-    /// `finished` for the log.
-    fn consume(&mut self, mut n: usize) {
-        while n > 0 {
-            let Some(front) = self.queue.front_mut() else {
-                return;
-            };
-            let Some(part) = front.parts.front() else {
-                if let Some(r) = self.queue.pop_front() {
-                    self.finished.push(r);
-                }
-                continue;
-            };
-            let left = part.len() as usize - self.front_sent;
-            if n < left {
-                self.front_sent += n;
-                return;
-            }
-            n -= left;
-            if let Some(p) = front.parts.pop_front() {
-                front.sent += p.len();
-            }
-            self.front_sent = 0;
-            if front.parts.is_empty() {
-                if let Some(r) = self.queue.pop_front() {
-                    self.finished.push(r);
-                }
-            }
-        }
-    }
-
-    fn finish_done(&mut self, log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>)) {
-        let finished = std::mem::take(&mut self.finished);
-        for r in &finished {
+    /// Logs the responses sent whole, in order.
+    fn log_finished(&mut self, log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>)) {
+        for r in &self.out.take_finished() {
             self.http.sent();
             log(self, r, None);
         }
-        while self.queue.front().is_some_and(|r| r.parts.is_empty()) {
-            if let Some(r) = self.queue.pop_front() {
-                self.http.sent();
-                log(self, &r, None);
-            }
+    }
+}
+
+/// Makes a call again while it is interrupted.
+fn retry(mut f: impl FnMut() -> io::Result<usize>) -> io::Result<usize> {
+    loop {
+        match f() {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            r => return r,
         }
     }
 }

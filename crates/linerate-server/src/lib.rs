@@ -23,6 +23,7 @@ pub mod listen;
 mod listing;
 pub mod logs;
 mod metrics;
+mod output;
 pub mod rules;
 pub mod settings;
 mod site;

@@ -176,7 +176,8 @@ impl Machine {
 struct Budget {
     /// Bytes the next send may ask for, once measured.
     space: Option<usize>,
-    /// The last send took all of it: `SO_SNDBUF` is read again before the next.
+    /// The last send took all of it: `SO_SNDBUF` is read again before the next (none
+    /// after a transmit's last send: the next transmit's first full send re-reads it).
     refresh: bool,
 }
 
@@ -625,14 +626,6 @@ impl Zerocopy {
             return Ok(Next::Op(Op::SendBufferSize));
         }
         if cur.remaining() == 0 {
-            if self.window.take().is_some() {
-                // A shrink after the last window was mapped may have sent a zeroed page
-                // tail: say so rather than report success.
-                let (file, offset, len) = cur.file();
-                if file.metadata().map_err(TxError::Io)?.len() < offset + len {
-                    return Err(cur.truncated());
-                }
-            }
             return Ok(Next::Done);
         }
         let (region, start, stop) = self.region(cur)?;
@@ -716,7 +709,16 @@ impl Zerocopy {
         };
         // Measured again before the next send (no `SO_SNDBUF` refresh here).
         self.budget.space = None;
-        if cur.took(sock, n, self.want) {
+        let short = cur.took(sock, n, self.want);
+        if cur.remaining() == 0 && self.window.take().is_some() {
+            // A shrink after the last window was mapped may have sent a zeroed page
+            // tail: say so rather than report success.
+            let (file, offset, len) = cur.file();
+            if file.metadata().map_err(TxError::Io)?.len() < offset + len {
+                return Err(cur.truncated());
+            }
+        }
+        if short {
             return Ok(Flow::Blocked);
         }
         Ok(Flow::Continue)

@@ -209,6 +209,12 @@ impl TxSocket {
         }
     }
 
+    /// Counts a resumed transmit (a writable event handled), for executors other than
+    /// [`Transmit::advance`], which counts its own.
+    pub fn count_wakeup(&mut self) {
+        self.counters.wakeups += 1;
+    }
+
     /// The configuration.
     pub fn config(&self) -> &TxConfig {
         &self.config
@@ -311,7 +317,13 @@ impl Transmit {
     /// every byte was accepted. What it borrows stays put until [`Transmit::complete`]
     /// takes its result; poll again only after that (an operation that would block may
     /// be forgotten instead: the next poll asks for it again).
+    ///
+    /// It says [`Next::Done`] exactly when [`Transmit::remaining`] is 0, so a caller
+    /// can tell a finished transmit without polling it.
     pub fn poll_op<'a>(&'a mut self, sock: &mut TxSocket) -> Result<Next<'a>, TxError> {
+        if self.cur.remaining() == 0 {
+            return Ok(Next::Done);
+        }
         let Transmit { cur, machine } = self;
         let machine = machine.get_or_insert_with(|| Machine::choose(cur, sock));
         machine.poll(cur, sock)
@@ -336,7 +348,7 @@ impl Transmit {
         fd: BorrowedFd<'_>,
         sock: &mut TxSocket,
     ) -> Result<Progress, TxError> {
-        sock.counters.wakeups += 1;
+        sock.count_wakeup();
         loop {
             let r = match self.poll_op(sock)? {
                 Next::Done => return Ok(Progress::Done),

@@ -1,0 +1,825 @@
+//! A connection's output: the queue of responses and how its parts leave, as an I/O-free
+//! state machine. [`Output::poll`] says what comes next (a gather `sendmsg`, the
+//! transmit engine's operation for a file part, `TCP_CORK` on or off) and
+//! [`Output::complete`] takes its result; the connection makes the calls (see
+//! `Conn::flush`). The page-cache probe, the hand-off of cold windows to the disk
+//! helpers and seed 001's collapse are file-side bookkeeping done here, never a call on
+//! the socket.
+//!
+//! Consecutive byte parts across queued responses go out in one `sendmsg` of at most
+//! `IOV_MAX - 1` buffers; file parts go through the transmit engine.
+//!
+//! Seed 001's lesson, that a fragmented chain must be collapsed rather than sent piece
+//! by piece or dropped, applies twice. Collapse: a file range of at most
+//! `--collapse` bytes (the parts of a multipart/byteranges answer, say) is read into
+//! the gather, so it and the heads around it go in one `sendmsg` instead of a
+//! `sendfile` and a `sendmsg` each; with the residency probe on it is read with
+//! `RWF_NOWAIT`, and a range not in the page cache is left to the probe. Defrag: a
+//! gather with more buffers than one `sendmsg` takes is linearized from its
+//! `IOV_MAX - 1`th buffer on into one copy, the segment seed 001 keeps in reserve, so
+//! the queue still goes in one call. Both are counted (the status page's `queue`).
+//!
+//! With the residency probe on, a file part goes out one read-ahead window at a time,
+//! each checked to be in the page cache first; a window that is not is handed to the
+//! disk helpers, and the connection sends nothing until they are done (see
+//! [`crate::disk`]). While a window goes out, the next one is probed, and handed to the
+//! helpers if it is not resident, so a cold file's reads overlap its sends.
+
+use std::collections::VecDeque;
+use std::io::{self, IoSlice};
+use std::os::fd::AsFd;
+use std::sync::Arc;
+
+use linerate_sys::net::IOV_MAX;
+use linerate_tx::{Flow, Next, Op, Source, Transmit, TxError, TxSocket};
+
+use crate::config::Sending;
+use crate::disk::{Disk, Job, Residency};
+use crate::site::{Part, Response};
+use crate::stats::Stats;
+
+/// Bytes gathered into one `sendmsg` at most.
+const GATHER_BYTES: usize = 1 << 20;
+/// Most bytes of a cold window a connection waits for the helpers to read: the rest
+/// is read ahead while these go out, so a cold file's first bytes leave sooner.
+const WAITED_READ: u64 = 256 * 1024;
+
+/// What the queue needs to know of its worker and connection.
+pub(crate) struct Ctx<'a> {
+    pub disk: Option<&'a Disk>,
+    pub stats: &'a Stats,
+    pub sending: &'a Sending,
+    /// The connection's slot and serial, for the helpers' answers.
+    pub slot: usize,
+    pub serial: u64,
+    /// A Unix socket: no `TCP_CORK`.
+    pub unix: bool,
+}
+
+/// A call on the connection's socket.
+pub(crate) enum OutOp<'a> {
+    /// `sendmsg` of these buffers, with `MSG_MORE` when a file part follows.
+    Gather {
+        slices: Vec<IoSlice<'a>>,
+        more: bool,
+    },
+    /// The transmit engine's operation for the front file part.
+    Transmit(Op<'a>),
+    /// `TCP_CORK` on or off.
+    Cork(bool),
+}
+
+/// What the queue wants next.
+pub(crate) enum OutNext<'a> {
+    /// Make this call, then [`Output::complete`] with its result.
+    Op(OutOp<'a>),
+    /// A file part is next and the socket has no transmit state yet: make it
+    /// ([`TxSocket::new`]) and poll again.
+    PrepareSocket,
+    /// Nothing is queued.
+    Empty,
+    /// The helpers are reading the next window; [`Output::disk_ready`] says when.
+    DiskWait,
+    /// A slice of a large file went: the other connections have their turn first.
+    Yield,
+}
+
+/// Where the queue stands, with nothing borrowed.
+enum Step {
+    Transmit,
+    Gather,
+    Cork(bool),
+    PrepareSocket,
+    Empty,
+    DiskWait,
+    Yield,
+}
+
+/// The call [`Output::poll`] gave last.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Pending {
+    #[default]
+    None,
+    Gather,
+    Transmit,
+    Cork(bool),
+}
+
+/// The responses of one connection on their way out.
+#[derive(Default)]
+pub(crate) struct Output {
+    queue: VecDeque<Response>,
+    /// Bytes of the first part of the first response already sent.
+    front_sent: usize,
+    transmit: Option<Box<Transmit>>,
+    /// Responses sent but not yet logged.
+    finished: Vec<Response>,
+    /// Bytes of the current file part the current transmit covers.
+    slice_len: u64,
+    /// The current transmit ends at the slice limit (not at a read-ahead window's end):
+    /// the connection yields its turn there.
+    yield_at_end: bool,
+    /// `TCP_CORK` is set, for the front file part.
+    corked: bool,
+    /// The front file part is known resident up to this file offset.
+    resident_until: u64,
+    /// The queue waits for the helpers' window at `job_at`; nothing is sent.
+    disk_wait: bool,
+    /// The file offset of the window the helpers are reading for this connection.
+    job_at: Option<u64>,
+    /// The defrag copy of a pending gather: its buffers past `IOV_MAX - 2`.
+    tail: Vec<u8>,
+    pending: Pending,
+    /// The transmit in progress was polled in this turn (its wake-up is counted).
+    resumed: bool,
+}
+
+impl Output {
+    /// Queues a response.
+    pub fn push(&mut self, r: Response) {
+        self.queue.push_back(r);
+    }
+
+    /// Responses queued or being sent.
+    pub fn busy(&self) -> bool {
+        !self.queue.is_empty() || self.transmit.is_some()
+    }
+
+    /// Gives back the memory of an idle queue.
+    pub fn release(&mut self) {
+        self.queue = VecDeque::new();
+        self.finished = Vec::new();
+        self.tail = Vec::new();
+    }
+
+    /// A new turn (a writable event, a drive): the transmit in progress counts a
+    /// wake-up when it is next polled.
+    pub fn begin_turn(&mut self) {
+        self.resumed = false;
+    }
+
+    /// Takes the responses sent whole, for the log, in order.
+    pub fn take_finished(&mut self) -> Vec<Response> {
+        self.retire_sent();
+        std::mem::take(&mut self.finished)
+    }
+
+    /// Takes every response not sent whole, with the bytes of the first that left
+    /// (the connection is being closed).
+    pub fn take_unsent(&mut self) -> (VecDeque<Response>, u64) {
+        let in_flight = self.transmit.take().map_or(0, |t| t.sent());
+        let front = self.front_sent as u64 + in_flight;
+        (std::mem::take(&mut self.queue), front)
+    }
+
+    /// What comes next. Poll again only after [`Output::complete`] took the result of
+    /// the call this gave (or forget a call that would block: the next poll gives it
+    /// again).
+    pub fn poll<'a>(
+        &'a mut self,
+        tx: Option<&mut TxSocket>,
+        ctx: &Ctx<'_>,
+    ) -> Result<OutNext<'a>, TxError> {
+        match self.step(tx.is_some(), ctx)? {
+            Step::Empty => Ok(OutNext::Empty),
+            Step::DiskWait => Ok(OutNext::DiskWait),
+            Step::Yield => Ok(OutNext::Yield),
+            Step::PrepareSocket => Ok(OutNext::PrepareSocket),
+            Step::Cork(on) => {
+                self.pending = Pending::Cork(on);
+                Ok(OutNext::Op(OutOp::Cork(on)))
+            }
+            Step::Gather => {
+                self.pending = Pending::Gather;
+                Ok(OutNext::Op(self.gather(ctx.stats)))
+            }
+            Step::Transmit => {
+                let (Some(t), Some(tx)) = (self.transmit.as_mut(), tx) else {
+                    unreachable!("a transmit and its socket state, checked by step")
+                };
+                if !self.resumed {
+                    self.resumed = true;
+                    tx.count_wakeup();
+                }
+                match t.poll_op(tx)? {
+                    Next::Op(op) => {
+                        self.pending = Pending::Transmit;
+                        Ok(OutNext::Op(OutOp::Transmit(op)))
+                    }
+                    Next::Done => unreachable!("a transmit with bytes left is not done"),
+                }
+            }
+        }
+    }
+
+    /// Takes the result of the call [`Output::poll`] gave last (never `EINTR` or
+    /// `EAGAIN`: those are the caller's). The second value: bytes left.
+    pub fn complete(
+        &mut self,
+        tx: Option<&mut TxSocket>,
+        r: io::Result<usize>,
+        stats: &Stats,
+    ) -> Result<(Flow, bool), TxError> {
+        match std::mem::take(&mut self.pending) {
+            Pending::Gather => {
+                let n = r?;
+                self.consume(n);
+                Ok((Flow::Continue, n > 0))
+            }
+            Pending::Transmit => {
+                let (Some(t), Some(tx)) = (self.transmit.as_mut(), tx) else {
+                    unreachable!("a transmit's result comes with its socket state")
+                };
+                let before = t.sent();
+                let flow = t.complete(tx, r)?;
+                Ok((flow, t.sent() > before))
+            }
+            Pending::Cork(on) => {
+                r?;
+                self.corked = on;
+                Stats::add(if on { &stats.corked } else { &stats.uncorked }, 1);
+                Ok((Flow::Continue, false))
+            }
+            Pending::None => Err(TxError::Io(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a result for an output queue that asked for nothing",
+            ))),
+        }
+    }
+
+    /// Moves the queue on to its next call, doing the bookkeeping on the way: a file
+    /// part's slice and window, the probe, the collapse.
+    fn step(&mut self, have_tx: bool, ctx: &Ctx<'_>) -> Result<Step, TxError> {
+        if self.disk_wait {
+            return Ok(Step::DiskWait);
+        }
+        let sending = ctx.sending;
+        let nowait = ctx.disk.is_some_and(|d| d.usable.get());
+        loop {
+            if let Some(t) = &self.transmit {
+                if t.remaining() > 0 {
+                    return Ok(if have_tx {
+                        Step::Transmit
+                    } else {
+                        Step::PrepareSocket
+                    });
+                }
+                self.transmit = None;
+                let part_len = match self.queue.front().and_then(|r| r.parts.front()) {
+                    Some(part) => part.len(),
+                    None => 0,
+                };
+                if (self.front_sent as u64) + self.slice_len < part_len {
+                    self.front_sent += self.slice_len as usize;
+                    if self.yield_at_end {
+                        // A slice of the file went; the rest waits for the next turn.
+                        return Ok(Step::Yield);
+                    }
+                    // A read-ahead window went: probe the next one.
+                    continue;
+                }
+                if let Some(front) = self.queue.front_mut() {
+                    if let Some(p) = front.parts.pop_front() {
+                        front.sent += p.len();
+                    }
+                }
+                self.front_sent = 0;
+                self.resident_until = 0;
+                if self.corked {
+                    // Clearing the cork sends the held tail at once.
+                    return Ok(Step::Cork(false));
+                }
+                continue;
+            }
+            self.retire_sent();
+            self.collapse(sending.collapse, nowait, ctx.stats);
+            let Some(front) = self.queue.front_mut() else {
+                return Ok(Step::Empty);
+            };
+            // Empty byte parts (none are made today) would make an empty gather.
+            while self.front_sent == 0
+                && front
+                    .parts
+                    .front()
+                    .is_some_and(|p| p.len() == 0 && !matches!(p, Part::File(..)))
+            {
+                front.parts.pop_front();
+            }
+            if front.parts.is_empty() {
+                continue;
+            }
+            let Some(Part::File(f, off, len, residency)) = front.parts.front() else {
+                return Ok(Step::Gather);
+            };
+            let (f, off, len, residency) = (Arc::clone(f), *off, *len, *residency);
+            let start = off + self.front_sent as u64;
+            let rest = len - self.front_sent as u64;
+            let mut n = match sending.slice_bytes {
+                0 => rest,
+                _ if len < sending.slice_min => rest,
+                s => rest.min(s),
+            };
+            self.yield_at_end = n < rest;
+            if let Some(d) = ctx.disk.filter(|d| d.usable.get()) {
+                let known = if start == off {
+                    residency
+                } else {
+                    Residency::Unknown
+                };
+                let Some(until) = self.resident_ahead(d, ctx, &f, start, off + len, known) else {
+                    return Ok(Step::DiskWait);
+                };
+                if until < start + n {
+                    n = until - start;
+                    self.yield_at_end = false;
+                }
+            }
+            self.slice_len = n;
+            self.transmit = Some(Box::new(Transmit::new(Source::File {
+                file: f,
+                offset: start,
+                len: n,
+            })));
+            self.resumed = false;
+            if sending.cork_min > 0 && len >= sending.cork_min && !self.corked && !ctx.unix {
+                // Without the cork, ACKs handled between two of the kernel's 64 KiB
+                // steps inside one `sendfile` push the partial segment at the queue's
+                // tail out on its own (we set `TCP_NODELAY`): 169-170 segments per
+                // 10 MiB, against nginx's 164 with `tcp_nopush`.
+                return Ok(Step::Cork(true));
+            }
+        }
+    }
+
+    /// The byte parts from the front of the queue, across pipelined responses, up to a
+    /// file part. Past `IOV_MAX - 2` buffers the rest is copied into one, the last.
+    fn gather(&mut self, stats: &Stats) -> OutOp<'_> {
+        let Output {
+            queue,
+            front_sent,
+            tail,
+            ..
+        } = self;
+        tail.clear();
+        let mut slices: Vec<IoSlice<'_>> = Vec::new();
+        let mut bytes = 0usize;
+        let mut file_follows = false;
+        'gather: for (ri, resp) in queue.iter().enumerate() {
+            for (pi, part) in resp.parts.iter().enumerate() {
+                let skip = if ri == 0 && pi == 0 { *front_sent } else { 0 };
+                let s: &[u8] = match part {
+                    Part::Bytes(b) => &b[skip..],
+                    Part::Shared(b, start, end) => &b[start + skip..*end],
+                    Part::File(..) => {
+                        file_follows = true;
+                        break 'gather;
+                    }
+                };
+                if slices.len() < IOV_MAX - 2 {
+                    if !s.is_empty() {
+                        slices.push(IoSlice::new(s));
+                    }
+                } else {
+                    tail.extend_from_slice(s);
+                }
+                bytes += s.len();
+                if bytes >= GATHER_BYTES {
+                    break 'gather;
+                }
+            }
+        }
+        let tail: &Vec<u8> = tail;
+        if !tail.is_empty() {
+            Stats::add(&stats.defrags, 1);
+            slices.push(IoSlice::new(tail));
+        }
+        OutOp::Gather {
+            slices,
+            more: file_follows,
+        }
+    }
+
+    /// Responses at the front with every part sent move to `finished`.
+    fn retire_sent(&mut self) {
+        while self.queue.front().is_some_and(|r| r.parts.is_empty()) {
+            if let Some(r) = self.queue.pop_front() {
+                self.finished.push(r);
+            }
+        }
+    }
+
+    /// The helpers brought `len` bytes from `offset` into the page cache; true if the
+    /// queue was waiting for them (the worker then drives the connection).
+    pub fn disk_ready(&mut self, offset: u64, len: u64) -> bool {
+        if self.job_at != Some(offset) {
+            return false;
+        }
+        self.job_at = None;
+        // A job starts at the first byte not known resident (at or past
+        // `resident_until`, which is 0 when a new part began).
+        if self.resident_until <= offset {
+            // Trusted without a second probe: pages evicted again at once (heavy
+            // memory pressure) cost a short wait in sendfile, not a loop of helper
+            // reads.
+            self.resident_until = offset + len;
+        }
+        std::mem::take(&mut self.disk_wait)
+    }
+
+    /// Makes sure the file part's bytes from `start` (to `end`) are in the page cache
+    /// before they go out: returns how far they are known to be, or None if the
+    /// connection must wait for the helpers. `known` is what the response found when it
+    /// probed the whole file. While a window goes out, the next one is probed and, if
+    /// any page is missing, handed to the helpers without waiting.
+    fn resident_ahead(
+        &mut self,
+        d: &Disk,
+        ctx: &Ctx<'_>,
+        f: &Arc<std::fs::File>,
+        start: u64,
+        end: u64,
+        known: Residency,
+    ) -> Option<u64> {
+        if self.resident_until <= start {
+            if self.job_at == Some(start) {
+                // The helpers are reading this window already.
+                self.disk_wait = true;
+                return None;
+            }
+            let w = (end - start).min(d.window);
+            let probe = match known {
+                Residency::Resident => Ok(true),
+                Residency::Missing => Ok(false),
+                Residency::Unknown => {
+                    Stats::add(&ctx.stats.probes, 1);
+                    linerate_sys::cache::resident(f.as_fd(), start, w)
+                }
+            };
+            match probe {
+                Ok(true) => self.resident_until = start + w,
+                Ok(false) => {
+                    // The connection waits for this read, so it is kept short; the
+                    // rest of the window comes in while it goes out.
+                    let first = w.min(WAITED_READ);
+                    if self.job_at.is_none() && self.read_ahead(d, ctx, f, start, first) {
+                        self.disk_wait = true;
+                        return None;
+                    }
+                    // No helpers left (shutting down): send inline.
+                    self.resident_until = start + w;
+                }
+                Err(_) => {
+                    // No cachestat here (before Linux 6.5, or a file system without a
+                    // page cache): this worker stops probing.
+                    d.usable.set(false);
+                    self.resident_until = start + w;
+                }
+            }
+        }
+        let next = self.resident_until;
+        if next < end && self.job_at.is_none() && next - start <= d.window {
+            let w = (end - next).min(d.window);
+            Stats::add(&ctx.stats.probes, 1);
+            match linerate_sys::cache::resident(f.as_fd(), next, w) {
+                Ok(true) => self.resident_until = next + w,
+                Ok(false) => {
+                    self.read_ahead(d, ctx, f, next, w);
+                }
+                Err(_) => d.usable.set(false),
+            }
+        }
+        Some(self.resident_until)
+    }
+
+    /// Hands `len` bytes of `file` from `offset` to the helpers; false if there are
+    /// none left (shutting down).
+    fn read_ahead(
+        &mut self,
+        d: &Disk,
+        ctx: &Ctx<'_>,
+        file: &Arc<std::fs::File>,
+        offset: u64,
+        len: u64,
+    ) -> bool {
+        Stats::add(&ctx.stats.misses, 1);
+        let job = Job {
+            file: Arc::clone(file),
+            offset,
+            len,
+            conn: ctx.slot,
+            serial: ctx.serial,
+            inbox: Arc::clone(&d.inbox),
+        };
+        if d.jobs.send(job).is_err() {
+            return false;
+        }
+        self.job_at = Some(offset);
+        true
+    }
+
+    /// Seed 001's collapse: the file ranges of at most `max` bytes that the next gather
+    /// reaches are read into bytes (only from the page cache with `nowait`). It stops at
+    /// the first range it cannot take, where the gather stops too.
+    fn collapse(&mut self, max: u64, nowait: bool, stats: &Stats) {
+        if max == 0 {
+            return;
+        }
+        // The front part may be half sent, or have the helpers reading for it.
+        let front_busy = self.front_sent > 0 || self.job_at.is_some();
+        let mut seen = 0usize;
+        for (ri, resp) in self.queue.iter_mut().enumerate() {
+            for (pi, part) in resp.parts.iter_mut().enumerate() {
+                seen += 1;
+                if seen > IOV_MAX {
+                    return;
+                }
+                let Part::File(f, off, len, _) = part else {
+                    continue;
+                };
+                let front = ri == 0 && pi == 0;
+                if *len > max || (front && front_busy) {
+                    return;
+                }
+                let Some(bytes) = crate::files::read_range(f, *off, *len, nowait) else {
+                    return;
+                };
+                if front {
+                    // What was known of this range's residency goes with it.
+                    self.resident_until = 0;
+                }
+                Stats::add(&stats.collapsed, 1);
+                Stats::add(&stats.collapsed_bytes, *len);
+                *part = Part::Bytes(bytes);
+            }
+        }
+    }
+
+    /// Marks `n` sent bytes off the front of the queue; finished responses move to
+    /// `finished` for the log.
+    fn consume(&mut self, mut n: usize) {
+        while n > 0 {
+            let Some(front) = self.queue.front_mut() else {
+                return;
+            };
+            let Some(part) = front.parts.front() else {
+                if let Some(r) = self.queue.pop_front() {
+                    self.finished.push(r);
+                }
+                continue;
+            };
+            let left = part.len() as usize - self.front_sent;
+            if n < left {
+                self.front_sent += n;
+                return;
+            }
+            n -= left;
+            if let Some(p) = front.parts.pop_front() {
+                front.sent += p.len();
+            }
+            self.front_sent = 0;
+            if front.parts.is_empty() {
+                if let Some(r) = self.queue.pop_front() {
+                    self.finished.push(r);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The queue driven one result at a time: which calls it asks for, in which order,
+    //! and what it does with short counts; no call is made on a socket.
+
+    use std::collections::VecDeque;
+    use std::fs::File;
+    use std::io::Write;
+
+    use linerate_http::Status;
+
+    use super::*;
+
+    fn sending(slice_bytes: u64, cork_min: u64) -> Sending {
+        Sending {
+            tx: linerate_tx::TxConfig::default(),
+            slice_bytes,
+            slice_min: 1 << 20,
+            cork_min,
+            collapse: 0,
+        }
+    }
+
+    fn ctx<'a>(stats: &'a Stats, sending: &'a Sending) -> Ctx<'a> {
+        Ctx {
+            disk: None,
+            stats,
+            sending,
+            slot: 0,
+            serial: 1,
+            unix: false,
+        }
+    }
+
+    fn response(parts: Vec<Part>, line: &str) -> Response {
+        let parts: VecDeque<Part> = parts.into();
+        let body = parts.iter().skip(1).map(Part::len).sum();
+        Response::new(parts, Status::Ok, true, line.into(), body)
+    }
+
+    fn bytes(b: &[u8]) -> Part {
+        Part::Bytes(b.to_vec())
+    }
+
+    /// A file of `len` bytes and its part.
+    fn file_part(len: usize) -> (tempfile::NamedTempFile, Part) {
+        let mut t = tempfile::NamedTempFile::new().unwrap();
+        t.write_all(&vec![5u8; len]).unwrap();
+        let f = Arc::new(File::open(t.path()).unwrap());
+        (t, Part::File(f, 0, len as u64, Residency::Unknown))
+    }
+
+    /// Transmit state for a socket nobody writes to (only `TxSocket::new` needs one).
+    fn tx_socket() -> (std::net::TcpStream, TxSocket) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let tx = TxSocket::new(c.as_fd(), linerate_tx::TxConfig::default()).unwrap();
+        (c, tx)
+    }
+
+    /// The next call, described: ("gather", bytes, more), ("sendfile", len, _),
+    /// ("cork", on, _) or the state's name.
+    fn next(o: &mut Output, tx: Option<&mut TxSocket>, c: &Ctx<'_>) -> (String, u64, bool) {
+        match o.poll(tx, c).unwrap() {
+            OutNext::Op(OutOp::Gather { slices, more }) => (
+                format!("gather/{}", slices.len()),
+                slices.iter().map(|s| s.len() as u64).sum(),
+                more,
+            ),
+            OutNext::Op(OutOp::Transmit(Op::Sendfile { len, .. })) => {
+                ("sendfile".into(), len as u64, false)
+            }
+            OutNext::Op(OutOp::Transmit(op)) => (op.name().into(), 0, false),
+            OutNext::Op(OutOp::Cork(on)) => ("cork".into(), u64::from(on), false),
+            OutNext::PrepareSocket => ("prepare".into(), 0, false),
+            OutNext::Empty => ("empty".into(), 0, false),
+            OutNext::DiskWait => ("disk-wait".into(), 0, false),
+            OutNext::Yield => ("yield".into(), 0, false),
+        }
+    }
+
+    fn lines(done: Vec<Response>) -> Vec<String> {
+        done.into_iter().map(|r| r.request_line).collect()
+    }
+
+    #[test]
+    fn pipelined_byte_responses_go_in_one_gather_and_a_short_count_resumes_mid_part() {
+        let (stats, s) = (Stats::default(), sending(0, 0));
+        let c = ctx(&stats, &s);
+        let mut o = Output::default();
+        o.push(response(
+            vec![bytes(b"head-a\r\n\r\n"), bytes(b"aaaa")],
+            "a",
+        ));
+        o.push(response(vec![bytes(b"head-b\r\n\r\n")], "b"));
+        o.push(response(vec![bytes(b"head-c\r\n\r\n"), bytes(b"cc")], "c"));
+        assert_eq!(next(&mut o, None, &c), ("gather/5".into(), 36, false));
+        // 12 bytes: the first head and two body bytes.
+        o.complete(None, Ok(12), &stats).unwrap();
+        assert!(o.take_finished().is_empty());
+        assert_eq!(next(&mut o, None, &c), ("gather/4".into(), 24, false));
+        // The rest of the first, the second, two bytes of the third's head.
+        o.complete(None, Ok(14), &stats).unwrap();
+        assert_eq!(lines(o.take_finished()), ["a", "b"]);
+        assert_eq!(next(&mut o, None, &c), ("gather/2".into(), 10, false));
+        o.complete(None, Ok(10), &stats).unwrap();
+        assert_eq!(next(&mut o, None, &c).0, "empty");
+        assert_eq!(lines(o.take_finished()), ["c"]);
+        assert!(!o.busy());
+    }
+
+    #[test]
+    fn a_file_part_goes_by_the_engine_after_its_head_with_more() {
+        let (stats, s) = (Stats::default(), sending(0, 0));
+        let c = ctx(&stats, &s);
+        let (_f, part) = file_part(100_000);
+        let mut o = Output::default();
+        o.push(response(vec![bytes(b"head\r\n\r\n"), part], "f"));
+        assert_eq!(next(&mut o, None, &c), ("gather/1".into(), 8, true));
+        o.complete(None, Ok(8), &stats).unwrap();
+        // No transmit state yet: the executor makes it first.
+        assert_eq!(next(&mut o, None, &c).0, "prepare");
+        let (_sock, mut tx) = tx_socket();
+        assert_eq!(
+            next(&mut o, Some(&mut tx), &c),
+            ("sendfile".into(), 100_000, false)
+        );
+        let (flow, moved) = o.complete(Some(&mut tx), Ok(60_000), &stats).unwrap();
+        assert_eq!((flow, moved), (Flow::Continue, true));
+        assert_eq!(
+            next(&mut o, Some(&mut tx), &c),
+            ("sendfile".into(), 40_000, false)
+        );
+        // The writable event after a full socket: a wake-up of its own.
+        o.begin_turn();
+        assert_eq!(
+            next(&mut o, Some(&mut tx), &c),
+            ("sendfile".into(), 40_000, false)
+        );
+        o.complete(Some(&mut tx), Ok(40_000), &stats).unwrap();
+        assert_eq!(next(&mut o, Some(&mut tx), &c).0, "empty");
+        assert_eq!(lines(o.take_finished()), ["f"]);
+        assert_eq!(tx.counters().wakeups, 2);
+        assert_eq!(tx.counters().bytes, 100_000);
+    }
+
+    #[test]
+    fn a_large_file_goes_in_slices_each_a_turn_and_corked_to_its_end() {
+        let (stats, s) = (Stats::default(), sending(256 << 10, 1 << 20));
+        let c = ctx(&stats, &s);
+        let (_f, part) = file_part(600 << 10);
+        let (_sock, mut tx) = tx_socket();
+        let mut o = Output::default();
+        // Below --send-slice-min nothing is sliced: this one is 1 MiB.
+        let (_g, big) = file_part(1 << 20);
+        o.push(response(vec![part], "small"));
+        o.push(response(vec![big], "big"));
+        assert_eq!(
+            next(&mut o, Some(&mut tx), &c),
+            ("sendfile".into(), 600 << 10, false)
+        );
+        o.complete(Some(&mut tx), Ok(600 << 10), &stats).unwrap();
+        // The big one: corked, then 256 KiB and the turn ends.
+        assert_eq!(next(&mut o, Some(&mut tx), &c), ("cork".into(), 1, false));
+        assert_eq!(lines(o.take_finished()), ["small"]);
+        o.complete(Some(&mut tx), Ok(0), &stats).unwrap();
+        for _ in 0..3 {
+            assert_eq!(
+                next(&mut o, Some(&mut tx), &c),
+                ("sendfile".into(), 256 << 10, false)
+            );
+            o.complete(Some(&mut tx), Ok(256 << 10), &stats).unwrap();
+            assert_eq!(next(&mut o, Some(&mut tx), &c).0, "yield");
+        }
+        assert_eq!(
+            next(&mut o, Some(&mut tx), &c),
+            ("sendfile".into(), 256 << 10, false)
+        );
+        o.complete(Some(&mut tx), Ok(256 << 10), &stats).unwrap();
+        // Its end: the cork comes off, then it is done.
+        assert_eq!(next(&mut o, Some(&mut tx), &c), ("cork".into(), 0, false));
+        o.complete(Some(&mut tx), Ok(0), &stats).unwrap();
+        assert_eq!(next(&mut o, Some(&mut tx), &c).0, "empty");
+        assert_eq!(lines(o.take_finished()), ["big"]);
+        use std::sync::atomic::Ordering::Relaxed;
+        assert_eq!(
+            (stats.corked.load(Relaxed), stats.uncorked.load(Relaxed)),
+            (1, 1)
+        );
+    }
+
+    #[test]
+    fn past_iov_max_buffers_the_rest_is_copied_into_one_and_counted() {
+        let (stats, s) = (Stats::default(), sending(0, 0));
+        let c = ctx(&stats, &s);
+        let mut o = Output::default();
+        for i in 0..1_500 {
+            o.push(response(vec![bytes(b"0123456789")], &i.to_string()));
+        }
+        assert_eq!(
+            next(&mut o, None, &c),
+            (format!("gather/{}", IOV_MAX - 1), 15_000, false)
+        );
+        assert_eq!(stats.defrags.load(std::sync::atomic::Ordering::Relaxed), 1);
+        o.complete(None, Ok(15_000), &stats).unwrap();
+        assert_eq!(o.take_finished().len(), 1_500);
+    }
+
+    #[test]
+    fn a_cut_connection_gets_back_what_did_not_leave_with_the_bytes_that_did() {
+        let (stats, s) = (Stats::default(), sending(0, 0));
+        let c = ctx(&stats, &s);
+        let (_f, part) = file_part(100_000);
+        let (_sock, mut tx) = tx_socket();
+        let mut o = Output::default();
+        o.push(response(vec![bytes(b"head\r\n\r\n"), part], "f"));
+        o.push(response(vec![bytes(b"next")], "n"));
+        next(&mut o, None, &c);
+        o.complete(None, Ok(8), &stats).unwrap();
+        next(&mut o, Some(&mut tx), &c);
+        o.complete(Some(&mut tx), Ok(30_000), &stats).unwrap();
+        let (unsent, front) = o.take_unsent();
+        assert_eq!(unsent.len(), 2);
+        // The head went whole (counted in the response); 30,000 of the body.
+        assert_eq!((unsent[0].sent, front), (8, 30_000));
+        assert!(!o.busy());
+    }
+
+    #[test]
+    fn a_result_nobody_asked_for_is_refused() {
+        let stats = Stats::default();
+        let mut o = Output::default();
+        o.push(response(vec![bytes(b"x")], "x"));
+        assert!(o.complete(None, Ok(1), &stats).is_err());
+        assert!(o.busy());
+    }
+}
