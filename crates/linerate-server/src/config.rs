@@ -91,6 +91,8 @@ pub struct Config {
     pub pin: bool,
     /// Strategy for file bodies.
     pub transmit: Strategy,
+    /// The event-loop driver (resolved at the start: `auto` probes io_uring).
+    pub driver: crate::driver::DriverChoice,
     /// `TCP_NOTSENT_LOWAT` for the batched strategies: None, the send buffer's size
     /// when the engine first sends; 0, left unset. [`DEFAULT_NOTSENT_LOWAT`] unless set.
     pub notsent_lowat: Option<usize>,
@@ -219,6 +221,7 @@ impl Config {
             user: None,
             pin: true,
             transmit: Strategy::SendfileBatched,
+            driver: crate::driver::DriverChoice::Epoll,
             notsent_lowat: Some(DEFAULT_NOTSENT_LOWAT),
             small_file_bytes: DEFAULT_SMALL_FILE,
             small_file_memory: None,

@@ -57,12 +57,12 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    fn of(board: &Board, transmit: String) -> Snapshot {
+    fn of(board: &Board, transmit: String, driver: &'static str) -> Snapshot {
         let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
         let mut s = Snapshot {
             workers: board.workers.len() as u64,
             transmit,
-            driver: "epoll",
+            driver,
             body_bytes: sum(&|s| &s.body_bytes),
             accepted: sum(&|s| &s.accepted),
             open: sum(&|s| &s.open),
@@ -359,9 +359,14 @@ impl Collector for Snapshot {
 
 /// Every worker's counters as OpenMetrics text, or (`openmetrics` false) as the
 /// Prometheus text format 0.0.4 that every Prometheus and `promtool` read.
-pub(crate) fn render(board: &Board, transmit: String, openmetrics: bool) -> String {
+pub(crate) fn render(
+    board: &Board,
+    transmit: String,
+    driver: &'static str,
+    openmetrics: bool,
+) -> String {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(Snapshot::of(board, transmit)));
+    registry.register_collector(Box::new(Snapshot::of(board, transmit, driver)));
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
@@ -414,7 +419,7 @@ mod tests {
         b.record(0, 404, 10, Some(std::time::Duration::from_millis(20)));
         b.record(1, 200, 0, None);
         Stats::add(&b.timeouts[1], 2);
-        let text = render(&Board::of(vec![a, b]), "sendfile".into(), true);
+        let text = render(&Board::of(vec![a, b]), "sendfile".into(), "epoll", true);
         for want in [
             "linerate_responses_total{method=\"GET\",class=\"2xx\"} 1",
             "linerate_responses_total{method=\"GET\",class=\"4xx\"} 1",

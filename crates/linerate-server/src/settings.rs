@@ -220,6 +220,25 @@ impl fmt::Display for Transmit {
 
 as_text!(Transmit);
 
+/// An event-loop driver by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Driver(pub crate::driver::DriverChoice);
+
+impl FromStr for Driver {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Driver, String> {
+        s.parse().map(Driver)
+    }
+}
+
+impl fmt::Display for Driver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+as_text!(Driver);
+
 impl FromStr for AccessLog {
     type Err = String;
     fn from_str(s: &str) -> Result<AccessLog, String> {
@@ -904,6 +923,12 @@ pub struct Settings {
     #[arg(long, value_name = "STRATEGY")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transmit: Option<Transmit>,
+    /// Event-loop driver: epoll; uring (io_uring: poll requests on a ring report
+    /// readiness; refuses to start where io_uring cannot run); or auto (uring where it
+    /// can run, else epoll with one line saying why) [default: epoll].
+    #[arg(long, value_name = "DRIVER")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<Driver>,
     /// TCP_NOTSENT_LOWAT of the batched strategies: the socket wakes when fewer than
     /// half this many bytes wait unsent, so the worker, not the client's ACKs, sends
     /// nearly every segment. 0 leaves it unset, as nginx does [default: 16K].
@@ -1107,6 +1132,7 @@ impl Settings {
             user: pick(&self.user, &under.user),
             pin: pick(&self.pin, &under.pin),
             transmit: pick(&self.transmit, &under.transmit),
+            driver: pick(&self.driver, &under.driver),
             lowat: pick(&self.lowat, &under.lowat),
             small_file: pick(&self.small_file, &under.small_file),
             small_file_memory: pick(&self.small_file_memory, &under.small_file_memory),
@@ -1179,6 +1205,9 @@ impl Settings {
         }
         if let Some(p) = s.pin {
             cfg.pin = p;
+        }
+        if let Some(d) = s.driver {
+            cfg.driver = d.0;
         }
         if let Some(t) = s.transmit {
             cfg.transmit = t.0;
@@ -1343,6 +1372,12 @@ mod tests {
             ("idle-timeout", "1.5", "0", "more than 0"),
             ("idle-timeout", "30s", "2d", "not a duration"),
             ("transmit", "splice", "mmap", "mmap"),
+            (
+                "driver",
+                "uring",
+                "io_uring",
+                "expected auto, epoll or uring",
+            ),
             ("log-format", "json", "xml", "give clf, combined or json"),
             (
                 "error-log-level",
@@ -1498,6 +1533,7 @@ mod tests {
             "listen" => "\"127.0.0.1:80\"",
             "pin" | "dotfiles" | "autoindex" => "true",
             "transmit" => "\"copy\"",
+            "driver" => "\"epoll\"",
             "user" | "unix-owner" => "\"nobody\"",
             "unix-mode" => "\"0660\"",
             "precompressed" => "[\"gzip\"]",

@@ -392,8 +392,12 @@ impl Site {
             // Prometheus text by default; OpenMetrics when the scrape asks for it
             // (`params: {format: [openmetrics]}`), with no header parsed per request.
             let openmetrics = req.query.as_deref() == Some("format=openmetrics");
-            let body =
-                crate::metrics::render(&self.board, self.cfg.transmit.to_string(), openmetrics);
+            let body = crate::metrics::render(
+                &self.board,
+                self.cfg.transmit.to_string(),
+                self.cfg.driver.name(),
+                openmetrics,
+            );
             let fields = [
                 (
                     "Content-Type",
@@ -619,7 +623,9 @@ impl Site {
 
     /// The status page: every worker's counters, as JSON, never cached by clients.
     fn status(&mut self, req: &Request, line: String, now: SystemTime) -> Response {
-        let mut body = self.board.json().to_string().into_bytes();
+        let mut status = self.board.json();
+        status["driver"] = self.cfg.driver.name().into();
+        let mut body = status.to_string().into_bytes();
         body.push(b'\n');
         let fields = [
             ("Content-Type", "application/json"),

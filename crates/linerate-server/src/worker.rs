@@ -13,7 +13,7 @@ use crate::config::{AccessLog, Config, LogFormat, SiteConfig};
 use crate::conn::{Aborted, After, Conn, Cut};
 use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Disk, Inbox, Job};
-use crate::driver::{Driver, EpollDriver, Interest, Ready};
+use crate::driver::{Driver, DriverChoice, EpollDriver, Interest, Ready, UringDriver};
 use crate::files::FileCache;
 use crate::listen::{bind_all, hand_out, status_line, BindError, Bound, Endpoint, Listener, Peer};
 use crate::logs::{more, LogFile, LogWriter, RateLimit};
@@ -57,6 +57,9 @@ pub enum ServeError {
         /// Why.
         reason: String,
     },
+    /// `--driver uring` where io_uring cannot run.
+    #[error("{0}")]
+    Driver(String),
     /// Anything else.
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -296,9 +299,18 @@ fn start_generation<'scope>(
                 // Best effort: a restricted affinity mask is not fatal.
                 let _ = linerate_sys::cpu::pin_thread_to_cpu(cpu);
             }
-            let driver = EpollDriver::new()?;
-            Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
-                .run(&stop, &mut counted)
+            match cfg.driver {
+                DriverChoice::Uring => {
+                    let driver = UringDriver::new()?;
+                    Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
+                        .run(&stop, &mut counted)
+                }
+                DriverChoice::Epoll | DriverChoice::Auto => {
+                    let driver = EpollDriver::new()?;
+                    Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
+                        .run(&stop, &mut counted)
+                }
+            }
         }));
     }
     Ok(Generation {
@@ -357,6 +369,8 @@ pub fn serve(
             }
         })?;
     size_for_descriptors(&mut cfg);
+    cfg.driver = cfg.driver.resolve().map_err(ServeError::Driver)?;
+    tracing::info!("event loop: {}", cfg.driver);
     tracing::info!(
         "small files: up to {} bytes each, {} bytes in all per worker",
         cfg.small_file_bytes,
@@ -547,6 +561,7 @@ fn reload_generation<'scope>(
 ) -> Result<Generation<'scope>, String> {
     let mut cfg = reload()?;
     size_for_descriptors(&mut cfg);
+    cfg.driver = cfg.driver.resolve()?;
     let roots = open_roots(&cfg).map_err(|e| describe(&e))?;
     let log_file = open_access_log(&cfg, current.log_file.as_ref()).map_err(|e| describe(&e))?;
     if (&cfg.error_log, cfg.error_log_level) != (&fixed.error_log, fixed.error_log_level) {
@@ -817,7 +832,7 @@ impl<D: Driver> Worker<D> {
 
     /// Watches the open-file caches' inotify descriptors that are new (a cache starts
     /// over with a new instance after a change); a closed one leaves the epoll set by
-    /// itself.
+    /// itself, and the io_uring driver ends its watch when the next one takes its token.
     fn watch_changes(&mut self) {
         let mut unwatched = Vec::new();
         for (i, fd) in self.site.notify_fds() {

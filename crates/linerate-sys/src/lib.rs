@@ -26,6 +26,7 @@ pub mod ns;
 pub mod pipe;
 pub mod sendfile;
 pub mod term;
+pub mod uring;
 pub mod user;
 pub mod zerocopy;
 

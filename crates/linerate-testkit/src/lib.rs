@@ -60,9 +60,22 @@ pub const FILE_PARTS: [&[&str]; 2] = [&[], BY_STRATEGY];
 /// One mebibyte.
 pub const MIB: usize = 1 << 20;
 
+/// A `per_strategy!` case, `STRATEGY` or `STRATEGY@DRIVER`, split into its strategy and
+/// driver (epoll when none is named).
+pub fn variant(case: &str) -> (&str, &str) {
+    case.split_once('@').unwrap_or((case, "epoll"))
+}
+
+/// The `serve` flags of a `per_strategy!` case: `--transmit STRATEGY --driver DRIVER`.
+pub fn variant_args(case: &str) -> [&str; 4] {
+    let (transmit, driver) = variant(case);
+    ["--transmit", transmit, "--driver", driver]
+}
+
 /// For each `name`, a module `name` with one `#[test]` per transmit strategy calling
-/// `name(STRATEGY)`, so a failure names its strategy (`byte_ranges::splice`) and the
-/// strategies run in parallel. A test's `Rules:` line goes above its name in the list.
+/// `name(STRATEGY)`, and one under the io_uring driver calling `name("sendfile@uring")`
+/// (see [`variant_args`]), so a failure names its case (`byte_ranges::splice`,
+/// `byte_ranges::uring`) and the cases run in parallel. A test's `Rules:` line goes above its name in the list.
 #[macro_export]
 macro_rules! per_strategy {
     ($($name:ident),* $(,)?) => {$(
@@ -82,6 +95,11 @@ macro_rules! per_strategy {
             #[test]
             fn zerocopy() {
                 super::$name("zerocopy")
+            }
+            /// The io_uring driver (with the default strategy).
+            #[test]
+            fn uring() {
+                super::$name("sendfile@uring")
             }
         }
     )*};

@@ -57,9 +57,10 @@ impl Linerate {
         self.start_under(&[], root, extra)
     }
 
-    /// [`Linerate::start`] with `--transmit TRANSMIT` before `extra`.
+    /// [`Linerate::start`] with `--transmit TRANSMIT` before `extra`; `STRATEGY@DRIVER`
+    /// adds `--driver DRIVER` (as `per_strategy!` names the io_uring case).
     pub fn serve(&self, root: &Path, transmit: &str, extra: &[&str]) -> Server {
-        self.start(root, &[&["--transmit", transmit], extra].concat())
+        self.start(root, &[&crate::variant_args(transmit)[..], extra].concat())
     }
 
     /// [`Linerate::start`] with the command run by `wrapper` (`prlimit ...`,

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use linerate_testkit::{
     assert_bytes_eq, connect, docroot, family, family_cpu_seconds, family_fd_count,
     fd_count_settled, fetch, open_fds, parse_all, pattern, per_strategy, put, req, set_rcvbuf,
-    set_soft_nofile, Conn, End, Linerate, Server, FILE_PARTS, MIB,
+    set_soft_nofile, variant_args, Conn, End, Linerate, Server, FILE_PARTS, MIB,
 };
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
@@ -359,7 +359,7 @@ fn with_1024_descriptors_1500_files_are_all_served(transmit: &str) {
     let server = LINERATE.start_under(
         &["prlimit", "--nofile=1024:1024"],
         root.path(),
-        &["--transmit", transmit, "--workers", "2"],
+        &[&variant_args(transmit)[..], &["--workers", "2"]].concat(),
     );
     // Eight keep-alive connections, spread over both workers by the kernel's hash.
     let mut conns: Vec<Conn> = (0..8).map(|_| server.conn()).collect();

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use linerate_testkit::{
-    assert_bytes_eq, docroot, fetch, parse_all, pattern, per_strategy, put, wait_log_lines,
-    Linerate, Response, Server,
+    assert_bytes_eq, docroot, fetch, parse_all, pattern, per_strategy, put, variant_args,
+    wait_log_lines, Linerate, Response, Server,
 };
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
@@ -78,13 +78,15 @@ fn a_unix_socket_serves_beside_tcp_byte_exact_and_logs_its_clients_as_unix(trans
         root.path(),
         &sock,
         &[
-            "--transmit",
-            transmit,
-            "--access-log",
-            log.to_str().unwrap(),
-            "--log-format",
-            "json",
-        ],
+            &variant_args(transmit)[..],
+            &[
+                "--access-log",
+                log.to_str().unwrap(),
+                "--log-format",
+                "json",
+            ],
+        ]
+        .concat(),
     );
     let meta = fs::symlink_metadata(&sock).expect("the socket file exists");
     assert!(meta.file_type().is_socket());

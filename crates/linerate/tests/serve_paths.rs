@@ -14,8 +14,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use linerate_testkit::{
-    docroot, expect_error_body, expect_refused, fetch, is_root, per_strategy, put, req, Linerate,
-    Server,
+    docroot, expect_error_body, expect_refused, fetch, is_root, per_strategy, put, req,
+    variant_args, Linerate, Server,
 };
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
@@ -309,7 +309,7 @@ fn a_file_the_server_may_not_read_is_403_with_an_error_log_line(transmit: &str) 
             "--clear-groups",
         ],
         root.path(),
-        &["--transmit", transmit],
+        &variant_args(transmit),
     );
     let mut c = server.conn();
     let r = c.get("/secret.txt", "");

@@ -7,7 +7,8 @@ use std::fs;
 use std::path::Path;
 
 use linerate_testkit::{
-    docroot, exchange, parse_imf_date, per_strategy, put, unix_now, Linerate, Response, Server,
+    docroot, exchange, parse_imf_date, per_strategy, put, unix_now, variant, Linerate, Response,
+    Server,
 };
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
@@ -44,7 +45,8 @@ fn site(root: &Path, transmit: &str) -> Server {
         &conf,
         format!(
             r#"access-log = "off"
-transmit = "{transmit}"
+transmit = "{}"
+driver = "{}"
 root = "{}"
 
 [[rule]]
@@ -103,6 +105,8 @@ redirect-code = 307
 path = "/app/"
 fallback = "/app/index.html"
 "#,
+            variant(transmit).0,
+            variant(transmit).1,
             root.display()
         ),
     )

@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::Path;
 
-use linerate_testkit::{docroot, exchange, per_strategy, put, Linerate};
+use linerate_testkit::{docroot, exchange, per_strategy, put, variant, Linerate};
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
@@ -59,7 +59,11 @@ fn body_for(addr: std::net::SocketAddr, host: Option<&str>, target: &str) -> (u1
 
 fn each_host_reaches_its_own_site(transmit: &str) {
     let base = docroot();
-    let conf = three_sites(base.path(), &format!("transmit = \"{transmit}\""));
+    let (transmit, driver) = variant(transmit);
+    let conf = three_sites(
+        base.path(),
+        &format!("transmit = \"{transmit}\"\ndriver = \"{driver}\""),
+    );
     let s = LINERATE.serve_config(None, &conf, &["--workers", "1"]);
     for (host, want) in [
         (Some("docs.example.com"), "docs\n"),

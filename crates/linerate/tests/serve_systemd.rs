@@ -513,3 +513,62 @@ fn the_unit_files_verify_and_are_hardened() {
     ]);
     assert!(ok, "{text}");
 }
+
+/// `--driver`: the error log, the status page and the metrics name the driver that
+/// runs (`auto` resolved), and a reload moves the workers to another.
+#[test]
+fn the_driver_that_runs_is_named_everywhere_and_a_reload_changes_it() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let driver_of = |s: &linerate_testkit::Server| {
+        let status = fetch(s.addr, "/.status", "");
+        assert_eq!(status.status, 200);
+        let v: serde_json::Value = serde_json::from_slice(&status.body).unwrap();
+        let metrics = String::from_utf8(fetch(s.addr, "/metrics", "").body).unwrap();
+        let info = metrics
+            .lines()
+            .find(|l| l.starts_with("linerate_build_info{"))
+            .unwrap_or_else(|| panic!("{metrics}"))
+            .to_string();
+        (v["driver"].as_str().unwrap().to_string(), info)
+    };
+    let conf = root.path().join("linerate.toml");
+    let write_conf = |driver: &str| {
+        std::fs::write(
+            &conf,
+            format!(
+                "root = \"{}\"\nlisten = \"127.0.0.1:0\"\nworkers = 1\naccess-log = \"off\"\n\
+                 error-log-level = \"info\"\nstatus-path = \"/.status\"\n\
+                 metrics-path = \"/metrics\"\nmetrics-allow = [\"127.0.0.1/32\"]\n\
+                 driver = \"{driver}\"\n",
+                root.path().display()
+            ),
+        )
+        .unwrap();
+    };
+    // This machine runs io_uring, so auto picks it.
+    for (asked, runs) in [("epoll", "epoll"), ("uring", "uring"), ("auto", "uring")] {
+        write_conf(asked);
+        let s = LINERATE.serve_config(None, &conf, &[]);
+        s.wait_stderr(&format!("event loop: {runs}"));
+        let (status, info) = driver_of(&s);
+        assert_eq!(status, runs, "--driver {asked}");
+        assert!(info.contains(&format!("driver=\"{runs}\"")), "{info}");
+        assert_eq!(fetch(s.addr, "/f.txt", "").body, b"F\n");
+    }
+    write_conf("epoll");
+    let s = LINERATE.serve_config(None, &conf, &[]);
+    assert_eq!(driver_of(&s).0, "epoll");
+    write_conf("uring");
+    s.signal("HUP");
+    s.wait_stderr("(generation 1)");
+    assert_eq!(driver_of(&s).0, "uring");
+    assert_eq!(fetch(s.addr, "/f.txt", "").body, b"F\n");
+    // A bad value is the flag's usage error, and nothing starts.
+    let (code, _, err) = LINERATE.run(&["serve", ".", "--driver", "io_uring"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("--driver") && err.contains("expected auto, epoll or uring"),
+        "{err}"
+    );
+}
