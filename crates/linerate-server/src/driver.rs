@@ -195,6 +195,8 @@ pub struct UringDriver {
     /// One-shot watches to arm again before the next wait.
     rearm: Vec<u64>,
     done: Vec<Completion>,
+    /// Completions read outside `wait` (while a watch was ended), reported by the next.
+    early: Vec<Completion>,
     /// Index in the caller's list of each tag reported in this wait.
     merged: HashMap<u64, usize>,
 }
@@ -210,6 +212,7 @@ impl UringDriver {
             next_tag: 0,
             rearm: Vec::new(),
             done: Vec::new(),
+            early: Vec::new(),
             merged: HashMap::new(),
         })
     }
@@ -232,10 +235,11 @@ impl UringDriver {
         }
         self.rearm.retain(|t| *t != tag);
         self.ring.poll_remove(tag)?;
-        // Submitted at once: the request holds its file open until it is removed, and
-        // the owner closes the descriptor next (a listener must refuse connections
-        // from then on, a connection must send its FIN). One call, as epoll_ctl is.
-        self.ring.submit().map(|_| ())
+        // Submitted and completed at once: the request holds its file open until its
+        // cancellation is done, and the owner closes the descriptor next (a listener
+        // must refuse connections from then on, a connection must send its FIN). One
+        // call, as epoll_ctl is; what else completed waits for the next `wait`.
+        self.ring.wait(Duration::ZERO, &mut self.early)
     }
 }
 
@@ -291,6 +295,12 @@ impl Driver for UringDriver {
             }
         }
         self.done.clear();
+        self.done.append(&mut self.early);
+        let timeout = if self.done.is_empty() {
+            timeout
+        } else {
+            Duration::ZERO
+        };
         self.ring.wait(timeout, &mut self.done)?;
         self.merged.clear();
         for c in &self.done {

@@ -58,8 +58,27 @@ impl PollRing {
     /// A ring with `entries` submission slots, or why io_uring cannot serve here: the
     /// setup refused (`kernel.io_uring_disabled`, a seccomp profile: `EPERM`, `ENOSYS`)
     /// or a kernel without timed waits (5.11) or poll requests.
+    ///
+    /// The ring belongs to the thread that makes it (`IORING_SETUP_SINGLE_ISSUER`), and
+    /// the kernel's completion work waits until that thread asks for completions
+    /// (`IORING_SETUP_DEFER_TASKRUN`, Linux 6.1; before it, `COOP_TASKRUN`): a poll
+    /// that fires while the worker is busy does not interrupt it.
     pub fn new(entries: u32) -> io::Result<PollRing> {
-        let ring = IoUring::new(entries)?;
+        let ring = match IoUring::builder()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(entries)
+        {
+            Ok(r) => r,
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                match IoUring::builder().setup_coop_taskrun().build(entries) {
+                    Ok(r) => r,
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries)?,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
         if !ring.params().is_feature_ext_arg() {
             return Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -139,13 +158,12 @@ impl PollRing {
         Ok(n)
     }
 
-    /// Submits what is queued and waits up to `timeout` for a completion; appends
-    /// every completion there is to `out` (removals left out).
+    /// Submits what is queued and waits up to `timeout` (0: not at all) for a
+    /// completion; appends every completion there is to `out` (removals left out).
+    /// One `io_uring_enter`, which also runs the completion work deferred until now.
     pub fn wait(&mut self, timeout: Duration, out: &mut Vec<Completion>) -> io::Result<()> {
         let queued = self.ring.submission().len();
-        if timeout.is_zero() {
-            self.submit()?;
-        } else if self.ring.completion().is_empty() || queued > 0 {
+        {
             let ts = types::Timespec::from(timeout);
             let args = types::SubmitArgs::new().timespec(&ts);
             self.counts.enters += 1;
