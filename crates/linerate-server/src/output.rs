@@ -907,13 +907,11 @@ mod tests {
             };
             let mut got: Vec<u8> = Vec::new();
             let mut done: Vec<String> = Vec::new();
-            let mut turn = 0usize;
             let mut have_tx = false;
-            for _ in 0..1_000_000 {
+            for turn in 0..1_000_000usize {
                 done.extend(lines(o.take_finished()));
                 // A would-block (the take is 0) forgets the call; a later one is asked again.
                 let take = takes[turn % takes.len()];
-                turn += 1;
                 let txr = if have_tx { Some(&mut tx) } else { None };
                 let r: usize = match o.poll(txr, &c).unwrap() {
                     OutNext::Empty => break,
