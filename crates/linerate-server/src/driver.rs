@@ -48,6 +48,10 @@ pub trait Driver {
     fn deregister(&mut self, fd: BorrowedFd<'_>) -> io::Result<()>;
     /// Waits up to `timeout` and appends what is ready.
     fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()>;
+    /// What a ring did so far (the io_uring driver; None for epoll).
+    fn ring_counts(&self) -> Option<RingCounts> {
+        None
+    }
 }
 
 /// The epoll driver.
@@ -217,11 +221,6 @@ impl UringDriver {
         })
     }
 
-    /// What the ring did so far.
-    pub fn counts(&self) -> RingCounts {
-        self.ring.counts()
-    }
-
     /// Ends the watch tagged `tag`: its reports are dropped from now on, and its
     /// request is removed with the next submission.
     fn end(&mut self, tag: u64) -> io::Result<()> {
@@ -279,6 +278,10 @@ impl Driver for UringDriver {
         self.by_fd.insert(fd, tag);
         self.by_token.insert(token, tag);
         Ok(())
+    }
+
+    fn ring_counts(&self) -> Option<RingCounts> {
+        Some(self.ring.counts())
     }
 
     fn deregister(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {

@@ -39,6 +39,10 @@ struct Snapshot {
     helper_bytes: u64,
     collapsed: u64,
     defrags: u64,
+    loop_waits: u64,
+    ring_submitted: u64,
+    ring_completed: u64,
+    ring_enters: u64,
     aborted: u64,
     unavailable: u64,
     forbidden: u64,
@@ -75,6 +79,10 @@ impl Snapshot {
             helper_bytes: sum(&|s| &s.helper_bytes),
             collapsed: sum(&|s| &s.collapsed),
             defrags: sum(&|s| &s.defrags),
+            loop_waits: sum(&|s| &s.loop_waits),
+            ring_submitted: sum(&|s| &s.ring_submitted),
+            ring_completed: sum(&|s| &s.ring_completed),
+            ring_enters: sum(&|s| &s.ring_enters),
             aborted: sum(&|s| &s.aborted),
             unavailable: sum(&|s| &s.unavailable),
             forbidden: sum(&|s| &s.forbidden),
@@ -288,6 +296,30 @@ impl Collector for Snapshot {
             "Gathers linearized (seed 001's defrag)",
             self.defrags,
         )?;
+        for (name, help, v) in [
+            (
+                "linerate_event_loop_waits",
+                "Event-loop waits (epoll_wait, or the io_uring driver's)",
+                self.loop_waits,
+            ),
+            (
+                "linerate_ring_submissions",
+                "Requests the io_uring driver submitted",
+                self.ring_submitted,
+            ),
+            (
+                "linerate_ring_completions",
+                "Completions the io_uring driver read",
+                self.ring_completed,
+            ),
+            (
+                "linerate_ring_enters",
+                "io_uring_enter calls of the io_uring driver",
+                self.ring_enters,
+            ),
+        ] {
+            counter(&mut e, name, help, v)?;
+        }
         for (name, help, v) in [
             (
                 "linerate_transmit_syscalls",

@@ -33,6 +33,13 @@ pub(crate) struct Stats {
     /// File bodies sent with `TCP_CORK` set (`--cork-min`), and corks cleared after one.
     pub corked: AtomicU64,
     pub uncorked: AtomicU64,
+    /// Event-loop waits (`epoll_wait`, or the io_uring driver's wait), and the io_uring
+    /// driver's requests submitted, completions read and `io_uring_enter` calls (added
+    /// every tick).
+    pub loop_waits: AtomicU64,
+    pub ring_submitted: AtomicU64,
+    pub ring_completed: AtomicU64,
+    pub ring_enters: AtomicU64,
     /// Opens of files refused for lack of descriptors (`EMFILE`/`ENFILE`; each empties
     /// the open-file cache and tries once more).
     pub open_out_of_fds: AtomicU64,
@@ -147,6 +154,10 @@ impl Stats {
             defrags,
             corked,
             uncorked,
+            loop_waits,
+            ring_submitted,
+            ring_completed,
+            ring_enters,
             open_out_of_fds,
             unavailable,
             accept_out_of_fds,
@@ -183,6 +194,10 @@ impl Stats {
             (defrags, &sum.defrags),
             (corked, &sum.corked),
             (uncorked, &sum.uncorked),
+            (loop_waits, &sum.loop_waits),
+            (ring_submitted, &sum.ring_submitted),
+            (ring_completed, &sum.ring_completed),
+            (ring_enters, &sum.ring_enters),
             (open_out_of_fds, &sum.open_out_of_fds),
             (unavailable, &sum.unavailable),
             (accept_out_of_fds, &sum.accept_out_of_fds),
@@ -312,6 +327,12 @@ impl Board {
                 "defrags": sum(|s| &s.defrags),
                 "corked": sum(|s| &s.corked),
                 "uncorked": sum(|s| &s.uncorked),
+            },
+            "event_loop": {
+                "waits": sum(|s| &s.loop_waits),
+                "ring_submissions": sum(|s| &s.ring_submitted),
+                "ring_completions": sum(|s| &s.ring_completed),
+                "ring_enters": sum(|s| &s.ring_enters),
             },
             "errors": {
                 "open_out_of_descriptors": sum(|s| &s.open_out_of_fds),

@@ -648,6 +648,8 @@ struct Worker<D: Driver> {
     stats: Arc<Stats>,
     log_style: LogStyle,
     accept_paused_until: Option<Instant>,
+    /// The driver's ring counts already added to the counters.
+    ring_seen: linerate_sys::uring::RingCounts,
     log: Option<Box<dyn Write>>,
     /// Where every connection's reads land first.
     scratch: Vec<u8>,
@@ -726,6 +728,7 @@ impl<D: Driver> Worker<D> {
             conns: Vec::new(),
             free: Vec::new(),
             accept_paused_until: None,
+            ring_seen: Default::default(),
             log,
             scratch: vec![0; crate::conn::READ_BYTES],
             runnable: Vec::new(),
@@ -751,6 +754,7 @@ impl<D: Driver> Worker<D> {
                 Duration::ZERO
             };
             self.driver.wait(&mut ready, wait)?;
+            Stats::add(&self.stats.loop_waits, 1);
             let now = Instant::now();
             // File changes first: the requests of this turn see every change that was
             // queued when the wait returned.
@@ -791,6 +795,7 @@ impl<D: Driver> Worker<D> {
             if now.duration_since(last_tick) >= TICK {
                 last_tick = now;
                 self.tick(now);
+                self.count_ring();
             }
             if shutdown_deadline.is_none() && stop.load(Ordering::Relaxed) {
                 shutdown_began = Some(now);
@@ -824,10 +829,22 @@ impl<D: Driver> Worker<D> {
                     if let Some(l) = self.log.as_mut() {
                         let _ = l.flush();
                     }
+                    self.count_ring();
                     return Ok(());
                 }
             }
         }
+    }
+
+    /// Adds what the driver's ring did since the last look to the counters.
+    fn count_ring(&mut self) {
+        let Some(now) = self.driver.ring_counts() else {
+            return;
+        };
+        let before = std::mem::replace(&mut self.ring_seen, now);
+        Stats::add(&self.stats.ring_submitted, now.submitted - before.submitted);
+        Stats::add(&self.stats.ring_completed, now.completed - before.completed);
+        Stats::add(&self.stats.ring_enters, now.enters - before.enters);
     }
 
     /// Watches the open-file caches' inotify descriptors that are new (a cache starts

@@ -524,6 +524,18 @@ fn the_driver_that_runs_is_named_everywhere_and_a_reload_changes_it() {
         let status = fetch(s.addr, "/.status", "");
         assert_eq!(status.status, 200);
         let v: serde_json::Value = serde_json::from_slice(&status.body).unwrap();
+        // The loop's counts (the ring's are added every tick of 100 ms).
+        let ring = v["event_loop"]["ring_enters"].as_u64().unwrap();
+        let waits = v["event_loop"]["waits"].as_u64().unwrap();
+        assert!(waits > 0, "{v}");
+        if v["driver"] == "uring" {
+            assert!(
+                ring > 0 && v["event_loop"]["ring_submissions"].as_u64().unwrap() > 0,
+                "{v}"
+            );
+        } else {
+            assert_eq!(ring, 0, "{v}");
+        }
         let metrics = String::from_utf8(fetch(s.addr, "/metrics", "").body).unwrap();
         let info = metrics
             .lines()
@@ -551,6 +563,8 @@ fn the_driver_that_runs_is_named_everywhere_and_a_reload_changes_it() {
         write_conf(asked);
         let s = LINERATE.serve_config(None, &conf, &[]);
         s.wait_stderr(&format!("event loop: {runs}"));
+        assert_eq!(fetch(s.addr, "/f.txt", "").body, b"F\n");
+        std::thread::sleep(Duration::from_millis(250));
         let (status, info) = driver_of(&s);
         assert_eq!(status, runs, "--driver {asked}");
         assert!(info.contains(&format!("driver=\"{runs}\"")), "{info}");
@@ -562,6 +576,7 @@ fn the_driver_that_runs_is_named_everywhere_and_a_reload_changes_it() {
     write_conf("uring");
     s.signal("HUP");
     s.wait_stderr("(generation 1)");
+    std::thread::sleep(Duration::from_millis(250));
     assert_eq!(driver_of(&s).0, "uring");
     assert_eq!(fetch(s.addr, "/f.txt", "").body, b"F\n");
     // A bad value is the flag's usage error, and nothing starts.
