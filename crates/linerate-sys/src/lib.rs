@@ -24,6 +24,7 @@ pub mod net;
 pub mod notify;
 pub mod ns;
 pub mod pipe;
+pub mod seccomp;
 pub mod sendfile;
 pub mod term;
 pub mod uring;

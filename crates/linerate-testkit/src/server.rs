@@ -101,6 +101,32 @@ impl Linerate {
         self.launch(&[], Some(dir), args)
     }
 
+    /// [`Linerate::start`] in a process that cannot set up io_uring (a seccomp filter
+    /// answers `io_uring_setup` with `EPERM`, as containers' default profiles do).
+    pub fn start_without_io_uring(&self, root: &Path, extra: &[&str]) -> Server {
+        let root = root.to_str().expect("a UTF-8 root");
+        let mut cmd = self.command();
+        linerate_sys::seccomp::refuse_io_uring(&mut cmd);
+        let args = [&["serve", root, "--listen", "127.0.0.1:0"], extra].concat();
+        self.launch_cmd(cmd, &args)
+    }
+
+    /// [`Linerate::run`] in a process that cannot set up io_uring.
+    pub fn run_without_io_uring(&self, args: &[&str]) -> (i32, String, String) {
+        let mut cmd = self.command();
+        linerate_sys::seccomp::refuse_io_uring(&mut cmd);
+        let out = cmd
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .expect("linerate runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
     fn launch(&self, wrapper: &[&str], dir: Option<&Path>, args: &[&str]) -> Server {
         let mut cmd = match wrapper.split_first() {
             Some((program, wrapper_args)) => {
@@ -113,6 +139,10 @@ impl Linerate {
         if let Some(dir) = dir {
             cmd.current_dir(dir);
         }
+        self.launch_cmd(cmd, args)
+    }
+
+    fn launch_cmd(&self, mut cmd: Command, args: &[&str]) -> Server {
         let mut child = cmd
             .args(args)
             .stdin(Stdio::null())

@@ -587,3 +587,48 @@ fn the_driver_that_runs_is_named_everywhere_and_a_reload_changes_it() {
         "{err}"
     );
 }
+
+/// Where io_uring cannot be set up (a seccomp profile, here): `--driver uring` refuses
+/// to start and says why; `auto` serves on epoll after one warning line.
+#[test]
+fn without_io_uring_uring_refuses_to_start_and_auto_falls_back_to_epoll() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let dir = root.path().to_str().unwrap();
+    let (code, out, err) = LINERATE.run_without_io_uring(&[
+        "serve",
+        dir,
+        "--listen",
+        "127.0.0.1:0",
+        "--driver",
+        "uring",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(out.is_empty(), "nothing announced: {out}");
+    assert!(
+        err.contains("--driver uring: io_uring cannot run here: Operation not permitted"),
+        "{err}"
+    );
+    let s = LINERATE.start_without_io_uring(
+        root.path(),
+        &[
+            "--driver",
+            "auto",
+            "--error-log-level",
+            "info",
+            "--status-path",
+            "/.status",
+        ],
+    );
+    let log = s.wait_stderr("event loop: epoll");
+    assert_eq!(
+        log.matches("driver auto: io_uring cannot run here (Operation not permitted")
+            .count(),
+        1,
+        "{log}"
+    );
+    assert_eq!(fetch(s.addr, "/f.txt", "").body, b"F\n");
+    let v: serde_json::Value = serde_json::from_slice(&fetch(s.addr, "/.status", "").body).unwrap();
+    assert_eq!(v["driver"], "epoll");
+}
