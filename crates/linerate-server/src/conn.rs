@@ -407,9 +407,17 @@ impl Conn {
             self.log_finished(log);
             let fd = self.sock.as_fd();
             let r = match self.out.poll(self.tx.as_deref_mut(), &ctx)? {
-                OutNext::Empty => return Ok(false),
-                OutNext::DiskWait => return Ok(true),
+                // What the last step finished is logged before the queue rests.
+                OutNext::Empty => {
+                    self.log_finished(log);
+                    return Ok(false);
+                }
+                OutNext::DiskWait => {
+                    self.log_finished(log);
+                    return Ok(true);
+                }
                 OutNext::Yield => {
+                    self.log_finished(log);
                     self.yielded = true;
                     return Ok(true);
                 }
@@ -451,6 +459,7 @@ impl Conn {
                 }),
             };
             if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+                self.out.would_block();
                 return Ok(true);
             }
             let (flow, moved) = self.out.complete(self.tx.as_deref_mut(), r, &site.stats)?;
@@ -622,6 +631,24 @@ mod tests {
             ]
         );
         assert!(log.iter().all(|(_, _, a)| a.is_none()));
+        assert!(c.is_idle());
+    }
+
+    #[test]
+    fn a_file_response_sent_whole_is_logged_and_leaves_the_connection_idle() {
+        let (_root, mut site) = crate::site::tests::site_with(false, true);
+        let (mut c, mut client) = pair();
+        client
+            .write_all(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut log = Logged::new();
+        let (got, after) = run(&mut c, &mut site, &mut client, 64 << 10, &mut log);
+        assert_eq!(after, After::Keep);
+        assert!(got.len() > 64 << 10, "{}", got.len());
+        // The file went out by the engine, its last byte in the last turn: that turn
+        // logs it, with nothing left for a later event to find.
+        let lines: Vec<&str> = log.iter().map(|(l, _, _)| l.as_str()).collect();
+        assert_eq!(lines, ["GET /big.bin HTTP/1.1"]);
         assert!(c.is_idle());
     }
 

@@ -212,6 +212,16 @@ impl Output {
         }
     }
 
+    /// The call [`Output::poll`] gave last would block: it is forgotten (the next poll
+    /// asks again, from measurements made then).
+    pub fn would_block(&mut self) {
+        if std::mem::take(&mut self.pending) == Pending::Transmit {
+            if let Some(t) = self.transmit.as_mut() {
+                t.would_block();
+            }
+        }
+    }
+
     /// Takes the result of the call [`Output::poll`] gave last (never `EINTR` or
     /// `EAGAIN`: those are the caller's). The second value: bytes left.
     pub fn complete(

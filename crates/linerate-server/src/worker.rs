@@ -853,13 +853,19 @@ impl<D: Driver> Worker<D> {
     fn watch_changes(&mut self) {
         let mut unwatched = Vec::new();
         for (i, fd) in self.site.notify_fds() {
-            if let Some(fd) = fd {
-                if let Err(e) = self
-                    .driver
-                    .register(fd, NOTIFY - i as u64, Interest::Accept)
-                {
-                    tracing::warn!("watching file changes: {e}; checking files on every request");
-                    unwatched.push(i);
+            let token = NOTIFY - i as u64;
+            match fd {
+                Some(fd) => {
+                    if let Err(e) = self.driver.register(fd, token, Interest::Accept) {
+                        tracing::warn!(
+                            "watching file changes: {e}; checking files on every request"
+                        );
+                        unwatched.push(i);
+                    }
+                }
+                // The cache gave its instance up (closed): its watch goes too.
+                None => {
+                    let _ = self.driver.closed(token);
                 }
             }
         }

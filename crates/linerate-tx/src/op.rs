@@ -11,8 +11,9 @@
 //!
 //! `EINTR` and `EAGAIN` are the executor's business, not the strategy's: an
 //! interrupted call is made again, and a would-block ends the turn with
-//! [`crate::Progress::Blocked`], the operation forgotten and asked for again on the
-//! next writable event (nothing changed in between).
+//! [`crate::Progress::Blocked`]: the executor says so ([`crate::Transmit::would_block`],
+//! which drops a free-space measurement made for it) and the next poll, on the next
+//! writable event, asks for the operation again.
 
 use std::fs::File;
 use std::io;

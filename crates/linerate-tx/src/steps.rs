@@ -161,6 +161,17 @@ impl Machine {
         }
     }
 
+    /// The last operation would block: a free-space measurement made for it is stale
+    /// by the next writable event.
+    pub fn would_block(&mut self) {
+        match self {
+            Machine::SendfileBatched(m) => m.budget.space = None,
+            Machine::Splice(m) => m.budget.space = None,
+            Machine::Zerocopy(m) => m.budget.space = None,
+            _ => {}
+        }
+    }
+
     /// Bytes a splice pipe holds (read from the file, not yet on the socket).
     pub fn pipe_held(&self) -> usize {
         match self {

@@ -315,8 +315,8 @@ impl Transmit {
 
     /// The operation that comes next by the socket's strategy, or [`Next::Done`] when
     /// every byte was accepted. What it borrows stays put until [`Transmit::complete`]
-    /// takes its result; poll again only after that (an operation that would block may
-    /// be forgotten instead: the next poll asks for it again).
+    /// takes its result; poll again only after that (or after [`Transmit::would_block`]
+    /// for an operation that would block: the next poll asks for it again).
     ///
     /// It says [`Next::Done`] exactly when [`Transmit::remaining`] is 0, so a caller
     /// can tell a finished transmit without polling it.
@@ -341,6 +341,14 @@ impl Transmit {
         machine.complete(&mut self.cur, sock, r)
     }
 
+    /// The operation [`Transmit::poll_op`] gave last would block and is forgotten: what
+    /// was measured for it (the free send space) is measured again for the next.
+    pub fn would_block(&mut self) {
+        if let Some(m) = self.machine.as_mut() {
+            m.would_block();
+        }
+    }
+
     /// Sends what the socket takes by the socket's strategy; resumes where the last call
     /// stopped. Call on each writable event until it returns [`Progress::Done`].
     pub fn advance(
@@ -355,6 +363,7 @@ impl Transmit {
                 Next::Op(mut op) => execute(fd, sock, &mut op)?,
             };
             if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+                self.would_block();
                 return Ok(Progress::Blocked);
             }
             if self.complete(sock, r)? == Flow::Blocked {
@@ -496,6 +505,12 @@ mod tests {
         // Counted as their results come (the last is still asked for).
         assert_eq!(s.counters().space_queries, 2);
         assert_eq!(s.sndbuf_bytes, 65_536);
+        // A send that would block is forgotten with its measurement: the next
+        // writable event measures again.
+        ok(&mut t, &mut s, 60_000);
+        assert_eq!(next(&mut t, &mut s), ("sendfile", 7_384, 5_536, false));
+        t.would_block();
+        assert_eq!(next(&mut t, &mut s).0, "queued-bytes");
     }
 
     #[test]
