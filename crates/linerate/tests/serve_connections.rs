@@ -33,6 +33,8 @@ per_strategy!(
     clients_resetting_mid_response_cost_nothing,
     // Rules: docs/http.md C3.
     after_an_error_a_client_still_sending_reads_the_error_then_the_server_closes,
+    // Rules: docs/http.md C2.
+    after_a_large_file_the_connection_waits_idle_not_for_a_request_body,
 );
 
 /// `linerate serve` with `--transmit TRANSMIT` before `extra`.
@@ -257,4 +259,34 @@ fn after_an_error_a_client_still_sending_reads_the_error_then_the_server_closes(
         failed < Duration::from_secs(5),
         "the server closed {failed:?} after the error (it drains for about 2 s)"
     );
+}
+
+/// A keep-alive connection whose last response was a file sent by the engine waits
+/// for its next request under the idle deadline, not the header deadline (a response
+/// finished in a send's last step once stayed unlogged until the next event, and the
+/// connection looked as if a request were still being read).
+fn after_a_large_file_the_connection_waits_idle_not_for_a_request_body(transmit: &str) {
+    let root = docroot();
+    put(root.path(), "big.bin", &vec![7u8; 300_000]);
+    let server = serve(
+        root.path(),
+        transmit,
+        &[
+            "--header-timeout",
+            "1",
+            "--idle-timeout",
+            "30",
+            "--small-file",
+            "0",
+        ],
+    );
+    let mut c = Conn::open(server.addr);
+    c.send(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n");
+    let r = c.response();
+    assert_eq!((r.status, r.body.len()), (200, 300_000));
+    // Past the header deadline, idle.
+    std::thread::sleep(std::time::Duration::from_millis(1_600));
+    c.send(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n");
+    let r = c.response();
+    assert_eq!((r.status, r.body.len()), (200, 300_000));
 }
