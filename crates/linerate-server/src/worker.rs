@@ -122,12 +122,50 @@ fn drop_privileges(cfg: &Config) -> Result<(), ServeError> {
 }
 
 const TICK: Duration = Duration::from_millis(100);
-/// The token of the eventfd the disk helpers wake a worker with.
-const WAKE: u64 = u64::MAX;
-/// The token of site i's inotify descriptor: `NOTIFY - i`.
-const NOTIFY: u64 = u64::MAX - 1;
-/// Sites (and so inotify tokens) a worker has at most.
-const MAX_SITES: u64 = 1 << 20;
+
+/// What a registration's token names: its kind in the top two bits, then an index;
+/// a connection's token also carries its serial's low 30 bits, so an event meant for
+/// a connection that has since closed never reaches the next one in its slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Token {
+    /// Connection slot, and the serial's low bits.
+    Conn(usize, u32),
+    /// Listener index.
+    Listener(usize),
+    /// Site i's inotify descriptor.
+    Notify(usize),
+    /// The eventfd the disk helpers wake the worker with.
+    Wake,
+}
+
+impl Token {
+    const KIND_SHIFT: u32 = 62;
+    const SERIAL_BITS: u32 = 30;
+    const INDEX_MASK: u64 = (1 << 32) - 1;
+
+    fn conn(slot: usize, serial: u64) -> Token {
+        Token::Conn(slot, (serial & ((1 << Self::SERIAL_BITS) - 1)) as u32)
+    }
+
+    fn encode(self) -> u64 {
+        match self {
+            Token::Conn(slot, serial) => (u64::from(serial) << 32) | slot as u64,
+            Token::Listener(i) => (1 << Self::KIND_SHIFT) | i as u64,
+            Token::Notify(i) => (2 << Self::KIND_SHIFT) | i as u64,
+            Token::Wake => 3 << Self::KIND_SHIFT,
+        }
+    }
+
+    fn decode(t: u64) -> Token {
+        let index = (t & Self::INDEX_MASK) as usize;
+        match t >> Self::KIND_SHIFT {
+            0 => Token::Conn(index, (t >> 32) as u32),
+            1 => Token::Listener(index),
+            2 => Token::Notify(index),
+            _ => Token::Wake,
+        }
+    }
+}
 /// How long input is drained after our side shut down.
 const DRAIN: Duration = Duration::from_secs(2);
 /// At a stop or reload, how long a connection that has had no request yet is given
@@ -675,12 +713,16 @@ impl<D: Driver> Worker<D> {
         (stats, board): (Arc<Stats>, Board),
     ) -> io::Result<Worker<D>> {
         for (i, l) in listeners.iter().enumerate() {
-            driver.register(l.sock.as_fd(), i as u64, Interest::Accept)?;
+            driver.register(
+                l.sock.as_fd(),
+                Token::Listener(i).encode(),
+                Interest::Accept,
+            )?;
         }
         let disk = match jobs {
             Some(jobs) => {
                 let inbox = Arc::new(Inbox::new()?);
-                driver.register(inbox.wake.as_fd(), WAKE, Interest::Accept)?;
+                driver.register(inbox.wake.as_fd(), Token::Wake.encode(), Interest::Accept)?;
                 Some(Disk {
                     jobs,
                     inbox,
@@ -759,31 +801,29 @@ impl<D: Driver> Worker<D> {
             // File changes first: the requests of this turn see every change that was
             // queued when the wait returned.
             for ev in &ready {
-                if ev.token < WAKE && ev.token > NOTIFY - MAX_SITES {
-                    self.site.changed((NOTIFY - ev.token) as usize);
+                if let Token::Notify(i) = Token::decode(ev.token) {
+                    self.site.changed(i);
                 }
             }
             // Those that yielded last round take their turn after the new events.
             let turn = std::mem::take(&mut self.runnable);
             for ev in ready.drain(..) {
-                if ev.token == WAKE {
-                    self.disk_done(now);
-                    continue;
-                }
-                if ev.token > NOTIFY - MAX_SITES {
-                    continue;
-                }
-                let t = ev.token as usize;
-                if t < self.listeners.len() {
-                    self.accept(t, now);
-                } else {
-                    let idx = t - self.listeners.len();
-                    if ev.hangup {
-                        if let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) {
+                match Token::decode(ev.token) {
+                    Token::Wake => self.disk_done(now),
+                    Token::Notify(_) => {}
+                    Token::Listener(i) => self.accept(i, now),
+                    Token::Conn(idx, serial) => {
+                        let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
+                            continue;
+                        };
+                        if Token::conn(idx, c.serial) != Token::Conn(idx, serial) {
+                            continue; // meant for the connection before in this slot
+                        }
+                        if ev.hangup {
                             c.peer_hung_up();
                         }
+                        self.event(idx, ev.readable, ev.error, now);
                     }
-                    self.event(idx, ev.readable, ev.error, now);
                 }
             }
             for idx in turn {
@@ -853,7 +893,7 @@ impl<D: Driver> Worker<D> {
     fn watch_changes(&mut self) {
         let mut unwatched = Vec::new();
         for (i, fd) in self.site.notify_fds() {
-            let token = NOTIFY - i as u64;
+            let token = Token::Notify(i).encode();
             match fd {
                 Some(fd) => {
                     if let Err(e) = self.driver.register(fd, token, Interest::Accept) {
@@ -950,7 +990,7 @@ impl<D: Driver> Worker<D> {
             let id = (idx, self.serial);
             let limits = self.site.limits();
             let conn = Conn::new(sock, peer, limits, id, now);
-            let token = (idx + self.listeners.len()) as u64;
+            let token = Token::conn(idx, self.serial).encode();
             if self
                 .driver
                 .register(conn.sock.as_fd(), token, Interest::Connection)
@@ -1047,9 +1087,11 @@ impl<D: Driver> Worker<D> {
             self.accept_paused_until = None;
             for (i, l) in self.listeners.iter().enumerate() {
                 if let Some(l) = l {
-                    let _ = self
-                        .driver
-                        .register(l.sock.as_fd(), i as u64, Interest::Accept);
+                    let _ = self.driver.register(
+                        l.sock.as_fd(),
+                        Token::Listener(i).encode(),
+                        Interest::Accept,
+                    );
                 }
             }
         }
@@ -1252,6 +1294,31 @@ fn clf_date(t: SystemTime) -> String {
     match f.as_slice() {
         [_, day, mon, year, time, _] => format!("{day}/{mon}/{year}:{time} +0000"),
         _ => d,
+    }
+}
+
+#[cfg(test)]
+mod token_tests {
+    use super::Token;
+
+    #[test]
+    fn tokens_round_trip_and_a_slot_reused_gets_another_token() {
+        for t in [
+            Token::conn(0, 1),
+            Token::conn(123_456, (1 << 40) + 77),
+            Token::Listener(0),
+            Token::Listener(31),
+            Token::Notify(5),
+            Token::Wake,
+        ] {
+            assert_eq!(Token::decode(t.encode()), t, "{t:?}");
+        }
+        assert_ne!(Token::conn(9, 100).encode(), Token::conn(9, 101).encode());
+        // No connection's token is any other kind's.
+        assert_ne!(
+            Token::decode(Token::conn(u32::MAX as usize, u64::MAX).encode()),
+            Token::Wake
+        );
     }
 }
 
