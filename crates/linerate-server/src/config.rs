@@ -93,6 +93,8 @@ pub struct Config {
     pub transmit: Strategy,
     /// The event-loop driver (resolved at the start: `auto` probes io_uring).
     pub driver: crate::driver::DriverChoice,
+    /// `auto` chose io_uring: a worker that cannot set up its own ring runs epoll.
+    pub driver_fallback: bool,
     /// `TCP_NOTSENT_LOWAT` for the batched strategies: None, the send buffer's size
     /// when the engine first sends; 0, left unset. [`DEFAULT_NOTSENT_LOWAT`] unless set.
     pub notsent_lowat: Option<usize>,
@@ -222,6 +224,7 @@ impl Config {
             pin: true,
             transmit: Strategy::SendfileBatched,
             driver: crate::driver::DriverChoice::Epoll,
+            driver_fallback: false,
             notsent_lowat: Some(DEFAULT_NOTSENT_LOWAT),
             small_file_bytes: DEFAULT_SMALL_FILE,
             small_file_memory: None,

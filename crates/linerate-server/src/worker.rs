@@ -338,11 +338,21 @@ fn start_generation<'scope>(
                 let _ = linerate_sys::cpu::pin_thread_to_cpu(cpu);
             }
             match cfg.driver {
-                DriverChoice::Uring => {
-                    let driver = UringDriver::new()?;
-                    Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
-                        .run(&stop, &mut counted)
-                }
+                DriverChoice::Uring => match UringDriver::new() {
+                    Ok(driver) => Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
+                        .run(&stop, &mut counted),
+                    // The probe at the start passed, but this worker's ring cannot be
+                    // made (locked-memory limits on older kernels, say).
+                    Err(e) if cfg.driver_fallback => {
+                        tracing::warn!(
+                            "driver auto: a worker cannot set up io_uring ({e}); it runs epoll"
+                        );
+                        let driver = EpollDriver::new()?;
+                        Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
+                            .run(&stop, &mut counted)
+                    }
+                    Err(e) => Err(e),
+                },
                 DriverChoice::Epoll | DriverChoice::Auto => {
                     let driver = EpollDriver::new()?;
                     Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
@@ -407,6 +417,7 @@ pub fn serve(
             }
         })?;
     size_for_descriptors(&mut cfg);
+    cfg.driver_fallback = cfg.driver == DriverChoice::Auto;
     cfg.driver = cfg.driver.resolve().map_err(ServeError::Driver)?;
     tracing::info!("event loop: {}", cfg.driver);
     tracing::info!(
@@ -599,6 +610,7 @@ fn reload_generation<'scope>(
 ) -> Result<Generation<'scope>, String> {
     let mut cfg = reload()?;
     size_for_descriptors(&mut cfg);
+    cfg.driver_fallback = cfg.driver == DriverChoice::Auto;
     cfg.driver = cfg.driver.resolve()?;
     let roots = open_roots(&cfg).map_err(|e| describe(&e))?;
     let log_file = open_access_log(&cfg, current.log_file.as_ref()).map_err(|e| describe(&e))?;
