@@ -474,6 +474,9 @@ impl Conn {
 
     /// Logs the responses sent whole, in order.
     fn log_finished(&mut self, log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>)) {
+        if !self.out.has_finished() {
+            return;
+        }
         for r in &self.out.take_finished() {
             self.http.sent();
             log(self, r, None);

@@ -158,6 +158,12 @@ impl Output {
         self.resumed = false;
     }
 
+    /// Some response was sent whole and not yet taken by [`Output::take_finished`].
+    #[inline]
+    pub fn has_finished(&self) -> bool {
+        !self.finished.is_empty() || self.queue.front().is_some_and(|r| r.parts.is_empty())
+    }
+
     /// Takes the responses sent whole, for the log, in order.
     pub fn take_finished(&mut self) -> Vec<Response> {
         self.retire_sent();
