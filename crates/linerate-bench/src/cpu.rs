@@ -88,6 +88,15 @@ fn parse_cpu_line(line: &str) -> Option<MachineCpu> {
     })
 }
 
+/// Why CPU `c`, given with `flag`, is not one of this machine's (a usage error's text).
+pub fn check_cpu(flag: &str, c: usize) -> Result<(), String> {
+    let n = online_cpus();
+    if c >= n {
+        return Err(format!("{flag} {c}: this machine has CPUs 0 to {}", n - 1));
+    }
+    Ok(())
+}
+
 /// CPUs of the machine (the `cpuN` lines of `/proc/stat`), whatever this thread's
 /// affinity.
 pub fn online_cpus() -> usize {

@@ -102,13 +102,8 @@ fn context_switches_of(pid: u32) -> u64 {
         .flatten()
         .filter_map(|t| fs::read_to_string(t.path().join("status")).ok())
         .map(|s| {
-            s.lines()
-                .filter_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    matches!(k, "voluntary_ctxt_switches" | "nonvoluntary_ctxt_switches")
-                        .then(|| v.trim().parse::<u64>().ok())?
-                })
-                .sum::<u64>()
+            crate::procs::status_number(&s, "voluntary_ctxt_switches:")
+                + crate::procs::status_number(&s, "nonvoluntary_ctxt_switches:")
         })
         .sum()
 }

@@ -60,8 +60,8 @@ impl Usage {
                 continue; // gone since the walk
             };
             u.processes += 1;
-            u.rss_kib += field_kib(&status, "VmRSS:");
-            u.threads += field_kib(&status, "Threads:");
+            u.rss_kib += status_number(&status, "VmRSS:");
+            u.threads += status_number(&status, "Threads:");
             if let Ok(fds) = fs::read_dir(format!("/proc/{p}/fd")) {
                 for fd in fds.flatten() {
                     u.descriptors += 1;
@@ -81,7 +81,7 @@ impl Usage {
 }
 
 /// A numeric field of `/proc/PID/status` (its unit, if any, dropped).
-fn field_kib(status: &str, name: &str) -> u64 {
+pub(crate) fn status_number(status: &str, name: &str) -> u64 {
     status
         .lines()
         .find_map(|l| l.strip_prefix(name))
@@ -109,8 +109,8 @@ mod tests {
     #[test]
     fn status_fields_are_read_without_their_unit() {
         let s = "Name:\tx\nVmRSS:\t  1234 kB\nThreads:\t7\n";
-        assert_eq!(field_kib(s, "VmRSS:"), 1234);
-        assert_eq!(field_kib(s, "Threads:"), 7);
-        assert_eq!(field_kib(s, "VmSwap:"), 0);
+        assert_eq!(status_number(s, "VmRSS:"), 1234);
+        assert_eq!(status_number(s, "Threads:"), 7);
+        assert_eq!(status_number(s, "VmSwap:"), 0);
     }
 }

@@ -193,9 +193,9 @@ const ENOENT: i32 = 2;
 /// keeps its file open while its poll request lives; registering its token or its
 /// number again ends that request. Each watch has its own tag, never reused, so a
 /// report that arrives after its watch ended (the kernel may have posted it before the
-/// removal) is dropped instead of reaching the next connection on the same token. Reports of one watch
-/// within one wait are merged, so a worker sees one event per registration per wait,
-/// as from epoll.
+/// removal) is dropped instead of reaching the next connection on the same token.
+/// Reports of one watch within one wait are merged, so a worker sees one event per
+/// registration per wait, as from epoll.
 pub struct UringDriver {
     ring: PollRing,
     live: HashMap<u64, Watch>,
@@ -317,11 +317,16 @@ impl Driver for UringDriver {
     }
 
     fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()> {
-        for tag in std::mem::take(&mut self.rearm) {
+        // Nothing is added to `rearm` before the completions below: its buffer is
+        // reused from wait to wait.
+        let mut rearm = std::mem::take(&mut self.rearm);
+        for &tag in &rearm {
             if let Some(w) = self.live.get(&tag) {
                 self.ring.poll_add(w.fd, w.events, tag, !w.level)?;
             }
         }
+        rearm.clear();
+        self.rearm = rearm;
         for tag in std::mem::take(&mut self.ended_bad) {
             self.end(tag)?;
         }

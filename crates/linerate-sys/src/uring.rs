@@ -163,25 +163,22 @@ impl PollRing {
     /// One `io_uring_enter`, which also runs the completion work deferred until now.
     pub fn wait(&mut self, timeout: Duration, out: &mut Vec<Completion>) -> io::Result<()> {
         let queued = self.ring.submission().len();
-        {
-            let ts = types::Timespec::from(timeout);
-            let args = types::SubmitArgs::new().timespec(&ts);
-            self.counts.enters += 1;
-            match self.ring.submitter().submit_with_args(1, &args) {
-                Ok(n) => self.counts.submitted += n as u64,
-                // The timeout, a signal, or completions the kernel holds back for a full
-                // completion queue (read below, which makes room).
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::ETIME | libc::EINTR | libc::EBUSY)
-                    ) =>
-                {
-                    self.counts.submitted +=
-                        queued.saturating_sub(self.ring.submission().len()) as u64;
-                }
-                Err(e) => return Err(e),
+        let ts = types::Timespec::from(timeout);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        self.counts.enters += 1;
+        match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(n) => self.counts.submitted += n as u64,
+            // The timeout, a signal, or completions the kernel holds back for a full
+            // completion queue (read below, which makes room).
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::ETIME | libc::EINTR | libc::EBUSY)
+                ) =>
+            {
+                self.counts.submitted += queued.saturating_sub(self.ring.submission().len()) as u64;
             }
+            Err(e) => return Err(e),
         }
         for cqe in self.ring.completion() {
             self.counts.completed += 1;

@@ -209,21 +209,16 @@ impl Budget {
         self.space.unwrap_or(usize::MAX)
     }
 
-    /// Takes the result of an operation [`Budget::before_send`] asked for; `false` if
-    /// it was not one of those.
-    fn complete(&mut self, sock: &mut TxSocket, n: usize) -> bool {
+    /// Takes the result of the operation [`Budget::before_send`] asked for.
+    fn complete(&mut self, sock: &mut TxSocket, n: usize) {
         if self.refresh {
             self.refresh = false;
             sock.sndbuf_bytes = n;
-            true
-        } else if sock.config.sizing == Sizing::FreeSpace && self.space.is_none() {
+        } else {
             sock.counters.space_queries += 1;
             // At least a page, so a call is always made and either queues bytes or
             // sees EAGAIN.
             self.space = Some(sock.sndbuf_bytes.saturating_sub(n).max(PAGE_BYTES));
-            true
-        } else {
-            false
         }
     }
 
@@ -389,10 +384,6 @@ pub(crate) struct SendfileBatched {
 
 impl SendfileBatched {
     fn poll<'a>(&mut self, cur: &'a Cursor, sock: &TxSocket) -> Next<'a> {
-        if self.budget.refresh {
-            self.measuring = true;
-            return Next::Op(Op::SendBufferSize);
-        }
         let (file, offset, len) = cur.file();
         let rem = len - cur.sent;
         if rem == 0 {
@@ -631,10 +622,6 @@ impl Zerocopy {
         if self.reap_then_copy {
             self.pending = ZcPending::Reap;
             return Ok(Next::Op(Op::Reap));
-        }
-        if self.budget.refresh {
-            self.pending = ZcPending::Measure;
-            return Ok(Next::Op(Op::SendBufferSize));
         }
         if cur.remaining() == 0 {
             return Ok(Next::Done);

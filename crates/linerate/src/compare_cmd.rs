@@ -104,11 +104,7 @@ impl ServerSetArgs {
         exe: &std::path::Path,
         default: &[Peer],
     ) -> Result<Vec<ServerSpec>, String> {
-        let common: Vec<String> = self
-            .linerate_args
-            .as_deref()
-            .map(|s| s.split_whitespace().map(str::to_string).collect())
-            .unwrap_or_default();
+        let common = crate::words(self.linerate_args.as_deref());
         compare::server_specs(&compare::Lineup {
             peers: self.servers.as_deref().unwrap_or(default),
             variants: &self.variants,
@@ -162,13 +158,13 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = a.load.check() {
         return Ok(usage_error(&e));
     }
-    let cpus = linerate_bench::cpu::online_cpus();
-    if let Some(c) = a.server_cpu.filter(|&c| c >= cpus) {
-        return Ok(usage_error(&format!(
-            "--server-cpu {c}: this machine has CPUs 0 to {}",
-            cpus - 1
-        )));
+    if let Some(Err(e)) = a
+        .server_cpu
+        .map(|c| linerate_bench::cpu::check_cpu("--server-cpu", c))
+    {
+        return Ok(usage_error(&e));
     }
+    let cpus = linerate_bench::cpu::online_cpus();
     let (sizes, mix) = if a.set.sizes.is_empty() && a.set.mix.is_none() {
         // wrk asks for one URL per run: by default it runs the sizes only.
         (
@@ -353,15 +349,12 @@ pub struct ColdArgs {
 
 /// `linerate bench cold`.
 pub fn run_cold(a: ColdArgs) -> anyhow::Result<ExitCode> {
-    let cpus = linerate_bench::cpu::online_cpus();
     for &c in a.cpu.iter().chain(a.server_cpu.iter()) {
-        if c >= cpus {
-            return Ok(usage_error(&format!(
-                "--cpu/--server-cpu {c}: this machine has CPUs 0 to {}",
-                cpus - 1
-            )));
+        if let Err(e) = linerate_bench::cpu::check_cpu("--cpu/--server-cpu", c) {
+            return Ok(usage_error(&e));
         }
     }
+    let cpus = linerate_bench::cpu::online_cpus();
     if let Some(p) = a
         .set_of
         .servers

@@ -159,9 +159,8 @@ impl LoadArgs {
         if seen.windows(2).any(|w| w[0] == w[1]) {
             return Err("--connections: a count is named twice".into());
         }
-        let n = linerate_bench::cpu::online_cpus();
-        if let Some(c) = self.cpu.iter().find(|&&c| c >= n) {
-            return Err(format!("--cpu {c}: this machine has CPUs 0 to {}", n - 1));
+        for &c in &self.cpu {
+            linerate_bench::cpu::check_cpu("--cpu", c)?;
         }
         Ok(())
     }
@@ -436,29 +435,21 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = a.load.check() {
         return Ok(usage_error(&e));
     }
-    let cpus = linerate_bench::cpu::online_cpus();
-    for (flag, cpu) in [("--server-cpu", a.server_cpu)]
-        .into_iter()
-        .chain(a.load.cpu.iter().map(|&c| ("--cpu", Some(c))))
+    // --cpu was checked with the other load flags above.
+    if let Some(Err(e)) = a
+        .server_cpu
+        .map(|c| linerate_bench::cpu::check_cpu("--server-cpu", c))
     {
-        if let Some(c) = cpu.filter(|&c| c >= cpus) {
-            return Ok(usage_error(&format!(
-                "{flag} {c}: this machine has CPUs 0 to {}",
-                cpus - 1
-            )));
-        }
+        return Ok(usage_error(&e));
     }
+    let cpus = linerate_bench::cpu::online_cpus();
     let server_cpu = a.server_cpu.or((cpus >= 2).then_some(1));
     if a.load.cpu.is_empty() && cpus >= 2 {
         a.load.cpu = vec![0];
     }
     let hosted = compare::Hosted::start(&compare::HostedConfig {
         exe: std::env::current_exe().context("finding the linerate binary")?,
-        args: a
-            .linerate_args
-            .as_deref()
-            .map(|s| s.split_whitespace().map(str::to_string).collect())
-            .unwrap_or_default(),
+        args: crate::words(a.linerate_args.as_deref()),
         root: a.root.clone(),
         sizes: a.set.sizes.clone(),
         mix_dirs: a.set.mix.is_some().then_some(a.set.dirs as usize),

@@ -448,6 +448,12 @@ fn run_stat(args: &[String]) -> ExitCode {
     print_outcome(linerate_stat::cli::run(args, env))
 }
 
+/// The words of a flag's one-string value (`--linerate-args "--lowat 0"`).
+fn words(s: Option<&str>) -> Vec<String> {
+    s.map(|s| s.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
 /// Writes what a `stat` run printed and ends as it says.
 fn print_outcome(out: linerate_stat::cli::Outcome) -> ExitCode {
     use std::io::Write;
@@ -618,12 +624,7 @@ fn stream_config(a: &StreamArgs) -> Result<StreamConfig, String> {
     let cpus = linerate_bench::cpu::online_cpus();
     for (flag, cpu) in [("--cpu-sender", a.cpu_sender), ("--cpu-sink", a.cpu_sink)] {
         if let Some(c) = cpu {
-            if c >= cpus {
-                return Err(format!(
-                    "{flag} {c}: this machine has CPUs 0 to {}",
-                    cpus - 1
-                ));
-            }
+            linerate_bench::cpu::check_cpu(flag, c)?;
         }
     }
     let pin_default = !a.no_pin && cpus >= 2;
