@@ -5,7 +5,14 @@
 //! pipelines without reading cannot grow the server's memory. The socket is registered
 //! edge-triggered, so each call reads and writes until the kernel says `EAGAIN` (or the
 //! engine says the buffer is full). The output queue makes no call itself: `flush`
-//! here is its readiness executor.
+//! here is its executor.
+//!
+//! Under a driver that does the connection's I/O on its ring ([`Driver::ring_io`]),
+//! the connection reads nothing itself: the bytes come from the driver
+//! ([`Conn::received`]), and its gathers are handed to the driver to send, one at a
+//! time, their results coming back in a later turn ([`Conn::sent`]). A file body's
+//! calls (`sendfile`, `splice`, zero-copy sends) and `TCP_CORK` are still made here,
+//! on the driver's writable edges.
 
 use std::io::{self, Read};
 use std::net::Shutdown;
@@ -17,8 +24,9 @@ use linerate_http::request::Limits;
 use linerate_sys::net::{self, SendFlags};
 use linerate_tx::{Flow, TxError, TxSocket};
 
+use crate::driver::Driver;
 use crate::listen::Peer;
-use crate::output::{Ctx, OutNext, OutOp, Output};
+use crate::output::{Ctx, OutNext, OutOp, Output, Piece};
 use crate::site::{Part, Response, Site};
 
 /// Responses queued per connection before it stops reading.
@@ -112,6 +120,16 @@ pub(crate) struct Conn {
     pub serial: u64,
     /// Why the last `drive` gave up on the connection, if it failed.
     pub cut: Option<Cut>,
+    /// The driver receives and sends the bytes ([`Driver::ring_io`]).
+    ring: bool,
+    /// Its token with the driver.
+    pub token: u64,
+    /// A gather handed to the driver has not completed.
+    sending: bool,
+    /// The result of that gather, to be taken in by the next `drive`.
+    sent: Option<i32>,
+    /// Whether the driver was last told to receive for it.
+    pub input_on: bool,
     /// Since when a request body has been awaited with nothing owed to the client (the
     /// body deadline's clock: it does not run while the server itself is not reading,
     /// its socket full of a response).
@@ -124,6 +142,7 @@ impl Conn {
         peer: Peer,
         limits: Limits,
         (slot, serial): (usize, u64),
+        (token, ring): (u64, bool),
         now: Instant,
     ) -> Conn {
         Conn {
@@ -132,7 +151,7 @@ impl Conn {
             tx: None,
             http: Connection::new(limits, MAX_QUEUED),
             out: Output::default(),
-            may_read: true,
+            may_read: !ring,
             peer_hup: false,
             draining_since: None,
             last_activity: now,
@@ -142,7 +161,46 @@ impl Conn {
             serial,
             cut: None,
             body_clock: None,
+            ring,
+            token,
+            sending: false,
+            sent: None,
+            input_on: ring,
         }
+    }
+
+    /// Bytes the driver received for it.
+    pub fn received(&mut self, bytes: &[u8], now: Instant) {
+        self.last_activity = now;
+        if self.draining_since.is_none() {
+            self.http.receive(bytes);
+        }
+    }
+
+    /// The driver's receive ended: the peer closed (`Ok`), or an error.
+    pub fn input_ended(&mut self, r: i32) -> After {
+        if r == 0 {
+            self.http.peer_closed();
+            if self.draining_since.is_some() {
+                return After::Close;
+            }
+            After::Keep
+        } else {
+            self.cut = Some(Cut::Client);
+            After::Close
+        }
+    }
+
+    /// The gather handed to the driver completed with `r` (bytes, or `-errno`).
+    pub fn sent(&mut self, r: i32) {
+        self.sending = false;
+        self.sent = Some(r);
+    }
+
+    /// Whether the driver should receive for it: a request may come, or input is being
+    /// drained before the close.
+    pub fn wants_input(&self) -> bool {
+        self.draining_since.is_some() || self.http.wants_bytes()
     }
 
     /// The connection is being closed with `cut` (unless `drive` found a cause of its
@@ -226,7 +284,8 @@ impl Conn {
     pub fn drive(
         &mut self,
         site: &mut Site,
-        scratch: &mut [u8],
+        // The driver, and the buffer reads land in when the connection reads itself.
+        (driver, scratch): (&mut dyn Driver, &mut [u8]),
         readable: bool,
         error_event: bool,
         now: Instant,
@@ -248,7 +307,7 @@ impl Conn {
         let mut read_this_turn = 0;
         self.out.begin_turn();
         loop {
-            match self.flush(now, log, site) {
+            match self.flush(now, log, site, driver) {
                 Ok(true) => return After::Keep, // blocked on a full socket
                 Ok(false) => {}
                 Err(e) => return self.failed(&e),
@@ -394,6 +453,7 @@ impl Conn {
         now: Instant,
         log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>),
         site: &Site,
+        driver: &mut dyn Driver,
     ) -> Result<bool, TxError> {
         let ctx = Ctx {
             disk: site.disk.as_ref(),
@@ -406,57 +466,83 @@ impl Conn {
         loop {
             self.log_finished(log);
             let fd = self.sock.as_fd();
-            let r = match self.out.poll(self.tx.as_deref_mut(), &ctx)? {
-                // What the last step finished is logged before the queue rests.
-                OutNext::Empty => {
-                    self.log_finished(log);
-                    return Ok(false);
+            let r = if let Some(r) = self.sent.take() {
+                // The driver's gather completed.
+                if r >= 0 {
+                    Ok(r as usize)
+                } else {
+                    Err(io::Error::from_raw_os_error(-r))
                 }
-                OutNext::DiskWait => {
-                    self.log_finished(log);
-                    return Ok(true);
+            } else if self.sending {
+                return Ok(true);
+            } else {
+                match self.out.poll(self.tx.as_deref_mut(), &ctx)? {
+                    // What the last step finished is logged before the queue rests.
+                    OutNext::Empty => {
+                        self.log_finished(log);
+                        return Ok(false);
+                    }
+                    OutNext::DiskWait => {
+                        self.log_finished(log);
+                        return Ok(true);
+                    }
+                    OutNext::Yield => {
+                        self.log_finished(log);
+                        self.yielded = true;
+                        return Ok(true);
+                    }
+                    OutNext::PrepareSocket => {
+                        // The engine's per-socket setup costs system calls; connections
+                        // that only ever send bytes parts (small files, errors) never pay
+                        // them.
+                        let config = match self.peer {
+                            Peer::Ip(_) => site.sending.tx.clone(),
+                            // A Unix socket has neither an unsent-bytes mark nor zero-copy
+                            // sends.
+                            Peer::Unix => linerate_tx::TxConfig {
+                                notsent_lowat: Some(0),
+                                zerocopy: false,
+                                ..site.sending.tx.clone()
+                            },
+                        };
+                        self.tx = Some(Box::new(TxSocket::new(fd, config)?));
+                        continue;
+                    }
+                    OutNext::Op(OutOp::Gather { pieces, more }) if self.ring => {
+                        // Handed to the driver, which owns what it sends (a copy of owned
+                        // bytes, a reference to cached ones) until its completion.
+                        let mut buf = driver.send_buf();
+                        for p in &pieces {
+                            match p.shared {
+                                Some((data, at)) => buf.share(data, at, at + p.bytes.len()),
+                                None => buf.copy(p.bytes),
+                            }
+                        }
+                        driver.send(self.token, buf, more).map_err(TxError::Io)?;
+                        self.sending = true;
+                        return Ok(true);
+                    }
+                    OutNext::Op(OutOp::Gather { pieces, more }) => {
+                        let flags = if more {
+                            SendFlags::MORE
+                        } else {
+                            SendFlags::NONE
+                        };
+                        let slices = Piece::slices(&pieces);
+                        retry(|| net::sendv(fd, &slices, flags))
+                    }
+                    OutNext::Op(OutOp::Transmit(mut op)) => {
+                        let Some(tx) = self.tx.as_deref_mut() else {
+                            unreachable!("a transmit's operation comes after PrepareSocket")
+                        };
+                        linerate_tx::op::execute(fd, tx, &mut op)?
+                    }
+                    // nginx's `tcp_nopush` for a file body.
+                    OutNext::Op(OutOp::Cork(on)) => retry(|| {
+                        net::setsockopt_int(fd, net::IPPROTO_TCP, net::TCP_CORK, i32::from(on))
+                            .map(|()| 0)
+                    }),
                 }
-                OutNext::Yield => {
-                    self.log_finished(log);
-                    self.yielded = true;
-                    return Ok(true);
-                }
-                OutNext::PrepareSocket => {
-                    // The engine's per-socket setup costs system calls; connections
-                    // that only ever send bytes parts (small files, errors) never pay
-                    // them.
-                    let config = match self.peer {
-                        Peer::Ip(_) => site.sending.tx.clone(),
-                        // A Unix socket has neither an unsent-bytes mark nor zero-copy
-                        // sends.
-                        Peer::Unix => linerate_tx::TxConfig {
-                            notsent_lowat: Some(0),
-                            zerocopy: false,
-                            ..site.sending.tx.clone()
-                        },
-                    };
-                    self.tx = Some(Box::new(TxSocket::new(fd, config)?));
-                    continue;
-                }
-                OutNext::Op(OutOp::Gather { slices, more }) => {
-                    let flags = if more {
-                        SendFlags::MORE
-                    } else {
-                        SendFlags::NONE
-                    };
-                    retry(|| net::sendv(fd, &slices, flags))
-                }
-                OutNext::Op(OutOp::Transmit(mut op)) => {
-                    let Some(tx) = self.tx.as_deref_mut() else {
-                        unreachable!("a transmit's operation comes after PrepareSocket")
-                    };
-                    linerate_tx::op::execute(fd, tx, &mut op)?
-                }
-                // nginx's `tcp_nopush` for a file body.
-                OutNext::Op(OutOp::Cork(on)) => retry(|| {
-                    net::setsockopt_int(fd, net::IPPROTO_TCP, net::TCP_CORK, i32::from(on))
-                        .map(|()| 0)
-                }),
             };
             if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
                 self.out.would_block();
@@ -554,7 +640,14 @@ mod tests {
         client.set_nonblocking(true).unwrap();
         let limits = linerate_http::request::Limits::default();
         (
-            Conn::new(sock.into(), Peer::Ip(peer), limits, (0, 1), Instant::now()),
+            Conn::new(
+                sock.into(),
+                Peer::Ip(peer),
+                limits,
+                (0, 1),
+                (0, false),
+                Instant::now(),
+            ),
             client,
         )
     }
@@ -578,7 +671,10 @@ mod tests {
         loop {
             let after = c.drive(
                 s,
-                &mut scratch,
+                (
+                    &mut crate::driver::EpollDriver::new().unwrap(),
+                    &mut scratch,
+                ),
                 true,
                 false,
                 Instant::now(),
@@ -686,7 +782,10 @@ mod tests {
         for _ in 0..20 {
             let after = c.drive(
                 &mut site,
-                &mut scratch,
+                (
+                    &mut crate::driver::EpollDriver::new().unwrap(),
+                    &mut scratch,
+                ),
                 true,
                 false,
                 Instant::now(),

@@ -1,9 +1,9 @@
 //! The event-loop driver: the one interface between the workers and the kernel's
-//! readiness (or completion) machinery. Two drivers behind the same trait: epoll, and
-//! io_uring (`--driver uring`), which so far reports readiness with poll requests on
-//! its ring (multishot for connections, one-shot armed again for the level-triggered
-//! watches) while the connections make their calls as under epoll; sends and receives
-//! submitted on the ring are the next step (docs/operations.md).
+//! readiness and completion machinery. Two drivers behind the same trait: epoll, where
+//! connections make their own calls when told they are ready, and io_uring
+//! (`--driver uring`), which receives a connection's bytes into its provided buffers
+//! and sends its gathers itself, one `io_uring_enter` per loop turn for all of them
+//! (docs/design.md, "The event loop").
 
 use std::collections::HashMap;
 use std::io;
@@ -11,7 +11,7 @@ use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::time::Duration;
 
 use linerate_sys::epoll::{self, Epoll};
-use linerate_sys::uring::{Completion, PollRing, RingCounts};
+use linerate_sys::uring::{Completion, Ring, RingCounts, SendBuf};
 
 /// What a registration is interested in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +38,23 @@ pub struct Ready {
     pub writable: bool,
     /// Error queue or socket error (zero-copy completions).
     pub error: bool,
+    /// What the ring did for a connection (the io_uring driver), reported on its own.
+    pub io: Io,
+}
+
+/// A connection's input or send that the ring completed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Io {
+    /// Readiness only.
+    #[default]
+    None,
+    /// Bytes received into a buffer of the driver's: read them with
+    /// [`Driver::input`], then give the buffer back with [`Driver::recycle`].
+    Received { buffer: u16, len: u32 },
+    /// The input ended: 0 when the peer closed, else `-errno`.
+    InputEnded(i32),
+    /// The send queued with [`Driver::send`] completed: bytes sent, or `-errno`.
+    Sent(i32),
 }
 
 /// The event-loop driver.
@@ -55,6 +72,31 @@ pub trait Driver {
     /// The descriptor watched under `token` was closed without being deregistered
     /// (epoll forgets it by itself; a ring's request would hold it open).
     fn closed(&mut self, _token: u64) -> io::Result<()> {
+        Ok(())
+    }
+    /// Connections' bytes are received and sent by the driver ([`Io`] events), not by
+    /// the connections' own calls.
+    fn ring_io(&self) -> bool {
+        false
+    }
+    /// The first `len` bytes of a receive buffer ([`Io::Received`]).
+    fn input(&self, _buffer: u16, _len: usize) -> &[u8] {
+        &[]
+    }
+    /// Gives a receive buffer back.
+    fn recycle(&mut self, _buffer: u16) {}
+    /// An empty buffer for [`Driver::send`].
+    fn send_buf(&mut self) -> SendBuf {
+        SendBuf::default()
+    }
+    /// Sends `buf` on the connection under `token` (`MSG_MORE` if `more`); its result
+    /// comes as [`Io::Sent`]. One send in flight per connection.
+    fn send(&mut self, _token: u64, _buf: SendBuf, _more: bool) -> io::Result<()> {
+        Err(io::Error::from(io::ErrorKind::Unsupported))
+    }
+    /// Whether the connection under `token` is to receive (a paused one leaves its
+    /// bytes in the socket, so a client that will not read cannot fill our memory).
+    fn set_input(&mut self, _token: u64, _on: bool) -> io::Result<()> {
         Ok(())
     }
 }
@@ -98,6 +140,7 @@ impl Driver for EpollDriver {
             hangup: e.events & (epoll::RDHUP | epoll::HUP) != 0,
             writable: e.events & (epoll::OUT | epoll::HUP) != 0,
             error: e.events & epoll::ERR != 0,
+            io: Io::None,
         }));
         Ok(())
     }
@@ -176,6 +219,16 @@ struct Watch {
     events: u32,
     /// Level-triggered: a one-shot poll armed again after each report.
     level: bool,
+    /// A connection: the ring receives and sends its bytes.
+    stream: bool,
+    /// The owner wants its input (a connection's receive is to be armed).
+    want_input: bool,
+    /// A receive is armed (or its cancellation not yet complete).
+    receiving: bool,
+    /// Its cancellation was asked for.
+    cancelling: bool,
+    /// The input ended (the peer closed, or an error): no receive again.
+    input_over: bool,
 }
 
 const POLLIN: u32 = 0x1;
@@ -186,30 +239,46 @@ const POLLRDHUP: u32 = 0x2000;
 const ECANCELED: i32 = 125;
 const EBADF: i32 = 9;
 const ENOENT: i32 = 2;
+const ENOBUFS: i32 = 105;
 
-/// The io_uring driver: readiness from poll requests on a ring.
+/// The kinds of request a watch makes, in the low bits of their tags.
+const POLL: u64 = 0;
+const RECV: u64 = 1;
+const SEND: u64 = 2;
+const KINDS: u64 = 4;
+
+/// The io_uring driver: readiness from poll requests on a ring, and a connection's
+/// bytes received and sent on the ring.
+///
+/// A connection ([`Interest::Connection`]) gets three requests: a multishot receive
+/// into the ring's provided buffers (its bytes come as [`Io::Received`], no `read`),
+/// gather sends ([`Driver::send`], at most one in flight; [`Io::Sent`]), and a
+/// multishot poll for writable and error-queue edges, which the calls a connection
+/// still makes itself (a file body's `sendfile`, zero-copy completions) need.
 ///
 /// A descriptor closed without being deregistered (epoll forgets those by itself)
-/// keeps its file open while its poll request lives; registering its token or its
-/// number again ends that request. Each watch has its own tag, never reused, so a
-/// report that arrives after its watch ended (the kernel may have posted it before the
-/// removal) is dropped instead of reaching the next connection on the same token.
-/// Reports of one watch within one wait are merged, so a worker sees one event per
-/// registration per wait, as from epoll.
+/// keeps its file open while its requests live; registering its token or its number
+/// again ends them. Each watch has its own tags, never reused, so a completion that
+/// arrives after its watch ended (the kernel may have posted it before the removal) is
+/// dropped (its buffer given back) instead of reaching the next connection on the same
+/// token. Poll reports of one watch within one wait are merged, so a worker sees one
+/// readiness event per registration per wait, as from epoll.
 pub struct UringDriver {
-    ring: PollRing,
+    ring: Ring,
     live: HashMap<u64, Watch>,
     by_fd: HashMap<RawFd, u64>,
     by_token: HashMap<u64, u64>,
-    next_tag: u64,
-    /// One-shot watches to arm again before the next wait.
+    next_id: u64,
+    /// One-shot polls to arm again before the next wait.
     rearm: Vec<u64>,
+    /// Receives to arm (again) before the next wait.
+    rearm_input: Vec<u64>,
     done: Vec<Completion>,
     /// Completions read outside `wait` (while a watch was ended), reported by the next.
     early: Vec<Completion>,
     /// Watches whose descriptor was found closed, ended before the next wait.
     ended_bad: Vec<u64>,
-    /// Index in the caller's list of each tag reported in this wait.
+    /// Index in the caller's list of each watch's readiness reported in this wait.
     merged: HashMap<u64, usize>,
 }
 
@@ -217,12 +286,13 @@ impl UringDriver {
     /// A driver on a ring of 256 entries, or why io_uring cannot serve here.
     pub fn new() -> io::Result<UringDriver> {
         Ok(UringDriver {
-            ring: PollRing::new(256)?,
+            ring: Ring::new(256)?,
             live: HashMap::new(),
             by_fd: HashMap::new(),
             by_token: HashMap::new(),
-            next_tag: 0,
+            next_id: 0,
             rearm: Vec::new(),
+            rearm_input: Vec::new(),
             done: Vec::new(),
             early: Vec::new(),
             ended_bad: Vec::new(),
@@ -230,36 +300,103 @@ impl UringDriver {
         })
     }
 
-    /// Ends the watch tagged `tag`: its reports are dropped from now on, and its
-    /// request is removed with the next submission.
-    fn end(&mut self, tag: u64) -> io::Result<()> {
-        if let Some(w) = self.live.remove(&tag) {
-            if self.by_fd.get(&w.fd) == Some(&tag) {
-                self.by_fd.remove(&w.fd);
-            }
-            if self.by_token.get(&w.token) == Some(&tag) {
-                self.by_token.remove(&w.token);
-            }
+    /// Ends the watch `id`: its completions are dropped from now on, and its requests
+    /// are cancelled at once.
+    fn end(&mut self, id: u64) -> io::Result<()> {
+        let Some(w) = self.live.remove(&id) else {
+            return Ok(());
+        };
+        if self.by_fd.get(&w.fd) == Some(&id) {
+            self.by_fd.remove(&w.fd);
         }
-        self.rearm.retain(|t| *t != tag);
-        self.ring.poll_remove(tag)?;
-        // Submitted and completed at once: the request holds its file open until its
+        if self.by_token.get(&w.token) == Some(&id) {
+            self.by_token.remove(&w.token);
+        }
+        self.rearm.retain(|t| *t != id);
+        self.rearm_input.retain(|t| *t != id);
+        self.ring.cancel(id * KINDS + POLL)?;
+        if w.stream {
+            // A send in flight or a receive; a cancellation that finds nothing is
+            // answered with ENOENT, unreported.
+            self.ring.cancel(id * KINDS + RECV)?;
+            self.ring.cancel(id * KINDS + SEND)?;
+        }
+        // Submitted and completed at once: a request holds its file open until its
         // cancellation is done, and the owner closes the descriptor next (a listener
         // must refuse connections from then on, a connection must send its FIN). One
         // call, as epoll_ctl is; what else completed waits for the next `wait`
-        // (reports of ended watches are dropped now, so they do not cut its wait short).
+        // (completions of ended watches are dropped now, so they do not cut its wait
+        // short).
         self.ring.wait(Duration::ZERO, &mut self.early)?;
-        let live = &self.live;
-        self.early.retain(|c| live.contains_key(&c.tag));
+        let mut early = std::mem::take(&mut self.early);
+        early.retain(|c| {
+            let keep = self.live.contains_key(&(c.tag / KINDS));
+            if !keep {
+                if let Some(b) = c.buffer {
+                    self.ring.recycle(b);
+                }
+            }
+            keep
+        });
+        self.early = early;
         Ok(())
+    }
+
+    fn arm_input(&mut self, id: u64) -> io::Result<()> {
+        let Some(w) = self.live.get_mut(&id) else {
+            return Ok(());
+        };
+        if w.want_input && !w.receiving && !w.input_over {
+            w.receiving = true;
+            w.cancelling = false;
+            let fd = w.fd;
+            self.ring.recv(fd, id * KINDS + RECV)?;
+        }
+        Ok(())
+    }
+
+    /// A completion of a connection's receive: what the owner is told, if anything.
+    fn received(&mut self, id: u64, c: &Completion) -> Option<Io> {
+        let w = self.live.get_mut(&id)?;
+        let bytes = c.buffer.map(|b| Io::Received {
+            buffer: b,
+            len: c.result.max(0) as u32,
+        });
+        if c.more {
+            return bytes;
+        }
+        // The receive ended.
+        w.receiving = false;
+        w.cancelling = false;
+        match c.result {
+            // Out of buffers, or ended with bytes (a full completion queue ends a
+            // multishot request): armed again.
+            r if r > 0 || r == -ENOBUFS => {
+                if !self.rearm_input.contains(&id) {
+                    self.rearm_input.push(id);
+                }
+                bytes
+            }
+            // Paused by the owner (armed again if it asked for it meanwhile).
+            r if r == -ECANCELED => {
+                if w.want_input && !self.rearm_input.contains(&id) {
+                    self.rearm_input.push(id);
+                }
+                None
+            }
+            r => {
+                w.input_over = true;
+                Some(Io::InputEnded(r))
+            }
+        }
     }
 }
 
 impl Driver for UringDriver {
     fn register(&mut self, fd: BorrowedFd<'_>, token: u64, interest: Interest) -> io::Result<()> {
-        let (events, level) = match interest {
-            Interest::Accept => (POLLIN, true),
-            Interest::Connection => (POLLIN | POLLOUT | POLLRDHUP, false),
+        let (events, level, stream) = match interest {
+            Interest::Accept => (POLLIN, true, false),
+            Interest::Connection => (POLLOUT | POLLERR, false, true),
         };
         let fd = fd.as_raw_fd();
         // epoll forgets a descriptor when it is closed, and the workers rely on it: an
@@ -274,25 +411,34 @@ impl Driver for UringDriver {
         {
             self.end(old)?;
         }
-        let tag = self.next_tag;
-        self.next_tag += 1;
+        let id = self.next_id;
+        self.next_id += 1;
         self.live.insert(
-            tag,
+            id,
             Watch {
                 token,
                 fd,
                 events,
                 level,
+                stream,
+                want_input: stream,
+                receiving: false,
+                cancelling: false,
+                input_over: false,
             },
         );
-        self.by_fd.insert(fd, tag);
-        self.by_token.insert(token, tag);
+        self.by_fd.insert(fd, id);
+        self.by_token.insert(token, id);
         // Submitted now, while the descriptor is surely the one meant; a request that
         // cannot be is removed again behind it, never left to arm a later descriptor
         // with the same number.
-        let armed = self.ring.poll_add(fd, events, tag, !level);
-        if let Err(e) = armed.and_then(|()| self.ring.submit().map(|_| ())) {
-            let _ = self.end(tag);
+        let armed = self
+            .ring
+            .poll_add(fd, events, id * KINDS + POLL, !level)
+            .and_then(|()| self.arm_input(id))
+            .and_then(|()| self.ring.submit().map(|_| ()));
+        if let Err(e) = armed {
+            let _ = self.end(id);
             return Err(e);
         }
         Ok(())
@@ -302,61 +448,138 @@ impl Driver for UringDriver {
         Some(self.ring.counts())
     }
 
+    fn ring_io(&self) -> bool {
+        true
+    }
+
+    fn input(&self, buffer: u16, len: usize) -> &[u8] {
+        self.ring.buffer(buffer, len)
+    }
+
+    fn recycle(&mut self, buffer: u16) {
+        self.ring.recycle(buffer);
+    }
+
+    fn send_buf(&mut self) -> SendBuf {
+        self.ring.send_buf()
+    }
+
+    fn send(&mut self, token: u64, buf: SendBuf, more: bool) -> io::Result<()> {
+        let Some(&id) = self.by_token.get(&token) else {
+            return Err(io::Error::from_raw_os_error(ENOENT));
+        };
+        let fd = self.live[&id].fd;
+        self.ring.send(fd, buf, more, id * KINDS + SEND)
+    }
+
+    fn set_input(&mut self, token: u64, on: bool) -> io::Result<()> {
+        let Some(&id) = self.by_token.get(&token) else {
+            return Ok(());
+        };
+        let Some(w) = self.live.get_mut(&id) else {
+            return Ok(());
+        };
+        w.want_input = on;
+        if on {
+            if !w.receiving && !self.rearm_input.contains(&id) {
+                self.rearm_input.push(id);
+            }
+        } else if w.receiving && !w.cancelling {
+            w.cancelling = true;
+            self.ring.cancel(id * KINDS + RECV)?;
+        }
+        Ok(())
+    }
+
     fn closed(&mut self, token: u64) -> io::Result<()> {
         match self.by_token.get(&token) {
-            Some(&tag) => self.end(tag),
+            Some(&id) => self.end(id),
             None => Ok(()),
         }
     }
 
     fn deregister(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
-        let Some(&tag) = self.by_fd.get(&fd.as_raw_fd()) else {
+        let Some(&id) = self.by_fd.get(&fd.as_raw_fd()) else {
             return Err(io::Error::from_raw_os_error(ENOENT));
         };
-        self.end(tag)
+        self.end(id)
     }
 
     fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()> {
         // Nothing is added to `rearm` before the completions below: its buffer is
         // reused from wait to wait.
         let mut rearm = std::mem::take(&mut self.rearm);
-        for &tag in &rearm {
-            if let Some(w) = self.live.get(&tag) {
-                self.ring.poll_add(w.fd, w.events, tag, !w.level)?;
+        for &id in &rearm {
+            if let Some(w) = self.live.get(&id) {
+                self.ring
+                    .poll_add(w.fd, w.events, id * KINDS + POLL, !w.level)?;
             }
         }
         rearm.clear();
         self.rearm = rearm;
-        for tag in std::mem::take(&mut self.ended_bad) {
-            self.end(tag)?;
+        let mut rearm_input = std::mem::take(&mut self.rearm_input);
+        for &id in &rearm_input {
+            self.arm_input(id)?;
         }
-        self.done.clear();
-        self.done.append(&mut self.early);
-        let timeout = if self.done.is_empty() {
+        rearm_input.clear();
+        self.rearm_input = rearm_input;
+        for id in std::mem::take(&mut self.ended_bad) {
+            self.end(id)?;
+        }
+        let mut done = std::mem::take(&mut self.done);
+        done.clear();
+        done.append(&mut self.early);
+        let timeout = if done.is_empty() {
             timeout
         } else {
             Duration::ZERO
         };
-        self.ring.wait(timeout, &mut self.done)?;
+        self.ring.wait(timeout, &mut done)?;
         self.merged.clear();
-        for c in &self.done {
-            let Some(w) = self.live.get(&c.tag) else {
-                continue; // a watch that has ended
+        for c in &done {
+            let id = c.tag / KINDS;
+            let Some(w) = self.live.get(&id).copied() else {
+                // A watch that has ended.
+                if let Some(b) = c.buffer {
+                    self.ring.recycle(b);
+                }
+                continue;
             };
+            match c.tag % KINDS {
+                RECV => {
+                    if let Some(io) = self.received(id, c) {
+                        out.push(Ready {
+                            token: w.token,
+                            io,
+                            ..Ready::default()
+                        });
+                    }
+                    continue;
+                }
+                SEND => {
+                    out.push(Ready {
+                        token: w.token,
+                        io: Io::Sent(c.result),
+                        ..Ready::default()
+                    });
+                    continue;
+                }
+                _ => {}
+            }
             if c.result == -ECANCELED {
                 continue;
             }
             if c.result == -EBADF {
                 // The descriptor was closed under a live watch: reported once, as an
                 // error, and never armed again.
-                let token = w.token;
-                self.ended_bad.push(c.tag);
+                self.ended_bad.push(id);
                 out.push(Ready {
-                    token,
+                    token: w.token,
                     readable: true,
                     hangup: false,
                     writable: true,
                     error: true,
+                    io: Io::None,
                 });
                 continue;
             }
@@ -369,18 +592,20 @@ impl Driver for UringDriver {
             };
             let ready = Ready {
                 token: w.token,
-                readable: ev & (POLLIN | POLLRDHUP | POLLHUP) != 0,
-                hangup: ev & (POLLRDHUP | POLLHUP) != 0,
+                // A connection's input comes from its receive, not from readiness.
+                readable: !w.stream && ev & (POLLIN | POLLRDHUP | POLLHUP) != 0,
+                hangup: !w.stream && ev & (POLLRDHUP | POLLHUP) != 0,
                 writable: ev & (POLLOUT | POLLHUP) != 0,
                 error: ev & POLLERR != 0,
+                io: Io::None,
             };
             if w.level || !c.more {
                 // One-shot, or a multishot poll the kernel ended: armed again.
-                if !self.rearm.contains(&c.tag) {
-                    self.rearm.push(c.tag);
+                if !self.rearm.contains(&id) {
+                    self.rearm.push(id);
                 }
             }
-            match self.merged.get(&c.tag) {
+            match self.merged.get(&id) {
                 Some(&i) => {
                     let r = &mut out[i];
                     r.readable |= ready.readable;
@@ -389,11 +614,12 @@ impl Driver for UringDriver {
                     r.error |= ready.error;
                 }
                 None => {
-                    self.merged.insert(c.tag, out.len());
+                    self.merged.insert(id, out.len());
                     out.push(ready);
                 }
             }
         }
+        self.done = done;
         Ok(())
     }
 }
@@ -420,26 +646,87 @@ mod tests {
 
     #[test]
     fn a_connection_reports_data_once_per_wait_and_a_hang_up() {
-        for (name, mut d) in drivers() {
-            let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
-            a.set_nonblocking(true).unwrap();
-            d.register(a.as_fd(), 5, Interest::Connection).unwrap();
-            // Writable at once.
-            let r = wait(d.as_mut(), 1_000);
-            assert_eq!(r.len(), 1, "{name}: {r:?}");
-            assert!(r[0].writable && !r[0].readable, "{name}: {r:?}");
-            b.write_all(b"one").unwrap();
-            b.write_all(b"two").unwrap();
-            let r = wait(d.as_mut(), 1_000);
-            assert_eq!(r.len(), 1, "{name}: one event for both writes: {r:?}");
-            assert_eq!(r[0].token, 5);
-            assert!(r[0].readable && !r[0].hangup, "{name}: {r:?}");
-            drop(b);
-            let r = wait(d.as_mut(), 1_000);
-            assert!(r.iter().any(|e| e.token == 5 && e.hangup), "{name}: {r:?}");
-            d.deregister(a.as_fd()).unwrap();
-            assert!(wait(d.as_mut(), 20).is_empty(), "{name}");
+        let mut d = EpollDriver::new().unwrap();
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        d.register(a.as_fd(), 5, Interest::Connection).unwrap();
+        // Writable at once.
+        let r = wait(&mut d, 1_000);
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert!(r[0].writable && !r[0].readable, "{r:?}");
+        b.write_all(b"one").unwrap();
+        b.write_all(b"two").unwrap();
+        let r = wait(&mut d, 1_000);
+        assert_eq!(r.len(), 1, "one event for both writes: {r:?}");
+        assert_eq!(r[0].token, 5);
+        assert!(r[0].readable && !r[0].hangup, "{r:?}");
+        drop(b);
+        let r = wait(&mut d, 1_000);
+        assert!(r.iter().any(|e| e.token == 5 && e.hangup), "{r:?}");
+        d.deregister(a.as_fd()).unwrap();
+        assert!(wait(&mut d, 20).is_empty());
+    }
+
+    /// Waits until `f` has seen what it wants of the events (at most 5 s).
+    fn wait_until(d: &mut dyn Driver, mut f: impl FnMut(&mut dyn Driver, &Ready) -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            assert!(std::time::Instant::now() < deadline, "not seen");
+            for e in wait(d, 100) {
+                if f(d, &e) {
+                    return;
+                }
+            }
         }
+    }
+
+    #[test]
+    fn the_ring_receives_a_connections_bytes_pauses_and_reports_the_end() {
+        let mut d = UringDriver::new().unwrap();
+        assert!(d.ring_io());
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        d.register(a.as_fd(), 5, Interest::Connection).unwrap();
+        let mut got = Vec::new();
+        b.write_all(b"one").unwrap();
+        b.write_all(b"two").unwrap();
+        wait_until(&mut d, |d, e| {
+            assert_eq!(e.token, 5);
+            assert!(!e.readable, "no readiness for input: {e:?}");
+            if let Io::Received { buffer, len } = e.io {
+                got.extend_from_slice(d.input(buffer, len as usize));
+                d.recycle(buffer);
+            }
+            got.len() == 6
+        });
+        assert_eq!(got, b"onetwo");
+        // Paused: the bytes stay in the socket until the input is on again.
+        d.set_input(5, false).unwrap();
+        let _ = wait(&mut d, 20);
+        b.write_all(b"three").unwrap();
+        let r = wait(&mut d, 100);
+        assert!(r.iter().all(|e| e.io == Io::None), "{r:?}");
+        d.set_input(5, true).unwrap();
+        got.clear();
+        wait_until(&mut d, |d, e| {
+            if let Io::Received { buffer, len } = e.io {
+                got.extend_from_slice(d.input(buffer, len as usize));
+                d.recycle(buffer);
+            }
+            got == b"three"
+        });
+        // A gather sent by the ring.
+        let mut buf = d.send_buf();
+        buf.copy(b"answer");
+        d.send(5, buf, false).unwrap();
+        wait_until(&mut d, |_, e| e.io == Io::Sent(6));
+        let mut answer = [0u8; 6];
+        std::io::Read::read_exact(&mut b, &mut answer).unwrap();
+        assert_eq!(&answer, b"answer");
+        drop(b);
+        wait_until(&mut d, |_, e| e.io == Io::InputEnded(0));
+        d.deregister(a.as_fd()).unwrap();
+        assert!(wait(&mut d, 20).is_empty());
     }
 
     #[test]

@@ -59,14 +59,27 @@ pub(crate) struct Ctx<'a> {
 /// A call on the connection's socket.
 pub(crate) enum OutOp<'a> {
     /// `sendmsg` of these buffers, with `MSG_MORE` when a file part follows.
-    Gather {
-        slices: Vec<IoSlice<'a>>,
-        more: bool,
-    },
+    Gather { pieces: Vec<Piece<'a>>, more: bool },
     /// The transmit engine's operation for the front file part.
     Transmit(Op<'a>),
     /// `TCP_CORK` on or off.
     Cork(bool),
+}
+
+/// One buffer of a gather: its bytes, and the shared buffer they lie in (a cached
+/// file's contents) with their offset there, so that an executor that must own what
+/// it sends until the kernel is done (the ring) can hold a reference instead of a copy.
+#[derive(Clone, Copy)]
+pub(crate) struct Piece<'a> {
+    pub bytes: &'a [u8],
+    pub shared: Option<(&'a Arc<[u8]>, usize)>,
+}
+
+impl Piece<'_> {
+    /// The gather as `sendmsg` takes it.
+    pub fn slices<'a>(pieces: &[Piece<'a>]) -> Vec<IoSlice<'a>> {
+        pieces.iter().map(|p| IoSlice::new(p.bytes)).collect()
+    }
 }
 
 /// What the queue wants next.
@@ -377,23 +390,25 @@ impl Output {
             ..
         } = self;
         tail.clear();
-        let mut slices: Vec<IoSlice<'_>> = Vec::new();
+        let mut pieces: Vec<Piece<'_>> = Vec::new();
         let mut bytes = 0usize;
         let mut file_follows = false;
         'gather: for (ri, resp) in queue.iter().enumerate() {
             for (pi, part) in resp.parts.iter().enumerate() {
                 let skip = if ri == 0 && pi == 0 { *front_sent } else { 0 };
-                let s: &[u8] = match part {
-                    Part::Bytes(b) => &b[skip..],
-                    Part::Shared(b, start, end) => &b[start + skip..*end],
+                let (s, shared): (&[u8], _) = match part {
+                    Part::Bytes(b) => (&b[skip..], None),
+                    Part::Shared(b, start, end) => {
+                        (&b[start + skip..*end], Some((b, start + skip)))
+                    }
                     Part::File(..) => {
                         file_follows = true;
                         break 'gather;
                     }
                 };
-                if slices.len() < IOV_MAX - 2 {
+                if pieces.len() < IOV_MAX - 2 {
                     if !s.is_empty() {
-                        slices.push(IoSlice::new(s));
+                        pieces.push(Piece { bytes: s, shared });
                     }
                 } else {
                     tail.extend_from_slice(s);
@@ -407,10 +422,13 @@ impl Output {
         let tail: &Vec<u8> = tail;
         if !tail.is_empty() {
             Stats::add(&stats.defrags, 1);
-            slices.push(IoSlice::new(tail));
+            pieces.push(Piece {
+                bytes: tail,
+                shared: None,
+            });
         }
         OutOp::Gather {
-            slices,
+            pieces,
             more: file_follows,
         }
     }
@@ -666,9 +684,9 @@ mod tests {
     /// ("cork", on, _) or the state's name.
     fn next(o: &mut Output, tx: Option<&mut TxSocket>, c: &Ctx<'_>) -> (String, u64, bool) {
         match o.poll(tx, c).unwrap() {
-            OutNext::Op(OutOp::Gather { slices, more }) => (
-                format!("gather/{}", slices.len()),
-                slices.iter().map(|s| s.len() as u64).sum(),
+            OutNext::Op(OutOp::Gather { pieces, more }) => (
+                format!("gather/{}", pieces.len()),
+                pieces.iter().map(|s| s.bytes.len() as u64).sum(),
                 more,
             ),
             OutNext::Op(OutOp::Transmit(Op::Sendfile { len, .. })) => {
@@ -942,11 +960,11 @@ mod tests {
                     }
                     OutNext::Op(OutOp::Cork(_)) => 0,
                     OutNext::Op(_) if take == 0 => continue,
-                    OutNext::Op(OutOp::Gather { slices, .. }) => {
+                    OutNext::Op(OutOp::Gather { pieces, .. }) => {
                         let mut left = take;
-                        for sl in &slices {
-                            let n = sl.len().min(left);
-                            got.extend_from_slice(&sl[..n]);
+                        for sl in &pieces {
+                            let n = sl.bytes.len().min(left);
+                            got.extend_from_slice(&sl.bytes[..n]);
                             left -= n;
                         }
                         take - left

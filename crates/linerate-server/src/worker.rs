@@ -13,7 +13,7 @@ use crate::config::{AccessLog, Config, LogFormat, SiteConfig};
 use crate::conn::{Aborted, After, Conn, Cut};
 use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Disk, Inbox, Job};
-use crate::driver::{Driver, DriverChoice, EpollDriver, Interest, Ready, UringDriver};
+use crate::driver::{Driver, DriverChoice, EpollDriver, Interest, Io, Ready, UringDriver};
 use crate::files::FileCache;
 use crate::listen::{bind_all, hand_out, status_line, BindError, Bound, Endpoint, Listener, Peer};
 use crate::logs::{more, LogFile, LogWriter, RateLimit};
@@ -831,6 +831,10 @@ impl<D: Driver> Worker<D> {
                         if Token::conn(idx, c.serial) != Token::Conn(idx, serial) {
                             continue; // meant for the connection before in this slot
                         }
+                        if ev.io != Io::None {
+                            self.ring_io(idx, ev.io, now);
+                            continue;
+                        }
                         if ev.hangup {
                             c.peer_hung_up();
                         }
@@ -1001,8 +1005,8 @@ impl<D: Driver> Worker<D> {
             Stats::add(&self.site.stats.accepted, 1);
             let id = (idx, self.serial);
             let limits = self.site.limits();
-            let conn = Conn::new(sock, peer, limits, id, now);
             let token = Token::conn(idx, self.serial).encode();
+            let conn = Conn::new(sock, peer, limits, id, (token, self.driver.ring_io()), now);
             if self
                 .driver
                 .register(conn.sock.as_fd(), token, Interest::Connection)
@@ -1037,7 +1041,7 @@ impl<D: Driver> Worker<D> {
             |c: &Conn, r: &Response, a: Option<Aborted>| write_access(log, stats, style, c, r, a);
         let after = conn.drive(
             &mut self.site,
-            &mut self.scratch,
+            (&mut self.driver, &mut self.scratch),
             readable,
             error,
             now,
@@ -1045,10 +1049,46 @@ impl<D: Driver> Worker<D> {
         );
         if after != After::Keep {
             self.close(idx, after, Cut::Client);
-        } else if conn.take_yielded() && !conn.on_run_list {
+            return;
+        }
+        if conn.take_yielded() && !conn.on_run_list {
             conn.on_run_list = true;
             self.runnable.push(idx);
         }
+        // Under a ring, its receive follows what the connection can take.
+        if conn.input_on != conn.wants_input() {
+            conn.input_on = !conn.input_on;
+            if self.driver.set_input(conn.token, conn.input_on).is_err() {
+                self.close(idx, After::Close, Cut::Error);
+            }
+        }
+    }
+
+    /// What the driver's ring did for connection `idx`: bytes in, its input ended, a
+    /// gather sent. Then the connection goes on.
+    fn ring_io(&mut self, idx: usize, io: Io, now: Instant) {
+        let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
+            if let Io::Received { buffer, .. } = io {
+                self.driver.recycle(buffer);
+            }
+            return;
+        };
+        match io {
+            Io::None => {}
+            Io::Received { buffer, len } => {
+                c.received(self.driver.input(buffer, len as usize), now);
+                self.driver.recycle(buffer);
+            }
+            Io::InputEnded(r) => {
+                let after = c.input_ended(r);
+                if after != After::Keep {
+                    self.close(idx, after, Cut::Client);
+                    return;
+                }
+            }
+            Io::Sent(r) => c.sent(r),
+        }
+        self.event(idx, false, false, now);
     }
 
     /// The helpers finished windows: their connections send again.

@@ -83,17 +83,14 @@ mod tests {
         let out = cmd.output().unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("io_uring: Operation not permitted"), "{text}");
-        assert!(
-            crate::uring::PollRing::new(4).is_ok(),
-            "this process still can"
-        );
+        assert!(crate::uring::Ring::new(4).is_ok(), "this process still can");
     }
 
     /// Run by the test above in a filtered child.
     #[test]
     #[ignore]
     fn probe_child() {
-        match crate::uring::PollRing::new(4) {
+        match crate::uring::Ring::new(4) {
             Ok(_) => println!("io_uring: set up"),
             Err(e) => println!("io_uring: {e}"),
         }

@@ -1,32 +1,48 @@
-//! io_uring as the event loop uses it so far: poll requests whose completions report
-//! readiness. A watch is a multishot poll (a completion on each wake-up of the file,
-//! as an edge-triggered epoll reports) or a one-shot poll that its owner arms again
-//! after each report (level-triggered). One `io_uring_enter` submits what was queued
-//! and waits, with a timeout, for completions.
+//! io_uring as the event loop uses it: poll requests whose completions report
+//! readiness, multishot receives into a ring of provided buffers, and gather sends of
+//! memory the ring owns until their completion.
+//!
+//! A poll is multishot (a completion on each wake-up of the file, as an edge-triggered
+//! epoll reports) or one-shot, armed again by its owner after each report
+//! (level-triggered). A receive is multishot: each completion names a buffer of the
+//! ring's group, which the kernel picked when the bytes arrived, so an idle connection
+//! holds none; the owner copies the bytes out and gives the buffer back. A send takes a
+//! [`SendBuf`] by value and keeps it until its completion, so the memory the kernel
+//! reads cannot change or go away under it. One `io_uring_enter` submits what was
+//! queued and waits, with a timeout, for completions.
 //!
 //! Built on the `io-uring` crate. Its `push` is `unsafe` because an entry may name
-//! memory the kernel reads or writes later; the poll entries here name none (a file
-//! descriptor number, an event mask, a tag), so every push is sound.
+//! memory the kernel reads or writes later: each push below says what that memory is
+//! and why it lives long enough. When the ring is dropped, every request is cancelled
+//! and its completion awaited before the buffers are freed.
 
+use std::collections::HashMap;
 use std::io;
 use std::os::fd::RawFd;
-use std::time::Duration;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
-/// The tag of removal requests, whose completions are not reported.
+/// The tag of cancellations, whose completions are not reported.
 const REMOVAL: u64 = u64::MAX;
+/// The provided-buffer group of the receives.
+const GROUP: u16 = 0;
 
-/// One completion: the tag of its request, the result (the ready events, or a negative
-/// errno), and whether a multishot request goes on (`IORING_CQE_F_MORE`).
+/// One completion: the tag of its request, the result, whether a multishot request
+/// goes on (`IORING_CQE_F_MORE`), and the provided buffer it filled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Completion {
     /// The tag given when the request was queued.
     pub tag: u64,
-    /// `poll` events (`POLLIN` …) on success, `-errno` on failure.
+    /// Poll events (`POLLIN` …) or bytes moved on success, `-errno` on failure.
     pub result: i32,
     /// A multishot request is still armed.
     pub more: bool,
+    /// The buffer a receive filled (`result` bytes of it): read it with
+    /// [`Ring::buffer`], then give it back with [`Ring::recycle`].
+    pub buffer: Option<u16>,
 }
 
 /// Counts of the ring's work.
@@ -40,38 +56,257 @@ pub struct RingCounts {
     pub enters: u64,
 }
 
-/// A ring of poll requests.
-pub struct PollRing {
+/// What a gather send carries: bytes copied in, and ranges of shared buffers held by
+/// reference. Owned by the ring from [`Ring::send`] to the send's completion.
+#[derive(Default)]
+pub struct SendBuf {
+    pieces: Vec<Piece>,
+    copied: Vec<u8>,
+    iov: Vec<libc::iovec>,
+    len: usize,
+}
+
+enum Piece {
+    Copied(usize, usize),
+    Shared(Arc<[u8]>, usize, usize),
+}
+
+impl SendBuf {
+    /// Appends a copy of `bytes`.
+    pub fn copy(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        let start = self.copied.len();
+        self.copied.extend_from_slice(bytes);
+        match self.pieces.last_mut() {
+            Some(Piece::Copied(_, end)) if *end == start => *end = self.copied.len(),
+            _ => self.pieces.push(Piece::Copied(start, self.copied.len())),
+        }
+        self.len += bytes.len();
+    }
+
+    /// Appends `data[start..end]`, held by reference.
+    ///
+    /// # Panics
+    /// If the range is not within `data`.
+    pub fn share(&mut self, data: &Arc<[u8]>, start: usize, end: usize) {
+        assert!(start <= end && end <= data.len(), "a range of the buffer");
+        if start == end {
+            return;
+        }
+        self.pieces
+            .push(Piece::Shared(Arc::clone(data), start, end));
+        self.len += end - start;
+    }
+
+    /// Bytes carried.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Carries nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Buffers in the gather.
+    pub fn buffers(&self) -> usize {
+        self.pieces.len()
+    }
+
+    fn clear(&mut self) {
+        self.pieces.clear();
+        self.copied.clear();
+        self.iov.clear();
+        self.len = 0;
+    }
+
+    /// The iovecs of the pieces, pointing into memory this value owns or holds.
+    fn build(&mut self) {
+        self.iov.clear();
+        for p in &self.pieces {
+            let s: &[u8] = match p {
+                Piece::Copied(a, b) => &self.copied[*a..*b],
+                Piece::Shared(d, a, b) => &d[*a..*b],
+            };
+            self.iov.push(libc::iovec {
+                iov_base: s.as_ptr() as *mut libc::c_void,
+                iov_len: s.len(),
+            });
+        }
+    }
+}
+
+/// A send in flight: its buffer and the message header that names it (read by the
+/// kernel only, through the pointer in the request).
+struct InFlight {
+    buf: SendBuf,
+    _msg: Box<libc::msghdr>,
+}
+
+/// The provided buffers of the receives: `count` buffers of `size` bytes and the ring
+/// of entries through which they are handed to the kernel, both mapped memory.
+struct Buffers {
+    ring: *mut Entry,
+    ring_bytes: usize,
+    mem: *mut u8,
+    mem_bytes: usize,
+    size: usize,
+    count: u16,
+    /// Our copy of the ring's tail.
+    tail: u16,
+}
+
+/// `struct io_uring_buf`; the `resv` field of the first entry is the ring's tail.
+#[repr(C)]
+struct Entry {
+    addr: u64,
+    len: u32,
+    bid: u16,
+    resv: u16,
+}
+
+fn map(bytes: usize) -> io::Result<*mut libc::c_void> {
+    // SAFETY: an anonymous private mapping names no existing memory; the result is
+    // checked before use.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            bytes,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(p)
+}
+
+impl Buffers {
+    fn new(count: u16, size: usize) -> io::Result<Buffers> {
+        assert!(count.is_power_of_two(), "a ring's size is a power of two");
+        let ring_bytes = usize::from(count) * std::mem::size_of::<Entry>();
+        let ring = map(ring_bytes)?.cast::<Entry>();
+        let mem_bytes = usize::from(count) * size;
+        let mem = match map(mem_bytes) {
+            Ok(m) => m.cast::<u8>(),
+            Err(e) => {
+                // SAFETY: the ring mapping above, of that size, used by nothing yet.
+                unsafe { libc::munmap(ring.cast(), ring_bytes) };
+                return Err(e);
+            }
+        };
+        Ok(Buffers {
+            ring,
+            ring_bytes,
+            mem,
+            mem_bytes,
+            size,
+            count,
+            tail: 0,
+        })
+    }
+
+    /// Puts buffer `id` in the ring without publishing the tail.
+    fn put(&mut self, id: u16) {
+        let slot = usize::from(self.tail & (self.count - 1));
+        // SAFETY: `slot` is below `count`, the entries the ring mapping holds; the
+        // fields are written one by one through raw pointers, never the first entry's
+        // `resv` (the tail, which the kernel reads), and the kernel reads an entry only
+        // once the tail published after this write covers it. The buffer's address is
+        // inside the buffers' mapping (`id` is below `count`).
+        unsafe {
+            let e = self.ring.add(slot);
+            std::ptr::addr_of_mut!((*e).addr)
+                .write(self.mem.add(usize::from(id) * self.size) as u64);
+            std::ptr::addr_of_mut!((*e).len).write(self.size as u32);
+            std::ptr::addr_of_mut!((*e).bid).write(id);
+        }
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Makes the buffers put so far visible to the kernel.
+    fn publish(&self) {
+        // SAFETY: the tail is the `resv` field of the first entry, inside the ring
+        // mapping, 2-byte aligned; the kernel reads it with an acquire load, so it is
+        // written as an atomic with release order (after the entries it covers).
+        let tail = unsafe { &*std::ptr::addr_of!((*self.ring).resv).cast::<AtomicU16>() };
+        tail.store(self.tail, Ordering::Release);
+    }
+
+    fn slice(&self, id: u16, len: usize) -> &[u8] {
+        assert!(id < self.count && len <= self.size, "a buffer of the ring");
+        // SAFETY: the buffer lies inside the mapping (checked above). The kernel wrote
+        // it before posting the completion that named it and writes it again only
+        // after `recycle` hands it back, which takes `&mut` of the ring and so cannot
+        // happen while this borrow lives.
+        unsafe { std::slice::from_raw_parts(self.mem.add(usize::from(id) * self.size), len) }
+    }
+}
+
+impl Drop for Buffers {
+    fn drop(&mut self) {
+        // SAFETY: the two mappings made in `new`, of these sizes; the ring that used
+        // them has ended every request before this runs (see `Ring`'s drop).
+        unsafe {
+            libc::munmap(self.ring.cast(), self.ring_bytes);
+            libc::munmap(self.mem.cast(), self.mem_bytes);
+        }
+    }
+}
+
+/// A ring: polls, receives into provided buffers, owned sends.
+pub struct Ring {
+    // Declared before `buffers`: dropped (its descriptor closed) first.
     ring: IoUring,
+    buffers: Option<Buffers>,
+    sends: HashMap<u64, InFlight>,
+    spare: Vec<SendBuf>,
+    /// Tags of the receives armed and not yet ended (their memory is the buffers').
+    receiving: std::collections::HashSet<u64>,
     counts: RingCounts,
 }
 
-impl std::fmt::Debug for PollRing {
+impl std::fmt::Debug for Ring {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PollRing")
+        f.debug_struct("Ring")
             .field("counts", &self.counts)
             .finish()
     }
 }
 
-impl PollRing {
+/// Receive buffers per ring, and their size.
+const BUFFERS: u16 = 256;
+const BUFFER_BYTES: usize = 16 * 1024;
+
+impl Ring {
     /// A ring with `entries` submission slots, or why io_uring cannot serve here: the
     /// setup refused (`kernel.io_uring_disabled`, a seccomp profile: `EPERM`, `ENOSYS`)
-    /// or a kernel without timed waits (5.11) or poll requests.
+    /// or a kernel without timed waits (5.11), poll requests, sends, receives into a
+    /// provided-buffer ring (5.19) or multishot receives (6.0).
     ///
     /// The ring belongs to the thread that makes it (`IORING_SETUP_SINGLE_ISSUER`), and
     /// the kernel's completion work waits until that thread asks for completions
-    /// (`IORING_SETUP_DEFER_TASKRUN`, Linux 6.1; before it, `COOP_TASKRUN`): a poll
-    /// that fires while the worker is busy does not interrupt it.
-    pub fn new(entries: u32) -> io::Result<PollRing> {
+    /// (`IORING_SETUP_DEFER_TASKRUN`, Linux 6.1; before it, `COOP_TASKRUN`): a request
+    /// that completes while the worker is busy does not interrupt it.
+    pub fn new(entries: u32) -> io::Result<Ring> {
         let ring = match IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
+            .setup_cqsize(entries * 8)
             .build(entries)
         {
             Ok(r) => r,
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
-                match IoUring::builder().setup_coop_taskrun().build(entries) {
+                match IoUring::builder()
+                    .setup_coop_taskrun()
+                    .setup_cqsize(entries * 8)
+                    .build(entries)
+                {
                     Ok(r) => r,
                     Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries)?,
                     Err(e) => return Err(e),
@@ -89,7 +324,9 @@ impl PollRing {
         ring.submitter().register_probe(&mut probe)?;
         for (code, name) in [
             (opcode::PollAdd::CODE, "POLL_ADD"),
-            (opcode::PollRemove::CODE, "POLL_REMOVE"),
+            (opcode::AsyncCancel::CODE, "ASYNC_CANCEL"),
+            (opcode::SendMsg::CODE, "SENDMSG"),
+            (opcode::RecvMulti::CODE, "RECV"),
         ] {
             if !probe.is_supported(code) {
                 return Err(io::Error::new(
@@ -98,10 +335,76 @@ impl PollRing {
                 ));
             }
         }
-        Ok(PollRing {
+        let mut buffers = Buffers::new(BUFFERS, BUFFER_BYTES)?;
+        // SAFETY: the ring mapping holds `BUFFERS` entries and lives in `self.buffers`
+        // until the ring is dropped (its descriptor closed first, which unregisters it).
+        unsafe {
+            ring.submitter()
+                .register_buf_ring_with_flags(buffers.ring as u64, BUFFERS, GROUP, 0)
+        }
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("the kernel's io_uring has no provided-buffer rings (Linux 5.19): {e}"),
+            )
+        })?;
+        for id in 0..BUFFERS {
+            buffers.put(id);
+        }
+        buffers.publish();
+        let mut r = Ring {
             ring,
+            buffers: Some(buffers),
+            sends: HashMap::new(),
+            spare: Vec::new(),
+            receiving: Default::default(),
             counts: RingCounts::default(),
-        })
+        };
+        r.check_multishot_receive()?;
+        r.counts = RingCounts::default();
+        Ok(r)
+    }
+
+    /// Multishot receives came in Linux 6.0; before it the request fails with
+    /// `EINVAL`. Tried on a socket pair.
+    fn check_multishot_receive(&mut self) -> io::Result<()> {
+        use std::io::Write;
+        use std::os::fd::AsRawFd;
+        let (a, mut b) = std::os::unix::net::UnixStream::pair()?;
+        self.recv(a.as_raw_fd(), 1)?;
+        b.write_all(b"x")?;
+        let mut out = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while out.is_empty() && Instant::now() < deadline {
+            self.wait(Duration::from_millis(100), &mut out)?;
+        }
+        let got = out.first().copied();
+        self.cancel(1)?;
+        drop(a);
+        while !self.receiving.is_empty() && Instant::now() < deadline {
+            let mut rest = Vec::new();
+            self.wait(Duration::from_millis(100), &mut rest)?;
+            out.extend(rest);
+        }
+        for c in &out {
+            if let Some(id) = c.buffer {
+                self.recycle(id);
+            }
+        }
+        match got {
+            Some(c) if c.result == 1 && c.more => Ok(()),
+            Some(c) if c.result < 0 => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "the kernel's io_uring has no multishot receives (Linux 6.0): {}",
+                    io::Error::from_raw_os_error(-c.result)
+                ),
+            )),
+            _ => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "the kernel's io_uring gave no multishot receive",
+            )),
+        }
     }
 
     /// What the ring did so far.
@@ -109,11 +412,13 @@ impl PollRing {
         self.counts
     }
 
+    /// Queues `entry`; the caller has made sure that what it names outlives it.
     fn push(&mut self, entry: squeue::Entry) -> io::Result<()> {
         loop {
-            // SAFETY: the entries pushed here (poll add and poll remove) name no user
-            // memory, only a descriptor number, an event mask and tags; nothing has to
-            // outlive the push.
+            // SAFETY: every entry pushed here names either no user memory (polls,
+            // cancellations), the provided buffers (receives; the mapping outlives
+            // every request, see the drop), or a message header and buffers kept in
+            // `self.sends` until the send's completion (sends).
             if unsafe { self.ring.submission().push(&entry) }.is_ok() {
                 return Ok(());
             }
@@ -124,7 +429,7 @@ impl PollRing {
 
     /// Queues a poll of `fd` for `events` under `tag`; `multishot` keeps it armed
     /// after each report. The descriptor is looked up when the request is submitted:
-    /// call [`PollRing::submit`] before it can be closed.
+    /// call [`Ring::submit`] before it can be closed.
     pub fn poll_add(
         &mut self,
         fd: RawFd,
@@ -139,10 +444,88 @@ impl PollRing {
         self.push(entry)
     }
 
-    /// Queues the removal of the poll tagged `tag`. Until it is submitted (the next
-    /// [`PollRing::submit`] or [`PollRing::wait`]) the request holds its file open.
-    pub fn poll_remove(&mut self, tag: u64) -> io::Result<()> {
-        let entry = opcode::PollRemove::new(tag).build().user_data(REMOVAL);
+    /// Queues a multishot receive on `fd` under `tag`: each completion carries a
+    /// buffer, until one without `more` (the peer closed: result 0; an error; or no
+    /// buffer was free: `-ENOBUFS`, arm it again once some are given back).
+    pub fn recv(&mut self, fd: RawFd, tag: u64) -> io::Result<()> {
+        let entry = opcode::RecvMulti::new(types::Fd(fd), GROUP)
+            .build()
+            .user_data(tag);
+        self.push(entry)?;
+        self.receiving.insert(tag);
+        Ok(())
+    }
+
+    /// An empty buffer for [`Ring::send`] (one given back by an earlier send, if any).
+    pub fn send_buf(&mut self) -> SendBuf {
+        self.spare.pop().unwrap_or_default()
+    }
+
+    /// Queues a gather send of `buf` on `fd` under `tag` (`MSG_MORE` if `more`), at
+    /// most one per tag in flight. The ring keeps `buf` until the completion.
+    pub fn send(&mut self, fd: RawFd, mut buf: SendBuf, more: bool, tag: u64) -> io::Result<()> {
+        if self.sends.contains_key(&tag) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a send under this tag is in flight",
+            ));
+        }
+        buf.build();
+        // SAFETY: an all-zero `msghdr` is a valid one (no name, no control data).
+        let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
+        msg.msg_iov = buf.iov.as_mut_ptr();
+        msg.msg_iovlen = buf.iov.len() as _;
+        let mut flags = libc::MSG_NOSIGNAL;
+        if more {
+            flags |= libc::MSG_MORE;
+        }
+        let entry = opcode::SendMsg::new(types::Fd(fd), &*msg)
+            .flags(flags as u32)
+            .build()
+            .user_data(tag);
+        // The header (boxed), its iovecs and the memory they name are heap blocks that
+        // moving `buf` does not move; kept here until the completion.
+        self.sends.insert(tag, InFlight { buf, _msg: msg });
+        if let Err(e) = self.push(entry) {
+            if let Some(f) = self.sends.remove(&tag) {
+                self.give_back(f.buf);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn give_back(&mut self, mut buf: SendBuf) {
+        buf.clear();
+        if self.spare.len() < 64 {
+            self.spare.push(buf);
+        }
+    }
+
+    /// The first `len` bytes of provided buffer `id`, which a receive's completion
+    /// named.
+    pub fn buffer(&self, id: u16, len: usize) -> &[u8] {
+        match &self.buffers {
+            Some(b) => b.slice(id, len),
+            None => &[],
+        }
+    }
+
+    /// Gives buffer `id` back to the kernel.
+    pub fn recycle(&mut self, id: u16) {
+        if let Some(b) = self.buffers.as_mut() {
+            if id < b.count {
+                b.put(id);
+                b.publish();
+            }
+        }
+    }
+
+    /// Queues the cancellation of the request tagged `tag` (its last completion
+    /// follows, `-ECANCELED` or its own). Until it is submitted (the next
+    /// [`Ring::submit`] or [`Ring::wait`]) the request holds its file open.
+    pub fn cancel(&mut self, tag: u64) -> io::Result<()> {
+        let entry = opcode::AsyncCancel::new(tag).build().user_data(REMOVAL);
         self.push(entry)
     }
 
@@ -159,13 +542,16 @@ impl PollRing {
     }
 
     /// Submits what is queued and waits up to `timeout` (0: not at all) for a
-    /// completion; appends every completion there is to `out` (removals left out).
+    /// completion; appends every completion there is to `out` (cancellations left out).
     /// One `io_uring_enter`, which also runs the completion work deferred until now.
     pub fn wait(&mut self, timeout: Duration, out: &mut Vec<Completion>) -> io::Result<()> {
         let queued = self.ring.submission().len();
         let ts = types::Timespec::from(timeout);
         let args = types::SubmitArgs::new().timespec(&ts);
         self.counts.enters += 1;
+        // Asking for a completion (`IORING_ENTER_GETEVENTS`), even with no time to
+        // wait, is what runs the deferred completion work: a cancelled request lets go
+        // of its file there.
         match self.ring.submitter().submit_with_args(1, &args) {
             Ok(n) => self.counts.submitted += n as u64,
             // The timeout, a signal, or completions the kernel holds back for a full
@@ -180,33 +566,90 @@ impl PollRing {
             }
             Err(e) => return Err(e),
         }
+        self.reap(out);
+        Ok(())
+    }
+
+    /// Reads the completion queue.
+    fn reap(&mut self, out: &mut Vec<Completion>) {
+        let mut ended = Vec::new();
         for cqe in self.ring.completion() {
             self.counts.completed += 1;
             if cqe.user_data() == REMOVAL {
                 continue;
             }
+            let more = cqueue::more(cqe.flags());
+            let buffer = cqueue::buffer_select(cqe.flags());
+            if !more {
+                ended.push(cqe.user_data());
+            }
             out.push(Completion {
                 tag: cqe.user_data(),
                 result: cqe.result(),
-                more: cqueue::more(cqe.flags()),
+                more,
+                buffer,
             });
         }
-        Ok(())
+        for tag in ended {
+            match self.sends.remove(&tag) {
+                Some(f) => self.give_back(f.buf),
+                None => {
+                    self.receiving.remove(&tag);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // Requests naming our memory (sends, receives) are cancelled and their last
+        // completions read before the memory goes; if that does not finish, the memory
+        // is leaked rather than freed under the kernel.
+        if self.sends.is_empty() && self.receiving.is_empty() {
+            return;
+        }
+        let all = types::CancelBuilder::any();
+        let entry = opcode::AsyncCancel2::new(all).build().user_data(REMOVAL);
+        let _ = self.push(entry);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let mut out = Vec::new();
+        while (!self.sends.is_empty() || !self.receiving.is_empty()) && Instant::now() < deadline {
+            out.clear();
+            if self.wait(Duration::from_millis(50), &mut out).is_err() {
+                break;
+            }
+        }
+        if !self.sends.is_empty() || !self.receiving.is_empty() {
+            std::mem::forget(std::mem::take(&mut self.sends));
+            std::mem::forget(self.buffers.take());
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
 
-    fn ring() -> PollRing {
-        PollRing::new(8).expect("io_uring on the test machine")
+    fn ring() -> Ring {
+        Ring::new(8).expect("io_uring on the test machine")
+    }
+
+    fn wait_for(r: &mut Ring, out: &mut Vec<Completion>, tag: u64) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !out.iter().any(|c| c.tag == tag) {
+            assert!(
+                Instant::now() < deadline,
+                "no completion for {tag}: {out:?}"
+            );
+            r.wait(Duration::from_millis(100), out).unwrap();
+        }
     }
 
     #[test]
-    fn a_multishot_poll_reports_each_wake_up_until_removed() {
+    fn a_multishot_poll_reports_each_wake_up_until_cancelled() {
         let mut r = ring();
         let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
         r.poll_add(a.as_raw_fd(), libc::POLLIN as u32, 7, true)
@@ -224,7 +667,7 @@ mod tests {
         r.wait(Duration::from_secs(5), &mut out).unwrap();
         assert_eq!(out.iter().filter(|c| c.tag == 7).count(), 1, "{out:?}");
         out.clear();
-        r.poll_remove(7).unwrap();
+        r.cancel(7).unwrap();
         r.wait(Duration::from_millis(50), &mut out).unwrap();
         // The request ends with -ECANCELED (and no F_MORE); then nothing more.
         assert!(out.iter().all(|c| c.tag == 7 && !c.more), "{out:?}");
@@ -233,7 +676,6 @@ mod tests {
         r.wait(Duration::from_millis(50), &mut out).unwrap();
         assert!(out.is_empty(), "{out:?}");
         let c = r.counts();
-        // Two requests; their reports, the removal's and the cancellation read.
         assert!(
             c.enters >= 2 && c.submitted == 2 && c.completed >= 4,
             "{c:?}"
@@ -267,5 +709,125 @@ mod tests {
         r.wait(Duration::from_secs(5), &mut out).unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].result, -libc::EBADF);
+    }
+
+    #[test]
+    fn a_multishot_receive_hands_out_buffers_then_the_end() {
+        let mut r = ring();
+        let (a, mut b) = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| {
+                let c = std::net::TcpStream::connect(l.local_addr()?)?;
+                Ok((l.accept()?.0, c))
+            })
+            .unwrap();
+        a.set_nonblocking(true).unwrap();
+        r.recv(a.as_raw_fd(), 5).unwrap();
+        let mut out = Vec::new();
+        let mut got = Vec::new();
+        for word in [&b"GET / HTTP/1.1\r\n\r\n"[..], b"second"] {
+            b.write_all(word).unwrap();
+            out.clear();
+            wait_for(&mut r, &mut out, 5);
+            for c in &out {
+                assert!(c.more, "{c:?}");
+                let id = c.buffer.expect("a buffer");
+                got.extend_from_slice(r.buffer(id, c.result as usize));
+                r.recycle(id);
+            }
+        }
+        assert_eq!(got, b"GET / HTTP/1.1\r\n\r\nsecond");
+        // More data than one buffer holds comes in several.
+        let big = vec![7u8; 3 * BUFFER_BYTES + 5];
+        b.write_all(&big).unwrap();
+        got.clear();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < big.len() {
+            assert!(Instant::now() < deadline, "{} of {}", got.len(), big.len());
+            out.clear();
+            r.wait(Duration::from_millis(100), &mut out).unwrap();
+            for c in &out {
+                let id = c.buffer.expect("a buffer");
+                got.extend_from_slice(r.buffer(id, c.result as usize));
+                r.recycle(id);
+            }
+        }
+        assert_eq!(got, big);
+        drop(b);
+        out.clear();
+        wait_for(&mut r, &mut out, 5);
+        assert_eq!(
+            (out[0].result, out[0].more, out[0].buffer),
+            (0, false, None),
+            "the end"
+        );
+        assert!(r.receiving.is_empty());
+    }
+
+    #[test]
+    fn a_send_owns_its_buffers_and_reports_the_bytes() {
+        let mut r = ring();
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let shared: Arc<[u8]> = Arc::from(&b"..body.."[..]);
+        let mut buf = r.send_buf();
+        buf.copy(b"head ");
+        buf.share(&shared, 2, 6);
+        buf.copy(b" tail");
+        assert_eq!((buf.len(), buf.buffers()), (14, 3));
+        r.send(a.as_raw_fd(), buf, false, 9).unwrap();
+        drop(shared); // the ring holds its own reference
+        let mut out = Vec::new();
+        wait_for(&mut r, &mut out, 9);
+        assert_eq!(out[0].result, 14);
+        let mut got = [0u8; 14];
+        b.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"head body tail");
+        assert!(r.sends.is_empty() && r.spare.len() == 1);
+    }
+
+    #[test]
+    fn a_send_to_a_full_socket_waits_for_room() {
+        // Though the socket is non-blocking (the worker makes its own calls on it too),
+        // the ring does not report EAGAIN: it waits for room, as a poll would.
+        let mut r = ring();
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        let big = vec![1u8; 4 << 20];
+        let mut buf = r.send_buf();
+        buf.copy(&big);
+        r.send(a.as_raw_fd(), buf, false, 1).unwrap();
+        let mut out = Vec::new();
+        r.wait(Duration::from_millis(100), &mut out).unwrap();
+        let first = out.iter().find(|c| c.tag == 1).map(|c| c.result);
+        let reader = std::thread::spawn(move || {
+            let mut n = 0;
+            let mut chunk = vec![0u8; 1 << 16];
+            while n < 4 << 20 {
+                match b.read(&mut chunk) {
+                    Ok(0) | Err(_) => break,
+                    Ok(k) => n += k,
+                }
+            }
+            n
+        });
+        if first.is_none() {
+            wait_for(&mut r, &mut out, 1);
+        }
+        let sent = out.iter().find(|c| c.tag == 1).unwrap().result;
+        assert!(sent > 0, "{out:?}");
+        drop(a);
+        drop(r);
+        assert_eq!(reader.join().unwrap(), sent as usize);
+    }
+
+    #[test]
+    fn a_ring_dropped_with_requests_in_flight_ends_them_first() {
+        let mut r = ring();
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        r.recv(a.as_raw_fd(), 1).unwrap();
+        r.submit().unwrap();
+        let t = Instant::now();
+        drop(r);
+        assert!(t.elapsed() < Duration::from_secs(1));
     }
 }
