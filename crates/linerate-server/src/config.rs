@@ -223,7 +223,7 @@ impl Config {
             user: None,
             pin: true,
             transmit: Strategy::SendfileBatched,
-            driver: crate::driver::DriverChoice::Epoll,
+            driver: crate::driver::DriverChoice::Auto,
             driver_fallback: false,
             notsent_lowat: Some(DEFAULT_NOTSENT_LOWAT),
             small_file_bytes: DEFAULT_SMALL_FILE,

@@ -151,9 +151,9 @@ impl Driver for EpollDriver {
 pub enum DriverChoice {
     /// io_uring when the kernel and the sandbox allow it, else epoll (with one line
     /// saying why).
+    #[default]
     Auto,
     /// epoll.
-    #[default]
     Epoll,
     /// io_uring, or no start.
     Uring,

@@ -923,9 +923,10 @@ pub struct Settings {
     #[arg(long, value_name = "STRATEGY")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transmit: Option<Transmit>,
-    /// Event-loop driver: epoll; uring (io_uring: poll requests on a ring report
-    /// readiness; refuses to start where io_uring cannot run); or auto (uring where it
-    /// can run, else epoll with one line saying why) [default: epoll].
+    /// Event-loop driver: uring (io_uring: connections' bytes received and sent on a
+    /// ring, one io_uring_enter per loop turn; refuses to start where io_uring cannot
+    /// run, or on a kernel before 6.0); epoll; or auto (uring where it can run, else
+    /// epoll with one line saying why) [default: auto].
     #[arg(long, value_name = "DRIVER")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<Driver>,

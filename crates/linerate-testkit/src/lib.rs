@@ -61,9 +61,9 @@ pub const FILE_PARTS: [&[&str]; 2] = [&[], BY_STRATEGY];
 pub const MIB: usize = 1 << 20;
 
 /// A `per_strategy!` case, `STRATEGY` or `STRATEGY@DRIVER`, split into its strategy and
-/// driver (epoll when none is named).
+/// driver (the default, `auto`, when none is named).
 pub fn variant(case: &str) -> (&str, &str) {
-    case.split_once('@').unwrap_or((case, "epoll"))
+    case.split_once('@').unwrap_or((case, "auto"))
 }
 
 /// The `serve` flags of a `per_strategy!` case: `--transmit STRATEGY --driver DRIVER`.
@@ -73,9 +73,10 @@ pub fn variant_args(case: &str) -> [&str; 4] {
 }
 
 /// For each `name`, a module `name` with one `#[test]` per transmit strategy calling
-/// `name(STRATEGY)`, and one under the io_uring driver calling `name("sendfile@uring")`
-/// (see [`variant_args`]), so a failure names its case (`byte_ranges::splice`,
-/// `byte_ranges::uring`) and the cases run in parallel. A test's `Rules:` line goes above its name in the list.
+/// `name(STRATEGY)` under the default driver (io_uring where it can run), and one under
+/// the epoll driver calling `name("sendfile@epoll")` (see [`variant_args`]), so a
+/// failure names its case (`byte_ranges::splice`, `byte_ranges::epoll`) and the cases
+/// run in parallel. A test's `Rules:` line goes above its name in the list.
 #[macro_export]
 macro_rules! per_strategy {
     ($($name:ident),* $(,)?) => {$(
@@ -96,10 +97,11 @@ macro_rules! per_strategy {
             fn zerocopy() {
                 super::$name("zerocopy")
             }
-            /// The io_uring driver (with the default strategy).
+            /// The epoll driver (with the default strategy); the cases above run
+            /// under the default driver, io_uring where it can run.
             #[test]
-            fn uring() {
-                super::$name("sendfile@uring")
+            fn epoll() {
+                super::$name("sendfile@epoll")
             }
         }
     )*};
