@@ -6,8 +6,9 @@
 //! (docs/design.md, "The event loop").
 
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use linerate_sys::epoll::{self, Epoll};
@@ -16,8 +17,11 @@ use linerate_sys::uring::{Completion, Ring, RingCounts, SendBuf};
 /// What a registration is interested in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Interest {
-    /// A listening socket: readable means connections wait (level-triggered).
-    Accept,
+    /// Readable, level-triggered (the inotify and helper descriptors).
+    Readable,
+    /// A listening socket: connections are taken with [`Driver::accept`] once it is
+    /// reported readable (level-triggered; the io_uring driver accepts them itself).
+    Listener,
     /// A connection: readable, writable, errors and hang-ups (edge-triggered: the
     /// owner reads and writes until `EAGAIN`).
     Connection,
@@ -94,6 +98,16 @@ pub trait Driver {
     fn send(&mut self, _token: u64, _buf: SendBuf, _more: bool) -> io::Result<()> {
         Err(io::Error::from(io::ErrorKind::Unsupported))
     }
+    /// A connection of the listener `fd` watched under `token`, or `WouldBlock` when
+    /// none waits (`accept4`, under epoll).
+    fn accept(&mut self, _token: u64, fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+        linerate_sys::fs::accept_nonblocking(fd)
+    }
+    /// The process's descriptor limit changed: accepts the kernel armed under the old
+    /// one are armed again (io_uring reads it when an accept is queued).
+    fn limit_changed(&mut self) -> io::Result<()> {
+        Ok(())
+    }
     /// Whether the connection under `token` is to receive (a paused one leaves its
     /// bytes in the socket, so a client that will not read cannot fill our memory).
     fn set_input(&mut self, _token: u64, _on: bool) -> io::Result<()> {
@@ -120,7 +134,7 @@ impl EpollDriver {
 impl Driver for EpollDriver {
     fn register(&mut self, fd: BorrowedFd<'_>, token: u64, interest: Interest) -> io::Result<()> {
         let ev = match interest {
-            Interest::Accept => epoll::IN,
+            Interest::Readable | Interest::Listener => epoll::IN,
             Interest::Connection => epoll::IN | epoll::OUT | epoll::RDHUP | epoll::ET,
         };
         self.ep.add(fd, token, ev)
@@ -229,6 +243,8 @@ struct Watch {
     cancelling: bool,
     /// The input ended (the peer closed, or an error): no receive again.
     input_over: bool,
+    /// A listener: the ring accepts its connections.
+    listener: bool,
 }
 
 const POLLIN: u32 = 0x1;
@@ -245,6 +261,7 @@ const ENOBUFS: i32 = 105;
 const POLL: u64 = 0;
 const RECV: u64 = 1;
 const SEND: u64 = 2;
+const ACCEPT: u64 = 3;
 const KINDS: u64 = 4;
 
 /// The io_uring driver: readiness from poll requests on a ring, and a connection's
@@ -280,6 +297,11 @@ pub struct UringDriver {
     ended_bad: Vec<u64>,
     /// Index in the caller's list of each watch's readiness reported in this wait.
     merged: HashMap<u64, usize>,
+    /// Connections accepted by a listener's watch, not yet taken; and the error that
+    /// ended its accept, if one did.
+    accepted: HashMap<u64, (VecDeque<OwnedFd>, Option<i32>)>,
+    /// Listeners' accepts to arm again before the next wait.
+    rearm_accept: Vec<u64>,
 }
 
 impl UringDriver {
@@ -297,6 +319,8 @@ impl UringDriver {
             early: Vec::new(),
             ended_bad: Vec::new(),
             merged: HashMap::new(),
+            accepted: HashMap::new(),
+            rearm_accept: Vec::new(),
         })
     }
 
@@ -314,6 +338,15 @@ impl UringDriver {
         }
         self.rearm.retain(|t| *t != id);
         self.rearm_input.retain(|t| *t != id);
+        self.rearm_accept.retain(|t| *t != id);
+        // Connections accepted and not taken are closed (as a closed listener resets
+        // those in its backlog).
+        self.accepted.remove(&id);
+        if w.listener {
+            self.ring.cancel(id * KINDS + ACCEPT)?;
+            self.ring.wait(Duration::ZERO, &mut self.early)?;
+            return self.drop_early();
+        }
         self.ring.cancel(id * KINDS + POLL)?;
         if w.stream {
             // A send in flight or a receive; a cancellation that finds nothing is
@@ -328,6 +361,16 @@ impl UringDriver {
         // (completions of ended watches are dropped now, so they do not cut its wait
         // short).
         self.ring.wait(Duration::ZERO, &mut self.early)?;
+        self.drop_early()
+    }
+
+    /// Completions read while a watch ended that belong to ended watches go (their
+    /// buffers given back, their connections closed); the rest wait for `wait`.
+    fn drop_early(&mut self) -> io::Result<()> {
+        let accepted: Vec<_> = self.ring.accepted().collect();
+        for (tag, fd) in accepted {
+            self.take_accepted(tag, fd);
+        }
         let mut early = std::mem::take(&mut self.early);
         early.retain(|c| {
             let keep = self.live.contains_key(&(c.tag / KINDS));
@@ -340,6 +383,15 @@ impl UringDriver {
         });
         self.early = early;
         Ok(())
+    }
+
+    /// A connection accepted under `tag`: queued for its listener's owner, or closed if
+    /// the listener's watch has ended.
+    fn take_accepted(&mut self, tag: u64, fd: OwnedFd) {
+        let id = tag / KINDS;
+        if self.live.contains_key(&id) {
+            self.accepted.entry(id).or_default().0.push_back(fd);
+        }
     }
 
     fn arm_input(&mut self, id: u64) -> io::Result<()> {
@@ -395,9 +447,10 @@ impl UringDriver {
 impl Driver for UringDriver {
     fn register(&mut self, fd: BorrowedFd<'_>, token: u64, interest: Interest) -> io::Result<()> {
         let (events, level, stream) = match interest {
-            Interest::Accept => (POLLIN, true, false),
+            Interest::Readable | Interest::Listener => (POLLIN, true, false),
             Interest::Connection => (POLLOUT | POLLERR, false, true),
         };
+        let listener = interest == Interest::Listener;
         let fd = fd.as_raw_fd();
         // epoll forgets a descriptor when it is closed, and the workers rely on it: an
         // open-file cache closes its inotify instance and watches a new one under the
@@ -425,6 +478,7 @@ impl Driver for UringDriver {
                 receiving: false,
                 cancelling: false,
                 input_over: false,
+                listener,
             },
         );
         self.by_fd.insert(fd, id);
@@ -432,11 +486,14 @@ impl Driver for UringDriver {
         // Submitted now, while the descriptor is surely the one meant; a request that
         // cannot be is removed again behind it, never left to arm a later descriptor
         // with the same number.
-        let armed = self
-            .ring
-            .poll_add(fd, events, id * KINDS + POLL, !level)
-            .and_then(|()| self.arm_input(id))
-            .and_then(|()| self.ring.submit().map(|_| ()));
+        let armed = if listener {
+            self.ring.accept(fd, id * KINDS + ACCEPT)
+        } else {
+            self.ring
+                .poll_add(fd, events, id * KINDS + POLL, !level)
+                .and_then(|()| self.arm_input(id))
+        }
+        .and_then(|()| self.ring.submit().map(|_| ()));
         if let Err(e) = armed {
             let _ = self.end(id);
             return Err(e);
@@ -470,6 +527,39 @@ impl Driver for UringDriver {
         };
         let fd = self.live[&id].fd;
         self.ring.send(fd, buf, more, id * KINDS + SEND)
+    }
+
+    fn accept(&mut self, token: u64, _fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+        let Some(&id) = self.by_token.get(&token) else {
+            return Err(io::Error::from(io::ErrorKind::WouldBlock));
+        };
+        let Some((queue, error)) = self.accepted.get_mut(&id) else {
+            return Err(io::Error::from(io::ErrorKind::WouldBlock));
+        };
+        if let Some(fd) = queue.pop_front() {
+            return Ok(fd);
+        }
+        match error.take() {
+            Some(e) => Err(io::Error::from_raw_os_error(e)),
+            None => Err(io::Error::from(io::ErrorKind::WouldBlock)),
+        }
+    }
+
+    fn limit_changed(&mut self) -> io::Result<()> {
+        let listeners: Vec<(u64, RawFd)> = self
+            .live
+            .iter()
+            .filter(|(_, w)| w.listener)
+            .map(|(&id, w)| (id, w.fd))
+            .collect();
+        for (id, fd) in listeners {
+            // The cancellation goes in first; its completion (-ECANCELED) is dropped,
+            // and what the old request accepted before it is delivered as usual.
+            self.ring.cancel(id * KINDS + ACCEPT)?;
+            self.ring.accept(fd, id * KINDS + ACCEPT)?;
+            self.rearm_accept.retain(|t| *t != id);
+        }
+        Ok(())
     }
 
     fn set_input(&mut self, token: u64, on: bool) -> io::Result<()> {
@@ -517,6 +607,11 @@ impl Driver for UringDriver {
         }
         rearm.clear();
         self.rearm = rearm;
+        for id in std::mem::take(&mut self.rearm_accept) {
+            if let Some(w) = self.live.get(&id) {
+                self.ring.accept(w.fd, id * KINDS + ACCEPT)?;
+            }
+        }
         let mut rearm_input = std::mem::take(&mut self.rearm_input);
         for &id in &rearm_input {
             self.arm_input(id)?;
@@ -535,6 +630,10 @@ impl Driver for UringDriver {
             Duration::ZERO
         };
         self.ring.wait(timeout, &mut done)?;
+        let accepted: Vec<_> = self.ring.accepted().collect();
+        for (tag, fd) in accepted {
+            self.take_accepted(tag, fd);
+        }
         self.merged.clear();
         for c in &done {
             let id = c.tag / KINDS;
@@ -562,6 +661,30 @@ impl Driver for UringDriver {
                         io: Io::Sent(c.result),
                         ..Ready::default()
                     });
+                    continue;
+                }
+                ACCEPT => {
+                    if c.result == -ECANCELED {
+                        continue;
+                    }
+                    // An error (out of descriptors, say): the owner hears of it from
+                    // `accept`. If it ended the accept, the accept is armed again (a
+                    // listener the owner pauses is deregistered first).
+                    if c.result < 0 {
+                        self.accepted.entry(id).or_default().1 = Some(-c.result);
+                    }
+                    if !c.more && !self.rearm_accept.contains(&id) {
+                        self.rearm_accept.push(id);
+                    }
+                    // Reported as readable, once per wait.
+                    if let std::collections::hash_map::Entry::Vacant(e) = self.merged.entry(id) {
+                        e.insert(out.len());
+                        out.push(Ready {
+                            token: w.token,
+                            readable: true,
+                            ..Ready::default()
+                        });
+                    }
                     continue;
                 }
                 _ => {}
@@ -733,7 +856,7 @@ mod tests {
     fn a_level_watch_reports_again_until_drained() {
         for (name, mut d) in drivers() {
             let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
-            d.register(a.as_fd(), 1, Interest::Accept).unwrap();
+            d.register(a.as_fd(), 1, Interest::Readable).unwrap();
             assert!(wait(d.as_mut(), 20).is_empty(), "{name}");
             b.write_all(b"x").unwrap();
             for _ in 0..3 {
@@ -769,7 +892,7 @@ mod tests {
     fn a_level_watch_closed_under_it_is_reported_once_and_then_forgotten() {
         let mut d = UringDriver::new().unwrap();
         let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
-        d.register(a.as_fd(), 4, Interest::Accept).unwrap();
+        d.register(a.as_fd(), 4, Interest::Readable).unwrap();
         b.write_all(b"x").unwrap();
         assert_eq!(wait(&mut d, 1_000).len(), 1);
         // Closed without a word to the driver, as epoll allows: its next arming fails.
@@ -782,10 +905,45 @@ mod tests {
         }
         // And a watch the owner says is closed ends at once.
         let (c, mut e) = std::os::unix::net::UnixStream::pair().unwrap();
-        d.register(c.as_fd(), 6, Interest::Accept).unwrap();
+        d.register(c.as_fd(), 6, Interest::Readable).unwrap();
         d.closed(6).unwrap();
         e.write_all(b"y").unwrap();
         assert!(wait(&mut d, 50).is_empty());
+    }
+
+    #[test]
+    fn a_listener_hands_over_its_connections_and_a_wait_reports_them_once() {
+        for (name, mut d) in drivers() {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.set_nonblocking(true).unwrap();
+            d.register(l.as_fd(), 3, Interest::Listener).unwrap();
+            assert!(wait(d.as_mut(), 20).is_empty(), "{name}");
+            let clients: Vec<_> = (0..3)
+                .map(|_| std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap())
+                .collect();
+            let mut got = Vec::new();
+            wait_until(d.as_mut(), |d, e| {
+                assert_eq!((e.token, e.readable), (3, true), "{name}");
+                loop {
+                    match d.accept(3, l.as_fd()) {
+                        Ok(fd) => got.push(std::net::TcpStream::from(fd)),
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => panic!("{name}: {e}"),
+                    }
+                }
+                got.len() == 3
+            });
+            for s in &got {
+                let peer = s.peer_addr().unwrap();
+                assert!(clients.iter().any(|c| c.local_addr().unwrap() == peer));
+            }
+            // Nothing more waits: no report (level-triggered, drained).
+            assert!(wait(d.as_mut(), 50).is_empty(), "{name}");
+            d.deregister(l.as_fd()).unwrap();
+            drop(l);
+            // Closed: a new connection is refused.
+            assert!(std::net::TcpStream::connect(clients[0].peer_addr().unwrap()).is_err());
+        }
     }
 
     #[test]

@@ -700,6 +700,8 @@ struct Worker<D: Driver> {
     accept_paused_until: Option<Instant>,
     /// The driver's ring counts already added to the counters.
     ring_seen: linerate_sys::uring::RingCounts,
+    /// The descriptor limit (soft, hard) at the last tick.
+    nofile: Option<(u64, u64)>,
     log: Option<Box<dyn Write>>,
     /// Where every connection's reads land first.
     scratch: Vec<u8>,
@@ -728,13 +730,13 @@ impl<D: Driver> Worker<D> {
             driver.register(
                 l.sock.as_fd(),
                 Token::Listener(i).encode(),
-                Interest::Accept,
+                Interest::Listener,
             )?;
         }
         let disk = match jobs {
             Some(jobs) => {
                 let inbox = Arc::new(Inbox::new()?);
-                driver.register(inbox.wake.as_fd(), Token::Wake.encode(), Interest::Accept)?;
+                driver.register(inbox.wake.as_fd(), Token::Wake.encode(), Interest::Readable)?;
                 Some(Disk {
                     jobs,
                     inbox,
@@ -783,6 +785,7 @@ impl<D: Driver> Worker<D> {
             free: Vec::new(),
             accept_paused_until: None,
             ring_seen: Default::default(),
+            nofile: None,
             log,
             scratch: vec![0; crate::conn::READ_BYTES],
             runnable: Vec::new(),
@@ -912,7 +915,7 @@ impl<D: Driver> Worker<D> {
             let token = Token::Notify(i).encode();
             match fd {
                 Some(fd) => {
-                    if let Err(e) = self.driver.register(fd, token, Interest::Accept) {
+                    if let Err(e) = self.driver.register(fd, token, Interest::Readable) {
                         tracing::warn!(
                             "watching file changes: {e}; checking files on every request"
                         );
@@ -961,7 +964,10 @@ impl<D: Driver> Worker<D> {
             let Some(l) = self.listeners[li].as_ref() else {
                 return;
             };
-            let fd = match linerate_sys::fs::accept_nonblocking(l.sock.as_fd()) {
+            let fd = match self
+                .driver
+                .accept(Token::Listener(li).encode(), l.sock.as_fd())
+            {
                 Ok(fd) => fd,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -1135,6 +1141,19 @@ impl<D: Driver> Worker<D> {
         if let Some(d) = self.site.disk.as_mut() {
             d.epoch += 1;
         }
+        if self.driver.ring_io() {
+            // The ring's accepts hold the descriptor limit of when they were armed; one
+            // lowered (or raised) at run time, by `prlimit`, holds from the next tick.
+            let limit = linerate_sys::fs::nofile_limit().ok();
+            if limit != self.nofile {
+                if self.nofile.is_some() {
+                    if let Err(e) = self.driver.limit_changed() {
+                        tracing::warn!("arming the accepts again for a new descriptor limit: {e}");
+                    }
+                }
+                self.nofile = limit;
+            }
+        }
         if self.accept_paused_until.is_some_and(|t| now >= t) {
             self.accept_paused_until = None;
             for (i, l) in self.listeners.iter().enumerate() {
@@ -1142,7 +1161,7 @@ impl<D: Driver> Worker<D> {
                     let _ = self.driver.register(
                         l.sock.as_fd(),
                         Token::Listener(i).encode(),
-                        Interest::Accept,
+                        Interest::Listener,
                     );
                 }
             }

@@ -8,8 +8,10 @@
 //! ring's group, which the kernel picked when the bytes arrived, so an idle connection
 //! holds none; the owner copies the bytes out and gives the buffer back. A send takes a
 //! [`SendBuf`] by value and keeps it until its completion, so the memory the kernel
-//! reads cannot change or go away under it. One `io_uring_enter` submits what was
-//! queued and waits, with a timeout, for completions.
+//! reads cannot change or go away under it. A multishot accept makes a connection's
+//! descriptor as soon as it is established; the ring owns each such descriptor from
+//! its completion on ([`Ring::accepted`]), so none leaks. One `io_uring_enter` submits
+//! what was queued and waits, with a timeout, for completions.
 //!
 //! Built on the `io-uring` crate. Its `push` is `unsafe` because an entry may name
 //! memory the kernel reads or writes later: each push below says what that memory is
@@ -18,7 +20,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -268,6 +270,11 @@ pub struct Ring {
     spare: Vec<SendBuf>,
     /// Tags of the receives armed and not yet ended (their memory is the buffers').
     receiving: std::collections::HashSet<u64>,
+    /// Tags of the multishot accepts armed and not yet ended, with how many are armed
+    /// under each (one being cancelled while its successor is armed: two).
+    accepting: HashMap<u64, u32>,
+    /// Descriptors accepted, with their accept's tag, not yet taken.
+    accepted: Vec<(u64, OwnedFd)>,
     counts: RingCounts,
 }
 
@@ -327,6 +334,7 @@ impl Ring {
             (opcode::AsyncCancel::CODE, "ASYNC_CANCEL"),
             (opcode::SendMsg::CODE, "SENDMSG"),
             (opcode::RecvMulti::CODE, "RECV"),
+            (opcode::AcceptMulti::CODE, "ACCEPT"),
         ] {
             if !probe.is_supported(code) {
                 return Err(io::Error::new(
@@ -358,6 +366,8 @@ impl Ring {
             sends: HashMap::new(),
             spare: Vec::new(),
             receiving: Default::default(),
+            accepting: Default::default(),
+            accepted: Vec::new(),
             counts: RingCounts::default(),
         };
         r.check_multishot_receive()?;
@@ -454,6 +464,30 @@ impl Ring {
         self.push(entry)?;
         self.receiving.insert(tag);
         Ok(())
+    }
+
+    /// Queues a multishot accept on the listening socket `fd` under `tag`: each
+    /// completion is a connection (its descriptor, non-blocking and close-on-exec,
+    /// taken with [`Ring::accepted`]) until one without `more` (an error, such as
+    /// `-EMFILE`; arm it again when it makes sense).
+    ///
+    /// The kernel reads the process's descriptor limit (`RLIMIT_NOFILE`) when the
+    /// request is queued: a limit changed later holds for it only once it is cancelled
+    /// and armed again (the same tag may be armed again at once behind its
+    /// cancellation).
+    pub fn accept(&mut self, fd: RawFd, tag: u64) -> io::Result<()> {
+        let entry = opcode::AcceptMulti::new(types::Fd(fd))
+            .flags(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC)
+            .build()
+            .user_data(tag);
+        self.push(entry)?;
+        *self.accepting.entry(tag).or_default() += 1;
+        Ok(())
+    }
+
+    /// Takes the descriptors accepted since the last call, each with its accept's tag.
+    pub fn accepted(&mut self) -> std::vec::Drain<'_, (u64, OwnedFd)> {
+        self.accepted.drain(..)
     }
 
     /// An empty buffer for [`Ring::send`] (one given back by an earlier send, if any).
@@ -580,6 +614,12 @@ impl Ring {
             }
             let more = cqueue::more(cqe.flags());
             let buffer = cqueue::buffer_select(cqe.flags());
+            if cqe.result() >= 0 && self.accepting.contains_key(&cqe.user_data()) {
+                // SAFETY: an accept's result is a descriptor the kernel has just made
+                // for us; nothing else owns it.
+                let fd = unsafe { OwnedFd::from_raw_fd(cqe.result()) };
+                self.accepted.push((cqe.user_data(), fd));
+            }
             if !more {
                 ended.push(cqe.user_data());
             }
@@ -595,6 +635,12 @@ impl Ring {
                 Some(f) => self.give_back(f.buf),
                 None => {
                     self.receiving.remove(&tag);
+                    if let Some(n) = self.accepting.get_mut(&tag) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.accepting.remove(&tag);
+                        }
+                    }
                 }
             }
         }
@@ -818,6 +864,35 @@ mod tests {
         drop(a);
         drop(r);
         assert_eq!(reader.join().unwrap(), sent as usize);
+    }
+
+    #[test]
+    fn a_multishot_accept_hands_over_each_connection() {
+        let mut r = ring();
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        r.accept(l.as_raw_fd(), 4).unwrap();
+        let clients: Vec<_> = (0..3)
+            .map(|_| std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap())
+            .collect();
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < 3 {
+            assert!(Instant::now() < deadline, "{} of 3", got.len());
+            let mut out = Vec::new();
+            r.wait(Duration::from_millis(100), &mut out).unwrap();
+            assert!(out.iter().all(|c| c.tag == 4 && c.more && c.result >= 0));
+            got.extend(r.accepted());
+        }
+        // Each is a connection of ours: what a client writes arrives there.
+        let (_, fd) = got.pop().unwrap();
+        let server = std::net::TcpStream::from(fd);
+        assert!(clients
+            .iter()
+            .any(|c| c.local_addr().unwrap() == server.peer_addr().unwrap()));
+        r.cancel(4).unwrap();
+        let mut out = Vec::new();
+        wait_for(&mut r, &mut out, 4);
+        assert!(r.accepting.is_empty());
     }
 
     #[test]
