@@ -130,6 +130,8 @@ pub(crate) struct Conn {
     sent: Option<i32>,
     /// Whether the driver was last told to receive for it.
     pub input_on: bool,
+    /// The driver's receive ended: nothing more comes in.
+    input_done: bool,
     /// Since when a request body has been awaited with nothing owed to the client (the
     /// body deadline's clock: it does not run while the server itself is not reading,
     /// its socket full of a response).
@@ -166,7 +168,13 @@ impl Conn {
             sending: false,
             sent: None,
             input_on: ring,
+            input_done: false,
         }
+    }
+
+    /// Its socket, the rest of it gone (its responses' files, its transmit state).
+    pub fn into_socket(self) -> socket2::Socket {
+        self.sock
     }
 
     /// Bytes the driver received for it.
@@ -179,6 +187,7 @@ impl Conn {
 
     /// The driver's receive ended: the peer closed (`Ok`), or an error.
     pub fn input_ended(&mut self, r: i32) -> After {
+        self.input_done = true;
         if r == 0 {
             self.http.peer_closed();
             if self.draining_since.is_some() {
@@ -360,6 +369,7 @@ impl Conn {
     /// after [`crate::worker`]'s drain deadline.
     pub fn linger(&mut self, now: Instant) -> After {
         if self.draining_since.is_none() {
+            // A call of its own under the ring too: see `Ring::close`.
             let _ = self.sock.shutdown(Shutdown::Write);
             self.draining_since = Some(now);
         }
@@ -367,6 +377,14 @@ impl Conn {
     }
 
     fn drain_input(&mut self) -> After {
+        if self.ring {
+            // The driver's receive discards what comes and reports the end (or has).
+            return if self.input_done {
+                After::Close
+            } else {
+                After::Keep
+            };
+        }
         let mut buf = [0u8; 4096];
         loop {
             match (&self.sock).read(&mut buf) {

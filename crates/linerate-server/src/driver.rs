@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use linerate_sys::epoll::{self, Epoll};
@@ -102,6 +102,12 @@ pub trait Driver {
     /// none waits (`accept4`, under epoll).
     fn accept(&mut self, _token: u64, fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
         linerate_sys::fs::accept_nonblocking(fd)
+    }
+    /// Stops watching the connection `fd` (under `token`) and closes it.
+    fn close(&mut self, _token: u64, fd: OwnedFd) -> io::Result<()> {
+        let r = self.deregister(fd.as_fd());
+        drop(fd);
+        r
     }
     /// The process's descriptor limit changed: accepts the kernel armed under the old
     /// one are armed again (io_uring reads it when an accept is queued).
@@ -327,8 +333,24 @@ impl UringDriver {
     /// Ends the watch `id`: its completions are dropped from now on, and its requests
     /// are cancelled at once.
     fn end(&mut self, id: u64) -> io::Result<()> {
+        if self.forget(id)? {
+            // Submitted and completed at once: a request holds its file open until its
+            // cancellation is done, and the owner closes the descriptor next (a
+            // listener must refuse connections from then on, a connection must send
+            // its FIN). One call, as epoll_ctl is; what else completed waits for the
+            // next `wait` (completions of ended watches are dropped now, so they do not
+            // cut its wait short).
+            self.ring.wait(Duration::ZERO, &mut self.early)?;
+            self.drop_early()?;
+        }
+        Ok(())
+    }
+
+    /// Ends the watch `id` and queues the cancellation of its requests; false if there
+    /// was no such watch.
+    fn forget(&mut self, id: u64) -> io::Result<bool> {
         let Some(w) = self.live.remove(&id) else {
-            return Ok(());
+            return Ok(false);
         };
         if self.by_fd.get(&w.fd) == Some(&id) {
             self.by_fd.remove(&w.fd);
@@ -344,8 +366,7 @@ impl UringDriver {
         self.accepted.remove(&id);
         if w.listener {
             self.ring.cancel(id * KINDS + ACCEPT)?;
-            self.ring.wait(Duration::ZERO, &mut self.early)?;
-            return self.drop_early();
+            return Ok(true);
         }
         self.ring.cancel(id * KINDS + POLL)?;
         if w.stream {
@@ -354,14 +375,7 @@ impl UringDriver {
             self.ring.cancel(id * KINDS + RECV)?;
             self.ring.cancel(id * KINDS + SEND)?;
         }
-        // Submitted and completed at once: a request holds its file open until its
-        // cancellation is done, and the owner closes the descriptor next (a listener
-        // must refuse connections from then on, a connection must send its FIN). One
-        // call, as epoll_ctl is; what else completed waits for the next `wait`
-        // (completions of ended watches are dropped now, so they do not cut its wait
-        // short).
-        self.ring.wait(Duration::ZERO, &mut self.early)?;
-        self.drop_early()
+        Ok(true)
     }
 
     /// Completions read while a watch ended that belong to ended watches go (their
@@ -493,7 +507,15 @@ impl Driver for UringDriver {
                 .poll_add(fd, events, id * KINDS + POLL, !level)
                 .and_then(|()| self.arm_input(id))
         }
-        .and_then(|()| self.ring.submit().map(|_| ()));
+        // A connection's requests go with the turn's one submission: it is closed only
+        // through `close`, whose close request comes after them.
+        .and_then(|()| {
+            if stream {
+                Ok(())
+            } else {
+                self.ring.submit().map(|_| ())
+            }
+        });
         if let Err(e) = armed {
             let _ = self.end(id);
             return Err(e);
@@ -543,6 +565,20 @@ impl Driver for UringDriver {
             Some(e) => Err(io::Error::from_raw_os_error(e)),
             None => Err(io::Error::from(io::ErrorKind::WouldBlock)),
         }
+    }
+
+    fn close(&mut self, token: u64, fd: OwnedFd) -> io::Result<()> {
+        // Its requests are cancelled and the descriptor closed by the ring, in that
+        // order, with the turn's submission: no call of its own. The FIN (or the reset)
+        // goes when the last request lets go of the socket, in that same call.
+        let ended = match self.by_token.get(&token) {
+            Some(&id) if self.live.get(&id).is_some_and(|w| w.fd == fd.as_raw_fd()) => {
+                self.forget(id)
+            }
+            _ => Ok(false),
+        };
+        let closed = self.ring.close(fd);
+        ended.and(closed)
     }
 
     fn limit_changed(&mut self) -> io::Result<()> {

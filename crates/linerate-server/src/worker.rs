@@ -882,6 +882,8 @@ impl<D: Driver> Worker<D> {
                             && c.linger(now) != After::Keep);
                     if ended {
                         self.close(i, After::Close, Cut::Shutdown);
+                    } else {
+                        self.sync_input(i);
                     }
                 }
                 if self.conns.iter().all(Option::is_none) {
@@ -1061,7 +1063,14 @@ impl<D: Driver> Worker<D> {
             conn.on_run_list = true;
             self.runnable.push(idx);
         }
-        // Under a ring, its receive follows what the connection can take.
+        self.sync_input(idx);
+    }
+
+    /// Under a ring, a connection's receive follows what it can take.
+    fn sync_input(&mut self, idx: usize) {
+        let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
+            return;
+        };
         if conn.input_on != conn.wants_input() {
             conn.input_on = !conn.input_on;
             if self.driver.set_input(conn.token, conn.input_on).is_err() {
@@ -1129,10 +1138,11 @@ impl<D: Driver> Worker<D> {
             if let Some(k) = c.tx_counters() {
                 self.stats.add_tx(k);
             }
-            let _ = self.driver.deregister(c.sock.as_fd());
             if how == After::Reset {
                 let _ = linerate_sys::fs::reset_on_close(c.sock.as_fd());
             }
+            let token = c.token;
+            let _ = self.driver.close(token, c.into_socket().into());
             self.free.push(idx);
         }
     }
