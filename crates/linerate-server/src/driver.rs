@@ -709,7 +709,9 @@ impl Driver for UringDriver {
                     if c.result < 0 {
                         self.accepted.entry(id).or_default().1 = Some(-c.result);
                     }
-                    if !c.more && !self.rearm_accept.contains(&id) {
+                    // (Not if another is armed already: `limit_changed` armed one behind
+                    // this, which was read earlier.)
+                    if !c.more && !self.ring.accepting(c.tag) && !self.rearm_accept.contains(&id) {
                         self.rearm_accept.push(id);
                     }
                     // Reported as readable, once per wait.
@@ -980,6 +982,23 @@ mod tests {
             // Closed: a new connection is refused.
             assert!(std::net::TcpStream::connect(clients[0].peer_addr().unwrap()).is_err());
         }
+    }
+
+    #[test]
+    fn a_connection_closed_just_before_the_driver_goes_is_closed() {
+        // The ring closes it with the next submission; a driver dropped first (a worker
+        // ending) still submits it.
+        let mut d = UringDriver::new().unwrap();
+        let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+        a.set_nonblocking(true).unwrap();
+        d.register(a.as_fd(), 8, Interest::Connection).unwrap();
+        d.set_input(8, false).unwrap();
+        let _ = wait(&mut d, 20);
+        d.close(8, OwnedFd::from(a)).unwrap();
+        drop(d);
+        b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(std::io::Read::read(&mut b, &mut buf).unwrap(), 0, "EOF");
     }
 
     #[test]

@@ -828,12 +828,24 @@ impl<D: Driver> Worker<D> {
                     Token::Notify(_) => {}
                     Token::Listener(i) => self.accept(i, now),
                     Token::Conn(idx, serial) => {
+                        let meant = self
+                            .conns
+                            .get(idx)
+                            .and_then(Option::as_ref)
+                            .is_some_and(|c| {
+                                Token::conn(idx, c.serial) == Token::Conn(idx, serial)
+                            });
+                        if !meant {
+                            // Closed earlier in this turn (or meant for the connection
+                            // before in this slot): a receive buffer still goes back.
+                            if let Io::Received { buffer, .. } = ev.io {
+                                self.driver.recycle(buffer);
+                            }
+                            continue;
+                        }
                         let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
                             continue;
                         };
-                        if Token::conn(idx, c.serial) != Token::Conn(idx, serial) {
-                            continue; // meant for the connection before in this slot
-                        }
                         if ev.io != Io::None {
                             self.ring_io(idx, ev.io, now);
                             continue;

@@ -486,6 +486,11 @@ impl Ring {
         Ok(())
     }
 
+    /// An accept under `tag` is armed (its last completion not yet read).
+    pub fn accepting(&self, tag: u64) -> bool {
+        self.accepting.contains_key(&tag)
+    }
+
     /// Takes the descriptors accepted since the last call, each with its accept's tag.
     pub fn accepted(&mut self) -> std::vec::Drain<'_, (u64, OwnedFd)> {
         self.accepted.drain(..)
@@ -584,7 +589,11 @@ impl Ring {
     /// follows, `-ECANCELED` or its own). Until it is submitted (the next
     /// [`Ring::submit`] or [`Ring::wait`]) the request holds its file open.
     pub fn cancel(&mut self, tag: u64) -> io::Result<()> {
-        let entry = opcode::AsyncCancel::new(tag).build().user_data(REMOVAL);
+        // Every request under the tag (an accept armed again behind its cancellation
+        // may be two).
+        let entry = opcode::AsyncCancel2::new(types::CancelBuilder::user_data(tag).all())
+            .build()
+            .user_data(REMOVAL);
         self.push(entry)
     }
 
@@ -674,6 +683,9 @@ impl Ring {
 
 impl Drop for Ring {
     fn drop(&mut self) {
+        // What is queued goes first: closes of connections among it (their descriptors
+        // are ours no more).
+        let _ = self.submit();
         // Requests naming our memory (sends, receives) are cancelled and their last
         // completions read before the memory goes; if that does not finish, the memory
         // is leaked rather than freed under the kernel.
