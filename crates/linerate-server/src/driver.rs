@@ -381,10 +381,7 @@ impl UringDriver {
     /// Completions read while a watch ended that belong to ended watches go (their
     /// buffers given back, their connections closed); the rest wait for `wait`.
     fn drop_early(&mut self) -> io::Result<()> {
-        let accepted: Vec<_> = self.ring.accepted().collect();
-        for (tag, fd) in accepted {
-            self.take_accepted(tag, fd);
-        }
+        self.take_accepted();
         let mut early = std::mem::take(&mut self.early);
         early.retain(|c| {
             let keep = self.live.contains_key(&(c.tag / KINDS));
@@ -399,12 +396,15 @@ impl UringDriver {
         Ok(())
     }
 
-    /// A connection accepted under `tag`: queued for its listener's owner, or closed if
-    /// the listener's watch has ended.
-    fn take_accepted(&mut self, tag: u64, fd: OwnedFd) {
-        let id = tag / KINDS;
-        if self.live.contains_key(&id) {
-            self.accepted.entry(id).or_default().0.push_back(fd);
+    /// The connections the ring accepted: queued for their listener's owner, or closed
+    /// if the listener's watch has ended.
+    fn take_accepted(&mut self) {
+        let (live, accepted) = (&self.live, &mut self.accepted);
+        for (tag, fd) in self.ring.accepted() {
+            let id = tag / KINDS;
+            if live.contains_key(&id) {
+                accepted.entry(id).or_default().0.push_back(fd);
+            }
         }
     }
 
@@ -666,10 +666,7 @@ impl Driver for UringDriver {
             Duration::ZERO
         };
         self.ring.wait(timeout, &mut done)?;
-        let accepted: Vec<_> = self.ring.accepted().collect();
-        for (tag, fd) in accepted {
-            self.take_accepted(tag, fd);
-        }
+        self.take_accepted();
         self.merged.clear();
         for c in &done {
             let id = c.tag / KINDS;

@@ -65,6 +65,9 @@ pub struct SendBuf {
     pieces: Vec<Piece>,
     copied: Vec<u8>,
     iov: Vec<libc::iovec>,
+    /// The message header that names `iov`, read by the kernel through the pointer in
+    /// the request; made once per buffer, which the ring reuses.
+    msg: Option<Box<libc::msghdr>>,
     len: usize,
 }
 
@@ -138,13 +141,6 @@ impl SendBuf {
             });
         }
     }
-}
-
-/// A send in flight: its buffer and the message header that names it (read by the
-/// kernel only, through the pointer in the request).
-struct InFlight {
-    buf: SendBuf,
-    _msg: Box<libc::msghdr>,
 }
 
 /// The provided buffers of the receives: `count` buffers of `size` bytes and the ring
@@ -266,7 +262,8 @@ pub struct Ring {
     // Declared before `buffers`: dropped (its descriptor closed) first.
     ring: IoUring,
     buffers: Option<Buffers>,
-    sends: HashMap<u64, InFlight>,
+    /// Sends in flight, by tag.
+    sends: HashMap<u64, SendBuf>,
     spare: Vec<SendBuf>,
     /// Tags of the receives armed and not yet ended (their memory is the buffers').
     receiving: std::collections::HashSet<u64>,
@@ -275,6 +272,8 @@ pub struct Ring {
     accepting: HashMap<u64, u32>,
     /// Descriptors accepted, with their accept's tag, not yet taken.
     accepted: Vec<(u64, OwnedFd)>,
+    /// Tags whose last completion a reap read (kept for its buffer).
+    ended: Vec<u64>,
     counts: RingCounts,
 }
 
@@ -369,6 +368,7 @@ impl Ring {
             receiving: Default::default(),
             accepting: Default::default(),
             accepted: Vec::new(),
+            ended: Vec::new(),
             counts: RingCounts::default(),
         };
         r.check_multishot_receive()?;
@@ -511,24 +511,25 @@ impl Ring {
             ));
         }
         buf.build();
+        let SendBuf { iov, msg, .. } = &mut buf;
         // SAFETY: an all-zero `msghdr` is a valid one (no name, no control data).
-        let mut msg: Box<libc::msghdr> = Box::new(unsafe { std::mem::zeroed() });
-        msg.msg_iov = buf.iov.as_mut_ptr();
-        msg.msg_iovlen = buf.iov.len() as _;
+        let msg = msg.get_or_insert_with(|| Box::new(unsafe { std::mem::zeroed() }));
+        msg.msg_iov = iov.as_mut_ptr();
+        msg.msg_iovlen = iov.len() as _;
         let mut flags = libc::MSG_NOSIGNAL;
         if more {
             flags |= libc::MSG_MORE;
         }
-        let entry = opcode::SendMsg::new(types::Fd(fd), &*msg)
+        let entry = opcode::SendMsg::new(types::Fd(fd), &**msg)
             .flags(flags as u32)
             .build()
             .user_data(tag);
         // The header (boxed), its iovecs and the memory they name are heap blocks that
         // moving `buf` does not move; kept here until the completion.
-        self.sends.insert(tag, InFlight { buf, _msg: msg });
+        self.sends.insert(tag, buf);
         if let Err(e) = self.push(entry) {
-            if let Some(f) = self.sends.remove(&tag) {
-                self.give_back(f.buf);
+            if let Some(buf) = self.sends.remove(&tag) {
+                self.give_back(buf);
             }
             return Err(e);
         }
@@ -640,7 +641,7 @@ impl Ring {
 
     /// Reads the completion queue.
     fn reap(&mut self, out: &mut Vec<Completion>) {
-        let mut ended = Vec::new();
+        let mut ended = std::mem::take(&mut self.ended);
         for cqe in self.ring.completion() {
             self.counts.completed += 1;
             if cqe.user_data() == REMOVAL {
@@ -664,9 +665,9 @@ impl Ring {
                 buffer,
             });
         }
-        for tag in ended {
+        for &tag in &ended {
             match self.sends.remove(&tag) {
-                Some(f) => self.give_back(f.buf),
+                Some(buf) => self.give_back(buf),
                 None => {
                     self.receiving.remove(&tag);
                     if let Some(n) = self.accepting.get_mut(&tag) {
@@ -678,6 +679,8 @@ impl Ring {
                 }
             }
         }
+        ended.clear();
+        self.ended = ended;
     }
 }
 
