@@ -1,7 +1,7 @@
 //! `linerate serve`: an HTTP/1.1 static-file server on the linerate transmit engine.
 //!
 //! Thread per core: each worker is pinned to a CPU, has its own `SO_REUSEPORT` listener,
-//! its own event loop (through the [`driver::Driver`] trait; epoll now), its own
+//! its own event loop (through the [`driver::Driver`] trait: io_uring, or epoll), its own
 //! open-file cache and its connections, which never migrate. No locks on the request
 //! path.
 //!
@@ -24,6 +24,8 @@ mod listing;
 pub mod logs;
 mod metrics;
 mod output;
+#[cfg(any(test, feature = "fuzzing"))]
+mod output_model;
 pub mod rules;
 pub mod settings;
 mod site;
@@ -37,3 +39,10 @@ pub use listen::Endpoint;
 pub use logs::ErrorLog;
 pub use settings::Settings;
 pub use worker::{serve, ServeError};
+
+/// What the fuzz targets drive (the `fuzzing` feature): model runs of the I/O-free
+/// state machines.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    pub use crate::output_model::run as output_queue;
+}
