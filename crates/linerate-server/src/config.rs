@@ -92,7 +92,7 @@ pub struct Config {
     /// Strategy for file bodies.
     pub transmit: Strategy,
     /// The event-loop driver (resolved at the start: `auto` probes io_uring).
-    pub driver: crate::driver::DriverChoice,
+    pub driver: linerate_event::DriverChoice,
     /// `auto` chose io_uring: a worker that cannot set up its own ring runs epoll.
     pub driver_fallback: bool,
     /// `TCP_NOTSENT_LOWAT` for the batched strategies: None, the send buffer's size
@@ -223,7 +223,7 @@ impl Config {
             user: None,
             pin: true,
             transmit: Strategy::SendfileBatched,
-            driver: crate::driver::DriverChoice::Auto,
+            driver: linerate_event::DriverChoice::Auto,
             driver_fallback: false,
             notsent_lowat: Some(DEFAULT_NOTSENT_LOWAT),
             small_file_bytes: DEFAULT_SMALL_FILE,

@@ -24,10 +24,10 @@ use linerate_http::request::Limits;
 use linerate_sys::net::{self, SendFlags};
 use linerate_tx::{Flow, TxError, TxSocket};
 
-use crate::driver::Driver;
 use crate::listen::Peer;
 use crate::output::{Ctx, OutNext, OutOp, Output, Piece};
 use crate::site::{Part, Response, Site};
+use linerate_event::Driver;
 
 /// Responses queued per connection before it stops reading.
 pub(crate) const MAX_QUEUED: usize = 32;
@@ -690,7 +690,7 @@ mod tests {
             let after = c.drive(
                 s,
                 (
-                    &mut crate::driver::EpollDriver::new().unwrap(),
+                    &mut linerate_event::EpollDriver::new().unwrap(),
                     &mut scratch,
                 ),
                 true,
@@ -801,7 +801,7 @@ mod tests {
             let after = c.drive(
                 &mut site,
                 (
-                    &mut crate::driver::EpollDriver::new().unwrap(),
+                    &mut linerate_event::EpollDriver::new().unwrap(),
                     &mut scratch,
                 ),
                 true,

@@ -1,7 +1,7 @@
 //! `linerate serve`: an HTTP/1.1 static-file server on the linerate transmit engine.
 //!
 //! Thread per core: each worker is pinned to a CPU, has its own `SO_REUSEPORT` listener,
-//! its own event loop (through the [`driver::Driver`] trait: io_uring, or epoll), its own
+//! its own event loop (through `linerate_event::Driver`: io_uring, or epoll), its own
 //! open-file cache and its connections, which never migrate. No locks on the request
 //! path.
 //!
@@ -17,7 +17,6 @@ pub mod config;
 mod conn;
 pub mod control;
 mod disk;
-pub mod driver;
 mod files;
 pub mod listen;
 mod listing;

@@ -222,7 +222,7 @@ as_text!(Transmit);
 
 /// An event-loop driver by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Driver(pub crate::driver::DriverChoice);
+pub struct Driver(pub linerate_event::DriverChoice);
 
 impl FromStr for Driver {
     type Err = String;

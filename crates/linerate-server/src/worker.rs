@@ -13,12 +13,12 @@ use crate::config::{AccessLog, Config, LogFormat, SiteConfig};
 use crate::conn::{Aborted, After, Conn, Cut};
 use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Disk, Inbox, Job};
-use crate::driver::{Driver, DriverChoice, EpollDriver, Interest, Io, Ready, UringDriver};
 use crate::files::FileCache;
 use crate::listen::{bind_all, hand_out, status_line, BindError, Bound, Endpoint, Listener, Peer};
 use crate::logs::{more, LogFile, LogWriter, RateLimit};
 use crate::site::{Host, Response, Site};
 use crate::stats::{Board, Earlier, Stats};
+use linerate_event::{Driver, DriverChoice, EpollDriver, Interest, Io, Ready, UringDriver};
 
 /// Why the server could not start or had to stop.
 #[derive(Debug, thiserror::Error)]

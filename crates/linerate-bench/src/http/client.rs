@@ -1,4 +1,7 @@
-//! One load-generating thread: an epoll loop over its share of the connections.
+//! One load-generating thread: an event loop over its share of the connections, on the
+//! same layer as the server's workers (`linerate_event`, its epoll driver: edge-triggered,
+//! so a connection costs no `epoll_ctl` call after its registration; one that stops
+//! reading before `EAGAIN` to give the others their turn waits on a run list).
 //!
 //! Each connection keeps up to `pipeline` requests in flight, written together in one
 //! send; responses are framed by `Content-Length` (parsed with `httparse`) and their
@@ -24,7 +27,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use linerate_sys::epoll::{self, Epoll, Event};
+use linerate_event::{Driver, EpollDriver, Interest, Ready};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::workload::{Picker, Workload};
@@ -37,7 +40,7 @@ const READ_BUF: usize = 64 * 1024;
 /// Scratch for discarded bodies (never written by the kernel; see `recv_discard`).
 const DISCARD_CHUNK: usize = 4 << 20;
 /// Reads per readiness event before other connections get a turn.
-const READS_PER_EVENT: usize = 32;
+pub(crate) const READS_PER_EVENT: usize = 32;
 /// Pause before reconnecting after a failed connection.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(10);
 
@@ -58,6 +61,8 @@ pub(crate) struct Shared {
     /// Responses completed so far over all threads (for progress).
     pub completed: AtomicU64,
     pub stop: crate::StopFlag,
+    /// Reads per event before the others' turn ([`READS_PER_EVENT`]; tests lower it).
+    pub reads_per_event: usize,
 }
 
 /// One thread's tallies.
@@ -147,8 +152,8 @@ struct Conn {
     interval_ns: u64,
     /// Last send or receive progress (ns), for the timeout.
     last_progress_ns: u64,
-    /// Whether `OUT` is in the epoll interest.
-    want_out: bool,
+    /// On the run list: it stopped reading with bytes perhaps left in its socket.
+    on_run_list: bool,
     /// Responses completed on the current socket.
     answered: u64,
 }
@@ -166,8 +171,9 @@ pub(crate) fn run_thread(
         shared,
         start,
         stats: ThreadStats::new(),
-        epoll: Epoll::new(conns.max(1))?,
+        driver: EpollDriver::with_events(conns.max(1))?,
         events: Vec::with_capacity(conns.max(1)),
+        runnable: Vec::new(),
         scratch: vec![0u8; DISCARD_CHUNK],
         conns: Vec::with_capacity(conns),
         crcs: BTreeMap::new(),
@@ -199,7 +205,7 @@ pub(crate) fn run_thread(
             next_due_ns: first_due,
             interval_ns,
             last_progress_ns: 0,
-            want_out: false,
+            on_run_list: false,
             answered: 0,
         });
     }
@@ -212,8 +218,11 @@ struct Thread<'a> {
     shared: &'a Shared,
     start: Instant,
     stats: ThreadStats,
-    epoll: Epoll,
-    events: Vec<Event>,
+    driver: EpollDriver,
+    events: Vec<Ready>,
+    /// Connections that stopped reading at `READS_PER_EVENT` (an edge-triggered
+    /// registration reports nothing more for bytes already there).
+    runnable: Vec<usize>,
     scratch: Vec<u8>,
     conns: Vec<Conn>,
     /// Checksums of the first body seen per item whose content is not known in advance.
@@ -260,17 +269,34 @@ impl Thread<'_> {
                 self.sweep_timeouts(now);
             }
             // Wake for the earliest due time, the end, or a timeout check (rounded up to
-            // epoll's milliseconds: a paced request may go up to 1 ms late, and its
-            // latency counts that).
-            let wait_ns = next_wake.saturating_sub(now).min(100_000_000);
-            let timeout_ms = wait_ns.div_ceil(1_000_000) as i32;
+            // epoll's milliseconds by the driver: a paced request may go up to 1 ms late,
+            // and its latency counts that); at once while connections wait to read on.
+            let wait_ns = if self.runnable.is_empty() {
+                next_wake.saturating_sub(now).min(100_000_000)
+            } else {
+                0
+            };
             self.events.clear();
-            self.epoll.wait(&mut self.events, timeout_ms)?;
+            self.driver
+                .wait(&mut self.events, Duration::from_nanos(wait_ns))?;
             let events = std::mem::take(&mut self.events);
             for ev in &events {
-                self.on_event(ev.token as usize, ev.events);
+                self.on_event(ev.token as usize, ev);
             }
             self.events = events;
+            // Those that stopped reading last turn read on, after the new events.
+            let turn = std::mem::take(&mut self.runnable);
+            for &i in &turn {
+                self.conns[i].on_run_list = false;
+                self.on_event(
+                    i,
+                    &Ready {
+                        token: i as u64,
+                        readable: true,
+                        ..Ready::default()
+                    },
+                );
+            }
         }
         Ok(())
     }
@@ -349,18 +375,16 @@ impl Thread<'_> {
                 return;
             }
         }
-        if let Err(e) = self.epoll.add(
-            sock.as_fd(),
-            i as u64,
-            epoll::IN | epoll::OUT | epoll::RDHUP,
-        ) {
+        if let Err(e) = self
+            .driver
+            .register(sock.as_fd(), i as u64, Interest::Connection)
+        {
             self.connect_failed(i, now, format!("epoll: {e}"));
             return;
         }
         let c = &mut self.conns[i];
         c.sock = Some(sock);
         c.state = State::Connecting;
-        c.want_out = true;
         c.last_progress_ns = now;
         c.rstart = 0;
         c.rend = 0;
@@ -404,10 +428,10 @@ impl Thread<'_> {
         self.any_idle = true;
     }
 
-    fn on_event(&mut self, i: usize, events: u32) {
+    fn on_event(&mut self, i: usize, ev: &Ready) {
         let now = self.now_ns();
         if matches!(self.conns[i].state, State::Connecting) {
-            if events & (epoll::OUT | epoll::ERR | epoll::HUP) == 0 {
+            if !(ev.writable || ev.error || ev.hangup) {
                 return;
             }
             let err = match self.conns[i].sock.as_ref().map(Socket::take_error) {
@@ -427,13 +451,13 @@ impl Thread<'_> {
         if !matches!(self.conns[i].state, State::Open) {
             return;
         }
-        if events & epoll::IN != 0 || events & (epoll::ERR | epoll::HUP | epoll::RDHUP) != 0 {
+        if ev.readable || ev.error || ev.hangup {
             if !self.read(i, now) {
                 return;
             }
             self.fill(i, now);
         }
-        if events & epoll::OUT != 0 {
+        if ev.writable {
             self.flush(i, now);
         }
     }
@@ -475,7 +499,8 @@ impl Thread<'_> {
         c.inflight.push_back(Inflight { item, start_ns });
     }
 
-    /// Writes pending request bytes; watches for writability while some remain.
+    /// Writes pending request bytes, until the socket is full (its writable edge brings
+    /// the connection back).
     fn flush(&mut self, i: usize, now: u64) {
         let c = &mut self.conns[i];
         let Some(sock) = c.sock.as_mut() else { return };
@@ -499,19 +524,12 @@ impl Thread<'_> {
             c.out.clear();
             c.out_pos = 0;
         }
-        let want = !c.out.is_empty();
-        if want != c.want_out {
-            c.want_out = want;
-            let ev = epoll::IN | epoll::RDHUP | if want { epoll::OUT } else { 0 };
-            if let Some(sock) = c.sock.as_ref() {
-                let _ = self.epoll.modify(sock.as_fd(), i as u64, ev);
-            }
-        }
     }
 
     /// Reads and completes responses; false if the connection was dropped.
     fn read(&mut self, i: usize, now: u64) -> bool {
-        for _ in 0..READS_PER_EVENT {
+        let mut drained = false;
+        for _ in 0..self.shared.reads_per_event {
             // Whole responses already buffered first.
             loop {
                 match self.advance(i, now) {
@@ -587,11 +605,15 @@ impl Thread<'_> {
                     }
                     if n < asked {
                         // The socket is drained: no read that would only say EAGAIN (the
-                        // level-triggered registration reports what comes next).
+                        // next bytes to arrive bring an edge of their own).
+                        drained = true;
                         break;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    drained = true;
+                    break;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     let c = &self.conns[i];
@@ -609,6 +631,11 @@ impl Thread<'_> {
                     return false;
                 }
             }
+        }
+        // Stopped to give the others their turn: no edge comes for the bytes left.
+        if !drained && !self.conns[i].on_run_list {
+            self.conns[i].on_run_list = true;
+            self.runnable.push(i);
         }
         // Finish what the last read completed.
         loop {
@@ -775,7 +802,7 @@ impl Thread<'_> {
     fn drop_conn(&mut self, i: usize, now: u64, failed: bool) {
         let c = &mut self.conns[i];
         if let Some(sock) = c.sock.take() {
-            let _ = self.epoll.delete(sock.as_fd());
+            let _ = self.driver.deregister(sock.as_fd());
         }
         c.inflight.clear();
         c.body = None;
@@ -783,7 +810,6 @@ impl Thread<'_> {
         c.out_pos = 0;
         c.rstart = 0;
         c.rend = 0;
-        c.want_out = false;
         c.answered = 0;
         let at = if failed {
             now + RECONNECT_PAUSE.as_nanos() as u64
@@ -887,6 +913,70 @@ pub(crate) fn parse_head(buf: &[u8]) -> Result<Option<Head>, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Connections are edge-triggered: one that stops reading for the others' turn,
+    /// with bytes left in its socket, gets no new edge for them and must come back by
+    /// itself (the run list). One read per turn here, and 64 answers of 2 KiB written
+    /// at once: without the run list the last of them sit in the socket until the
+    /// timeout.
+    #[test]
+    fn a_connection_that_stops_reading_for_its_turn_reads_on_without_a_new_edge() {
+        use std::io::{Read, Write};
+        const N: usize = 64;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut seen = Vec::new();
+            let mut buf = [0u8; 65_536];
+            while seen.windows(4).filter(|w| w == b"\r\n\r\n").count() < N {
+                let n = s.read(&mut buf).unwrap();
+                assert!(n > 0, "the client went before its requests were whole");
+                seen.extend_from_slice(&buf[..n]);
+            }
+            let mut all = Vec::new();
+            for _ in 0..N {
+                all.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 2048\r\n\r\n");
+                all.extend_from_slice(&[b'x'; 2048]);
+            }
+            s.write_all(&all).unwrap();
+            // Held open, nothing more sent, until the client goes.
+            let _ = s.read(&mut buf);
+        });
+        let shared = Shared {
+            target,
+            workload: Arc::new(Workload::List(vec![super::super::workload::Item {
+                path: "/".into(),
+                expect: None,
+            }])),
+            requests: vec![b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()],
+            pipeline: N,
+            close: false,
+            checksum: false,
+            timeout: Duration::from_secs(2),
+            seed: 1,
+            limit: Limit::Requests(N as u64),
+            issued: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            reads_per_event: 1,
+        };
+        let start = Instant::now();
+        let stats = run_thread(
+            &shared,
+            1,
+            0,
+            1,
+            None,
+            start,
+            Some(start + Duration::from_secs(10)),
+        )
+        .unwrap();
+        assert_eq!(stats.errors.timeout, 0, "{:?}", stats.first_error);
+        assert_eq!(stats.requests, N as u64);
+        assert_eq!(stats.body_bytes, (N * 2048) as u64);
+        server.join().unwrap();
+    }
 
     #[test]
     fn heads() {

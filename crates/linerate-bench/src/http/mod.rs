@@ -368,6 +368,7 @@ pub fn run(
         issued: AtomicU64::new(0),
         completed: AtomicU64::new(0),
         stop: Arc::clone(stop),
+        reads_per_event: client::READS_PER_EVENT,
     });
     let rate_per_conn = cfg.rate.map(|r| r / cfg.connections.max(1) as f64);
     let server_cpu = |pid: u32| ServerReading::now(pid, cfg.server_core);

@@ -1,4 +1,4 @@
-//! The event-loop driver: the one interface between the workers and the kernel's
+//! The event-loop driver: the one interface between a loop (a server worker, a load thread) and the kernel's
 //! readiness and completion machinery. Two drivers behind the same trait: epoll, where
 //! connections make their own calls when told they are ready, and io_uring
 //! (`--driver uring`), which receives a connection's bytes into its provided buffers
@@ -130,9 +130,14 @@ pub struct EpollDriver {
 impl EpollDriver {
     /// A driver reporting up to 256 events per wait.
     pub fn new() -> io::Result<EpollDriver> {
+        EpollDriver::with_events(256)
+    }
+
+    /// A driver reporting up to `n` events per wait.
+    pub fn with_events(n: usize) -> io::Result<EpollDriver> {
         Ok(EpollDriver {
-            ep: Epoll::new(256)?,
-            raw: Vec::with_capacity(256),
+            ep: Epoll::new(n)?,
+            raw: Vec::with_capacity(n),
         })
     }
 }
@@ -152,7 +157,8 @@ impl Driver for EpollDriver {
 
     fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()> {
         self.raw.clear();
-        let ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+        // Rounded up: a wait for a deadline less than a millisecond away must not spin.
+        let ms = i32::try_from(timeout.as_nanos().div_ceil(1_000_000)).unwrap_or(i32::MAX);
         self.ep.wait(&mut self.raw, ms)?;
         out.extend(self.raw.iter().map(|e| Ready {
             token: e.token,

@@ -1,0 +1,26 @@
+//! The event-loop layer every linerate loop stands on: the server's workers
+//! (`linerate serve`) and the HTTP load generator's threads (`linerate bench http`).
+//!
+//! One trait, [`Driver`], and two kernels' ways behind it:
+//!
+//! - [`EpollDriver`]: readiness. Edge-triggered for connections (the owner reads and
+//!   writes until `EAGAIN`, or keeps the connection on a run list of its own when it
+//!   stops before that), level-triggered for listeners and other descriptors.
+//! - [`UringDriver`]: completion. io_uring accepts, receives into provided buffers,
+//!   sends gathers and closes, one `io_uring_enter` per loop turn for all of them
+//!   ([`Driver::ring_io`] says so; [`Io`] carries what the ring did).
+//!
+//! [`DriverChoice`] is the `--driver` setting: `auto` probes io_uring at start and falls
+//! back to epoll with one line saying why.
+//!
+//! Non-goals: futures, wakers of tasks, a reactor shared between threads. A loop is
+//! one thread's, with its own driver; tokens are the owner's (the server encodes what
+//! a token names, the load generator uses connection indices).
+//!
+//! All system calls are `linerate-sys`'s; this crate has no `unsafe`.
+
+#![forbid(unsafe_code)]
+
+pub mod driver;
+
+pub use driver::{Driver, DriverChoice, EpollDriver, Interest, Io, Ready, UringDriver};
