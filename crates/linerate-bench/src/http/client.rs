@@ -154,6 +154,10 @@ struct Conn {
     last_progress_ns: u64,
     /// On the run list: it stopped reading with bytes perhaps left in its socket.
     on_run_list: bool,
+    /// The peer's FIN (or a reset) was reported on this socket: a short read no longer
+    /// means that nothing is left, since the end itself waits to be read and no new
+    /// edge will come for it.
+    peer_done: bool,
     /// Responses completed on the current socket.
     answered: u64,
 }
@@ -206,6 +210,7 @@ pub(crate) fn run_thread(
             interval_ns,
             last_progress_ns: 0,
             on_run_list: false,
+            peer_done: false,
             answered: 0,
         });
     }
@@ -386,6 +391,7 @@ impl Thread<'_> {
         c.sock = Some(sock);
         c.state = State::Connecting;
         c.last_progress_ns = now;
+        c.peer_done = false;
         c.rstart = 0;
         c.rend = 0;
         c.body = None;
@@ -450,6 +456,9 @@ impl Thread<'_> {
         }
         if !matches!(self.conns[i].state, State::Open) {
             return;
+        }
+        if ev.hangup || ev.error {
+            self.conns[i].peer_done = true;
         }
         if ev.readable || ev.error || ev.hangup {
             if !self.read(i, now) {
@@ -603,9 +612,9 @@ impl Thread<'_> {
                     } else {
                         c.rend += n;
                     }
-                    if n < asked {
+                    if n < asked && !c.peer_done {
                         // The socket is drained: no read that would only say EAGAIN (the
-                        // next bytes to arrive bring an edge of their own).
+                        // next bytes to arrive, or the FIN, bring an edge of their own).
                         drained = true;
                         break;
                     }
@@ -919,6 +928,55 @@ mod tests {
     /// itself (the run list). One read per turn here, and 64 answers of 2 KiB written
     /// at once: without the run list the last of them sit in the socket until the
     /// timeout.
+    fn shared(target: SocketAddr, pipeline: usize, n: u64, reads_per_event: usize) -> Shared {
+        Shared {
+            target,
+            workload: Arc::new(Workload::List(vec![super::super::workload::Item {
+                path: "/".into(),
+                expect: None,
+            }])),
+            requests: vec![b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()],
+            pipeline,
+            close: false,
+            checksum: false,
+            timeout: Duration::from_secs(2),
+            seed: 1,
+            limit: Limit::Requests(n),
+            issued: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            reads_per_event,
+        }
+    }
+
+    /// An answer cut short by the server's close: its bytes and the FIN may be reported
+    /// in one edge, and the short read of the bytes must not be taken for "nothing
+    /// left", or the end is never read (no edge comes for it) and the run waits for its
+    /// timeout instead of counting a read error.
+    #[test]
+    fn an_answer_and_the_close_behind_it_in_one_edge_are_both_read() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let target = l.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            for s in l.incoming().take(20) {
+                let mut s = s.unwrap();
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort");
+            }
+        });
+        for _ in 0..20 {
+            let shared = shared(target, 1, 1, READS_PER_EVENT);
+            let start = Instant::now();
+            let end = start + Duration::from_secs(10);
+            let stats = run_thread(&shared, 1, 0, 1, None, start, Some(end)).unwrap();
+            assert_eq!(stats.errors.timeout, 0, "{:?}", stats.first_error);
+            assert_eq!(stats.errors.read, 1, "{:?}", stats.first_error);
+        }
+        server.join().unwrap();
+    }
+
     #[test]
     fn a_connection_that_stops_reading_for_its_turn_reads_on_without_a_new_edge() {
         use std::io::{Read, Write};
@@ -943,24 +1001,7 @@ mod tests {
             // Held open, nothing more sent, until the client goes.
             let _ = s.read(&mut buf);
         });
-        let shared = Shared {
-            target,
-            workload: Arc::new(Workload::List(vec![super::super::workload::Item {
-                path: "/".into(),
-                expect: None,
-            }])),
-            requests: vec![b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec()],
-            pipeline: N,
-            close: false,
-            checksum: false,
-            timeout: Duration::from_secs(2),
-            seed: 1,
-            limit: Limit::Requests(N as u64),
-            issued: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
-            stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
-            reads_per_event: 1,
-        };
+        let shared = shared(target, N, N as u64, 1);
         let start = Instant::now();
         let stats = run_thread(
             &shared,
