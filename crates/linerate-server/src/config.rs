@@ -222,7 +222,7 @@ impl Config {
             workers: linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len().max(1)),
             user: None,
             pin: true,
-            transmit: Strategy::SendfileBatched,
+            transmit: Strategy::Splice,
             driver: linerate_event::DriverChoice::Auto,
             driver_fallback: false,
             notsent_lowat: Some(DEFAULT_NOTSENT_LOWAT),

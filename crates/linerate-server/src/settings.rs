@@ -918,8 +918,9 @@ pub struct Settings {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pin: Option<bool>,
-    /// Strategy for file bodies: copy, sendfile, splice or zerocopy (also sendfile-4k
-    /// and sendfile-chunk-SIZE, for measurement) [default: sendfile].
+    /// Strategy for file bodies: splice (file → the worker's pipe → socket, batched as
+    /// sendfile is; measured 2-3% cheaper at 1 MiB), sendfile, copy or zerocopy (also
+    /// sendfile-4k and sendfile-chunk-SIZE, for measurement) [default: splice].
     #[arg(long, value_name = "STRATEGY")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transmit: Option<Transmit>,

@@ -74,7 +74,7 @@ pub fn variant_args(case: &str) -> [&str; 4] {
 
 /// For each `name`, a module `name` with one `#[test]` per transmit strategy calling
 /// `name(STRATEGY)` under the default driver (io_uring where it can run), and one under
-/// the epoll driver calling `name("sendfile@epoll")` (see [`variant_args`]), so a
+/// the epoll driver calling `name("splice@epoll")` (the default strategy) (see [`variant_args`]), so a
 /// failure names its case (`byte_ranges::splice`, `byte_ranges::epoll`) and the cases
 /// run in parallel. A test's `Rules:` line goes above its name in the list.
 #[macro_export]
@@ -101,7 +101,7 @@ macro_rules! per_strategy {
             /// under the default driver, io_uring where it can run.
             #[test]
             fn epoll() {
-                super::$name("sendfile@epoll")
+                super::$name("splice@epoll")
             }
         }
     )*};
