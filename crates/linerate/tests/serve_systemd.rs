@@ -262,7 +262,7 @@ fn metrics_count_the_load_and_pass_promtool() {
         3
     );
     assert_eq!(
-        value("linerate_response_body_bytes_total{transmit=\"sendfile\"}"),
+        value("linerate_response_body_bytes_total{transmit=\"splice\"}"),
         40 * 2 + 3 * 14 + om.body.len() as u64
     );
     assert_eq!(value("linerate_response_seconds_count"), 44);
