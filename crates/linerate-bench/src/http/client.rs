@@ -923,11 +923,7 @@ pub(crate) fn parse_head(buf: &[u8]) -> Result<Option<Head>, &'static str> {
 mod tests {
     use super::*;
 
-    /// Connections are edge-triggered: one that stops reading for the others' turn,
-    /// with bytes left in its socket, gets no new edge for them and must come back by
-    /// itself (the run list). One read per turn here, and 64 answers of 2 KiB written
-    /// at once: without the run list the last of them sit in the socket until the
-    /// timeout.
+    /// One thread's settings for a test against `target`: `n` requests for `/`.
     fn shared(target: SocketAddr, pipeline: usize, n: u64, reads_per_event: usize) -> Shared {
         Shared {
             target,
@@ -977,6 +973,11 @@ mod tests {
         server.join().unwrap();
     }
 
+    /// Connections are edge-triggered: one that stops reading for the others' turn,
+    /// with bytes left in its socket, gets no new edge for them and must come back by
+    /// itself (the run list). One read per turn here, and 64 answers of 2 KiB written
+    /// at once: without the run list the last of them sit in the socket until the
+    /// timeout.
     #[test]
     fn a_connection_that_stops_reading_for_its_turn_reads_on_without_a_new_edge() {
         use std::io::{Read, Write};
