@@ -17,7 +17,7 @@
 //! one thread's, with its own driver; tokens are the owner's (the server encodes what
 //! a token names, the load generator uses connection indices).
 //!
-//! All system calls are `linerate-sys`'s; this crate has no `unsafe`.
+//! All system calls are `linerate-sys`'s; this crate forbids unsafe_code.
 
 #![forbid(unsafe_code)]
 
