@@ -811,7 +811,7 @@ impl Thread<'_> {
     fn drop_conn(&mut self, i: usize, now: u64, failed: bool) {
         let c = &mut self.conns[i];
         if let Some(sock) = c.sock.take() {
-            let _ = self.driver.deregister(sock.as_fd());
+            let _ = self.driver.close(i as u64, sock.into());
         }
         c.inflight.clear();
         c.body = None;
