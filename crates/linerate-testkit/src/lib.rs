@@ -74,9 +74,9 @@ pub fn variant_args(case: &str) -> [&str; 4] {
 
 /// For each `name`, a module `name` with one `#[test]` per transmit strategy calling
 /// `name(STRATEGY)` under the default driver (io_uring where it can run), and one under
-/// the epoll driver calling `name("splice@epoll")` (the default strategy) (see [`variant_args`]), so a
-/// failure names its case (`byte_ranges::splice`, `byte_ranges::epoll`) and the cases
-/// run in parallel. A test's `Rules:` line goes above its name in the list.
+/// the epoll driver with the default strategy, `name("splice@epoll")` (see
+/// [`variant_args`]), so a failure names its case (`byte_ranges::splice`,
+/// `byte_ranges::epoll`) and the cases run in parallel. A test's `Rules:` line goes above its name in the list.
 #[macro_export]
 macro_rules! per_strategy {
     ($($name:ident),* $(,)?) => {$(
