@@ -3,12 +3,20 @@
 //! When a sender half-closes, the sink answers with one JSON line, a [`SinkReport`]
 //! (bytes, its own CPU time for the connection, its receive buffer), and closes. That is
 //! how `linerate bench stream` learns the receiver's CPU without a control connection.
+//!
+//! Each worker is one thread with its own listener (`SO_REUSEPORT` when there are
+//! several) and an edge-triggered loop on the event-loop layer (`linerate-event`), as
+//! the server's workers and `bench http`'s load threads are: one thread serves any
+//! number of connections, each taking a bounded share of every turn.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+use linerate_event::{Driver, EpollDriver, Interest};
 
 use serde::{Deserialize, Serialize};
 use socket2::{Domain, Socket, Type};
@@ -49,6 +57,9 @@ pub struct SinkConfig {
     pub rcvbuf: Option<usize>,
     /// Serve this many connections, then exit.
     pub max_connections: Option<u64>,
+    /// Event-loop threads, each with its own `SO_REUSEPORT` listener on the address
+    /// (at least 1).
+    pub workers: usize,
 }
 
 /// What the sink saw on one connection.
@@ -60,9 +71,10 @@ pub struct SinkReport {
     pub bytes: u64,
     /// From accept to end of stream.
     pub elapsed_seconds: f64,
-    /// The sink thread's user CPU for the connection.
+    /// The user CPU of the sink thread that served the connection, from its accept to
+    /// its end (with other connections served by the same thread meanwhile, theirs too).
     pub cpu_user_seconds: f64,
-    /// The sink thread's system CPU for the connection.
+    /// The same thread's system CPU over the same time.
     pub cpu_system_seconds: f64,
     /// `SO_RCVBUF` of the connection as the kernel reports it.
     pub rcvbuf_bytes: usize,
@@ -72,173 +84,380 @@ pub struct SinkReport {
 
 /// A bound sink.
 pub struct Sink {
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     config: SinkConfig,
 }
 
 impl Sink {
-    /// Binds and listens.
+    /// Binds and listens: one listener per worker, all on one port.
     pub fn bind(config: SinkConfig) -> io::Result<Sink> {
-        let sock = Socket::new(Domain::for_address(config.listen), Type::STREAM, None)?;
-        sock.set_reuse_address(true)?;
-        if let Some(n) = config.rcvbuf {
-            sock.set_recv_buffer_size(n)?;
+        let mut listeners: Vec<TcpListener> = Vec::new();
+        let mut addr = config.listen;
+        for _ in 0..config.workers.max(1) {
+            let sock = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+            sock.set_reuse_address(true)?;
+            if config.workers > 1 {
+                sock.set_reuse_port(true)?;
+            }
+            if let Some(n) = config.rcvbuf {
+                sock.set_recv_buffer_size(n)?;
+            }
+            sock.bind(&addr.into())?;
+            sock.listen(1024)?;
+            sock.set_nonblocking(true)?;
+            let l: TcpListener = sock.into();
+            // Port 0 resolves once; the other workers join the port the first got.
+            addr = l.local_addr()?;
+            listeners.push(l);
         }
-        sock.bind(&config.listen.into())?;
-        sock.listen(128)?;
-        Ok(Sink {
-            listener: sock.into(),
-            config,
-        })
+        Ok(Sink { listeners, config })
     }
 
     /// The address it listens on.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.listener.local_addr()
+        self.listeners[0].local_addr()
     }
 
-    /// Serves until `stop` is set or the connection budget is spent, calling `report`
-    /// for each finished connection. Connections are served one thread each.
+    /// Serves until `stop` is set or the connection budget is spent and its connections
+    /// have ended, calling `report` for each finished connection (from the worker that
+    /// served it). A stop ends every open connection with a report of what it had.
     pub fn run(self, stop: &StopFlag, report: &(dyn Fn(&SinkReport) + Sync)) -> io::Result<()> {
-        self.listener.set_nonblocking(true)?;
-        let mut served = 0u64;
-        std::thread::scope(|scope| -> io::Result<()> {
-            let mut handles = Vec::new();
-            while !crate::stopped(stop) && self.config.max_connections.is_none_or(|m| served < m) {
-                let ev = linerate_sys::net::poll_one(
-                    self.listener.as_fd(),
-                    linerate_sys::net::POLLIN,
-                    200,
-                )?;
-                if ev == 0 {
-                    continue;
-                }
-                let (conn, peer) = match self.listener.accept() {
-                    Ok(c) => c,
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                    Err(e) => return Err(e),
-                };
-                served += 1;
-                let discard = self.config.discard;
-                handles.push(scope.spawn(move || match serve(conn, peer, discard, stop) {
-                    Ok(r) => report(&r),
-                    Err(e) => eprintln!("linerate sink: {peer}: {e}"),
-                }));
-            }
+        let accepted = AtomicU64::new(0);
+        let config = &self.config;
+        let accepted = &accepted;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .listeners
+                .iter()
+                .map(|l| scope.spawn(move || Worker::new(l, config)?.run(accepted, stop, report)))
+                .collect();
+            let mut first_error = None;
             for h in handles {
-                let _ = h.join();
+                let r = h
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a sink worker panicked")));
+                if let Err(e) = r {
+                    first_error.get_or_insert(e);
+                }
             }
-            Ok(())
+            first_error.map_or(Ok(()), Err)
         })
     }
 }
 
-fn serve(
-    mut conn: TcpStream,
+/// The listener's token; connections use their slot index.
+const LISTENER: u64 = u64::MAX;
+/// How long a wait lasts when nothing happens, so that a stop is seen.
+const STOP_POLL: Duration = Duration::from_millis(200);
+/// Discarding calls one connection makes per turn before the others have theirs.
+const CALLS_PER_TURN: usize = 16;
+/// Bytes per `read` (the user buffer).
+const READ_BYTES: usize = 256 << 10;
+/// Bytes per `splice` (the pipe's size).
+const SPLICE_BYTES: usize = 1 << 20;
+
+/// One open connection.
+struct Conn {
+    sock: TcpStream,
     peer: SocketAddr,
-    discard: Discard,
-    stop: &StopFlag,
-) -> io::Result<SinkReport> {
-    let start = Instant::now();
-    let cpu0 = linerate_sys::cpu::thread_cpu()?;
-    conn.set_nonblocking(false)?;
-    // Wake up now and then to notice a stop request.
-    conn.set_read_timeout(Some(Duration::from_millis(500)))?;
-    let rcvbuf = linerate_sys::net::getsockopt_int(
-        conn.as_fd(),
-        linerate_sys::net::SOL_SOCKET,
-        linerate_sys::net::SO_RCVBUF,
-    )?;
-    let bytes = match discard {
-        Discard::Read => discard_read(&mut conn, stop)?,
-        Discard::Splice => discard_splice(&conn, stop)?,
-    };
-    let elapsed = start.elapsed();
-    let cpu = linerate_sys::cpu::thread_cpu()?.since(&cpu0);
-    let report = SinkReport {
-        peer: peer.to_string(),
-        bytes,
-        elapsed_seconds: elapsed.as_secs_f64(),
-        cpu_user_seconds: cpu.user.as_secs_f64(),
-        cpu_system_seconds: cpu.system.as_secs_f64(),
-        rcvbuf_bytes: rcvbuf.max(0) as usize,
-        discard,
-    };
-    let mut line = serde_json::to_string(&report).map_err(io::Error::other)?;
-    line.push('\n');
-    // The sender may have closed both ways; then nobody wants the report.
-    let _ = conn.write_all(line.as_bytes());
-    let _ = conn.shutdown(std::net::Shutdown::Both);
-    Ok(report)
+    start: Instant,
+    cpu0: linerate_sys::cpu::CpuTime,
+    rcvbuf: usize,
+    bytes: u64,
+    /// The peer's end was reported (an edge may carry it with the last bytes, and is
+    /// not repeated): from then on the socket is read until its end.
+    peer_done: bool,
+    /// On the run list: it stopped for the others' turn with bytes still waiting.
+    runnable: bool,
 }
 
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
+/// Where discarded bytes go.
+enum Drain {
+    Read(Vec<u8>),
+    /// A pipe (read end, write end) and `/dev/null`.
+    Splice(OwnedFd, OwnedFd, std::fs::File),
 }
 
-fn discard_read(conn: &mut TcpStream, stop: &StopFlag) -> io::Result<u64> {
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut total = 0u64;
-    loop {
-        match conn.read(&mut buf) {
-            Ok(0) => return Ok(total),
-            Ok(n) => total += n as u64,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => {
-                if crate::stopped(stop) {
-                    return Ok(total);
-                }
+/// One event-loop thread of the sink.
+struct Worker<'a> {
+    listener: &'a TcpListener,
+    config: &'a SinkConfig,
+    driver: EpollDriver,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    run_list: Vec<usize>,
+    drain: Drain,
+    accepting: bool,
+}
+
+/// How a connection's turn ended.
+enum Turn {
+    /// Nothing left to read for now.
+    Empty,
+    /// Its share of the turn used, bytes may be waiting.
+    Yielded,
+    /// The sender half-closed (or closed).
+    Ended,
+}
+
+impl<'a> Worker<'a> {
+    fn new(listener: &'a TcpListener, config: &'a SinkConfig) -> io::Result<Worker<'a>> {
+        let mut driver = EpollDriver::new()?;
+        driver.register(listener.as_fd(), LISTENER, Interest::Listener)?;
+        let drain = match config.discard {
+            Discard::Read => Drain::Read(vec![0u8; READ_BYTES]),
+            Discard::Splice => {
+                let (r, w) = linerate_sys::pipe::pipe()?;
+                let _ = linerate_sys::pipe::set_pipe_size(w.as_fd(), SPLICE_BYTES);
+                let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
+                Drain::Splice(r, w, null)
             }
-            Err(e) => return Err(e),
-        }
+        };
+        Ok(Worker {
+            listener,
+            config,
+            driver,
+            conns: Vec::new(),
+            free: Vec::new(),
+            run_list: Vec::new(),
+            drain,
+            accepting: true,
+        })
     }
-}
 
-fn discard_splice(conn: &TcpStream, stop: &StopFlag) -> io::Result<u64> {
-    use linerate_sys::pipe;
-    let (r, w) = pipe::pipe()?;
-    let _ = pipe::set_pipe_size(w.as_fd(), 1 << 20);
-    let null = std::fs::OpenOptions::new().write(true).open("/dev/null")?;
-    let mut total = 0u64;
-    loop {
-        // The socket side blocks (up to the read timeout); the pipe is drained each time.
-        match pipe::splice(
-            conn.as_fd(),
-            None,
-            w.as_fd(),
-            None,
-            1 << 20,
-            pipe::SPLICE_F_MOVE,
-        ) {
-            Ok(0) => return Ok(total),
-            Ok(n) => {
-                total += n as u64;
-                let mut left = n;
-                while left > 0 {
-                    match pipe::splice(
-                        r.as_fd(),
-                        None,
-                        null.as_fd(),
-                        None,
-                        left,
-                        pipe::SPLICE_F_MOVE,
-                    ) {
-                        Ok(m) => left -= m,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(e) => return Err(e),
+    fn run(
+        mut self,
+        accepted: &AtomicU64,
+        stop: &StopFlag,
+        report: &(dyn Fn(&SinkReport) + Sync),
+    ) -> io::Result<()> {
+        let mut ready = Vec::with_capacity(256);
+        loop {
+            if crate::stopped(stop) {
+                for slot in 0..self.conns.len() {
+                    self.finish(slot, report);
+                }
+                return Ok(());
+            }
+            if self.accepting && self.budget_spent(accepted) {
+                self.stop_accepting()?;
+            }
+            if !self.accepting && self.free.len() == self.conns.len() {
+                return Ok(());
+            }
+            ready.clear();
+            let timeout = if self.run_list.is_empty() {
+                STOP_POLL
+            } else {
+                Duration::ZERO
+            };
+            self.driver.wait(&mut ready, timeout)?;
+            let turn = std::mem::take(&mut self.run_list);
+            for ev in &ready {
+                if ev.token == LISTENER {
+                    self.accept(accepted)?;
+                } else if ev.readable || ev.error {
+                    if ev.hangup || ev.error {
+                        if let Some(c) = self
+                            .conns
+                            .get_mut(ev.token as usize)
+                            .and_then(Option::as_mut)
+                        {
+                            c.peer_done = true;
+                        }
                     }
+                    self.serve(ev.token as usize, report);
+                }
+            }
+            for slot in turn {
+                if let Some(c) = self.conns[slot].as_mut() {
+                    c.runnable = false;
+                    self.serve(slot, report);
+                }
+            }
+        }
+    }
+
+    fn budget_spent(&self, accepted: &AtomicU64) -> bool {
+        self.config
+            .max_connections
+            .is_some_and(|m| accepted.load(Ordering::Relaxed) >= m)
+    }
+
+    fn stop_accepting(&mut self) -> io::Result<()> {
+        self.accepting = false;
+        self.driver.deregister(self.listener.as_fd())
+    }
+
+    fn accept(&mut self, accepted: &AtomicU64) -> io::Result<()> {
+        while self.accepting {
+            // Take a place in the budget before the connection: the workers share it.
+            let admitted = accepted
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                    self.config
+                        .max_connections
+                        .is_none_or(|m| n < m)
+                        .then_some(n + 1)
+                })
+                .is_ok();
+            if !admitted {
+                return self.stop_accepting();
+            }
+            let fd = match linerate_sys::fs::accept_nonblocking(self.listener.as_fd()) {
+                Ok(fd) => fd,
+                Err(e) => {
+                    accepted.fetch_sub(1, Ordering::Relaxed);
+                    return match e.kind() {
+                        io::ErrorKind::WouldBlock
+                        | io::ErrorKind::Interrupted
+                        | io::ErrorKind::ConnectionAborted => Ok(()),
+                        _ => Err(e),
+                    };
+                }
+            };
+            let sock = TcpStream::from(fd);
+            let looked = (|| -> io::Result<_> {
+                let rcvbuf = linerate_sys::net::getsockopt_int(
+                    sock.as_fd(),
+                    linerate_sys::net::SOL_SOCKET,
+                    linerate_sys::net::SO_RCVBUF,
+                )?;
+                Ok((sock.peer_addr()?, rcvbuf.max(0) as usize))
+            })();
+            let (peer, rcvbuf) = match looked {
+                Ok(l) => l,
+                // Reset before it could be looked at: nothing to report.
+                Err(e) => {
+                    eprintln!("linerate sink: a connection ended at its accept: {e}");
+                    continue;
+                }
+            };
+            let conn = Conn {
+                sock,
+                peer,
+                start: Instant::now(),
+                cpu0: linerate_sys::cpu::thread_cpu()?,
+                rcvbuf,
+                bytes: 0,
+                peer_done: false,
+                runnable: false,
+            };
+            let slot = match self.free.pop() {
+                Some(s) => s,
+                None => {
+                    self.conns.push(None);
+                    self.conns.len() - 1
+                }
+            };
+            // Edge-triggered: bytes that came before this are reported by the add.
+            self.driver
+                .register(conn.sock.as_fd(), slot as u64, Interest::Connection)?;
+            self.conns[slot] = Some(conn);
+        }
+        Ok(())
+    }
+
+    /// Discards what the connection in `slot` has; at its end, reports it.
+    fn serve(&mut self, slot: usize, report: &(dyn Fn(&SinkReport) + Sync)) {
+        let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
+            return;
+        };
+        match discard(c, &mut self.drain) {
+            Ok(Turn::Empty) => {}
+            Ok(Turn::Yielded) => {
+                if !c.runnable {
+                    c.runnable = true;
+                    self.run_list.push(slot);
+                }
+            }
+            Ok(Turn::Ended) => self.finish(slot, report),
+            Err(e) => {
+                eprintln!("linerate sink: {}: {e}", c.peer);
+                self.conns[slot] = None;
+                self.free.push(slot);
+            }
+        }
+    }
+
+    /// Reports the connection in `slot` to its sender and to `report`, and closes it.
+    fn finish(&mut self, slot: usize, report: &(dyn Fn(&SinkReport) + Sync)) {
+        let Some(mut c) = self.conns.get_mut(slot).and_then(Option::take) else {
+            return;
+        };
+        self.free.push(slot);
+        let cpu = match linerate_sys::cpu::thread_cpu() {
+            Ok(now) => now.since(&c.cpu0),
+            Err(e) => {
+                eprintln!("linerate sink: {}: {e}", c.peer);
+                return;
+            }
+        };
+        let r = SinkReport {
+            peer: c.peer.to_string(),
+            bytes: c.bytes,
+            elapsed_seconds: c.start.elapsed().as_secs_f64(),
+            cpu_user_seconds: cpu.user.as_secs_f64(),
+            cpu_system_seconds: cpu.system.as_secs_f64(),
+            rcvbuf_bytes: c.rcvbuf,
+            discard: self.config.discard,
+        };
+        if let Ok(mut line) = serde_json::to_string(&r) {
+            line.push('\n');
+            // A line this short fits the empty send buffer; the sender may have closed
+            // both ways, and then nobody wants it.
+            let _ = c.sock.write_all(line.as_bytes());
+        }
+        let _ = c.sock.shutdown(std::net::Shutdown::Both);
+        report(&r);
+    }
+}
+
+/// Discards what `c` has, up to [`CALLS_PER_TURN`] calls.
+fn discard(c: &mut Conn, drain: &mut Drain) -> io::Result<Turn> {
+    use linerate_sys::pipe;
+    for _ in 0..CALLS_PER_TURN {
+        let got = match drain {
+            Drain::Read(buf) => c.sock.read(buf),
+            Drain::Splice(_, w, _) => pipe::splice(
+                c.sock.as_fd(),
+                None,
+                w.as_fd(),
+                None,
+                SPLICE_BYTES,
+                pipe::SPLICE_F_MOVE | pipe::SPLICE_F_NONBLOCK,
+            ),
+        };
+        match got {
+            Ok(0) => return Ok(Turn::Ended),
+            Ok(n) => {
+                c.bytes += n as u64;
+                match drain {
+                    Drain::Splice(r, _, null) => empty_pipe(r, null, n)?,
+                    // A short read found the queue empty: new bytes bring a new edge,
+                    // so no call is spent to hear EAGAIN (a splice can stop short at
+                    // a full pipe too, so it reads on).
+                    Drain::Read(buf) if n < buf.len() && !c.peer_done => return Ok(Turn::Empty),
+                    Drain::Read(_) => {}
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => {
-                if crate::stopped(stop) {
-                    return Ok(total);
-                }
-            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Turn::Empty),
             Err(e) => return Err(e),
         }
     }
+    Ok(Turn::Yielded)
+}
+
+/// Moves `n` bytes from the pipe to `/dev/null`.
+fn empty_pipe(r: &OwnedFd, null: &std::fs::File, mut n: usize) -> io::Result<()> {
+    use linerate_sys::pipe;
+    while n > 0 {
+        match pipe::splice(r.as_fd(), None, null.as_fd(), None, n, pipe::SPLICE_F_MOVE) {
+            Ok(0) => return Err(io::Error::other("the pipe ran dry")),
+            Ok(m) => n -= m,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

@@ -1,5 +1,6 @@
 //! The event-loop layer every linerate loop stands on: the server's workers
-//! (`linerate serve`) and the HTTP load generator's threads (`linerate bench http`).
+//! (`linerate serve`), the HTTP load generator's threads (`linerate bench http`) and the
+//! discard server's (`linerate sink`).
 //!
 //! One trait, [`Driver`], and two kernels' ways behind it:
 //!

@@ -152,6 +152,10 @@ struct SinkArgs {
     /// Exit after this many connections.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     connections: Option<u64>,
+    /// Event-loop threads, each with its own SO_REUSEPORT listener on the address; the
+    /// kernel spreads connections among them.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    workers: u64,
     /// Print only the "listening on" line, no per-connection reports.
     #[arg(long)]
     quiet: bool,
@@ -585,6 +589,7 @@ fn run_sink(a: SinkArgs) -> anyhow::Result<ExitCode> {
         discard: a.discard,
         rcvbuf: a.rcvbuf,
         max_connections: a.connections,
+        workers: a.workers as usize,
     })
     .with_context(|| format!("cannot listen on {}", a.listen))?;
     println!("listening on {}", sink.local_addr()?);

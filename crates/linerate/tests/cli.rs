@@ -97,18 +97,30 @@ fn stream_from_memory_and_from_a_given_file() {
 
 #[test]
 fn sink_reports_what_a_remote_sender_sent() {
+    let (mut sink, mut lines, addr) = start_sink(&["--connections", "1", "--discard", "splice"]);
+    let v = json(&LINERATE.output(&[
+        "bench", "stream", "--host", &addr, "--bytes", "2M", "--size", "1M", "--json",
+    ]));
+    assert_eq!(v["path"], "remote");
+    assert_eq!(v["sink_bytes"], 2 << 20);
+    let report: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+    assert_eq!(report["bytes"], 2 << 20);
+    assert_eq!(report["discard"], "splice");
+    assert!(sink.wait().unwrap().success());
+}
+
+/// Starts `linerate sink` with `args`; its stdout's lines and the address it announced.
+fn start_sink(
+    args: &[&str],
+) -> (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+    String,
+) {
     let mut sink = LINERATE
         .command()
-        .args([
-            "sink",
-            "--listen",
-            "127.0.0.1:0",
-            "--connections",
-            "1",
-            "--json",
-            "--discard",
-            "splice",
-        ])
+        .args(["sink", "--listen", "127.0.0.1:0", "--json"])
+        .args(args)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
@@ -118,14 +130,76 @@ fn sink_reports_what_a_remote_sender_sent() {
         .strip_prefix("listening on ")
         .expect("announces its address")
         .to_string();
-    let v = json(&LINERATE.output(&[
-        "bench", "stream", "--host", &addr, "--bytes", "2M", "--size", "1M", "--json",
-    ]));
-    assert_eq!(v["path"], "remote");
-    assert_eq!(v["sink_bytes"], 2 << 20);
-    let report: serde_json::Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
-    assert_eq!(report["bytes"], 2 << 20);
-    assert_eq!(report["discard"], "splice");
+    (sink, lines, addr)
+}
+
+/// Half-closes `c` and reads the sink's report from it.
+fn report_of(c: &mut std::net::TcpStream) -> serde_json::Value {
+    use std::io::Read;
+    c.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut reply = String::new();
+    c.read_to_string(&mut reply).unwrap();
+    serde_json::from_str(reply.trim()).unwrap_or_else(|e| panic!("{e}: {reply:?}"))
+}
+
+#[test]
+fn sink_serves_many_connections_at_once_on_several_workers() {
+    use std::io::Write;
+    for discard in ["read", "splice"] {
+        let (mut sink, mut lines, addr) =
+            start_sink(&["--workers", "2", "--connections", "6", "--discard", discard]);
+        // All six open at once, their bytes interleaved, each a different count.
+        let mut conns: Vec<_> = (0..6)
+            .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+            .collect();
+        let chunk = vec![7u8; 10_000];
+        for round in 0..12 {
+            for (i, c) in conns.iter_mut().enumerate() {
+                if round <= 2 * i {
+                    c.write_all(&chunk).unwrap();
+                }
+            }
+        }
+        let mut want = std::collections::HashMap::new();
+        for (i, c) in conns.iter_mut().enumerate() {
+            let bytes = 10_000 * (2 * i as u64 + 1);
+            let r = report_of(c);
+            assert_eq!(r["bytes"], bytes, "{discard}: the sender's own report");
+            assert_eq!(r["discard"], discard);
+            want.insert(c.local_addr().unwrap().to_string(), bytes);
+        }
+        // The sink printed the same six, then ended by itself: its budget was spent.
+        for _ in 0..6 {
+            let r: serde_json::Value =
+                serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            let peer = r["peer"].as_str().unwrap();
+            assert_eq!(want.remove(peer), r["bytes"].as_u64(), "{discard}: {peer}");
+        }
+        assert!(want.is_empty());
+        assert!(sink.wait().unwrap().success());
+    }
+}
+
+#[test]
+fn a_stopped_sink_reports_its_open_connections() {
+    use std::io::Write;
+    let (mut sink, _lines, addr) = start_sink(&["--workers", "1"]);
+    let mut open = std::net::TcpStream::connect(&addr).unwrap();
+    open.write_all(&[1u8; 100_000]).unwrap();
+    // A second connection's report shows the worker has come past the first's bytes.
+    let mut other = std::net::TcpStream::connect(&addr).unwrap();
+    other.write_all(b"x").unwrap();
+    assert_eq!(report_of(&mut other)["bytes"], 1);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let killed = Command::new("kill")
+        .args(["-TERM", &sink.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let mut reply = String::new();
+    std::io::Read::read_to_string(&mut open, &mut reply).unwrap();
+    let r: serde_json::Value = serde_json::from_str(reply.trim()).unwrap();
+    assert_eq!(r["bytes"], 100_000);
     assert!(sink.wait().unwrap().success());
 }
 
@@ -188,6 +262,7 @@ fn bad_input_names_the_cause() {
         "refused",
     );
     assert_fails(&["sink", "--discard", "drop"], 64, "--discard");
+    assert_fails(&["sink", "--workers", "0"], 64, "--workers");
 }
 
 /// Runs the binary as user nobody; `None` when that cannot be arranged here.
