@@ -213,6 +213,12 @@ impl HeadScan {
                 // A lone CR may be the first half of one more empty line.
                 return Ok(None);
             }
+            // A request line starts with its method, a token: anything else (a TLS
+            // ClientHello's 0x16 sent to a plain port, say) is refused at its first
+            // byte instead of being awaited as a line until a timeout.
+            if !is_tchar(rest[0]) {
+                return Err(invalid(Status::BadRequest, "not an HTTP request"));
+            }
             self.started = true;
             self.pos = self.start;
             self.line_start = self.start;
@@ -724,6 +730,16 @@ mod tests {
         assert_eq!(status("GET / HTTP/1.1\nHost: a\r\n\r\n"), Some(400));
         assert_eq!(status("GET / HTTP/1.1\r\nHost: a\n\r\n"), Some(400));
         assert_eq!(status("GET / HTTP/1.1\r\nHost: a\r\n\n"), Some(400));
+    }
+
+    /// Rules: docs/http.md P7.
+    #[test]
+    fn a_first_byte_that_cannot_begin_a_method_is_400_at_once() {
+        assert_eq!(status("\x16\x03\x01\x02\x00\x01"), Some(400));
+        assert_eq!(status("\r\n\x16"), Some(400));
+        assert_eq!(status(" GET / HTTP/1.1\r\n"), Some(400));
+        // A method's first byte is awaited on.
+        assert_eq!(status("G"), Some(0));
     }
 
     /// Rules: docs/http.md R1, R6.

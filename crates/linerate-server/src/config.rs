@@ -81,6 +81,12 @@ pub struct Config {
     pub root: PathBuf,
     /// Addresses to listen on (port 0: a free port, the same for all workers).
     pub listen: Vec<Endpoint>,
+    /// Addresses to serve HTTPS on.
+    pub tls_listen: Vec<Endpoint>,
+    /// The certificate chain (PEM) of `tls_listen`.
+    pub tls_cert: Option<PathBuf>,
+    /// Its private key (PEM).
+    pub tls_key: Option<PathBuf>,
     /// Mode and owner of the Unix sockets of `listen`.
     pub unix_file: UnixFile,
     /// Worker threads (one per CPU by default).
@@ -218,6 +224,9 @@ impl Config {
         Config {
             root,
             listen: vec![Endpoint::Ip(SocketAddr::from(([127, 0, 0, 1], 8080)))],
+            tls_listen: Vec::new(),
+            tls_cert: None,
+            tls_key: None,
             unix_file: UnixFile::default(),
             workers: linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len().max(1)),
             user: None,

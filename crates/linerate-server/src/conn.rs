@@ -13,6 +13,11 @@
 //! time, their results coming back in a later turn ([`Conn::sent`]). A file body's
 //! calls (`sendfile`, `splice`, zero-copy sends) and `TCP_CORK` are still made here,
 //! on the driver's writable edges.
+//!
+//! On an HTTPS listener the connection holds a TLS session ([`crate::tls`]): what it
+//! reads goes through the session before its HTTP input sees it, and what its queue
+//! sends goes into the session, whose records this executor then writes (or hands to
+//! the driver). Its file bodies go by the `copy` strategy.
 
 use std::io::{self, Read};
 use std::net::Shutdown;
@@ -27,6 +32,7 @@ use linerate_tx::{Flow, TxError, TxSocket};
 use crate::listen::Peer;
 use crate::output::{Ctx, OutNext, OutOp, Output, Piece};
 use crate::site::{Part, Response, Site};
+use crate::tls::{Refused, Session};
 use linerate_event::Driver;
 
 /// Responses queued per connection before it stops reading.
@@ -136,6 +142,14 @@ pub(crate) struct Conn {
     /// body deadline's clock: it does not run while the server itself is not reading,
     /// its socket full of a response).
     pub body_clock: Option<Instant>,
+    /// The TLS session of an HTTPS connection (boxed: a plain one stays small).
+    tls: Option<Box<Session>>,
+    /// Since when its handshake has been awaited (the header timeout applies).
+    pub handshake_since: Option<Instant>,
+    /// Records handed to the driver and not yet all sent (the ring only).
+    records: Vec<u8>,
+    /// The session refused the peer's bytes: the connection ends.
+    refused: bool,
 }
 
 impl Conn {
@@ -145,9 +159,14 @@ impl Conn {
         limits: Limits,
         (slot, serial): (usize, u64),
         (token, ring): (u64, bool),
+        tls: Option<Box<Session>>,
         now: Instant,
     ) -> Conn {
         Conn {
+            handshake_since: tls.is_some().then_some(now),
+            tls,
+            records: Vec::new(),
+            refused: false,
             sock,
             peer,
             tx: None,
@@ -180,8 +199,38 @@ impl Conn {
     /// Bytes the driver received for it.
     pub fn received(&mut self, bytes: &[u8], now: Instant) {
         self.last_activity = now;
-        if self.draining_since.is_none() {
+        if self.draining_since.is_none() && self.take_in(bytes).is_err() {
+            self.refused = true;
+        }
+    }
+
+    /// Bytes from the socket: to the HTTP input, through the TLS session if there is
+    /// one. A session that refuses them has its alert (if any) written at once.
+    fn take_in(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let Some(t) = self.tls.as_deref_mut() else {
             self.http.receive(bytes);
+            return Ok(());
+        };
+        let r = t.receive(bytes, &mut self.http);
+        if t.ready() {
+            self.handshake_since = None;
+        }
+        match r {
+            Ok(()) => Ok(()),
+            Err(refused) => {
+                tracing::debug!("{}: {refused}", self.peer);
+                // Best effort: the alert says why, then the connection closes (not
+                // while records are on their way by the ring: it would cut in).
+                let queued = self.sending || !self.records.is_empty();
+                if matches!(refused, Refused::Protocol(_)) && !queued {
+                    let _ = t.send(self.sock.as_fd());
+                }
+                self.cut = Some(Cut::Client);
+                Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    refused.to_string(),
+                ))
+            }
         }
     }
 
@@ -276,7 +325,7 @@ impl Conn {
 
     /// Nothing in flight and nothing half-received: an idle keep-alive connection.
     pub fn is_idle(&self) -> bool {
-        !self.out.busy() && self.http.is_idle()
+        !self.busy() && self.http.is_idle() && self.handshake_since.is_none()
     }
 
     fn release_buffers(&mut self) {
@@ -284,9 +333,11 @@ impl Conn {
         self.out.release();
     }
 
-    /// Responses queued or being sent.
+    /// Responses queued or being sent (a TLS connection's records included).
     pub fn busy(&self) -> bool {
         self.out.busy()
+            || !self.records.is_empty()
+            || self.tls.as_deref().is_some_and(Session::pending)
     }
 
     /// Called on readiness (and after shutdown starts): reads, answers, writes.
@@ -309,6 +360,9 @@ impl Conn {
                     return self.failed(&e);
                 }
             }
+        }
+        if self.refused {
+            return After::Close;
         }
         if self.draining_since.is_some() {
             return self.drain_input();
@@ -369,6 +423,14 @@ impl Conn {
     /// after [`crate::worker`]'s drain deadline.
     pub fn linger(&mut self, now: Instant) -> After {
         if self.draining_since.is_none() {
+            if let Some(t) = self.tls.as_deref_mut() {
+                // close_notify, best effort: nothing is owed, so the socket has room
+                // unless the last records filled it exactly; then the client sees the
+                // FIN without it (every response carries its length, so nothing is
+                // taken for truncated).
+                t.close();
+                let _ = t.send(self.sock.as_fd());
+            }
             // A call of its own under the ring too: see `Ring::close`.
             let _ = self.sock.shutdown(Shutdown::Write);
             self.draining_since = Some(now);
@@ -410,7 +472,7 @@ impl Conn {
                     return Ok(total);
                 }
                 Ok(n) => {
-                    self.http.receive(&scratch[..n]);
+                    self.take_in(&scratch[..n])?;
                     total += n;
                     self.last_activity = now;
                     if n < scratch.len() {
@@ -483,6 +545,9 @@ impl Conn {
         };
         loop {
             self.log_finished(log);
+            if self.tls.is_some() && self.push_records(driver, now)? {
+                return Ok(true);
+            }
             let fd = self.sock.as_fd();
             let r = if let Some(r) = self.sent.take() {
                 // The driver's gather completed.
@@ -514,6 +579,12 @@ impl Conn {
                         // that only ever send bytes parts (small files, errors) never pay
                         // them.
                         let config = match self.peer {
+                            // Every byte of a TLS connection passes through the session.
+                            _ if self.tls.is_some() => linerate_tx::TxConfig {
+                                strategy: linerate_tx::Strategy::Copy,
+                                zerocopy: false,
+                                ..site.sending.tx.clone()
+                            },
                             Peer::Ip(_) => site.sending.tx.clone(),
                             // A Unix socket has neither an unsent-bytes mark nor zero-copy
                             // sends.
@@ -525,6 +596,23 @@ impl Conn {
                         };
                         self.tx = Some(Box::new(TxSocket::new(fd, config)?));
                         continue;
+                    }
+                    OutNext::Op(OutOp::Gather { pieces, .. }) if self.tls.is_some() => {
+                        let Some(t) = self.tls.as_deref_mut() else {
+                            unreachable!("checked above")
+                        };
+                        t.write_pieces(pieces.iter().map(|p| p.bytes))
+                    }
+                    OutNext::Op(OutOp::Transmit(op)) if self.tls.is_some() => {
+                        let (Some(t), Some(tx)) = (self.tls.as_deref_mut(), self.tx.as_deref_mut())
+                        else {
+                            unreachable!("a transmit's operation comes after PrepareSocket")
+                        };
+                        match op {
+                            // The copy strategy's sends go into the session.
+                            linerate_tx::Op::Send { data, .. } => t.write(data),
+                            mut op => linerate_tx::op::execute(fd, tx, &mut op)?,
+                        }
                     }
                     OutNext::Op(OutOp::Gather { pieces, more }) if self.ring => {
                         // Handed to the driver, which owns what it sends (a copy of owned
@@ -574,6 +662,49 @@ impl Conn {
                 return Ok(true);
             }
         }
+    }
+
+    /// Moves a TLS session's records toward the socket: written at once (epoll), or
+    /// handed to the driver, one batch in flight (the ring). `Ok(true)` while records
+    /// wait for the socket or the driver: the queue gives the session no more until
+    /// they are gone.
+    fn push_records(&mut self, driver: &mut dyn Driver, now: Instant) -> Result<bool, TxError> {
+        let Some(t) = self.tls.as_deref_mut() else {
+            return Ok(false);
+        };
+        if !self.ring {
+            return match t.send(self.sock.as_fd()) {
+                Ok((written, all)) => {
+                    // Progress is bytes that left, as for a plain connection.
+                    if written > 0 {
+                        self.last_activity = now;
+                    }
+                    Ok(!all)
+                }
+                Err(e) => Err(TxError::from(e)),
+            };
+        }
+        if let Some(r) = self.sent.take() {
+            if r < 0 {
+                return Err(TxError::from(io::Error::from_raw_os_error(-r)));
+            }
+            self.records.drain(..(r as usize).min(self.records.len()));
+            self.last_activity = now;
+        }
+        if self.sending {
+            return Ok(true);
+        }
+        if self.records.is_empty() {
+            t.take_records(&mut self.records);
+        }
+        if self.records.is_empty() {
+            return Ok(false);
+        }
+        let mut buf = driver.send_buf();
+        buf.copy(&self.records);
+        driver.send(self.token, buf, false).map_err(TxError::Io)?;
+        self.sending = true;
+        Ok(true)
     }
 
     /// Logs the responses sent whole, in order.
@@ -664,6 +795,7 @@ mod tests {
                 limits,
                 (0, 1),
                 (0, false),
+                None,
                 Instant::now(),
             ),
             client,

@@ -30,6 +30,7 @@ pub mod settings;
 mod site;
 mod stats;
 pub mod systemd;
+pub mod tls;
 pub mod worker;
 
 pub use config::{AccessLog, Config, LogFormat};

@@ -13,6 +13,7 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use socket2::{Domain, SockAddr, Socket, Type};
 
@@ -120,6 +121,8 @@ pub(crate) struct Listener {
     pub sock: Socket,
     /// A Unix socket (its connections have no TCP options and no peer address).
     pub unix: bool,
+    /// HTTPS: its connections' sessions are made with this configuration.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// The listening sockets of one endpoint. They outlive reloads: a new generation of
@@ -138,6 +141,8 @@ pub(crate) struct Bound {
     /// The socket file this process made: removed when the process lets go of the
     /// socket, unless another process was handed it.
     made: Option<PathBuf>,
+    /// Its connections speak TLS (an endpoint of `tls_listen`).
+    pub tls: bool,
 }
 
 impl Bound {
@@ -160,6 +165,7 @@ impl Bound {
             sockets: vec![s],
             passed: true,
             made: None,
+            tls: false,
         })
     }
 
@@ -325,6 +331,8 @@ pub(crate) fn bind_all(
     // used then.
     for b in old.iter().filter(|b| b.passed) {
         out.push(Bound {
+            // A passed socket serves HTTPS when its address is one of tls_listen.
+            tls: cfg.tls_listen.contains(&b.addr),
             asked: b.asked.clone(),
             addr: b.addr.clone(),
             sockets: b
@@ -339,15 +347,26 @@ pub(crate) fn bind_all(
     if !out.is_empty() {
         return Ok(out);
     }
-    for asked in &cfg.listen {
-        if out.iter().any(|b| &b.asked == asked || &b.addr == asked) {
+    let plain = cfg.listen.iter().map(|e| (e, false));
+    for (asked, tls) in plain.chain(cfg.tls_listen.iter().map(|e| (e, true))) {
+        // Port 0 may be asked for twice (plain and TLS): each is a socket of its own.
+        let same = |b: &Bound| &b.asked == asked || &b.addr == asked;
+        if out.iter().any(|b| b.tls == tls && same(b)) {
             continue;
         }
         let fail = |addr: &Endpoint| {
             let addr = Some(addr.clone());
             move |source| BindError { addr, source }
         };
-        if let Some(b) = old.iter().find(|b| &b.asked == asked || &b.addr == asked) {
+        // The socket held before for this endpoint (one not yet taken by another), of
+        // the same kind first: with port 0 asked for both, each keeps its own.
+        let free = |b: &&Bound| same(b) && !out.iter().any(|o| o.addr == b.addr);
+        let held = old
+            .iter()
+            .filter(free)
+            .find(|b| b.tls == tls)
+            .or_else(|| old.iter().find(free));
+        if let Some(b) = held {
             let mut sockets = Vec::new();
             for s in &b.sockets {
                 let s = s.try_clone()?;
@@ -366,6 +385,7 @@ pub(crate) fn bind_all(
                 sockets,
                 passed: false,
                 made: b.made.clone(),
+                tls,
             });
             continue;
         }
@@ -379,6 +399,7 @@ pub(crate) fn bind_all(
                     sockets: vec![s],
                     passed: false,
                     made: Some(path.clone()),
+                    tls,
                 });
             }
             &Endpoint::Ip(ip) => {
@@ -406,6 +427,7 @@ pub(crate) fn bind_all(
                     sockets,
                     passed: false,
                     made: None,
+                    tls,
                 });
             }
         }
@@ -440,16 +462,23 @@ fn add_group_sockets(
 
 /// Each worker's listeners: socket j of every IP endpoint goes to worker j mod
 /// `workers`, so a socket kept from more workers than there are now is still accepted
-/// from; a shared socket goes to every worker.
-pub(crate) fn hand_out(bound: &[Bound], workers: usize) -> io::Result<Vec<Vec<Listener>>> {
-    let workers = workers.max(1);
+/// from; a shared socket goes to every worker. The endpoints of `cfg.tls_listen` (as
+/// asked or as bound) serve HTTPS with `tls`.
+pub(crate) fn hand_out(
+    bound: &[Bound],
+    cfg: &Config,
+    tls: Option<&Arc<rustls::ServerConfig>>,
+) -> io::Result<Vec<Vec<Listener>>> {
+    let workers = cfg.workers.max(1);
     let mut per: Vec<Vec<Listener>> = (0..workers).map(|_| Vec::new()).collect();
     for b in bound {
         let unix = matches!(b.addr, Endpoint::Unix(_));
+        let tls = if b.tls { tls.cloned() } else { None };
         let listener = |s: &Socket| -> io::Result<Listener> {
             Ok(Listener {
                 sock: s.try_clone()?,
                 unix,
+                tls: tls.clone(),
             })
         };
         if b.shared() {

@@ -903,6 +903,27 @@ pub struct Settings {
     #[arg(long, value_name = "USER[:GROUP]")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unix_owner: Option<String>,
+    /// Address to serve HTTPS on, written as --listen's (":443"); repeat for several.
+    /// Needs --tls-cert and --tls-key. TLS 1.3 and 1.2, ALPN http/1.1, session
+    /// resumption by tickets and by session ID [default: none].
+    #[arg(long, value_name = "ADDR")]
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub tls_listen: Vec<ListenAddr>,
+    /// Certificate chain of --tls-listen: a PEM file, the server's certificate first,
+    /// then the intermediates (ECDSA or RSA); read again at each reload (SIGHUP), a bad
+    /// one refusing the reload [default: none].
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    /// Private key of --tls-cert: a PEM file (PKCS #8, SEC1 EC or PKCS #1 RSA)
+    /// [default: none].
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
     /// Worker threads, each with its own listener [default: one per CPU].
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1130,6 +1151,9 @@ impl Settings {
             listen: list(&self.listen, &under.listen),
             unix_mode: pick(&self.unix_mode, &under.unix_mode),
             unix_owner: pick(&self.unix_owner, &under.unix_owner),
+            tls_listen: list(&self.tls_listen, &under.tls_listen),
+            tls_cert: pick(&self.tls_cert, &under.tls_cert),
+            tls_key: pick(&self.tls_key, &under.tls_key),
             workers: pick(&self.workers, &under.workers),
             user: pick(&self.user, &under.user),
             pin: pick(&self.pin, &under.pin),
@@ -1187,6 +1211,18 @@ impl Settings {
         }
         if !s.listen.is_empty() {
             cfg.listen = s.listen.into_iter().flat_map(|l| l.addrs).collect();
+        } else if !s.tls_listen.is_empty() {
+            // HTTPS alone: the default plain address is not opened beside it.
+            cfg.listen.clear();
+        }
+        if !s.tls_listen.is_empty() {
+            cfg.tls_listen = s.tls_listen.into_iter().flat_map(|l| l.addrs).collect();
+        }
+        if s.tls_cert.is_some() {
+            cfg.tls_cert = s.tls_cert;
+        }
+        if s.tls_key.is_some() {
+            cfg.tls_key = s.tls_key;
         }
         if let Some(m) = s.unix_mode {
             cfg.unix_file.mode = m.0;
@@ -1532,7 +1568,8 @@ mod tests {
         // Each key is accepted by the file (with a value of its type) ...
         let sample = |k: &str| match k {
             "root" => "\"/srv\"",
-            "listen" => "\"127.0.0.1:80\"",
+            "listen" | "tls-listen" => "\"127.0.0.1:80\"",
+            "tls-cert" | "tls-key" => "\"/etc/ssl/x.pem\"",
             "pin" | "dotfiles" | "autoindex" => "true",
             "transmit" => "\"copy\"",
             "driver" => "\"epoll\"",

@@ -60,6 +60,9 @@ pub enum ServeError {
     /// `--driver uring` where io_uring cannot run.
     #[error("{0}")]
     Driver(String),
+    /// The TLS certificate or key.
+    #[error("{0}")]
+    Tls(String),
     /// Anything else.
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -400,7 +403,7 @@ fn open_access_log(
 pub fn serve(
     mut cfg: Config,
     control: &Control,
-    on_listen: &dyn Fn(&Endpoint),
+    on_listen: &dyn Fn(&Endpoint, bool),
     reload: &dyn Fn() -> Result<Config, String>,
 ) -> Result<(), ServeError> {
     let roots = open_roots(&cfg)?;
@@ -420,6 +423,8 @@ pub fn serve(
     cfg.driver_fallback = cfg.driver == DriverChoice::Auto;
     cfg.driver = cfg.driver.resolve().map_err(ServeError::Driver)?;
     tracing::info!("event loop: {}", cfg.driver);
+    // Read while the server may still be root (a key is often readable by root only).
+    let tls = crate::tls::load(&cfg).map_err(ServeError::Tls)?;
     tracing::info!(
         "small files: up to {} bytes each, {} bytes in all per worker",
         cfg.small_file_bytes,
@@ -452,7 +457,7 @@ pub fn serve(
     // Inherited sockets (one per worker of the process before) share their address.
     fresh.dedup();
     for a in &fresh {
-        on_listen(a);
+        on_listen(a, bound.iter().any(|b| &b.addr == a && b.tls));
     }
     // Workers are pinned within the CPUs this process may use (taskset, cgroups).
     let cpus = linerate_sys::cpu::allowed_cpus()
@@ -473,7 +478,7 @@ pub fn serve(
             cpus: &cpus,
             earlier: Arc::default(),
         };
-        let per = hand_out(&bound, cfg.workers)?;
+        let per = hand_out(&bound, &cfg, tls.as_ref())?;
         let workers = per.len();
         let mut current =
             start_generation(scope, Arc::new(cfg), &roots, per, log_file, &shared, 0)?;
@@ -606,13 +611,14 @@ fn reload_generation<'scope>(
     bound: &mut Vec<Bound>,
     shared: &Shared<'_>,
     fixed: &Fixed,
-    on_listen: &dyn Fn(&Endpoint),
+    on_listen: &dyn Fn(&Endpoint, bool),
 ) -> Result<Generation<'scope>, String> {
     let mut cfg = reload()?;
     size_for_descriptors(&mut cfg);
     cfg.driver_fallback = cfg.driver == DriverChoice::Auto;
     cfg.driver = cfg.driver.resolve()?;
     let roots = open_roots(&cfg).map_err(|e| describe(&e))?;
+    let tls = crate::tls::load(&cfg)?;
     let log_file = open_access_log(&cfg, current.log_file.as_ref()).map_err(|e| describe(&e))?;
     if (&cfg.error_log, cfg.error_log_level) != (&fixed.error_log, fixed.error_log_level) {
         tracing::warn!("SIGHUP: error-log and error-log-level take effect at the next start");
@@ -631,7 +637,14 @@ fn reload_generation<'scope>(
     let mut fresh = Vec::new();
     let next = bind_all(&cfg, bound, &mut |a| fresh.push(a.clone()))
         .map_err(|e| describe(&ServeError::from(e)))?;
-    let per = hand_out(&next, cfg.workers).map_err(|e| e.to_string())?;
+    let per = hand_out(&next, &cfg, tls.as_ref()).map_err(|e| e.to_string())?;
+    let fresh: Vec<(Endpoint, bool)> = fresh
+        .into_iter()
+        .map(|a| {
+            let tls = next.iter().any(|b| b.addr == a && b.tls);
+            (a, tls)
+        })
+        .collect();
     let generation = start_generation(
         scope,
         Arc::new(cfg),
@@ -650,8 +663,8 @@ fn reload_generation<'scope>(
         }
     }
     *bound = next;
-    for a in &fresh {
-        on_listen(a);
+    for (a, tls) in &fresh {
+        on_listen(a, *tls);
     }
     Ok(generation)
 }
@@ -1026,7 +1039,16 @@ impl<D: Driver> Worker<D> {
             let id = (idx, self.serial);
             let limits = self.site.limits();
             let token = Token::conn(idx, self.serial).encode();
-            let conn = Conn::new(sock, peer, limits, id, (token, self.driver.ring_io()), now);
+            let tls = match l.tls.as_ref().map(crate::tls::Session::new).transpose() {
+                Ok(t) => t.map(Box::new),
+                Err(e) => {
+                    tracing::warn!("TLS: a session cannot be made: {e}");
+                    self.free.push(idx);
+                    continue;
+                }
+            };
+            let ring = self.driver.ring_io();
+            let conn = Conn::new(sock, peer, limits, id, (token, ring), tls, now);
             if self
                 .driver
                 .register(conn.sock.as_fd(), token, Interest::Connection)
@@ -1227,6 +1249,12 @@ impl<D: Driver> Worker<D> {
                     Cut::SendTimeout,
                     "no send progress within --send-timeout",
                     Some(2),
+                ))
+            } else if let Some(h) = c.handshake_since {
+                (since(h) >= cfg.header_timeout).then_some((
+                    Cut::Client,
+                    "TLS handshake not done within --header-timeout",
+                    Some(0),
                 ))
             } else if let Some(h) = c.http.head_started() {
                 (since(h) >= cfg.header_timeout).then_some((

@@ -15,6 +15,8 @@
 //!   [`assert_bytes_eq`]);
 //! - HTTP dates in the three formats a server must accept ([`imf_date`],
 //!   [`rfc850_date`], [`asctime_date`]), by the `httpdate` crate;
+//! - HTTPS: self-signed certificates ([`tls_files`]), curl against a TLS address
+//!   ([`curl_tls`]), and the server's TLS address ([`Server::tls_addr`]);
 //! - [`per_strategy!`]: one `#[test]` per transmit strategy.
 //!
 //! The binary's path is known only where the linerate package's integration tests are
@@ -32,6 +34,7 @@ mod files;
 mod http;
 mod proc;
 mod server;
+mod tls;
 mod tools;
 
 pub use client::{
@@ -49,6 +52,7 @@ pub use proc::{
     open_fds, set_soft_nofile,
 };
 pub use server::{Linerate, Server};
+pub use tls::{curl_tls, tls_files};
 pub use tools::{headless_chromium, installed};
 
 /// Flags that make small files and file ranges go by the transmit strategy: by default

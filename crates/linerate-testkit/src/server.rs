@@ -1,6 +1,6 @@
 //! The binary under test and the `linerate serve` process.
 
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -175,14 +175,24 @@ impl Linerate {
                 panic!("first stdout line {first:?} (args {args:?}); stderr:\n{err}");
             }
         };
-        // Keep draining stdout so the server never writes into a full pipe.
+        // Keep draining stdout so the server never writes into a full pipe; the
+        // addresses it announces later are kept.
+        let announced = Arc::new(Mutex::new(vec![first.trim_end().to_string()]));
+        let lines = Arc::clone(&announced);
         thread::spawn(move || {
-            let _ = io::copy(&mut out, &mut io::sink());
+            let mut line = String::new();
+            while out.read_line(&mut line).is_ok_and(|n| n > 0) {
+                if line.starts_with("listening on ") {
+                    lines.lock().unwrap().push(line.trim_end().to_string());
+                }
+                line.clear();
+            }
         });
         Server {
             child: Some(child),
             addr,
             stderr,
+            announced,
         }
     }
 
@@ -206,11 +216,36 @@ pub struct Server {
     /// Where it listens.
     pub addr: SocketAddr,
     stderr: Arc<Mutex<Vec<u8>>>,
+    /// Its `listening on` lines so far.
+    announced: Arc<Mutex<Vec<String>>>,
 }
 
 impl Server {
     pub fn pid(&self) -> u32 {
         self.child.as_ref().expect("server not yet reaped").id()
+    }
+
+    /// The first HTTPS address it announced (`listening on ADDR (https)`), waiting up
+    /// to 5 s for it.
+    pub fn tls_addr(&self) -> SocketAddr {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let found = self.announced.lock().unwrap().iter().find_map(|l| {
+                l.strip_prefix("listening on ")?
+                    .strip_suffix(" (https)")?
+                    .parse()
+                    .ok()
+            });
+            if let Some(a) = found {
+                return a;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no HTTPS address announced; stderr:\n{}",
+                self.stderr_text()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// A new client connection.

@@ -505,6 +505,9 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let mut cfg = linerate_server::Config::new(PathBuf::from("."));
     flags.over(&file).apply(&mut cfg);
+    if let Err(e) = linerate_server::tls::check(&cfg) {
+        return Ok(usage_error(&e));
+    }
     // SIGHUP: the file again, under the same flags.
     let config_path = a.config.clone();
     let reload = move || -> Result<linerate_server::Config, String> {
@@ -522,12 +525,16 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         let names: Vec<String> = cfg.sites.iter().map(|s| s.label()).collect();
         format!("{} sites ({})", names.len(), names.join(", "))
     };
-    let announce = |addr: &linerate_server::Endpoint| {
+    let announce = |addr: &linerate_server::Endpoint, tls: bool| {
         use std::io::Write;
-        println!("listening on {addr}");
+        if tls {
+            println!("listening on {addr} (https)");
+        } else {
+            println!("listening on {addr}");
+        }
         let _ = std::io::stdout().flush();
         // For a person at a terminal; a closed stderr must not stop the server.
-        let _ = writeln!(std::io::stderr(), "serving {root} at {}", url_of(addr));
+        let _ = writeln!(std::io::stderr(), "serving {root} at {}", url_of(addr, tls));
     };
     linerate_server::serve(cfg, &control, &announce, &reload)?;
     Ok(ExitCode::SUCCESS)
@@ -561,14 +568,15 @@ fn man_pages(cmd: &clap::Command, name: &str, dir: &std::path::Path) -> anyhow::
 /// The URL a person would open for a listening address: the loopback address of the
 /// same family when the server listens on all addresses.
 /// Where a person points a client: a URL, or for a Unix socket the `curl` words.
-fn url_of(endpoint: &linerate_server::Endpoint) -> String {
+fn url_of(endpoint: &linerate_server::Endpoint, tls: bool) -> String {
     let addr = match endpoint {
         linerate_server::Endpoint::Ip(a) => *a,
         linerate_server::Endpoint::Unix(p) => {
+            let scheme = if tls { "https" } else { "http" };
             return format!(
-                "{endpoint} (curl --unix-socket {} http://localhost/)",
+                "{endpoint} (curl --unix-socket {} {scheme}://localhost/)",
                 p.display()
-            )
+            );
         }
     };
     let ip = match addr.ip() {
@@ -576,7 +584,8 @@ fn url_of(endpoint: &linerate_server::Endpoint) -> String {
         std::net::IpAddr::V6(v6) if v6.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
         ip => ip,
     };
-    format!("http://{}/", SocketAddr::new(ip, addr.port()))
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{}/", SocketAddr::new(ip, addr.port()))
 }
 
 fn run_sink(a: SinkArgs) -> anyhow::Result<ExitCode> {

@@ -1,0 +1,377 @@
+//! HTTPS: a connection's TLS session, between its socket and its HTTP.
+//!
+//! rustls with the ring provider does the protocol; this module moves bytes. What
+//! comes from the socket is ciphertext: [`Session::receive`] hands it to rustls and the
+//! plaintext it yields to the connection's HTTP input. What the output queue sends is
+//! plaintext: [`Session::write`] gives it to rustls, which seals it into records, and
+//! the records wait in the session until [`Session::send`] (readiness: written to the
+//! socket at once) or [`Session::take_records`] (the io_uring driver: handed to the
+//! ring) moves them out. A session accepts new plaintext only when its records are all
+//! gone, so at most one batch of records waits in user space per connection, as at
+//! most one gather waits in a socket's buffer.
+//!
+//! File bodies on a TLS connection go by the `copy` strategy (a `pread` into a
+//! buffer, then the buffer through the session): the kernel of this project's
+//! machines has no kernel TLS, so no byte reaches an encrypted socket without passing
+//! through user space.
+//!
+//! The server's configuration ([`load`]) is built once per generation from the
+//! certificate chain and key files, so a reload (SIGHUP) reads them again; a bad file
+//! refuses the reload and the old generation keeps serving. Session tickets come from
+//! one ticketer per generation, shared by all its workers, whose keys rotate every
+//! 6 hours (rustls's default); resumption by session ID uses a cache of 4,096
+//! entries, shared the same way.
+
+use std::io::{self, Read, Write};
+use std::os::fd::BorrowedFd;
+use std::path::Path;
+use std::sync::Arc;
+
+use linerate_http::connection::Connection;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::ServerConfig;
+
+use crate::config::Config;
+
+/// Plaintext a session takes per write: 16 KiB records, four of them.
+pub(crate) const WRITE_BYTES: usize = 64 * 1024;
+
+/// The first byte of a TLS handshake record. A connection to a TLS port that starts
+/// with anything else is not speaking TLS (plain HTTP, a port scanner): it is closed
+/// with nothing written.
+const HANDSHAKE: u8 = 0x16;
+
+/// Checks that the TLS settings go together; an error names the flags.
+pub fn check(cfg: &Config) -> Result<(), String> {
+    match (cfg.tls_listen.is_empty(), &cfg.tls_cert, &cfg.tls_key) {
+        (true, None, None) | (false, Some(_), Some(_)) => Ok(()),
+        (false, _, _) => Err("--tls-listen needs --tls-cert and --tls-key".into()),
+        (true, _, _) => Err("--tls-cert and --tls-key go with --tls-listen".into()),
+    }
+}
+
+/// The TLS server configuration of `cfg`, if it has TLS listeners; an error is one
+/// line naming the file and the cause.
+pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
+    check(cfg)?;
+    let (Some(cert), Some(key)) = (&cfg.tls_cert, &cfg.tls_key) else {
+        return Ok(None);
+    };
+    let chain = read_chain(cert)?;
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("--tls-key {}: {}", key.display(), pem_error(&e)))?;
+    let mut provider = rustls::crypto::ring::default_provider();
+    // AES-128-GCM first (the cheapest per byte where the CPU has AES instructions, as
+    // every x86-64 and Armv8 server CPU has), then AES-256-GCM, then ChaCha20-Poly1305;
+    // the server's order decides.
+    provider.cipher_suites.sort_by_key(|s| {
+        use rustls::CipherSuite as C;
+        match s.suite() {
+            C::TLS13_AES_128_GCM_SHA256
+            | C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+            | C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => 0,
+            C::TLS13_AES_256_GCM_SHA384
+            | C::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+            | C::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => 1,
+            _ => 2,
+        }
+    });
+    let provider = Arc::new(provider);
+    let mut config = ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| format!("--tls-cert {} and --tls-key: {e}", cert.display()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
+    config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS: {e}"))?;
+    // The server picks the cipher suite, by the order above.
+    config.ignore_client_order = true;
+    Ok(Some(Arc::new(config)))
+}
+
+fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let name = || format!("--tls-cert {}", path.display());
+    let chain = CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("{}: {}", name(), pem_error(&e)))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("{}: {}", name(), pem_error(&e)))?;
+    if chain.is_empty() {
+        return Err(format!(
+            "{}: no certificate in it (PEM, BEGIN CERTIFICATE)",
+            name()
+        ));
+    }
+    Ok(chain)
+}
+
+fn pem_error(e: &rustls::pki_types::pem::Error) -> String {
+    use rustls::pki_types::pem::Error as E;
+    match e {
+        E::Io(e) => e.to_string(),
+        E::NoItemsFound => {
+            "no key in it (PEM: BEGIN PRIVATE KEY, BEGIN EC PRIVATE KEY or BEGIN RSA PRIVATE KEY)"
+                .into()
+        }
+        e => format!("not valid PEM: {e:?}"),
+    }
+}
+
+/// Why a session ended the connection.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The bytes were not TLS at all: close with nothing written.
+    NotTls,
+    /// rustls refused them (a bad handshake, a bad record); its alert waits in the
+    /// session to be sent before the close.
+    Protocol(rustls::Error),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::NotTls => f.write_str("not TLS"),
+            Refused::Protocol(e) => write!(f, "TLS: {e}"),
+        }
+    }
+}
+
+/// One connection's TLS session.
+pub(crate) struct Session {
+    conn: rustls::ServerConnection,
+    /// No byte has come yet (the first is checked to be a handshake record's).
+    fresh: bool,
+    /// The peer's close_notify came: no more plaintext follows.
+    closed: bool,
+}
+
+impl Session {
+    pub fn new(config: &Arc<ServerConfig>) -> Result<Session, rustls::Error> {
+        let mut conn = rustls::ServerConnection::new(Arc::clone(config))?;
+        // Records wait in the session only until the socket takes them; the limit is
+        // what `write` may leave there at once.
+        conn.set_buffer_limit(Some(2 * WRITE_BYTES));
+        Ok(Session {
+            conn,
+            fresh: true,
+            closed: false,
+        })
+    }
+
+    /// Takes ciphertext from the socket and gives the plaintext it holds to `http`.
+    pub fn receive(&mut self, mut bytes: &[u8], http: &mut Connection) -> Result<(), Refused> {
+        if self.fresh && !bytes.is_empty() {
+            if bytes[0] != HANDSHAKE {
+                return Err(Refused::NotTls);
+            }
+            self.fresh = false;
+        }
+        let mut plain = [0u8; 16 * 1024];
+        while !bytes.is_empty() && !self.closed {
+            // Takes what fits its buffer; what does not is taken after the records
+            // before it are processed. After close_notify it takes nothing (0), and
+            // whatever follows is dropped.
+            match self.conn.read_tls(&mut bytes) {
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) => return Err(Refused::Protocol(rustls::Error::General(e.to_string()))),
+            }
+            self.conn.process_new_packets().map_err(Refused::Protocol)?;
+            loop {
+                match self.conn.reader().read(&mut plain) {
+                    Ok(0) => {
+                        // close_notify: the peer sends nothing more.
+                        if !self.closed {
+                            self.closed = true;
+                            http.peer_closed();
+                        }
+                        break;
+                    }
+                    Ok(n) => http.receive(&plain[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(_) => break,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Gives up to [`WRITE_BYTES`] of plaintext to the session; how many it took, or
+    /// `WouldBlock` while its last records have not all gone.
+    pub fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        if self.conn.wants_write() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let n = data.len().min(WRITE_BYTES);
+        self.conn.writer().write(&data[..n])
+    }
+
+    /// Gives pieces of plaintext to the session, in order, up to [`WRITE_BYTES`] in
+    /// all; how many bytes it took.
+    pub fn write_pieces<'a>(
+        &mut self,
+        pieces: impl IntoIterator<Item = &'a [u8]>,
+    ) -> io::Result<usize> {
+        if self.conn.wants_write() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let mut took = 0;
+        for p in pieces {
+            let room = WRITE_BYTES - took;
+            let n = self.conn.writer().write(&p[..p.len().min(room)])?;
+            took += n;
+            if n < p.len() || took == WRITE_BYTES {
+                break;
+            }
+        }
+        Ok(took)
+    }
+
+    /// Records wait to be sent.
+    pub fn pending(&self) -> bool {
+        self.conn.wants_write()
+    }
+
+    /// Writes the waiting records to the socket until they are gone or it is full:
+    /// (bytes written, all gone).
+    pub fn send(&mut self, fd: BorrowedFd<'_>) -> io::Result<(usize, bool)> {
+        let mut sock = SocketWriter(fd);
+        let mut written = 0;
+        while self.conn.wants_write() {
+            match self.conn.write_tls(&mut sock) {
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok((written, false)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((written, true))
+    }
+
+    /// Moves the waiting records into `out` (for a driver that sends them itself).
+    pub fn take_records(&mut self, out: &mut Vec<u8>) {
+        while self.conn.wants_write() {
+            if self.conn.write_tls(out).is_err() {
+                break;
+            }
+        }
+    }
+
+    /// Queues close_notify: the response stream ends cleanly.
+    pub fn close(&mut self) {
+        self.conn.send_close_notify();
+    }
+
+    /// The handshake is done.
+    pub fn ready(&self) -> bool {
+        !self.conn.is_handshaking()
+    }
+}
+
+/// A socket as rustls writes to it: `writev` of its records, non-blocking.
+struct SocketWriter<'a>(BorrowedFd<'a>);
+
+impl Write for SocketWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        linerate_sys::net::sendv(
+            self.0,
+            &[io::IoSlice::new(buf)],
+            linerate_sys::net::SendFlags::NONE,
+        )
+    }
+
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        linerate_sys::net::sendv(self.0, bufs, linerate_sys::net::SendFlags::NONE)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linerate_http::request::Limits;
+
+    /// A server session with a fresh certificate, and a client that trusts it.
+    fn pair() -> (Session, rustls::ClientConnection) {
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        std::fs::write(&cert, made.cert.pem()).unwrap();
+        std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+        let mut cfg = Config::new(".".into());
+        cfg.tls_listen = vec![crate::listen::Endpoint::Ip(([127, 0, 0, 1], 0).into())];
+        cfg.tls_cert = Some(cert);
+        cfg.tls_key = Some(key);
+        let server = Session::new(&load(&cfg).unwrap().unwrap()).unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(made.cert.der().clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let client_cfg = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let client =
+            rustls::ClientConnection::new(Arc::new(client_cfg), "localhost".try_into().unwrap())
+                .unwrap();
+        (server, client)
+    }
+
+    /// Moves bytes both ways until neither side has any to send.
+    fn shake(server: &mut Session, client: &mut rustls::ClientConnection, http: &mut Connection) {
+        for _ in 0..10 {
+            let mut up = Vec::new();
+            while client.wants_write() {
+                client.write_tls(&mut up).unwrap();
+            }
+            server.receive(&up, http).unwrap();
+            let mut down = Vec::new();
+            server.take_records(&mut down);
+            if up.is_empty() && down.is_empty() {
+                return;
+            }
+            client.read_tls(&mut &down[..]).unwrap();
+            client.process_new_packets().unwrap();
+        }
+    }
+
+    #[test]
+    fn plaintext_reaches_the_http_input_and_bytes_after_close_notify_are_dropped() {
+        let (mut server, mut client) = pair();
+        let mut http = Connection::new(Limits::default(), 32);
+        shake(&mut server, &mut client, &mut http);
+        assert!(server.ready());
+        client
+            .writer()
+            .write_all(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n")
+            .unwrap();
+        client.send_close_notify();
+        let mut up = Vec::new();
+        while client.wants_write() {
+            client.write_tls(&mut up).unwrap();
+        }
+        // More than the session takes at one read, after the close_notify: a loop
+        // that waited for all of it to be taken would never end.
+        up.extend_from_slice(&[0x17; 8192]);
+        server.receive(&up, &mut http).unwrap();
+        assert!(matches!(
+            http.next(std::time::Instant::now()),
+            linerate_http::connection::Event::Request(_)
+        ));
+    }
+
+    #[test]
+    fn bytes_that_are_not_tls_are_refused_at_the_first() {
+        let (mut server, _) = pair();
+        let mut http = Connection::new(Limits::default(), 32);
+        assert!(matches!(
+            server.receive(b"GET / HTTP/1.1\r\n", &mut http),
+            Err(Refused::NotTls)
+        ));
+    }
+}

@@ -1,0 +1,33 @@
+//! HTTPS test material: self-signed certificates made on the spot (rcgen, ECDSA
+//! P-256), and curl pointed at a server's TLS address with them.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// A self-signed certificate for `localhost` and 127.0.0.1 and its key, written as
+/// `NAME.crt` and `NAME.key` (PEM) in `dir`; their paths.
+pub fn tls_files(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+        .expect("rcgen makes a certificate");
+    let cert = dir.join(format!("{name}.crt"));
+    let key = dir.join(format!("{name}.key"));
+    std::fs::write(&cert, made.cert.pem()).expect("writes the certificate");
+    std::fs::write(&key, made.signing_key.serialize_pem()).expect("writes the key");
+    (cert, key)
+}
+
+/// `curl -sS --cacert CERT ARGS... https://localhost:PORT/PATH` for each path, the name
+/// resolved to `addr` (the certificate names `localhost`).
+pub fn curl_tls(addr: SocketAddr, cert: &Path, args: &[&str], paths: &[&str]) -> Output {
+    let port = addr.port();
+    Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--cacert"])
+        .arg(cert)
+        .arg("--resolve")
+        .arg(format!("localhost:{port}:{}", addr.ip()))
+        .args(args)
+        .args(paths.iter().map(|p| format!("https://localhost:{port}{p}")))
+        .output()
+        .expect("curl runs")
+}

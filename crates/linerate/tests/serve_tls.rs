@@ -1,0 +1,398 @@
+//! HTTPS (`--tls-listen`): curl and `openssl s_client` against the real binary. Bodies
+//! of every size byte-exact over TLS 1.3 and 1.2 under every transmit strategy and
+//! driver, ranges, keep-alive, ALPN, resumption (tickets and session IDs), plain HTTP
+//! sent to the TLS port, a ClientHello sent to the plain port, a malformed ClientHello,
+//! a handshake cut by the header timeout, a reload swapping the certificate (and a bad
+//! one refused), and the settings' errors.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use linerate_testkit::{
+    assert_bytes_eq, curl_tls, docroot, installed, pattern, per_strategy, put, tls_files,
+    variant_args, Linerate, Server,
+};
+
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
+
+per_strategy!(
+    bodies_of_every_size_are_byte_exact_over_tls_13_and_12,
+    plain_http_sent_to_the_tls_port_is_closed_with_nothing_written,
+    a_malformed_client_hello_closes_the_connection_and_the_server_goes_on,
+    a_handshake_not_done_within_the_header_timeout_is_cut,
+);
+
+/// `serve ROOT --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0` with a fresh certificate
+/// (plain first, so its address is the one announced first); the server and the
+/// certificate's path.
+fn serve_tls(root: &Path, certs: &Path, case: &str, extra: &[&str]) -> (Server, PathBuf) {
+    let (cert, key) = tls_files(certs, "server");
+    let mut args = vec![
+        "serve",
+        root.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--tls-listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--workers",
+        "1",
+        "--access-log",
+        "off",
+    ];
+    args.extend(variant_args(case));
+    args.extend(extra);
+    (LINERATE.spawn(&args), cert)
+}
+
+fn ok(out: &Output, what: &str) -> Vec<u8> {
+    assert!(
+        out.status.success(),
+        "{what}: curl {:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout.clone()
+}
+
+/// Reads until the server closes (or 10 s pass); what came.
+fn read_to_close(s: &mut TcpStream) -> Vec<u8> {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return got,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            // A reset after the server's close is a close too.
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return got,
+            Err(e) => panic!("no close within 10 s ({e}); got {got:?}"),
+        }
+    }
+}
+
+fn bodies_of_every_size_are_byte_exact_over_tls_13_and_12(case: &str) {
+    if !installed("curl") {
+        return;
+    }
+    let (root, certs) = (docroot(), docroot());
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("/empty", Vec::new()),
+        ("/small.txt", b"hello over TLS\n".to_vec()),
+        ("/100k.bin", pattern(100_000, 1)),
+        // Past the small-file size: a file body by the transmit strategy.
+        ("/3m.bin", pattern(3 << 20, 2)),
+    ];
+    for (p, data) in &files {
+        put(root.path(), &p[1..], data);
+    }
+    let (server, cert) = serve_tls(root.path(), certs.path(), case, &[]);
+    let addr = server.tls_addr();
+    for version in [&["--tlsv1.3"][..], &["--tlsv1.2", "--tls-max", "1.2"]] {
+        for (p, data) in &files {
+            let got = ok(&curl_tls(addr, &cert, version, &[p]), p);
+            assert_bytes_eq(&got, data, &format!("{case} {version:?} {p}"));
+        }
+        // Several on one connection, and a range of the large one.
+        let all: Vec<&str> = files.iter().map(|(p, _)| *p).collect();
+        let got = ok(&curl_tls(addr, &cert, version, &all), "keep-alive");
+        let want: Vec<u8> = files.iter().flat_map(|(_, d)| d.clone()).collect();
+        assert_bytes_eq(&got, &want, &format!("{case} {version:?} keep-alive"));
+        let got = ok(
+            &curl_tls(
+                addr,
+                &cert,
+                &[version, &["-r", "1000000-2000000"]].concat(),
+                &["/3m.bin"],
+            ),
+            "range",
+        );
+        assert_bytes_eq(&got, &files[3].1[1_000_000..=2_000_000], "range");
+    }
+    // The plain listener beside it is still plain.
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.write_all(b"GET /small.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let got = read_to_close(&mut s);
+    assert!(got.ends_with(b"hello over TLS\n"), "{got:?}");
+}
+
+fn plain_http_sent_to_the_tls_port_is_closed_with_nothing_written(case: &str) {
+    let (root, certs) = (docroot(), docroot());
+    put(root.path(), "a.txt", b"a");
+    let (server, _) = serve_tls(root.path(), certs.path(), case, &[]);
+    let mut s = TcpStream::connect(server.tls_addr()).unwrap();
+    s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_to_close(&mut s), b"");
+    // And a ClientHello sent to the plain port: 400 at its first byte, then the close.
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    s.write_all(b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03")
+        .unwrap();
+    let got = read_to_close(&mut s);
+    assert!(
+        got.starts_with(b"HTTP/1.1 400 "),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+}
+
+fn a_malformed_client_hello_closes_the_connection_and_the_server_goes_on(case: &str) {
+    if !installed("curl") {
+        return;
+    }
+    let (root, certs) = (docroot(), docroot());
+    put(root.path(), "a.txt", b"still here");
+    let (server, cert) = serve_tls(root.path(), certs.path(), case, &[]);
+    let addr = server.tls_addr();
+    for junk in [
+        // A handshake record whose ClientHello ends inside its random.
+        &b"\x16\x03\x01\x00\x08\x01\x00\x00\x04\x03\x03\x00\x00"[..],
+        // A handshake message longer than any the server takes.
+        b"\x16\x03\x01\x00\x08garbage!",
+        // A record longer than TLS allows.
+        b"\x16\x03\x01\xff\xff\x01",
+    ] {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(junk).unwrap();
+        let got = read_to_close(&mut s);
+        // Nothing but an alert record, if anything.
+        assert!(got.is_empty() || got[0] == 0x15, "{junk:?}: {got:?}");
+    }
+    let got = ok(&curl_tls(addr, &cert, &[], &["/a.txt"]), "after the junk");
+    assert_eq!(got, b"still here");
+}
+
+fn a_handshake_not_done_within_the_header_timeout_is_cut(case: &str) {
+    let (root, certs) = (docroot(), docroot());
+    let (server, _) = serve_tls(root.path(), certs.path(), case, &["--header-timeout", "1"]);
+    for start in [&b""[..], b"\x16\x03\x01\x02\x00\x01"] {
+        let mut s = TcpStream::connect(server.tls_addr()).unwrap();
+        s.write_all(start).unwrap();
+        let t = Instant::now();
+        assert_eq!(read_to_close(&mut s), b"", "{start:?}");
+        // Cut by the timeout, not at once (no timing bound beyond the 10 s read).
+        assert!(
+            t.elapsed() >= Duration::from_millis(500),
+            "{start:?}: closed at once"
+        );
+    }
+}
+
+/// `openssl s_client` through one request, its session written to or read from
+/// `session`; its output.
+fn s_client(addr: SocketAddr, cert: &Path, session: &Path, save: bool, extra: &[&str]) -> String {
+    let mut cmd = Command::new("openssl");
+    cmd.args([
+        "s_client",
+        "-connect",
+        &addr.to_string(),
+        "-servername",
+        "localhost",
+    ])
+    .arg("-CAfile")
+    .arg(cert)
+    .arg("-ign_eof")
+    .arg(if save { "-sess_out" } else { "-sess_in" })
+    .arg(session)
+    .args(extra)
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("openssl runs");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn alpn_versions_and_resumption_under_each_driver() {
+    if !installed("curl") || !installed("openssl") {
+        return;
+    }
+    for driver in ["auto", "epoll"] {
+        let (root, certs) = (docroot(), docroot());
+        put(root.path(), "a.txt", b"resumed");
+        let (server, cert) = serve_tls(root.path(), certs.path(), &format!("splice@{driver}"), &[]);
+        let addr = server.tls_addr();
+        for (flags, version) in [
+            (&["--tlsv1.3"][..], "TLSv1.3"),
+            (&["--tlsv1.2", "--tls-max", "1.2"], "TLSv1.2"),
+        ] {
+            let out = curl_tls(addr, &cert, &[flags, &["-v"]].concat(), &["/a.txt"]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{err}");
+            assert!(
+                err.contains("ALPN: server accepted http/1.1"),
+                "{driver}: {err}"
+            );
+            assert!(err.contains(version), "{driver}: {version}: {err}");
+            // The server's preference: AES-128-GCM.
+            assert!(
+                err.contains("AES_128_GCM") || err.contains("AES128-GCM"),
+                "{err}"
+            );
+        }
+        // A second connection resumes the first one's session: by ticket (1.3) and
+        // by ticket or session ID (1.2).
+        for extra in [&["-tls1_3"][..], &["-tls1_2"], &["-tls1_2", "-no_ticket"]] {
+            let session = certs.path().join("session.pem");
+            let first = s_client(addr, &cert, &session, true, extra);
+            assert!(first.contains("New, TLS"), "{driver} {extra:?}: {first}");
+            assert!(first.contains("resumed"), "{driver} {extra:?}: {first}");
+            let second = s_client(addr, &cert, &session, false, extra);
+            assert!(
+                second.contains("Reused, TLS"),
+                "{driver} {extra:?}: {second}"
+            );
+            assert!(second.contains("resumed"), "{driver} {extra:?}: {second}");
+        }
+    }
+}
+
+#[test]
+fn a_reload_swaps_the_certificate_and_a_bad_one_is_refused() {
+    if !installed("curl") {
+        return;
+    }
+    let (root, certs) = (docroot(), docroot());
+    put(root.path(), "a.txt", b"a");
+    put(root.path(), "big.bin", &pattern(8 << 20, 3));
+    let (server, first) = serve_tls(root.path(), certs.path(), "splice", &[]);
+    let addr = server.tls_addr();
+    let kept = certs.path().join("first.crt");
+    std::fs::copy(&first, &kept).unwrap();
+    // A download under way on the first certificate's session.
+    let download = Command::new("curl")
+        .args(["-sS", "--limit-rate", "4M", "--cacert"])
+        .arg(&kept)
+        .arg("--resolve")
+        .arg(format!("localhost:{}:127.0.0.1", addr.port()))
+        .arg(format!("https://localhost:{}/big.bin", addr.port()))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    // New files under the same names: the reload reads them.
+    let (second, _) = tls_files(certs.path(), "server");
+    server.signal("HUP");
+    server.wait_stderr("reloaded");
+    let out = curl_tls(addr, &second, &[], &["/a.txt"]);
+    assert_eq!(ok(&out, "the new certificate"), b"a");
+    let out = curl_tls(addr, &kept, &[], &["/a.txt"]);
+    assert!(!out.status.success(), "the old certificate is gone");
+    let got = download.wait_with_output().unwrap();
+    assert!(got.status.success());
+    assert_bytes_eq(
+        &got.stdout,
+        &pattern(8 << 20, 3),
+        "the download across the reload",
+    );
+    // A key that is no key: the reload is refused and the certificate serves on.
+    std::fs::write(certs.path().join("server.key"), "not a key\n").unwrap();
+    server.signal("HUP");
+    let err = server.wait_stderr("--tls-key");
+    assert!(err.contains("serving on with the settings before"), "{err}");
+    assert_eq!(
+        ok(&curl_tls(addr, &second, &[], &["/a.txt"]), "after"),
+        b"a"
+    );
+}
+
+#[test]
+fn tls_settings_that_do_not_go_together_are_usage_errors() {
+    let root = docroot();
+    let r = root.path().to_str().unwrap();
+    for (args, needle) in [
+        (
+            &["--tls-listen", "127.0.0.1:0"][..],
+            "--tls-listen needs --tls-cert and --tls-key",
+        ),
+        (
+            &["--tls-cert", "/x.crt", "--tls-key", "/x.key"],
+            "go with --tls-listen",
+        ),
+    ] {
+        let (code, _, err) = LINERATE.run(&[&["serve", r], args].concat());
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    // Files that are not what they should be: the start fails naming the flag.
+    let certs = docroot();
+    let (cert, key) = tls_files(certs.path(), "server");
+    let junk = certs.path().join("junk.pem");
+    std::fs::write(&junk, "junk\n").unwrap();
+    for (c, k, needle) in [
+        (&junk, &key, "--tls-cert"),
+        (&cert, &junk, "--tls-key"),
+        (&cert, &certs.path().join("none.key"), "--tls-key"),
+    ] {
+        let (code, _, err) = LINERATE.run(&[
+            "serve",
+            r,
+            "--tls-listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            c.to_str().unwrap(),
+            "--tls-key",
+            k.to_str().unwrap(),
+        ]);
+        assert_ne!(code, 0, "{c:?} {k:?}");
+        assert!(err.contains(needle), "{needle}: {err}");
+    }
+}
+
+#[test]
+fn https_alone_from_the_configuration_file() {
+    if !installed("curl") {
+        return;
+    }
+    let (root, certs) = (docroot(), docroot());
+    put(root.path(), "a.txt", b"from the file");
+    let (cert, key) = tls_files(certs.path(), "server");
+    let conf = certs.path().join("linerate.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "root = {:?}\ntls-listen = [\"127.0.0.1:0\"]\ntls-cert = {:?}\ntls-key = {:?}\naccess-log = \"off\"\n",
+            root.path(),
+            cert,
+            key
+        ),
+    )
+    .unwrap();
+    // No plain listener: the first (and only) address announced is the HTTPS one.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_linerate"));
+    cmd.args(["serve", "--config", conf.to_str().unwrap()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let addr: SocketAddr = first
+        .trim_end()
+        .strip_prefix("listening on ")
+        .and_then(|a| a.strip_suffix(" (https)"))
+        .unwrap_or_else(|| panic!("{first:?}"))
+        .parse()
+        .unwrap();
+    let got = ok(&curl_tls(addr, &cert, &[], &["/a.txt"]), "from the file");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(got, b"from the file");
+}
