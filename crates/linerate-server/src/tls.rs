@@ -209,7 +209,8 @@ impl Session {
     }
 
     /// Gives pieces of plaintext to the session, in order, up to [`WRITE_BYTES`] in
-    /// all; how many bytes it took.
+    /// all; how many bytes it took. The pieces are sealed together: a head and a small
+    /// body go out as one record, not one record each.
     pub fn write_pieces<'a>(
         &mut self,
         pieces: impl IntoIterator<Item = &'a [u8]>,
@@ -217,16 +218,17 @@ impl Session {
         if self.conn.wants_write() {
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        let mut took = 0;
+        let mut slices: Vec<io::IoSlice<'a>> = Vec::new();
+        let mut room = WRITE_BYTES;
         for p in pieces {
-            let room = WRITE_BYTES - took;
-            let n = self.conn.writer().write(&p[..p.len().min(room)])?;
-            took += n;
-            if n < p.len() || took == WRITE_BYTES {
+            if room == 0 {
                 break;
             }
+            let p = &p[..p.len().min(room)];
+            room -= p.len();
+            slices.push(io::IoSlice::new(p));
         }
-        Ok(took)
+        self.conn.writer().write_vectored(&slices)
     }
 
     /// Records wait to be sent.
