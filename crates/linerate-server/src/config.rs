@@ -185,6 +185,8 @@ pub struct SiteConfig {
     pub precompressed: Vec<linerate_http::coding::Coding>,
     /// Its per-path rules and the server-wide ones, least specific first.
     pub rules: Vec<crate::rules::Rule>,
+    /// Its own certificate chain and key (PEM files) for HTTPS.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 impl SiteConfig {
@@ -205,6 +207,7 @@ impl Config {
             return self.sites.clone();
         }
         vec![SiteConfig {
+            tls: None,
             names: Vec::new(),
             root: self.root.clone(),
             default: true,

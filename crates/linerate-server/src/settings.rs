@@ -649,6 +649,13 @@ pub struct SiteSettings {
     pub autoindex: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub precompressed: Option<Codings>,
+    /// Its certificate chain on the `tls-listen` addresses, chosen by the name the
+    /// client asks for (SNI); without one, the server's `tls-cert`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    /// The key of its `tls-cert`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
     /// `[[site.rule]]` blocks: per-path settings for this site.
     #[serde(default, rename = "rule", skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<RuleSettings>,
@@ -665,6 +672,13 @@ fn check_sites(sites: &[SiteSettings]) -> Result<(), String> {
     }
     let mut seen: Vec<&str> = Vec::new();
     for (i, s) in sites.iter().enumerate() {
+        if s.tls_cert.is_some() != s.tls_key.is_some() {
+            return Err(format!(
+                "site #{} ({}): tls-cert and tls-key go together",
+                i + 1,
+                s.root.display()
+            ));
+        }
         if s.names.is_empty() && !s.default {
             return Err(format!(
                 "site #{} ({}): give it names, or default = true",
@@ -1338,6 +1352,7 @@ impl Settings {
                     all
                 },
                 names: b.names.iter().map(|n| n.0.clone()).collect(),
+                tls: b.tls_cert.clone().zip(b.tls_key.clone()),
                 root: b.root.clone(),
                 default: b.default,
                 dotfiles: b.dotfiles.unwrap_or(cfg.dotfiles),

@@ -104,6 +104,7 @@ pub(crate) struct Host {
 /// port left out, case ignored, a final dot ignored; an exact name first, then the
 /// longest `*.` name it falls under, then the default site (the one marked, else the
 /// first).
+#[derive(Debug)]
 pub(crate) struct Router {
     exact: std::collections::HashMap<String, usize>,
     /// `*.example.com` as `.example.com`, longest first.
@@ -1081,6 +1082,7 @@ pub(crate) mod tests {
     #[test]
     fn the_router_takes_exact_names_then_the_longest_wildcard_then_the_default() {
         let site = |names: &[&str], default: bool| SiteConfig {
+            tls: None,
             names: names.iter().map(|n| n.to_string()).collect(),
             root: "/".into(),
             default,

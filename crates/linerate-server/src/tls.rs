@@ -44,23 +44,46 @@ const HANDSHAKE: u8 = 0x16;
 
 /// Checks that the TLS settings go together; an error names the flags.
 pub fn check(cfg: &Config) -> Result<(), String> {
-    match (cfg.tls_listen.is_empty(), &cfg.tls_cert, &cfg.tls_key) {
-        (true, None, None) | (false, Some(_), Some(_)) => Ok(()),
-        (false, _, _) => Err("--tls-listen needs --tls-cert and --tls-key".into()),
-        (true, _, _) => Err("--tls-cert and --tls-key go with --tls-listen".into()),
+    let own = cfg.sites.iter().filter(|s| s.tls.is_some()).count();
+    match (&cfg.tls_cert, &cfg.tls_key) {
+        (Some(_), None) | (None, Some(_)) => {
+            return Err("--tls-cert and --tls-key go together".into())
+        }
+        _ => {}
+    }
+    let global = cfg.tls_cert.is_some();
+    if cfg.tls_listen.is_empty() {
+        if global || own > 0 {
+            return Err("--tls-cert and --tls-key go with --tls-listen".into());
+        }
+        return Ok(());
+    }
+    if global {
+        return Ok(());
+    }
+    if own == 0 {
+        return Err("--tls-listen needs --tls-cert and --tls-key".into());
+    }
+    match cfg.sites.iter().find(|s| s.tls.is_none()) {
+        Some(s) => Err(format!(
+            "--tls-listen: site {} has no tls-cert of its own, and there is no --tls-cert \
+             for it",
+            s.label()
+        )),
+        None => Ok(()),
     }
 }
 
 /// The TLS server configuration of `cfg`, if it has TLS listeners; an error is one
-/// line naming the file and the cause.
+/// line naming the file and the cause. Each site's own certificate (a `[[site]]`
+/// block's `tls-cert` and `tls-key`) answers the names the site answers, chosen by the
+/// client's SNI as a request's Host chooses the site; the others, and a client that
+/// names no site or an unknown one, get the default site's, else `--tls-cert`.
 pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
     check(cfg)?;
-    let (Some(cert), Some(key)) = (&cfg.tls_cert, &cfg.tls_key) else {
+    if cfg.tls_listen.is_empty() {
         return Ok(None);
-    };
-    let chain = read_chain(cert)?;
-    let key = PrivateKeyDer::from_pem_file(key)
-        .map_err(|e| format!("--tls-key {}: {}", key.display(), pem_error(&e)))?;
+    }
     let mut provider = rustls::crypto::ring::default_provider();
     // AES-128-GCM first (the cheapest per byte where the CPU has AES instructions, as
     // every x86-64 and Armv8 server CPU has), then AES-256-GCM, then ChaCha20-Poly1305;
@@ -77,13 +100,30 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
             _ => 2,
         }
     });
-    let provider = Arc::new(provider);
-    let mut config = ServerConfig::builder_with_provider(provider)
+    let global = match (&cfg.tls_cert, &cfg.tls_key) {
+        (Some(c), Some(k)) => Some(certified(c, k, &provider, ("--tls-cert", "--tls-key"))?),
+        _ => None,
+    };
+    let sites = cfg.sites();
+    let mut keys = Vec::with_capacity(sites.len());
+    for s in &sites {
+        let key = match (&s.tls, &global) {
+            (Some((c, k)), _) => certified(c, k, &provider, ("tls-cert", "tls-key"))
+                .map_err(|e| format!("site {}: {e}", s.label()))?,
+            (None, Some(g)) => Arc::clone(g),
+            (None, None) => unreachable!("check() saw to a certificate for every site"),
+        };
+        keys.push(key);
+    }
+    let resolver = BySite {
+        router: crate::site::Router::new(&sites),
+        keys,
+    };
+    let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| format!("TLS: {e}"))?
         .with_no_client_auth()
-        .with_single_cert(chain, key)
-        .map_err(|e| format!("--tls-cert {} and --tls-key: {e}", cert.display()))?;
+        .with_cert_resolver(Arc::new(resolver));
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     config.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
     config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS: {e}"))?;
@@ -92,8 +132,48 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
     Ok(Some(Arc::new(config)))
 }
 
-fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let name = || format!("--tls-cert {}", path.display());
+/// A chain and its key, checked to belong together; errors name `flags`.
+fn certified(
+    cert: &Path,
+    key: &Path,
+    provider: &rustls::crypto::CryptoProvider,
+    (cert_flag, key_flag): (&str, &str),
+) -> Result<Arc<rustls::sign::CertifiedKey>, String> {
+    let chain = read_chain(cert, cert_flag)?;
+    let der = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("{key_flag} {}: {}", key.display(), pem_error(&e)))?;
+    rustls::sign::CertifiedKey::from_der(chain, der, provider)
+        .map(Arc::new)
+        .map_err(|e| {
+            format!(
+                "{cert_flag} {} and {key_flag} {}: {e}",
+                cert.display(),
+                key.display()
+            )
+        })
+}
+
+/// The certificate of the site a ClientHello's name (SNI) routes to.
+#[derive(Debug)]
+struct BySite {
+    router: crate::site::Router,
+    /// One per site, in the router's order.
+    keys: Vec<Arc<rustls::sign::CertifiedKey>>,
+}
+
+impl rustls::server::ResolvesServerCert for BySite {
+    fn resolve(
+        &self,
+        hello: rustls::server::ClientHello<'_>,
+    ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        self.keys
+            .get(self.router.route(hello.server_name()))
+            .cloned()
+    }
+}
+
+fn read_chain(path: &Path, flag: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+    let name = || format!("{flag} {}", path.display());
     let chain = CertificateDer::pem_file_iter(path)
         .map_err(|e| format!("{}: {}", name(), pem_error(&e)))?
         .collect::<Result<Vec<_>, _>>()

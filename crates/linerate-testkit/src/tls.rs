@@ -8,8 +8,13 @@ use std::process::{Command, Output};
 /// A self-signed certificate for `localhost` and 127.0.0.1 and its key, written as
 /// `NAME.crt` and `NAME.key` (PEM) in `dir`; their paths.
 pub fn tls_files(dir: &Path, name: &str) -> (PathBuf, PathBuf) {
-    let made = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
-        .expect("rcgen makes a certificate");
+    tls_files_for(dir, name, &["localhost", "127.0.0.1"])
+}
+
+/// [`tls_files`] for the host names `hosts`.
+pub fn tls_files_for(dir: &Path, name: &str, hosts: &[&str]) -> (PathBuf, PathBuf) {
+    let hosts: Vec<String> = hosts.iter().map(|h| h.to_string()).collect();
+    let made = rcgen::generate_simple_self_signed(hosts).expect("rcgen makes a certificate");
     let cert = dir.join(format!("{name}.crt"));
     let key = dir.join(format!("{name}.key"));
     std::fs::write(&cert, made.cert.pem()).expect("writes the certificate");

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use linerate_testkit::{
     assert_bytes_eq, curl_tls, docroot, installed, pattern, per_strategy, put, tls_files,
-    variant_args, Linerate, Server,
+    tls_files_for, variant_args, Linerate, Server,
 };
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
@@ -395,4 +395,123 @@ fn https_alone_from_the_configuration_file() {
     let _ = child.kill();
     let _ = child.wait();
     assert_eq!(got, b"from the file");
+}
+
+/// `openssl s_client -servername NAME` (none: `-noservername`) checking the server's
+/// chain against `ca`; whether it verified.
+fn verifies(addr: SocketAddr, name: Option<&str>, ca: &Path) -> bool {
+    let mut cmd = Command::new("openssl");
+    cmd.args([
+        "s_client",
+        "-connect",
+        &addr.to_string(),
+        "-verify_return_error",
+    ])
+    .arg("-CAfile")
+    .arg(ca);
+    match name {
+        Some(n) => cmd.args(["-servername", n]),
+        None => cmd.arg("-noservername"),
+    };
+    let out = cmd.stdin(Stdio::null()).output().expect("openssl runs");
+    String::from_utf8_lossy(&out.stdout).contains("Verify return code: 0 (ok)")
+}
+
+#[test]
+fn each_site_answers_with_its_own_certificate_and_unknown_names_get_the_default_sites() {
+    if !installed("openssl") || !installed("curl") {
+        return;
+    }
+    let (a_root, b_root, certs) = (docroot(), docroot(), docroot());
+    put(a_root.path(), "who", b"a");
+    put(b_root.path(), "who", b"b");
+    let (a_cert, a_key) = tls_files_for(certs.path(), "a", &["a.test", "*.a.test"]);
+    let (b_cert, b_key) = tls_files_for(certs.path(), "b", &["b.test"]);
+    let conf = certs.path().join("sites.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "listen = \"127.0.0.1:0\"\ntls-listen = \"127.0.0.1:0\"\naccess-log = \"off\"\n\
+             [[site]]\nnames = [\"a.test\", \"*.a.test\"]\nroot = {:?}\ntls-cert = {:?}\ntls-key = {:?}\n\
+             [[site]]\nnames = [\"b.test\"]\nroot = {:?}\ndefault = true\ntls-cert = {:?}\ntls-key = {:?}\n",
+            a_root.path(),
+            a_cert,
+            a_key,
+            b_root.path(),
+            b_cert,
+            b_key
+        ),
+    )
+    .unwrap();
+    let server = LINERATE.serve_config(None, &conf, &[]);
+    let addr = server.tls_addr();
+    for (name, right, wrong) in [
+        (Some("a.test"), &a_cert, &b_cert),
+        (Some("www.a.test"), &a_cert, &b_cert),
+        (Some("b.test"), &b_cert, &a_cert),
+        // A name no site has, and none at all: the default site's.
+        (Some("c.test"), &b_cert, &a_cert),
+        (None, &b_cert, &a_cert),
+    ] {
+        assert!(
+            verifies(addr, name, right),
+            "{name:?}: its site's certificate"
+        );
+        assert!(!verifies(addr, name, wrong), "{name:?}: not the other's");
+    }
+    // And the request goes to the site its Host names, over the session of that name.
+    let port = addr.port();
+    let out = Command::new("curl")
+        .args(["-sS", "--cacert"])
+        .arg(&a_cert)
+        .args(["--resolve", &format!("a.test:{port}:127.0.0.1")])
+        .arg(format!("https://a.test:{port}/who"))
+        .output()
+        .unwrap();
+    assert_eq!(ok(&out, "site a"), b"a");
+}
+
+/// testssl.sh against the default HTTPS configuration: no finding of severity HIGH or
+/// CRITICAL but those about the test's own certificate (self-signed, short-lived, no
+/// revocation URL), which a CA-issued certificate does not have.
+#[test]
+fn testssl_finds_nothing_high_or_critical_in_the_defaults() {
+    if !installed("testssl") {
+        return;
+    }
+    let (root, certs) = (docroot(), docroot());
+    put(root.path(), "index.html", b"<p>hi</p>");
+    let (server, _) = serve_tls(root.path(), certs.path(), "splice", &[]);
+    let json = certs.path().join("testssl.json");
+    let out = Command::new("timeout")
+        .args([
+            "600",
+            "testssl",
+            "--quiet",
+            "--color",
+            "0",
+            "--warnings",
+            "off",
+        ])
+        .arg("--jsonfile")
+        .arg(&json)
+        .arg(server.tls_addr().to_string())
+        .output()
+        .expect("testssl runs");
+    let text = std::fs::read_to_string(&json)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let findings: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let findings = findings.as_array().expect("a list of findings");
+    assert!(
+        findings.len() > 50,
+        "testssl ran its checks: {}",
+        findings.len()
+    );
+    let bad: Vec<String> = findings
+        .iter()
+        .filter(|f| matches!(f["severity"].as_str(), Some("HIGH" | "CRITICAL")))
+        .filter(|f| !f["id"].as_str().unwrap_or("").starts_with("cert_"))
+        .map(|f| format!("{} {}: {}", f["severity"], f["id"], f["finding"]))
+        .collect();
+    assert!(bad.is_empty(), "{bad:#?}");
 }
