@@ -83,6 +83,8 @@ pub struct Config {
     pub listen: Vec<Endpoint>,
     /// Addresses to serve HTTPS on.
     pub tls_listen: Vec<Endpoint>,
+    /// Addresses whose requests are redirected to HTTPS.
+    pub redirect_listen: Vec<Endpoint>,
     /// The certificate chain (PEM) of `tls_listen`.
     pub tls_cert: Option<PathBuf>,
     /// Its private key (PEM).
@@ -228,6 +230,7 @@ impl Config {
             root,
             listen: vec![Endpoint::Ip(SocketAddr::from(([127, 0, 0, 1], 8080)))],
             tls_listen: Vec::new(),
+            redirect_listen: Vec::new(),
             tls_cert: None,
             tls_key: None,
             unix_file: UnixFile::default(),

@@ -150,6 +150,8 @@ pub(crate) struct Conn {
     records: Vec<u8>,
     /// The session refused the peer's bytes: the connection ends.
     refused: bool,
+    /// Accepted on a redirect listener: every request is sent to HTTPS on this port.
+    pub redirect: Option<u16>,
 }
 
 impl Conn {
@@ -167,6 +169,7 @@ impl Conn {
             tls,
             records: Vec::new(),
             refused: false,
+            redirect: None,
             sock,
             peer,
             tx: None,
@@ -504,7 +507,10 @@ impl Conn {
                 Event::Wait => return queued,
                 Event::Request(request) => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
-                    let mut r = site.respond(&request, self.peer.ip(), t);
+                    let mut r = match self.redirect {
+                        Some(port) => site.redirect_to_https(&request, port, t),
+                        None => site.respond(&request, self.peer.ip(), t),
+                    };
                     // The loop's clock: no clock read of its own per request.
                     r.started = Some(now);
                     if r.close {

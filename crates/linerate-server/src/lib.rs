@@ -35,7 +35,7 @@ pub mod worker;
 
 pub use config::{AccessLog, Config, LogFormat};
 pub use control::Control;
-pub use listen::Endpoint;
+pub use listen::{Endpoint, Kind};
 pub use logs::ErrorLog;
 pub use settings::Settings;
 pub use worker::{serve, ServeError};

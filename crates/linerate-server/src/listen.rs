@@ -123,6 +123,31 @@ pub(crate) struct Listener {
     pub unix: bool,
     /// HTTPS: its connections' sessions are made with this configuration.
     pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// A redirect listener: every request is answered with a redirect to HTTPS on this
+    /// port.
+    pub redirect: Option<u16>,
+}
+
+/// What a listening endpoint serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// HTTP (`listen`).
+    Plain,
+    /// HTTPS (`tls-listen`).
+    Tls,
+    /// HTTP answered with redirects to HTTPS (`redirect-listen`).
+    Redirect,
+}
+
+impl Kind {
+    /// The note after its address in the `listening on` line.
+    pub fn note(self) -> &'static str {
+        match self {
+            Kind::Plain => "",
+            Kind::Tls => " (https)",
+            Kind::Redirect => " (redirect to https)",
+        }
+    }
 }
 
 /// The listening sockets of one endpoint. They outlive reloads: a new generation of
@@ -141,8 +166,8 @@ pub(crate) struct Bound {
     /// The socket file this process made: removed when the process lets go of the
     /// socket, unless another process was handed it.
     made: Option<PathBuf>,
-    /// Its connections speak TLS (an endpoint of `tls_listen`).
-    pub tls: bool,
+    /// What it serves.
+    pub kind: Kind,
 }
 
 impl Bound {
@@ -165,7 +190,7 @@ impl Bound {
             sockets: vec![s],
             passed: true,
             made: None,
-            tls: false,
+            kind: Kind::Plain,
         })
     }
 
@@ -331,8 +356,14 @@ pub(crate) fn bind_all(
     // used then.
     for b in old.iter().filter(|b| b.passed) {
         out.push(Bound {
-            // A passed socket serves HTTPS when its address is one of tls_listen.
-            tls: cfg.tls_listen.contains(&b.addr),
+            // A passed socket serves what the list naming its address says.
+            kind: if cfg.tls_listen.contains(&b.addr) {
+                Kind::Tls
+            } else if cfg.redirect_listen.contains(&b.addr) {
+                Kind::Redirect
+            } else {
+                Kind::Plain
+            },
             asked: b.asked.clone(),
             addr: b.addr.clone(),
             sockets: b
@@ -347,11 +378,13 @@ pub(crate) fn bind_all(
     if !out.is_empty() {
         return Ok(out);
     }
-    let plain = cfg.listen.iter().map(|e| (e, false));
-    for (asked, tls) in plain.chain(cfg.tls_listen.iter().map(|e| (e, true))) {
+    let plain = cfg.listen.iter().map(|e| (e, Kind::Plain));
+    let tls = cfg.tls_listen.iter().map(|e| (e, Kind::Tls));
+    let redirect = cfg.redirect_listen.iter().map(|e| (e, Kind::Redirect));
+    for (asked, kind) in plain.chain(tls).chain(redirect) {
         // Port 0 may be asked for twice (plain and TLS): each is a socket of its own.
         let same = |b: &Bound| &b.asked == asked || &b.addr == asked;
-        if out.iter().any(|b| b.tls == tls && same(b)) {
+        if out.iter().any(|b| b.kind == kind && same(b)) {
             continue;
         }
         let fail = |addr: &Endpoint| {
@@ -364,7 +397,7 @@ pub(crate) fn bind_all(
         let held = old
             .iter()
             .filter(free)
-            .find(|b| b.tls == tls)
+            .find(|b| b.kind == kind)
             .or_else(|| old.iter().find(free));
         if let Some(b) = held {
             let mut sockets = Vec::new();
@@ -385,7 +418,7 @@ pub(crate) fn bind_all(
                 sockets,
                 passed: false,
                 made: b.made.clone(),
-                tls,
+                kind,
             });
             continue;
         }
@@ -399,7 +432,7 @@ pub(crate) fn bind_all(
                     sockets: vec![s],
                     passed: false,
                     made: Some(path.clone()),
-                    tls,
+                    kind,
                 });
             }
             &Endpoint::Ip(ip) => {
@@ -427,7 +460,7 @@ pub(crate) fn bind_all(
                     sockets,
                     passed: false,
                     made: None,
-                    tls,
+                    kind,
                 });
             }
         }
@@ -462,8 +495,8 @@ fn add_group_sockets(
 
 /// Each worker's listeners: socket j of every IP endpoint goes to worker j mod
 /// `workers`, so a socket kept from more workers than there are now is still accepted
-/// from; a shared socket goes to every worker. The endpoints of `cfg.tls_listen` (as
-/// asked or as bound) serve HTTPS with `tls`.
+/// from; a shared socket goes to every worker. HTTPS endpoints serve with `tls`;
+/// redirect endpoints send their clients to the first HTTPS endpoint's port.
 pub(crate) fn hand_out(
     bound: &[Bound],
     cfg: &Config,
@@ -473,12 +506,20 @@ pub(crate) fn hand_out(
     let mut per: Vec<Vec<Listener>> = (0..workers).map(|_| Vec::new()).collect();
     for b in bound {
         let unix = matches!(b.addr, Endpoint::Unix(_));
-        let tls = if b.tls { tls.cloned() } else { None };
+        let tls = if b.kind == Kind::Tls {
+            tls.cloned()
+        } else {
+            None
+        };
+        let redirect = (b.kind == Kind::Redirect)
+            .then(|| https_port(bound))
+            .flatten();
         let listener = |s: &Socket| -> io::Result<Listener> {
             Ok(Listener {
                 sock: s.try_clone()?,
                 unix,
                 tls: tls.clone(),
+                redirect,
             })
         };
         if b.shared() {
@@ -494,6 +535,17 @@ pub(crate) fn hand_out(
         }
     }
     Ok(per)
+}
+
+/// The port of the first HTTPS endpoint bound.
+fn https_port(bound: &[Bound]) -> Option<u16> {
+    bound
+        .iter()
+        .find(|b| b.kind == Kind::Tls)
+        .and_then(|b| match &b.addr {
+            Endpoint::Ip(a) => Some(a.port()),
+            Endpoint::Unix(_) => None,
+        })
 }
 
 /// What the service manager shows: where, and with how many workers.

@@ -927,6 +927,17 @@ pub struct Settings {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub tls_listen: Vec<ListenAddr>,
+    /// Address whose every request is answered with a redirect to the same URL over
+    /// HTTPS (301, to the port of the first --tls-listen, the host from the request),
+    /// as nginx's `return 301 https://$host$request_uri`; repeat for several. Needs
+    /// --tls-listen [default: none].
+    #[arg(long, value_name = "ADDR")]
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub redirect_listen: Vec<ListenAddr>,
     /// Certificate chain of --tls-listen: a PEM file, the server's certificate first,
     /// then the intermediates (ECDSA or RSA); read again at each reload (SIGHUP), a bad
     /// one refusing the reload [default: none].
@@ -1166,6 +1177,7 @@ impl Settings {
             unix_mode: pick(&self.unix_mode, &under.unix_mode),
             unix_owner: pick(&self.unix_owner, &under.unix_owner),
             tls_listen: list(&self.tls_listen, &under.tls_listen),
+            redirect_listen: list(&self.redirect_listen, &under.redirect_listen),
             tls_cert: pick(&self.tls_cert, &under.tls_cert),
             tls_key: pick(&self.tls_key, &under.tls_key),
             workers: pick(&self.workers, &under.workers),
@@ -1231,6 +1243,13 @@ impl Settings {
         }
         if !s.tls_listen.is_empty() {
             cfg.tls_listen = s.tls_listen.into_iter().flat_map(|l| l.addrs).collect();
+        }
+        if !s.redirect_listen.is_empty() {
+            cfg.redirect_listen = s
+                .redirect_listen
+                .into_iter()
+                .flat_map(|l| l.addrs)
+                .collect();
         }
         if s.tls_cert.is_some() {
             cfg.tls_cert = s.tls_cert;
@@ -1583,7 +1602,7 @@ mod tests {
         // Each key is accepted by the file (with a value of its type) ...
         let sample = |k: &str| match k {
             "root" => "\"/srv\"",
-            "listen" | "tls-listen" => "\"127.0.0.1:80\"",
+            "listen" | "tls-listen" | "redirect-listen" => "\"127.0.0.1:80\"",
             "tls-cert" | "tls-key" => "\"/etc/ssl/x.pem\"",
             "pin" | "dotfiles" | "autoindex" => "true",
             "transmit" => "\"copy\"",

@@ -338,14 +338,71 @@ impl Site {
         r
     }
 
-    fn answer(
-        &mut self,
-        req: &Request,
-        peer: Option<std::net::IpAddr>,
-        now: SystemTime,
-    ) -> Response {
-        // Only the access log reads this; with the log off no request pays for it.
-        let line = if !self.logging {
+    /// The answer of a redirect listener: 301 to the same URL over HTTPS on `port`
+    /// (left out when 443), the host the request names, else the default site's first
+    /// name; a request that names no usable host is 400.
+    pub fn redirect_to_https(&mut self, req: &Request, port: u16, now: SystemTime) -> Response {
+        let line = self.request_line(req);
+        Stats::add(&self.stats.requests, 1);
+        let head = req.method == Method::Head;
+        let default = self.hosts[self.router.route(None)]
+            .cfg
+            .names
+            .first()
+            .cloned();
+        let host = match req.host.as_deref() {
+            Some(a) => match a.strip_prefix('[') {
+                Some(v6) => v6.split_once(']').map(|(h, _)| format!("[{h}]")),
+                None => Some(match a.rsplit_once(':') {
+                    Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h.to_string(),
+                    _ => a.to_string(),
+                }),
+            },
+            None => default.filter(|d| !d.starts_with('*')),
+        };
+        // Only what a host name or an address literal is made of goes into Location.
+        let usable = |h: &str| {
+            !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b))
+        };
+        let Some(host) = host.filter(|h| usable(h)) else {
+            return self.error_for(Status::BadRequest, false, &[], line, now, head);
+        };
+        let mut loc = format!("https://{host}");
+        if port != 443 {
+            loc.push_str(&format!(":{port}"));
+        }
+        loc.push_str(if req.path.is_empty() { "/" } else { &req.path });
+        if let Some(q) = &req.query {
+            loc.push('?');
+            loc.push_str(q);
+        }
+        let mut r = self.error_for(
+            Status::MovedPermanently,
+            req.keep_alive,
+            &[("Location", &loc)],
+            line,
+            now,
+            head,
+        );
+        r.method = match req.method {
+            Method::Get => 0,
+            Method::Head => 1,
+            _ => 2,
+        };
+        if self.logging {
+            r.host.clone_from(&req.host);
+            r.user_agent.clone_from(&req.user_agent);
+            r.referer.clone_from(&req.referer);
+        }
+        r
+    }
+
+    /// The request line for the access log (empty with the log off: no request pays
+    /// for it then).
+    fn request_line(&self, req: &Request) -> String {
+        if !self.logging {
             String::new()
         } else {
             format!(
@@ -362,7 +419,16 @@ impl Site {
                     0
                 }
             )
-        };
+        }
+    }
+
+    fn answer(
+        &mut self,
+        req: &Request,
+        peer: Option<std::net::IpAddr>,
+        now: SystemTime,
+    ) -> Response {
+        let line = self.request_line(req);
         let keep = req.keep_alive;
         Stats::add(&self.stats.requests, 1);
         if !matches!(req.method, Method::Get | Method::Head) {

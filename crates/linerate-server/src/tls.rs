@@ -52,6 +52,9 @@ pub fn check(cfg: &Config) -> Result<(), String> {
         _ => {}
     }
     let global = cfg.tls_cert.is_some();
+    if cfg.tls_listen.is_empty() && !cfg.redirect_listen.is_empty() {
+        return Err("--redirect-listen needs --tls-listen (the port it sends clients to)".into());
+    }
     if cfg.tls_listen.is_empty() {
         if global || own > 0 {
             return Err("--tls-cert and --tls-key go with --tls-listen".into());

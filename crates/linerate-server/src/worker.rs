@@ -14,7 +14,9 @@ use crate::conn::{Aborted, After, Conn, Cut};
 use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Disk, Inbox, Job};
 use crate::files::FileCache;
-use crate::listen::{bind_all, hand_out, status_line, BindError, Bound, Endpoint, Listener, Peer};
+use crate::listen::{
+    bind_all, hand_out, status_line, BindError, Bound, Endpoint, Kind, Listener, Peer,
+};
 use crate::logs::{more, LogFile, LogWriter, RateLimit};
 use crate::site::{Host, Response, Site};
 use crate::stats::{Board, Earlier, Stats};
@@ -403,7 +405,7 @@ fn open_access_log(
 pub fn serve(
     mut cfg: Config,
     control: &Control,
-    on_listen: &dyn Fn(&Endpoint, bool),
+    on_listen: &dyn Fn(&Endpoint, Kind),
     reload: &dyn Fn() -> Result<Config, String>,
 ) -> Result<(), ServeError> {
     let roots = open_roots(&cfg)?;
@@ -457,7 +459,11 @@ pub fn serve(
     // Inherited sockets (one per worker of the process before) share their address.
     fresh.dedup();
     for a in &fresh {
-        on_listen(a, bound.iter().any(|b| &b.addr == a && b.tls));
+        let kind = bound
+            .iter()
+            .find(|b| &b.addr == a)
+            .map_or(Kind::Plain, |b| b.kind);
+        on_listen(a, kind);
     }
     // Workers are pinned within the CPUs this process may use (taskset, cgroups).
     let cpus = linerate_sys::cpu::allowed_cpus()
@@ -611,7 +617,7 @@ fn reload_generation<'scope>(
     bound: &mut Vec<Bound>,
     shared: &Shared<'_>,
     fixed: &Fixed,
-    on_listen: &dyn Fn(&Endpoint, bool),
+    on_listen: &dyn Fn(&Endpoint, Kind),
 ) -> Result<Generation<'scope>, String> {
     let mut cfg = reload()?;
     size_for_descriptors(&mut cfg);
@@ -638,11 +644,14 @@ fn reload_generation<'scope>(
     let next = bind_all(&cfg, bound, &mut |a| fresh.push(a.clone()))
         .map_err(|e| describe(&ServeError::from(e)))?;
     let per = hand_out(&next, &cfg, tls.as_ref()).map_err(|e| e.to_string())?;
-    let fresh: Vec<(Endpoint, bool)> = fresh
+    let fresh: Vec<(Endpoint, Kind)> = fresh
         .into_iter()
         .map(|a| {
-            let tls = next.iter().any(|b| b.addr == a && b.tls);
-            (a, tls)
+            let kind = next
+                .iter()
+                .find(|b| b.addr == a)
+                .map_or(Kind::Plain, |b| b.kind);
+            (a, kind)
         })
         .collect();
     let generation = start_generation(
@@ -663,8 +672,8 @@ fn reload_generation<'scope>(
         }
     }
     *bound = next;
-    for (a, tls) in &fresh {
-        on_listen(a, *tls);
+    for (a, kind) in &fresh {
+        on_listen(a, *kind);
     }
     Ok(generation)
 }
@@ -1048,7 +1057,8 @@ impl<D: Driver> Worker<D> {
                 }
             };
             let ring = self.driver.ring_io();
-            let conn = Conn::new(sock, peer, limits, id, (token, ring), tls, now);
+            let mut conn = Conn::new(sock, peer, limits, id, (token, ring), tls, now);
+            conn.redirect = l.redirect;
             if self
                 .driver
                 .register(conn.sock.as_fd(), token, Interest::Connection)

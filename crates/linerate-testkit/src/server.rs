@@ -228,11 +228,17 @@ impl Server {
     /// The first HTTPS address it announced (`listening on ADDR (https)`), waiting up
     /// to 5 s for it.
     pub fn tls_addr(&self) -> SocketAddr {
+        self.announced(" (https)")
+    }
+
+    /// The first address it announced with `note` after it (`listening on ADDR NOTE`),
+    /// waiting up to 5 s for it.
+    pub fn announced(&self, note: &str) -> SocketAddr {
         let deadline = Instant::now() + Duration::from_secs(5);
         loop {
             let found = self.announced.lock().unwrap().iter().find_map(|l| {
                 l.strip_prefix("listening on ")?
-                    .strip_suffix(" (https)")?
+                    .strip_suffix(note)?
                     .parse()
                     .ok()
             });
@@ -241,7 +247,7 @@ impl Server {
             }
             assert!(
                 Instant::now() < deadline,
-                "no HTTPS address announced; stderr:\n{}",
+                "no address announced with {note:?}; stderr:\n{}",
                 self.stderr_text()
             );
             thread::sleep(Duration::from_millis(20));

@@ -525,16 +525,18 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         let names: Vec<String> = cfg.sites.iter().map(|s| s.label()).collect();
         format!("{} sites ({})", names.len(), names.join(", "))
     };
-    let announce = |addr: &linerate_server::Endpoint, tls: bool| {
+    let announce = |addr: &linerate_server::Endpoint, kind: linerate_server::Kind| {
         use std::io::Write;
-        if tls {
-            println!("listening on {addr} (https)");
-        } else {
-            println!("listening on {addr}");
-        }
+        println!("listening on {addr}{}", kind.note());
         let _ = std::io::stdout().flush();
         // For a person at a terminal; a closed stderr must not stop the server.
-        let _ = writeln!(std::io::stderr(), "serving {root} at {}", url_of(addr, tls));
+        let tls = kind == linerate_server::Kind::Tls;
+        let what = if kind == linerate_server::Kind::Redirect {
+            "redirecting to https".to_string()
+        } else {
+            format!("serving {root}")
+        };
+        let _ = writeln!(std::io::stderr(), "{what} at {}", url_of(addr, tls));
     };
     linerate_server::serve(cfg, &control, &announce, &reload)?;
     Ok(ExitCode::SUCCESS)

@@ -564,9 +564,9 @@ fn serve_help_names_every_long_flag() {
         .lines()
         .filter_map(|l| l.strip_prefix("# "))
         .filter(|l| l.split_once(" = ").is_some_and(|(k, _)| !k.contains(' ')))
-        // The TLS keys name files that are not there (serve_tls.rs starts HTTPS from a
-        // file of its own).
-        .filter(|l| !l.starts_with("tls-"))
+        // The TLS keys name files that are not there, and a redirect needs them (serve_tls.rs
+        // starts HTTPS from a file of its own).
+        .filter(|l| !l.starts_with("tls-") && !l.starts_with("redirect-listen"))
         .map(|l| format!("{}\n", l.split(" # ").next().unwrap()))
         .collect::<String>()
         .replace("root = \".\"", &format!("root = {:?}", dir.path()))

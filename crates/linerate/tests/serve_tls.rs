@@ -515,3 +515,71 @@ fn testssl_finds_nothing_high_or_critical_in_the_defaults() {
         .collect();
     assert!(bad.is_empty(), "{bad:#?}");
 }
+
+#[test]
+fn a_redirect_listener_sends_every_request_to_https_under_each_driver() {
+    let (root, certs) = (docroot(), docroot());
+    put(root.path(), "a.txt", b"over https");
+    for driver in ["auto", "epoll"] {
+        let (server, cert) = serve_tls(
+            root.path(),
+            certs.path(),
+            &format!("splice@{driver}"),
+            &["--redirect-listen", "127.0.0.1:0"],
+        );
+        let (tls, redirect) = (server.tls_addr(), server.announced(" (redirect to https)"));
+        let mut s = TcpStream::connect(redirect).unwrap();
+        // Two on one connection (it stays open), a HEAD, and one with no usable host.
+        s.write_all(
+            format!(
+                "GET /a.txt?x=1 HTTP/1.1\r\nHost: localhost:{}\r\n\r\n\
+                 HEAD /dir/ HTTP/1.1\r\nHost: Example.COM\r\n\r\n\
+                 GET / HTTP/1.1\r\nHost: a\"b\r\n\r\n",
+                redirect.port()
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        let got = String::from_utf8(read_to_close(&mut s)).unwrap();
+        let heads: Vec<&str> = got.split("HTTP/1.1 ").skip(1).collect();
+        assert_eq!(heads.len(), 3, "{driver}: {got}");
+        assert!(heads[0].starts_with("301 "), "{got}");
+        let port = tls.port();
+        assert!(
+            heads[0].contains(&format!(
+                "\r\nLocation: https://localhost:{port}/a.txt?x=1\r\n"
+            )),
+            "{driver}: {got}"
+        );
+        assert!(heads[1].starts_with("301 "), "{got}");
+        assert!(
+            heads[1].contains(&format!(
+                "\r\nLocation: https://Example.COM:{port}/dir/\r\n"
+            )),
+            "{got}"
+        );
+        assert!(heads[1].ends_with("\r\n\r\n"), "a HEAD has no body: {got}");
+        assert!(heads[2].starts_with("400 "), "{got}");
+        if installed("curl") {
+            // A client that follows it gets the file over HTTPS.
+            let out = Command::new("curl")
+                .args(["-sSL", "--cacert"])
+                .arg(&cert)
+                .arg(format!("http://localhost:{}/a.txt", redirect.port()))
+                .output()
+                .unwrap();
+            assert_eq!(ok(&out, "followed"), b"over https");
+        }
+    }
+    let (code, _, err) = LINERATE.run(&[
+        "serve",
+        root.path().to_str().unwrap(),
+        "--redirect-listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("--redirect-listen needs --tls-listen"),
+        "{err}"
+    );
+}
