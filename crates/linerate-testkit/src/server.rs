@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -89,6 +89,23 @@ impl Linerate {
         args.extend(["--config", conf, "--listen", "127.0.0.1:0"]);
         args.extend(extra);
         self.launch(&[], None, &args)
+    }
+
+    /// [`Linerate::start`] with HTTPS beside the plain address: `--tls-listen
+    /// 127.0.0.1:0` with a fresh self-signed certificate written in `certs`
+    /// ([`crate::tls_files`]); the server and the certificate's path.
+    pub fn start_tls(&self, root: &Path, certs: &Path, extra: &[&str]) -> (Server, PathBuf) {
+        let (cert, key) = crate::tls_files(certs, "server");
+        let (c, k) = (cert.to_str().unwrap(), key.to_str().unwrap());
+        let tls = [
+            "--tls-listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            c,
+            "--tls-key",
+            k,
+        ];
+        (self.start(root, &[&tls[..], extra].concat()), cert)
     }
 
     /// `linerate ARGS...`, which must announce its address (`listening on ADDR`).

@@ -401,6 +401,7 @@ pub fn run_cold(a: ColdArgs) -> anyhow::Result<ExitCode> {
         server_pid: None,
         server_core: None,
         seed: 1,
+        tls: None,
     };
     let cfg = linerate_bench::cold::ColdConfig {
         servers,

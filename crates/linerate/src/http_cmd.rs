@@ -17,10 +17,19 @@ use crate::{parse_confidence, parse_seconds, parse_size_u64, stop_flag, usage_er
 
 #[derive(Args, Debug, Clone)]
 pub struct HttpArgs {
-    /// URLs to request, round-robin (http://HOST[:PORT]/PATH, all on one server); with
-    /// --sizes or --mix, the base URL of the file set (default http://127.0.0.1:8080/).
+    /// URLs to request, round-robin (http://HOST[:PORT]/PATH or https://..., all on
+    /// one server); with --sizes or --mix, the base URL of the file set (default
+    /// http://127.0.0.1:8080/).
     #[arg(value_name = "URL")]
     urls: Vec<String>,
+    /// With https:// URLs: check the server's certificate against the CAs in FILE (PEM)
+    /// instead of the system's bundle.
+    #[arg(long, value_name = "FILE")]
+    cacert: Option<PathBuf>,
+    /// With https:// URLs: accept any certificate (a self-signed test server); the
+    /// handshake's signature is still checked.
+    #[arg(long, conflicts_with = "cacert")]
+    insecure: bool,
     /// Also request the paths listed in FILE, one per line.
     #[arg(long, value_name = "FILE")]
     urls_file: Option<PathBuf>,
@@ -194,6 +203,7 @@ impl LoadArgs {
             server_pid,
             server_core: None,
             seed,
+            tls: None,
         }
     }
 }
@@ -257,9 +267,24 @@ fn parse_header(s: &str) -> Result<String, String> {
 
 /// `http://HOST[:PORT]/PATH` → the address, the Host field and the path.
 pub(crate) fn parse_url(url: &str) -> Result<(SocketAddr, String, String), String> {
-    let rest = url
-        .strip_prefix("http://")
-        .ok_or_else(|| format!("'{url}': only http:// URLs are supported"))?;
+    if url.starts_with("https://") {
+        return Err(format!("'{url}': only http:// URLs are supported here"));
+    }
+    parse_any_url(url).map(|(a, h, p, _)| (a, h, p))
+}
+
+/// `http://` or `https://HOST[:PORT]/PATH` → the address, the Host field, the path and
+/// whether it is HTTPS.
+pub(crate) fn parse_any_url(url: &str) -> Result<(SocketAddr, String, String, bool), String> {
+    let (rest, https) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+        (Some(r), _) => (r, false),
+        (_, Some(r)) => (r, true),
+        _ => {
+            return Err(format!(
+                "'{url}': only http:// and https:// URLs are supported"
+            ))
+        }
+    };
     let (authority, path) = match rest.find('/') {
         Some(i) => (&rest[..i], &rest[i..]),
         None => (rest, "/"),
@@ -268,7 +293,7 @@ pub(crate) fn parse_url(url: &str) -> Result<(SocketAddr, String, String), Strin
         return Err(format!("'{url}': no host"));
     }
     let with_port = if authority.ends_with(']') || !authority.contains(':') {
-        format!("{authority}:80")
+        format!("{authority}:{}", if https { 443 } else { 80 })
     } else {
         authority.to_string()
     };
@@ -277,7 +302,7 @@ pub(crate) fn parse_url(url: &str) -> Result<(SocketAddr, String, String), Strin
         .map_err(|e| format!("'{url}': {e}"))?
         .next()
         .ok_or_else(|| format!("'{url}': the host has no address"))?;
-    Ok((addr, authority.to_string(), path.to_string()))
+    Ok((addr, authority.to_string(), path.to_string(), https))
 }
 
 /// The runs one command line asks for: one configuration per workload.
@@ -288,11 +313,15 @@ fn configs(a: &HttpArgs) -> Result<Vec<HttpConfig>, String> {
             std::fs::read_to_string(f).map_err(|e| format!("--urls-file {}: {e}", f.display()))?;
         let base = urls.first().cloned();
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            if line.starts_with("http://") {
+            if line.starts_with("http://") || line.starts_with("https://") {
                 urls.push(line.to_string());
             } else if let Some(b) = &base {
-                let (_, host, _) = parse_url(b)?;
-                urls.push(format!("http://{host}/{}", line.trim_start_matches('/')));
+                let (_, host, _, https) = parse_any_url(b)?;
+                let scheme = if https { "https" } else { "http" };
+                urls.push(format!(
+                    "{scheme}://{host}/{}",
+                    line.trim_start_matches('/')
+                ));
             } else {
                 return Err(format!(
                     "--urls-file: '{line}' is a path; give a URL on the command line for its server"
@@ -309,12 +338,34 @@ fn configs(a: &HttpArgs) -> Result<Vec<HttpConfig>, String> {
     }
     let parsed: Vec<_> = urls
         .iter()
-        .map(|u| parse_url(u))
+        .map(|u| parse_any_url(u))
         .collect::<Result<_, _>>()?;
-    let (target, host, _) = parsed[0].clone();
-    if let Some((_, _, _)) = parsed.iter().find(|(t, _, _)| *t != target) {
-        return Err("all URLs must be on one server".into());
+    let (target, host, _, https) = parsed[0].clone();
+    if parsed
+        .iter()
+        .any(|(t, _, _, s)| *t != target || *s != https)
+    {
+        return Err("all URLs must be on one server, by one scheme".into());
     }
+    let tls = if https {
+        let name = match host.rsplit_once(':') {
+            Some((h, p)) if !h.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => h,
+            _ => host.as_str(),
+        };
+        Some(http::tls::ClientTls::new(
+            name,
+            a.cacert.as_deref(),
+            a.insecure,
+            a.load.close,
+        )?)
+    } else {
+        if a.cacert.is_some() || a.insecure {
+            return Err("--cacert and --insecure go with https:// URLs".into());
+        }
+        None
+    };
+    let parsed: Vec<(SocketAddr, String, String)> =
+        parsed.into_iter().map(|(a, h, p, _)| (a, h, p)).collect();
     a.load.check()?;
     if a.load.connections.len() > 1 {
         return Err(
@@ -346,8 +397,9 @@ fn configs(a: &HttpArgs) -> Result<Vec<HttpConfig>, String> {
     }
     Ok(workloads
         .into_iter()
-        .map(|w| {
-            a.load
+        .map(|w| HttpConfig {
+            tls: tls.clone(),
+            ..a.load
                 .config(target, host.clone(), Arc::new(w), a.server_pid, a.seed)
         })
         .collect())
@@ -741,6 +793,12 @@ pub fn print_http(r: &HttpResult) {
             String::new()
         }
     );
+    if let Some(h) = r.tls_handshakes {
+        println!(
+            "  tls       {h} handshakes ({:.1}/s)",
+            h as f64 / r.elapsed_seconds.max(1e-9)
+        );
+    }
 }
 
 #[derive(Args, Debug, Clone)]

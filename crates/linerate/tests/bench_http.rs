@@ -271,7 +271,11 @@ fn broken_servers_give_errors_not_numbers() {
 #[test]
 fn bad_arguments_name_the_flag_and_exit_64() {
     for (args, want) in [
-        (&["bench", "http", "https://127.0.0.1/"][..], "only http://"),
+        (&["bench", "http", "ftp://127.0.0.1/"][..], "only http:// and https://"),
+        (
+            &["bench", "http", "https://127.0.0.1/", "--cacert", "/no/such.pem"][..],
+            "--cacert /no/such.pem",
+        ),
         (&["bench", "http", "--pipeline", "0"][..], "--pipeline"),
         (&["bench", "http", "-c", "0"][..], "--connections"),
         (&["bench", "http", "-R", "0"][..], "--rate"),
@@ -777,4 +781,68 @@ fn netns_starts_its_own_server_behind_a_veth_pair() {
         !ns.contains(&format!("lr{pid}")),
         "namespaces left behind: {ns}"
     );
+}
+
+/// `https://`: the same workloads through TLS against the real server, verified; the
+/// handshakes counted apart (one per connection kept alive, one per request with
+/// --close); a certificate the client cannot check is an error unless --insecure.
+#[test]
+fn https_loads_are_verified_and_count_their_handshakes() {
+    let dir = file_set();
+    let certs = tempfile::tempdir().unwrap();
+    let (server, cert) = LINERATE.start_tls(dir.path(), certs.path(), &[]);
+    let url = format!("https://{}/", server.tls_addr());
+    let cacert = cert.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let args = [
+            &[
+                "bench",
+                "http",
+                url.as_str(),
+                "--sizes",
+                "1K,100K",
+                "--checksum",
+                "--json",
+            ],
+            extra,
+        ]
+        .concat();
+        LINERATE.run(&args)
+    };
+    for (extra, handshakes) in [
+        (&["-n", "200", "-c", "4", "--cacert", cacert][..], 4),
+        (&["-n", "30", "-c", "2", "--close", "--cacert", cacert], 30),
+        (&["-n", "40", "-c", "2", "--insecure"], 2),
+    ] {
+        let (code, out, err) = run(extra);
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        for r in json(&out).as_array().unwrap() {
+            let n = r["requests"].as_u64().unwrap();
+            assert_eq!(r["statuses"]["200"].as_u64(), Some(n), "{extra:?}: {r}");
+            for k in ["read", "timeout", "bad_response", "length", "checksum"] {
+                assert_eq!(r["errors"][k], 0, "{extra:?} {k}: {r}");
+            }
+            assert_eq!(r["tls_handshakes"], handshakes, "{extra:?}: {r}");
+            assert!(r["target"].as_str().unwrap().starts_with("https://"), "{r}");
+        }
+    }
+    // Checked against the system's CAs, the self-signed certificate fails every
+    // connection: an error, not numbers.
+    let (code, _, err) = LINERATE.run(&["bench", "http", &url, "-n", "5", "-c", "1"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("certificate") || err.contains("Certificate"),
+        "{err}"
+    );
+    // The TLS flags belong to https:// URLs.
+    let (code, _, err) = LINERATE.run(&[
+        "bench",
+        "http",
+        &format!("http://{}/", server.addr),
+        "--insecure",
+        "-n",
+        "1",
+    ]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--insecure"), "{err}");
 }

@@ -29,26 +29,12 @@ per_strategy!(
 /// (plain first, so its address is the one announced first); the server and the
 /// certificate's path.
 fn serve_tls(root: &Path, certs: &Path, case: &str, extra: &[&str]) -> (Server, PathBuf) {
-    let (cert, key) = tls_files(certs, "server");
-    let mut args = vec![
-        "serve",
-        root.to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-        "--tls-listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        cert.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-        "--workers",
-        "1",
-        "--access-log",
-        "off",
+    let args = [
+        &["--workers", "1", "--access-log", "off"][..],
+        &variant_args(case),
+        extra,
     ];
-    args.extend(variant_args(case));
-    args.extend(extra);
-    (LINERATE.spawn(&args), cert)
+    LINERATE.start_tls(root, certs, &args.concat())
 }
 
 fn ok(out: &Output, what: &str) -> Vec<u8> {

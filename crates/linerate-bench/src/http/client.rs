@@ -10,6 +10,11 @@
 //! client's own cost per response is a head parse and a few system calls, so a single
 //! pinned thread can load a server that is faster than most clients.
 //!
+//! Over `https://` each connection holds a rustls session ([`super::tls`]): requests
+//! go into it as plaintext and its records to the socket; responses are decrypted
+//! into the read buffer and parsed as over plain HTTP (their bodies cannot be thrown
+//! away unread then). A handshake completed is counted apart from the requests.
+//!
 //! Latency runs from a request's start to its response's last byte. With a target rate
 //! the start is the moment the schedule said the request should go, not when it went:
 //! a stalled server is charged for the requests it held up (no coordinated omission).
@@ -30,6 +35,7 @@ use hdrhistogram::Histogram;
 use linerate_event::{Driver, EpollDriver, Interest, Ready};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::tls::{read_plain, write_records, ClientTls};
 use super::workload::{Picker, Workload};
 use super::{Errors, Limit};
 
@@ -63,6 +69,8 @@ pub(crate) struct Shared {
     pub stop: crate::StopFlag,
     /// Reads per event before the others' turn ([`READS_PER_EVENT`]; tests lower it).
     pub reads_per_event: usize,
+    /// `https://`: each connection's session settings.
+    pub tls: Option<ClientTls>,
 }
 
 /// One thread's tallies.
@@ -77,6 +85,8 @@ pub(crate) struct ThreadStats {
     pub first_error: Option<String>,
     /// Requests sent again after a kept-alive connection closed under them.
     pub retried: u64,
+    /// TLS handshakes completed.
+    pub handshakes: u64,
     /// When the thread's run ended.
     pub finished: Instant,
 }
@@ -95,6 +105,7 @@ impl ThreadStats {
             connections: 0,
             first_error: None,
             retried: 0,
+            handshakes: 0,
             finished: Instant::now(),
         }
     }
@@ -160,6 +171,9 @@ struct Conn {
     peer_done: bool,
     /// Responses completed on the current socket.
     answered: u64,
+    /// Its TLS session (`https://`); the request and response bytes above are its
+    /// plaintext.
+    tls: Option<Box<rustls::ClientConnection>>,
 }
 
 pub(crate) fn run_thread(
@@ -212,6 +226,7 @@ pub(crate) fn run_thread(
             on_run_list: false,
             peer_done: false,
             answered: 0,
+            tls: None,
         });
     }
     t.run(end)?;
@@ -371,6 +386,13 @@ impl Thread<'_> {
             }
         };
         let _ = sock.set_nodelay(true);
+        let tls = match self.shared.tls.as_ref().map(ClientTls::session).transpose() {
+            Ok(t) => t.map(Box::new),
+            Err(e) => {
+                self.connect_failed(i, now, format!("TLS: {e}"));
+                return;
+            }
+        };
         match sock.connect(&SockAddr::from(self.shared.target)) {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(linerate_sys::net::EINPROGRESS) => {}
@@ -389,6 +411,7 @@ impl Thread<'_> {
         }
         let c = &mut self.conns[i];
         c.sock = Some(sock);
+        c.tls = tls;
         c.state = State::Connecting;
         c.last_progress_ns = now;
         c.peer_done = false;
@@ -513,6 +536,24 @@ impl Thread<'_> {
     fn flush(&mut self, i: usize, now: u64) {
         let c = &mut self.conns[i];
         let Some(sock) = c.sock.as_mut() else { return };
+        if let Some(t) = c.tls.as_deref_mut() {
+            // The session takes all the plaintext (it holds it until its handshake is
+            // done), then its records go until the socket is full.
+            if c.out_pos < c.out.len() {
+                let _ = t.writer().write_all(&c.out[c.out_pos..]);
+                c.out.clear();
+                c.out_pos = 0;
+            }
+            match write_records(t, sock) {
+                Ok(_) => c.last_progress_ns = now,
+                Err(e) => {
+                    self.stats
+                        .error(|e| &mut e.read, || format!("sending a request: {e}"));
+                    self.drop_conn(i, now, true);
+                }
+            }
+            return;
+        }
         while c.out_pos < c.out.len() {
             match sock.write(&c.out[c.out_pos..]) {
                 Ok(n) => {
@@ -551,10 +592,11 @@ impl Thread<'_> {
             let Some(sock) = c.sock.as_mut() else {
                 return false;
             };
+            // Bodies are thrown away in the kernel only when they come as they are.
             let discard = c
                 .body
                 .as_ref()
-                .filter(|b| b.crc.is_none() && c.rstart == c.rend)
+                .filter(|b| b.crc.is_none() && c.rstart == c.rend && c.tls.is_none())
                 .map(|b| b.remaining);
             let asked;
             let got = match discard {
@@ -580,7 +622,15 @@ impl Thread<'_> {
                     let c = &mut self.conns[i];
                     let sock = c.sock.as_mut().expect("open");
                     asked = c.rbuf.len() - c.rend;
-                    sock.read(&mut c.rbuf[c.rend..])
+                    match c.tls.as_deref_mut() {
+                        Some(t) => {
+                            let mut done = false;
+                            let r = read_plain(t, sock, &mut c.rbuf[c.rend..], &mut done);
+                            self.stats.handshakes += u64::from(done);
+                            r
+                        }
+                        None => sock.read(&mut c.rbuf[c.rend..]),
+                    }
                 }
             };
             match got {
@@ -612,7 +662,9 @@ impl Thread<'_> {
                     } else {
                         c.rend += n;
                     }
-                    if n < asked && !c.peer_done {
+                    // (A short read of a TLS session's plaintext says nothing of the
+                    // socket: only EAGAIN does.)
+                    if n < asked && !c.peer_done && c.tls.is_none() {
                         // The socket is drained: no read that would only say EAGAIN (the
                         // next bytes to arrive, or the FIN, bring an edge of their own).
                         drained = true;
@@ -813,6 +865,7 @@ impl Thread<'_> {
         if let Some(sock) = c.sock.take() {
             let _ = self.driver.close(i as u64, sock.into());
         }
+        c.tls = None;
         c.inflight.clear();
         c.body = None;
         c.out.clear();
@@ -942,6 +995,7 @@ mod tests {
             completed: AtomicU64::new(0),
             stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             reads_per_event,
+            tls: None,
         }
     }
 

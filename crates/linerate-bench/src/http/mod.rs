@@ -8,6 +8,7 @@
 
 pub(crate) mod client;
 mod judge;
+pub mod tls;
 pub mod workload;
 pub mod wrk;
 
@@ -70,6 +71,8 @@ pub struct HttpConfig {
     pub server_core: Option<usize>,
     /// Seeds the SpecWeb99 draw.
     pub seed: u64,
+    /// `https://`: how connections speak TLS.
+    pub tls: Option<tls::ClientTls>,
 }
 
 /// Failures that end a run.
@@ -305,6 +308,9 @@ pub struct HttpResult {
     /// Requests sent again because the server closed a kept-alive connection as they
     /// went out (no byte of an answer had come).
     pub retried: u64,
+    /// TLS handshakes completed (`https://`; each connection's first, full or resumed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_handshakes: Option<u64>,
     /// The server's CPU, with `--server-pid`.
     pub server: Option<ServerCpu>,
     /// This process's CPU.
@@ -369,6 +375,7 @@ pub fn run(
         completed: AtomicU64::new(0),
         stop: Arc::clone(stop),
         reads_per_event: client::READS_PER_EVENT,
+        tls: cfg.tls.clone(),
     });
     let rate_per_conn = cfg.rate.map(|r| r / cfg.connections.max(1) as f64);
     let server_cpu = |pid: u32| ServerReading::now(pid, cfg.server_core);
@@ -459,6 +466,7 @@ pub fn run(
     let mut errors = Errors::default();
     let mut opened = 0;
     let mut retried = 0;
+    let mut handshakes = 0;
     let mut first_error = None;
     for s in &stats {
         let _ = hist.add(&s.latency_us);
@@ -471,6 +479,7 @@ pub fn run(
         errors.add(&s.errors);
         opened += s.connections;
         retried += s.retried;
+        handshakes += s.handshakes;
         if first_error.is_none() {
             first_error.clone_from(&s.first_error);
         }
@@ -484,7 +493,11 @@ pub fn run(
     let server = ServerCpu::between(cfg, server0, server1, secs, requests, body_bytes);
     let client_cpu = client1.since(&client0).total();
     Ok(HttpResult {
-        target: format!("http://{}", cfg.target),
+        target: format!(
+            "{}://{}",
+            if cfg.tls.is_some() { "https" } else { "http" },
+            cfg.target
+        ),
         workload: cfg.workload.describe(),
         connections: cfg.connections,
         threads,
@@ -503,6 +516,7 @@ pub fn run(
         first_error,
         connections_opened: opened,
         retried,
+        tls_handshakes: cfg.tls.is_some().then_some(handshakes),
         server,
         client: ClientCpu {
             cpu_seconds: client_cpu.as_secs_f64(),

@@ -165,6 +165,7 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
         first_error: None,
         connections_opened: 0,
         retried: 0,
+        tls_handshakes: None,
         server,
         // wrk's own CPU is not this process's: only the waiting is counted here.
         client: ClientCpu {
