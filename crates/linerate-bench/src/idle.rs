@@ -204,6 +204,7 @@ pub fn compare(
         keepalive_seconds: 600,
         connections: cfg.connections + 1024,
         gzip: None,
+        tls: None,
     };
     let mut infos: Vec<Option<IdleServer>> = vec![None; servers.len()];
     let mut runs: Vec<Vec<IdleReport>> = vec![Vec::new(); servers.len()];
@@ -222,7 +223,7 @@ pub fn compare(
                 cpu: None,
                 work: work.path().join(&spec.label),
                 extra: spec.args.clone(),
-                settings,
+                settings: settings.clone(),
             };
             let server = peers::start(&launch).map_err(|reason| CompareError::Start {
                 server: spec.label.clone(),

@@ -63,6 +63,11 @@ pub struct CompareArgs {
     /// compress; needs --client wrk) while linerate still sends the .gz.
     #[arg(long, value_name = "static|dynamic")]
     gzip: Option<linerate_bench::compare::peers::Gzip>,
+    /// HTTPS: every server (nginx, lighttpd with mod_openssl, h2o, linerate) with one
+    /// self-signed ECDSA P-256 certificate made for the run, TLS 1.3 and 1.2, the
+    /// client offering AES-128-GCM alone; with --close each request is a full handshake.
+    #[arg(long)]
+    tls: bool,
 }
 
 /// Which servers a comparison runs: peers, and linerate's variants and builds. Shared
@@ -207,6 +212,7 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         confidence: a.confidence,
         out: Some(a.out.join("samples")),
         gzip: a.gzip,
+        tls: a.tls,
         build: crate::build(),
     };
     if let Err(e) = compare::check(&cfg) {

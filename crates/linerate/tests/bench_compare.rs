@@ -710,3 +710,47 @@ fn netns_puts_the_servers_behind_a_veth_pair_and_removes_it() {
         assert_servers_gone(&v);
     }
 }
+
+/// `--tls`: every installed peer (lighttpd only with its TLS module) and linerate over
+/// HTTPS with one certificate, every answer a 200 through TLS, and each server's
+/// configuration in the report saying so.
+#[test]
+fn tls_runs_every_server_over_https_with_one_certificate() {
+    let mut peers: Vec<&str> = ["nginx", "h2o"]
+        .into_iter()
+        .filter(|p| installed(p))
+        .collect();
+    if std::path::Path::new("/usr/lib/lighttpd/mod_openssl.so").exists() && installed("lighttpd") {
+        peers.push("lighttpd");
+    }
+    let servers = [&["linerate"][..], &peers].concat().join(",");
+    let (out, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let o = LINERATE
+        .command()
+        .env("TMPDIR", tmp.path())
+        .args(["bench", "compare", "--tls", "--servers", &servers])
+        .args([
+            "--sizes", "1K,100K", "-d", "0.2", "-c", "4", "-i", "3", "--json",
+        ])
+        .args(["--out", out.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names = server_field(&v, "name");
+    assert_eq!(names.len(), 1 + peers.len(), "{names:?}: {err}");
+    for w in v["workloads"].as_array().unwrap() {
+        for (server, rs) in names.iter().zip(w["runs"].as_array().unwrap()) {
+            for r in rs.as_array().unwrap() {
+                assert!(r["target"].as_str().unwrap().starts_with("https://"), "{r}");
+                let n = r["requests"].as_u64().unwrap();
+                assert!(n > 0, "{server}: {r}");
+                assert_eq!(r["statuses"]["200"].as_u64(), Some(n), "{server}: {r}");
+                assert_eq!(r["tls_handshakes"].as_u64(), Some(4), "{server}: {r}");
+            }
+        }
+    }
+    let configs = server_field(&v, "config");
+    assert!(configs.iter().any(|c| c.contains("ssl_certificate")) || peers.is_empty());
+}

@@ -271,9 +271,18 @@ fn broken_servers_give_errors_not_numbers() {
 #[test]
 fn bad_arguments_name_the_flag_and_exit_64() {
     for (args, want) in [
-        (&["bench", "http", "ftp://127.0.0.1/"][..], "only http:// and https://"),
         (
-            &["bench", "http", "https://127.0.0.1/", "--cacert", "/no/such.pem"][..],
+            &["bench", "http", "ftp://127.0.0.1/"][..],
+            "only http:// and https://",
+        ),
+        (
+            &[
+                "bench",
+                "http",
+                "https://127.0.0.1/",
+                "--cacert",
+                "/no/such.pem",
+            ][..],
             "--cacert /no/such.pem",
         ),
         (&["bench", "http", "--pipeline", "0"][..], "--pipeline"),

@@ -12,7 +12,7 @@
 pub mod peers;
 pub mod report;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -203,6 +203,31 @@ pub struct CompareConfig {
     /// Ask for gzip (`Accept-Encoding: gzip`) of `SIZE.js` files that have a `.gz`
     /// beside them, and configure the peers to send that or to compress themselves.
     pub gzip: Option<peers::Gzip>,
+    /// HTTPS: every server with one self-signed ECDSA P-256 certificate made for the
+    /// run, TLS 1.3 (1.2 allowed), and a client that offers AES-128-GCM alone.
+    pub tls: bool,
+}
+
+/// lighttpd's TLS module (a package of its own on Debian).
+const LIGHTTPD_OPENSSL: &str = "/usr/lib/lighttpd/mod_openssl.so";
+
+/// A self-signed ECDSA P-256 certificate for `localhost`, 127.0.0.1 and the servers'
+/// `--netns` address, written with its key in `dir`.
+fn make_certificate(dir: &Path) -> Result<peers::TlsFiles, CompareError> {
+    let names = vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        netns::SENDER_ADDR.to_string(),
+    ];
+    let made = rcgen::generate_simple_self_signed(names)
+        .map_err(|e| CompareError::Nothing(format!("making the TLS certificate: {e}")))?;
+    let files = peers::TlsFiles {
+        cert: dir.join("cert.pem"),
+        key: dir.join("key.pem"),
+    };
+    std::fs::write(&files.cert, made.cert.pem())?;
+    std::fs::write(&files.key, made.signing_key.serialize_pem())?;
+    Ok(files)
 }
 
 /// Failures that end a comparison.
@@ -385,6 +410,14 @@ pub fn run(
     let work = tempfile::Builder::new()
         .prefix("linerate-compare-servers")
         .tempdir()?;
+    let (tls_files, client_tls) = if cfg.tls {
+        let files = make_certificate(work.path())?;
+        let client = http::tls::ClientTls::aes128_only("localhost", &files.cert, cfg.load.close)
+            .map_err(CompareError::Nothing)?;
+        (Some(files), Some(client))
+    } else {
+        (None, None)
+    };
     // Start each server once, for the whole comparison.
     let mut running = Vec::new();
     let mut skipped = Vec::new();
@@ -399,6 +432,12 @@ pub fn run(
     for spec in &cfg.servers {
         if cfg.gzip == Some(peers::Gzip::Static) && spec.peer == Peer::Lighttpd {
             let why = "it has no setting to send precompressed files".to_string();
+            on(Event::Skipped(&spec.label, &why));
+            skipped.push((spec.label.clone(), why));
+            continue;
+        }
+        if cfg.tls && spec.peer == Peer::Lighttpd && !Path::new(LIGHTTPD_OPENSSL).exists() {
+            let why = format!("{LIGHTTPD_OPENSSL} is not installed (Debian: lighttpd-mod-openssl)");
             on(Event::Skipped(&spec.label, &why));
             skipped.push((spec.label.clone(), why));
             continue;
@@ -422,6 +461,7 @@ pub fn run(
             extra: spec.args.clone(),
             settings: peers::Settings {
                 gzip: cfg.gzip,
+                tls: tls_files.clone(),
                 ..peers::Settings::default()
             },
         };
@@ -509,6 +549,7 @@ pub fn run(
                     server_pid: Some(server.pid),
                     server_core: cfg.server_cpu,
                     connections,
+                    tls: client_tls.clone(),
                     ..cfg.load.clone()
                 };
                 if cfg.gzip.is_some() {

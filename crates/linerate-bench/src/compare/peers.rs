@@ -123,8 +123,18 @@ impl std::str::FromStr for Gzip {
     }
 }
 
+/// HTTPS for every server: one certificate chain and key (PEM files), TLS 1.3 and 1.2,
+/// AES-128-GCM (the client offers no other cipher, so every server uses it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TlsFiles {
+    /// The certificate chain.
+    pub cert: PathBuf,
+    /// Its key.
+    pub key: PathBuf,
+}
+
 /// The settings every server of a comparison gets, each in its own words.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Settings {
     /// Worker processes or threads.
     pub workers: usize,
@@ -135,6 +145,8 @@ pub struct Settings {
     pub connections: usize,
     /// Compressed answers, and how they are made (None: files are sent as they are).
     pub gzip: Option<Gzip>,
+    /// HTTPS instead of HTTP.
+    pub tls: Option<TlsFiles>,
 }
 
 impl Default for Settings {
@@ -145,6 +157,7 @@ impl Default for Settings {
             keepalive_seconds: 65,
             connections: 10_240,
             gzip: None,
+            tls: None,
         }
     }
 }
@@ -206,7 +219,46 @@ pub fn config_text(l: &Launch) -> String {
         keepalive_seconds: keepalive,
         connections,
         gzip,
+        ref tls,
     } = l.settings;
+    // Each server's words for HTTPS with the one certificate: TLS 1.2 and 1.3, the
+    // AES-128-GCM suites (ECDSA for 1.2), the server's order, session resumption.
+    let (nginx_ssl, nginx_tls, lighttpd_tls, h2o_tls) = match tls {
+        None => (String::new(), String::new(), String::new(), String::new()),
+        Some(TlsFiles { cert, key }) => {
+            let (cert, key) = (cert.display(), key.display());
+            (
+                " ssl".to_string(),
+                format!(
+                    "    ssl_certificate {cert};
+    ssl_certificate_key {key};
+    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256;
+    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256;
+    ssl_prefer_server_ciphers on;
+    ssl_session_cache shared:SSL:10m;
+"
+                ),
+                format!(
+                    "server.modules += (\"mod_openssl\")
+ssl.engine = \"enable\"
+ssl.pemfile = \"{cert}\"
+ssl.privkey = \"{key}\"
+ssl.openssl.ssl-conf-cmd = (\"MinProtocol\" => \"TLSv1.2\", \"Ciphersuites\" => \"TLS_AES_128_GCM_SHA256\", \"CipherString\" => \"ECDHE-ECDSA-AES128-GCM-SHA256\")
+"
+                ),
+                format!(
+                    "  ssl:
+    certificate-file: {cert}
+    key-file: {key}
+    minimum-version: TLSv1.2
+    cipher-suite: ECDHE-ECDSA-AES128-GCM-SHA256
+    cipher-preference: server
+"
+                ),
+            )
+        }
+    };
     // Each server's words for it (`.js` files are text/javascript to all of them).
     let (nginx_gzip, lighttpd_gzip, h2o_gzip) = match gzip {
         None => ("", "", "file.send-compressed: OFF\n"),
@@ -256,7 +308,7 @@ http {{
     open_file_cache_valid 60s;
     keepalive_requests 1000000;
     keepalive_timeout {keepalive}s;
-{nginx_gzip}    client_body_temp_path {work}/client_body;
+{nginx_gzip}{nginx_tls}    client_body_temp_path {work}/client_body;
     proxy_temp_path {work}/proxy;
     fastcgi_temp_path {work}/fastcgi;
     uwsgi_temp_path {work}/uwsgi;
@@ -264,7 +316,7 @@ http {{
     types {{ application/octet-stream bin; text/javascript js; }}
     default_type application/octet-stream;
     server {{
-        listen {bind}:{port};
+        listen {bind}:{port}{nginx_ssl};
         root {root};
     }}
 }}
@@ -288,7 +340,7 @@ server.max-keep-alive-idle = {keepalive}
 server.max-connections = {connections}
 server.max-fds = {fds}
 mimetype.assign = (\".js\" => \"text/javascript\", \"\" => \"application/octet-stream\")
-{lighttpd_gzip}"
+{lighttpd_gzip}{lighttpd_tls}"
         ),
         // h2o's configuration directives: num-threads, file.dir; no access-log
         // directive means no access log; send-compressed off (the default) so files
@@ -304,7 +356,7 @@ http1-request-timeout: {keepalive}
 {h2o_gzip}listen:
   host: {bind}
   port: {port}
-hosts:
+{h2o_tls}hosts:
   default:
     paths:
       /:
@@ -337,10 +389,17 @@ fn command(l: &Launch) -> Command {
     let conf = config_file(l);
     match l.peer {
         Peer::Linerate => {
-            c.arg("serve")
-                .arg(&l.root)
-                .args(["--listen", &SocketAddr::new(l.bind, l.port).to_string()])
-                .args(["--workers", &l.settings.workers.to_string()])
+            let addr = SocketAddr::new(l.bind, l.port).to_string();
+            c.arg("serve").arg(&l.root);
+            match &l.settings.tls {
+                Some(t) => c
+                    .args(["--tls-listen", &addr, "--tls-cert"])
+                    .arg(&t.cert)
+                    .arg("--tls-key")
+                    .arg(&t.key),
+                None => c.args(["--listen", &addr]),
+            };
+            c.args(["--workers", &l.settings.workers.to_string()])
                 .args(["--idle-timeout", &l.settings.keepalive_seconds.to_string()])
                 .args(["--access-log", "off"])
                 .args(&l.extra);

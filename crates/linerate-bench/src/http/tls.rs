@@ -38,7 +38,37 @@ impl ClientTls {
         insecure: bool,
         full_handshakes: bool,
     ) -> Result<ClientTls, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = rustls::crypto::ring::default_provider();
+        ClientTls::with_provider(provider, host, cacert, insecure, full_handshakes)
+    }
+
+    /// [`ClientTls::new`] offering AES-128-GCM alone (TLS 1.3's suite, and TLS 1.2's
+    /// with ECDHE and ECDSA): every server of a comparison then uses the same cipher,
+    /// whatever its own preference.
+    pub fn aes128_only(
+        host: &str,
+        cacert: &Path,
+        full_handshakes: bool,
+    ) -> Result<ClientTls, String> {
+        let mut provider = rustls::crypto::ring::default_provider();
+        provider.cipher_suites.retain(|s| {
+            matches!(
+                s.suite(),
+                rustls::CipherSuite::TLS13_AES_128_GCM_SHA256
+                    | rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+            )
+        });
+        ClientTls::with_provider(provider, host, Some(cacert), false, full_handshakes)
+    }
+
+    fn with_provider(
+        provider: CryptoProvider,
+        host: &str,
+        cacert: Option<&Path>,
+        insecure: bool,
+        full_handshakes: bool,
+    ) -> Result<ClientTls, String> {
+        let provider = Arc::new(provider);
         let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
             .with_safe_default_protocol_versions()
             .map_err(|e| format!("TLS: {e}"))?;

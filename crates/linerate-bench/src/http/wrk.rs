@@ -99,7 +99,8 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
     for h in &cfg.headers {
         cmd.arg("-H").arg(h);
     }
-    cmd.arg(format!("http://{}{}", cfg.target, item.path))
+    let scheme = if cfg.tls.is_some() { "https" } else { "http" };
+    cmd.arg(format!("{scheme}://{}{}", cfg.target, item.path))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -146,7 +147,11 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
     let server = ServerCpu::between(cfg, server0, server1, secs, requests, body_bytes);
     let client_cpu = client1.since(&client0).total();
     Ok(HttpResult {
-        target: format!("http://{}", cfg.target),
+        target: format!(
+            "{}://{}",
+            if cfg.tls.is_some() { "https" } else { "http" },
+            cfg.target
+        ),
         workload: cfg.workload.describe(),
         connections: cfg.connections,
         threads,
