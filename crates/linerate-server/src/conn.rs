@@ -150,6 +150,10 @@ pub(crate) struct Conn {
     records: Vec<u8>,
     /// The session refused the peer's bytes: the connection ends.
     refused: bool,
+    /// The TLS session refused what the peer sent (counted when it closes).
+    pub tls_refused: bool,
+    /// Its TLS handshake finished and has not been counted yet.
+    pub handshake_done: bool,
     /// Accepted on a redirect listener: every request is sent to HTTPS on this port.
     pub redirect: Option<u16>,
 }
@@ -169,6 +173,8 @@ impl Conn {
             tls,
             records: Vec::new(),
             refused: false,
+            tls_refused: false,
+            handshake_done: false,
             redirect: None,
             sock,
             peer,
@@ -215,8 +221,9 @@ impl Conn {
             return Ok(());
         };
         let r = t.receive(bytes, &mut self.http);
-        if t.ready() {
+        if t.ready() && self.handshake_since.is_some() {
             self.handshake_since = None;
+            self.handshake_done = true;
         }
         match r {
             Ok(()) => Ok(()),
@@ -229,6 +236,7 @@ impl Conn {
                     let _ = t.send(self.sock.as_fd());
                 }
                 self.cut = Some(Cut::Client);
+                self.tls_refused = true;
                 Err(io::Error::new(
                     io::ErrorKind::InvalidData,
                     refused.to_string(),

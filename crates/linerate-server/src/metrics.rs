@@ -43,6 +43,8 @@ struct Snapshot {
     ring_submitted: u64,
     ring_completed: u64,
     ring_enters: u64,
+    tls_handshakes: u64,
+    tls_refused: u64,
     aborted: u64,
     unavailable: u64,
     forbidden: u64,
@@ -83,6 +85,8 @@ impl Snapshot {
             ring_submitted: sum(&|s| &s.ring_submitted),
             ring_completed: sum(&|s| &s.ring_completed),
             ring_enters: sum(&|s| &s.ring_enters),
+            tls_handshakes: sum(&|s| &s.tls_handshakes),
+            tls_refused: sum(&|s| &s.tls_refused),
             aborted: sum(&|s| &s.aborted),
             unavailable: sum(&|s| &s.unavailable),
             forbidden: sum(&|s| &s.forbidden),
@@ -239,6 +243,19 @@ impl Collector for Snapshot {
                 ("accept_out_of_descriptors", self.accept_out_of_fds),
             ] {
                 m.encode_family(&[("reason", reason)])?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
+        {
+            let mut m = e.encode_descriptor(
+                "linerate_tls_connections",
+                "HTTPS connections by how their handshake ended (done, or refused for what \
+                 the peer sent) and the path their bytes take (user: rustls in the worker)",
+                None,
+                MetricType::Counter,
+            )?;
+            for (result, v) in [("done", self.tls_handshakes), ("refused", self.tls_refused)] {
+                m.encode_family(&[("result", result), ("path", "user")])?
                     .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
             }
         }

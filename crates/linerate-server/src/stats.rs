@@ -40,6 +40,12 @@ pub(crate) struct Stats {
     pub ring_submitted: AtomicU64,
     pub ring_completed: AtomicU64,
     pub ring_enters: AtomicU64,
+    /// TLS handshakes completed (user-space TLS: the only path on a kernel without
+    /// kernel TLS).
+    pub tls_handshakes: AtomicU64,
+    /// TLS connections closed for what their peer sent: not TLS at all, or a
+    /// handshake or record rustls refused.
+    pub tls_refused: AtomicU64,
     /// Opens of files refused for lack of descriptors (`EMFILE`/`ENFILE`; each empties
     /// the open-file cache and tries once more).
     pub open_out_of_fds: AtomicU64,
@@ -158,6 +164,8 @@ impl Stats {
             ring_submitted,
             ring_completed,
             ring_enters,
+            tls_handshakes,
+            tls_refused,
             open_out_of_fds,
             unavailable,
             accept_out_of_fds,
@@ -198,6 +206,8 @@ impl Stats {
             (ring_submitted, &sum.ring_submitted),
             (ring_completed, &sum.ring_completed),
             (ring_enters, &sum.ring_enters),
+            (tls_handshakes, &sum.tls_handshakes),
+            (tls_refused, &sum.tls_refused),
             (open_out_of_fds, &sum.open_out_of_fds),
             (unavailable, &sum.unavailable),
             (accept_out_of_fds, &sum.accept_out_of_fds),
@@ -333,6 +343,11 @@ impl Board {
                 "ring_submissions": sum(|s| &s.ring_submitted),
                 "ring_completions": sum(|s| &s.ring_completed),
                 "ring_enters": sum(|s| &s.ring_enters),
+            },
+            "tls": {
+                "path": "user",
+                "handshakes": sum(|s| &s.tls_handshakes),
+                "refused": sum(|s| &s.tls_refused),
             },
             "errors": {
                 "open_out_of_descriptors": sum(|s| &s.open_out_of_fds),

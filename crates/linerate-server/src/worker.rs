@@ -1099,6 +1099,9 @@ impl<D: Driver> Worker<D> {
             now,
             &mut write_log,
         );
+        if std::mem::take(&mut conn.handshake_done) {
+            Stats::add(&self.stats.tls_handshakes, 1);
+        }
         if after != After::Keep {
             self.close(idx, after, Cut::Client);
             return;
@@ -1179,6 +1182,9 @@ impl<D: Driver> Worker<D> {
             let (stats, style) = (&self.stats, &self.log_style);
             let aborted = c.abort(cut, &mut |c, r, a| write_access(log, stats, style, c, r, a));
             Stats::add(&self.site.stats.aborted, aborted);
+            if c.tls_refused {
+                Stats::add(&self.site.stats.tls_refused, 1);
+            }
             if let Some(k) = c.tx_counters() {
                 self.stats.add_tx(k);
             }

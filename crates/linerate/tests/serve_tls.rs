@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use linerate_testkit::{
-    assert_bytes_eq, curl_tls, docroot, installed, pattern, per_strategy, put, tls_files,
+    assert_bytes_eq, curl_tls, docroot, fetch, installed, pattern, per_strategy, put, tls_files,
     tls_files_for, variant_args, Linerate, Server,
 };
 
@@ -135,7 +135,12 @@ fn a_malformed_client_hello_closes_the_connection_and_the_server_goes_on(case: &
     }
     let (root, certs) = (docroot(), docroot());
     put(root.path(), "a.txt", b"still here");
-    let (server, cert) = serve_tls(root.path(), certs.path(), case, &[]);
+    let (server, cert) = serve_tls(
+        root.path(),
+        certs.path(),
+        case,
+        &["--status-path", "/.status", "--metrics-path", "/metrics"],
+    );
     let addr = server.tls_addr();
     for junk in [
         // A handshake record whose ClientHello ends inside its random.
@@ -153,6 +158,17 @@ fn a_malformed_client_hello_closes_the_connection_and_the_server_goes_on(case: &
     }
     let got = ok(&curl_tls(addr, &cert, &[], &["/a.txt"]), "after the junk");
     assert_eq!(got, b"still here");
+    // The status page and the metrics count both kinds.
+    let status: serde_json::Value =
+        serde_json::from_slice(&fetch(server.addr, "/.status", "").body).unwrap();
+    assert_eq!(status["tls"]["refused"], 3, "{status}");
+    assert_eq!(status["tls"]["handshakes"], 1, "{status}");
+    assert_eq!(status["tls"]["path"], "user", "{status}");
+    let metrics = String::from_utf8(fetch(server.addr, "/metrics", "").body).unwrap();
+    assert!(
+        metrics.contains("linerate_tls_connections_total{result=\"refused\",path=\"user\"} 3"),
+        "{metrics}"
+    );
 }
 
 fn a_handshake_not_done_within_the_header_timeout_is_cut(case: &str) {
@@ -568,4 +584,64 @@ fn a_redirect_listener_sends_every_request_to_https_under_each_driver() {
         err.contains("--redirect-listen needs --tls-listen"),
         "{err}"
     );
+}
+
+/// A file cut short while it goes out over TLS: the client sees the connection fail,
+/// never a short body passed off as whole; a header rule's Strict-Transport-Security
+/// rides on every answer.
+#[test]
+fn a_file_truncated_during_a_tls_send_fails_the_download_and_rules_add_hsts() {
+    if !installed("curl") {
+        return;
+    }
+    let (root, certs) = (docroot(), docroot());
+    put(root.path(), "big.bin", &pattern(16 << 20, 5));
+    put(root.path(), "a.txt", b"a");
+    let conf = certs.path().join("rules.toml");
+    std::fs::write(
+        &conf,
+        "[[rule]]\npath = \"/\"\nheaders = { \"Strict-Transport-Security\" = \"max-age=63072000\" }\n",
+    )
+    .unwrap();
+    for driver in ["auto", "epoll"] {
+        let (server, cert) = serve_tls(
+            root.path(),
+            certs.path(),
+            &format!("splice@{driver}"),
+            &["--config", conf.to_str().unwrap()],
+        );
+        let addr = server.tls_addr();
+        let out = curl_tls(addr, &cert, &["-sSI"], &["/a.txt"]);
+        let head = String::from_utf8_lossy(&ok(&out, "HEAD")).into_owned();
+        assert!(
+            head.contains("strict-transport-security: max-age=63072000")
+                || head.contains("Strict-Transport-Security: max-age=63072000"),
+            "{head}"
+        );
+        let port = addr.port();
+        let download = Command::new("curl")
+            .args(["-sS", "--limit-rate", "2M", "--cacert"])
+            .arg(&cert)
+            .args(["--resolve", &format!("localhost:{port}:127.0.0.1")])
+            .arg(format!("https://localhost:{port}/big.bin"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(500));
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(root.path().join("big.bin"))
+            .unwrap();
+        f.set_len(1 << 20).unwrap();
+        let got = download.wait_with_output().unwrap();
+        assert!(
+            !got.status.success(),
+            "{driver}: curl took {} bytes as a whole body",
+            got.stdout.len()
+        );
+        assert!(got.stdout.len() < 16 << 20, "{driver}");
+        // Put it back for the next driver.
+        put(root.path(), "big.bin", &pattern(16 << 20, 5));
+    }
 }
