@@ -346,6 +346,7 @@ impl Board {
             },
             "tls": {
                 "path": "user",
+                "kernel_tls": crate::tls::path_note(),
                 "handshakes": sum(|s| &s.tls_handshakes),
                 "refused": sum(|s| &s.tls_refused),
             },

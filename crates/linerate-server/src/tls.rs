@@ -42,6 +42,33 @@ pub(crate) const WRITE_BYTES: usize = 64 * 1024;
 /// with nothing written.
 const HANDSHAKE: u8 = 0x16;
 
+/// Whether this kernel has kernel TLS, probed once per process when TLS is first
+/// configured: `Ok` if a TCP socket takes the "tls" upper-layer protocol, else why not
+/// (`ENOENT` where the kernel is built without `CONFIG_TLS`).
+static KERNEL_TLS: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+
+fn kernel_tls() -> &'static Result<(), String> {
+    KERNEL_TLS.get_or_init(|| {
+        let probe = || -> io::Result<()> {
+            let l = std::net::TcpListener::bind(("127.0.0.1", 0))?;
+            let _c = std::net::TcpStream::connect(l.local_addr()?)?;
+            let (s, _) = l.accept()?;
+            linerate_sys::net::set_tcp_ulp(std::os::fd::AsFd::as_fd(&s), "tls")
+        };
+        probe().map_err(|e| format!("setsockopt TCP_ULP \"tls\": {e}"))
+    })
+}
+
+/// What the status page says of the TLS path: records are sealed in user space, and
+/// whether the kernel could have done it (once probed).
+pub fn path_note() -> String {
+    match KERNEL_TLS.get() {
+        None => "user".into(),
+        Some(Ok(())) => "user (the kernel has TLS; handing it the keys is not built)".into(),
+        Some(Err(e)) => format!("user (no kernel TLS here: {e})"),
+    }
+}
+
 /// Checks that the TLS settings go together; an error names the flags.
 pub fn check(cfg: &Config) -> Result<(), String> {
     let own = cfg.sites.iter().filter(|s| s.tls.is_some()).count();
@@ -87,6 +114,15 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
     if cfg.tls_listen.is_empty() {
         return Ok(None);
     }
+    // Said once per process, at the first load.
+    static SAID: std::sync::Once = std::sync::Once::new();
+    SAID.call_once(|| match kernel_tls() {
+        Ok(()) => tracing::info!(
+            "TLS: the kernel has kernel TLS; records are sealed in user space all the same \
+             (handing the session keys to the kernel is not built)"
+        ),
+        Err(e) => tracing::info!("TLS: no kernel TLS here ({e}); records are sealed in user space"),
+    });
     let mut provider = rustls::crypto::ring::default_provider();
     // AES-128-GCM first (the cheapest per byte where the CPU has AES instructions, as
     // every x86-64 and Armv8 server CPU has), then AES-256-GCM, then ChaCha20-Poly1305;

@@ -119,6 +119,23 @@ pub fn getsockopt_int(
     Ok(v)
 }
 
+/// `setsockopt(IPPROTO_TCP, TCP_ULP, name)`: attaches an upper-layer protocol ("tls",
+/// kernel TLS) to an established TCP socket. `ENOENT` when the kernel has no such
+/// protocol.
+pub fn set_tcp_ulp(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
+    // SAFETY: the kernel reads `name.len()` bytes from a live string slice.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_ULP,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
 /// Sets an integer socket option.
 pub fn setsockopt_int(
     fd: BorrowedFd<'_>,

@@ -164,6 +164,13 @@ fn a_malformed_client_hello_closes_the_connection_and_the_server_goes_on(case: &
     assert_eq!(status["tls"]["refused"], 3, "{status}");
     assert_eq!(status["tls"]["handshakes"], 1, "{status}");
     assert_eq!(status["tls"]["path"], "user", "{status}");
+    // Whether the kernel could seal records, probed at the start: said, either way.
+    let note = status["tls"]["kernel_tls"].as_str().unwrap();
+    assert!(
+        note.starts_with("user (no kernel TLS here: ")
+            || note.starts_with("user (the kernel has TLS"),
+        "{note}"
+    );
     let metrics = String::from_utf8(fetch(server.addr, "/metrics", "").body).unwrap();
     assert!(
         metrics.contains("linerate_tls_connections_total{result=\"refused\",path=\"user\"} 3"),
