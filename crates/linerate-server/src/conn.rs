@@ -615,7 +615,7 @@ impl Conn {
                         let Some(t) = self.tls.as_deref_mut() else {
                             unreachable!("checked above")
                         };
-                        t.write_pieces(pieces.iter().map(|p| p.bytes))
+                        t.write_pieces(pieces.iter().map(|p| p.bytes), now)
                     }
                     OutNext::Op(OutOp::Transmit(op)) if self.tls.is_some() => {
                         let (Some(t), Some(tx)) = (self.tls.as_deref_mut(), self.tx.as_deref_mut())
@@ -624,7 +624,7 @@ impl Conn {
                         };
                         match op {
                             // The copy strategy's sends go into the session.
-                            linerate_tx::Op::Send { data, .. } => t.write(data),
+                            linerate_tx::Op::Send { data, .. } => t.write(data, now),
                             mut op => linerate_tx::op::execute(fd, tx, &mut op)?,
                         }
                     }

@@ -36,6 +36,18 @@ use crate::config::Config;
 
 /// Plaintext a session takes per write: 16 KiB records, four of them.
 pub(crate) const WRITE_BYTES: usize = 64 * 1024;
+/// Plaintext of a small record: with TLS 1.3's 22 bytes and the TCP/IP headers (IPv6
+/// and timestamps) it fits one 1,500-byte segment, so the client can decrypt it as soon
+/// as that segment arrives.
+pub(crate) const SMALL_RECORD: usize = 1369;
+/// Small records at the start of a connection, and again after it has been quiet for
+/// [`QUIET`]: while the congestion window is small (new, or restarted after idle) a
+/// 16 KiB record would wait for a dozen segments, some a round trip later, before the
+/// client could read any of it. 40 of them are about 54 KiB, as nginx's dynamic record
+/// patch and Cloudflare's defaults do.
+pub(crate) const SMALL_RECORDS: usize = 40;
+/// How long a connection may send nothing before it starts with small records again.
+pub(crate) const QUIET: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The first byte of a TLS handshake record. A connection to a TLS port that starts
 /// with anything else is not speaking TLS (plain HTTP, a port scanner): it is closed
@@ -264,6 +276,10 @@ pub(crate) struct Session {
     fresh: bool,
     /// The peer's close_notify came: no more plaintext follows.
     closed: bool,
+    /// Small records still to come before full ones ([`SMALL_RECORDS`]).
+    small_left: usize,
+    /// When plaintext was last given to the session.
+    last_write: Option<std::time::Instant>,
 }
 
 impl Session {
@@ -276,6 +292,8 @@ impl Session {
             conn,
             fresh: true,
             closed: false,
+            small_left: SMALL_RECORDS,
+            last_write: None,
         })
     }
 
@@ -319,25 +337,30 @@ impl Session {
 
     /// Gives up to [`WRITE_BYTES`] of plaintext to the session; how many it took, or
     /// `WouldBlock` while its last records have not all gone.
-    pub fn write(&mut self, data: &[u8]) -> io::Result<usize> {
-        if self.conn.wants_write() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        let n = data.len().min(WRITE_BYTES);
-        self.conn.writer().write(&data[..n])
+    pub fn write(&mut self, data: &[u8], now: std::time::Instant) -> io::Result<usize> {
+        self.write_pieces([data], now)
     }
 
     /// Gives pieces of plaintext to the session, in order, up to [`WRITE_BYTES`] in
     /// all; how many bytes it took. The pieces are sealed together: a head and a small
-    /// body go out as one record, not one record each.
+    /// body go out as one record, not one record each. At the start of the connection,
+    /// and after it has been quiet, the first records are small ([`SMALL_RECORDS`]).
     pub fn write_pieces<'a>(
         &mut self,
         pieces: impl IntoIterator<Item = &'a [u8]>,
+        now: std::time::Instant,
     ) -> io::Result<usize> {
         if self.conn.wants_write() {
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        let mut slices: Vec<io::IoSlice<'a>> = Vec::new();
+        if self
+            .last_write
+            .is_some_and(|t| now.duration_since(t) >= QUIET)
+        {
+            self.small_left = SMALL_RECORDS;
+        }
+        self.last_write = Some(now);
+        let mut parts: Vec<&'a [u8]> = Vec::new();
         let mut room = WRITE_BYTES;
         for p in pieces {
             if room == 0 {
@@ -345,9 +368,26 @@ impl Session {
             }
             let p = &p[..p.len().min(room)];
             room -= p.len();
-            slices.push(io::IoSlice::new(p));
+            parts.push(p);
         }
-        self.conn.writer().write_vectored(&slices)
+        let total = WRITE_BYTES - room;
+        if self.small_left == 0 {
+            let slices: Vec<io::IoSlice<'_>> = parts.iter().map(|p| io::IoSlice::new(p)).collect();
+            return self.conn.writer().write_vectored(&slices);
+        }
+        // One write per small record: each write of the session is sealed into its own
+        // records.
+        let mut took = 0;
+        while took < total && self.small_left > 0 {
+            let record = take_front(&parts, took, SMALL_RECORD);
+            let n = self.conn.writer().write_vectored(&record)?;
+            took += n;
+            self.small_left -= 1;
+            if n == 0 {
+                break;
+            }
+        }
+        Ok(took)
     }
 
     /// Records wait to be sent.
@@ -389,6 +429,26 @@ impl Session {
     pub fn ready(&self) -> bool {
         !self.conn.is_handshaking()
     }
+}
+
+/// Up to `len` bytes of `parts` from byte `skip` on, as slices for one write.
+fn take_front<'a>(parts: &[&'a [u8]], mut skip: usize, len: usize) -> Vec<io::IoSlice<'a>> {
+    let mut out = Vec::new();
+    let mut left = len;
+    for &bytes in parts {
+        if skip >= bytes.len() {
+            skip -= bytes.len();
+            continue;
+        }
+        let part = &bytes[skip..bytes.len().min(skip + left)];
+        skip = 0;
+        left -= part.len();
+        out.push(io::IoSlice::new(part));
+        if left == 0 {
+            break;
+        }
+    }
+    out
 }
 
 /// A socket as rustls writes to it: `writev` of its records, non-blocking.
@@ -484,6 +544,58 @@ mod tests {
             http.next(std::time::Instant::now()),
             linerate_http::connection::Event::Request(_)
         ));
+    }
+
+    /// The lengths of the TLS records in `wire`.
+    fn record_lengths(mut wire: &[u8]) -> Vec<usize> {
+        let mut out = Vec::new();
+        while wire.len() >= 5 {
+            let len = usize::from(u16::from_be_bytes([wire[3], wire[4]]));
+            out.push(len);
+            wire = &wire[5 + len..];
+        }
+        out
+    }
+
+    /// Gives `n` bytes to the session at `now`, moving its records out as it goes;
+    /// the records' lengths.
+    fn send(server: &mut Session, n: usize, now: std::time::Instant) -> Vec<usize> {
+        let body = vec![7u8; n];
+        let (mut took, mut wire) = (0, Vec::new());
+        while took < n {
+            took += server.write_pieces([&body[took..]], now).unwrap();
+            server.take_records(&mut wire);
+        }
+        record_lengths(&wire)
+    }
+
+    #[test]
+    fn the_first_records_and_those_after_a_quiet_spell_are_small() {
+        let (mut server, mut client) = pair();
+        let mut http = Connection::new(Limits::default(), 32);
+        shake(&mut server, &mut client, &mut http);
+        // TLS 1.3 seals a record's plaintext with a content-type byte and a 16-byte tag.
+        let small = SMALL_RECORD + 17;
+        let t0 = std::time::Instant::now();
+        let first = send(&mut server, 200_000, t0);
+        assert!(
+            first[..SMALL_RECORDS].iter().all(|&l| l <= small),
+            "{first:?}"
+        );
+        assert!(
+            first[SMALL_RECORDS] > 8 * small,
+            "then full records: {first:?}"
+        );
+        // Kept busy: full records at once.
+        let busy = send(&mut server, 100_000, t0 + QUIET / 2);
+        assert!(busy[0] > 8 * small, "{busy:?}");
+        // Quiet for longer than QUIET: small again.
+        let after = send(&mut server, 100_000, t0 + QUIET * 3);
+        assert!(
+            after[..SMALL_RECORDS].iter().all(|&l| l <= small),
+            "{after:?}"
+        );
+        assert!(after[SMALL_RECORDS] > 8 * small, "{after:?}");
     }
 
     #[test]
