@@ -511,9 +511,12 @@ pub(crate) fn hand_out(
         } else {
             None
         };
-        let redirect = (b.kind == Kind::Redirect)
-            .then(|| https_port(bound))
-            .flatten();
+        let redirect = match b.kind {
+            Kind::Redirect => Some(https_port(bound).ok_or_else(|| {
+                io::Error::other("a redirect listener needs an HTTPS address with a port")
+            })?),
+            _ => None,
+        };
         let listener = |s: &Socket| -> io::Result<Listener> {
             Ok(Listener {
                 sock: s.try_clone()?,

@@ -366,26 +366,28 @@ impl Site {
                 && h.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"-.[]:".contains(&b))
         };
-        let Some(host) = host.filter(|h| usable(h)) else {
-            return self.error_for(Status::BadRequest, false, &[], line, now, head);
+        let mut r = match host.filter(|h| usable(h)) {
+            None => self.error_for(Status::BadRequest, false, &[], line, now, head),
+            Some(host) => {
+                let mut loc = format!("https://{host}");
+                if port != 443 {
+                    loc.push_str(&format!(":{port}"));
+                }
+                loc.push_str(if req.path.is_empty() { "/" } else { &req.path });
+                if let Some(q) = &req.query {
+                    loc.push('?');
+                    loc.push_str(q);
+                }
+                self.error_for(
+                    Status::MovedPermanently,
+                    req.keep_alive,
+                    &[("Location", &loc)],
+                    line,
+                    now,
+                    head,
+                )
+            }
         };
-        let mut loc = format!("https://{host}");
-        if port != 443 {
-            loc.push_str(&format!(":{port}"));
-        }
-        loc.push_str(if req.path.is_empty() { "/" } else { &req.path });
-        if let Some(q) = &req.query {
-            loc.push('?');
-            loc.push_str(q);
-        }
-        let mut r = self.error_for(
-            Status::MovedPermanently,
-            req.keep_alive,
-            &[("Location", &loc)],
-            line,
-            now,
-            head,
-        );
         r.method = match req.method {
             Method::Get => 0,
             Method::Head => 1,

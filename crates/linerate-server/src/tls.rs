@@ -61,13 +61,14 @@ static KERNEL_TLS: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock
 
 fn kernel_tls() -> &'static Result<(), String> {
     KERNEL_TLS.get_or_init(|| {
-        let probe = || -> io::Result<()> {
+        let connected = || -> io::Result<_> {
             let l = std::net::TcpListener::bind(("127.0.0.1", 0))?;
-            let _c = std::net::TcpStream::connect(l.local_addr()?)?;
-            let (s, _) = l.accept()?;
-            linerate_sys::net::set_tcp_ulp(std::os::fd::AsFd::as_fd(&s), "tls")
+            let c = std::net::TcpStream::connect(l.local_addr()?)?;
+            Ok((l.accept()?.0, c))
         };
-        probe().map_err(|e| format!("setsockopt TCP_ULP \"tls\": {e}"))
+        let (s, _c) = connected().map_err(|e| format!("a loopback connection to probe on: {e}"))?;
+        linerate_sys::net::set_tcp_ulp(std::os::fd::AsFd::as_fd(&s), "tls")
+            .map_err(|e| format!("setsockopt TCP_ULP \"tls\": {e}"))
     })
 }
 
@@ -91,8 +92,15 @@ pub fn check(cfg: &Config) -> Result<(), String> {
         _ => {}
     }
     let global = cfg.tls_cert.is_some();
-    if cfg.tls_listen.is_empty() && !cfg.redirect_listen.is_empty() {
-        return Err("--redirect-listen needs --tls-listen (the port it sends clients to)".into());
+    let ip_tls = cfg
+        .tls_listen
+        .iter()
+        .any(|e| matches!(e, crate::listen::Endpoint::Ip(_)));
+    if !cfg.redirect_listen.is_empty() && !ip_tls {
+        return Err(
+            "--redirect-listen needs --tls-listen with an IP address (the port it sends clients to)"
+                .into(),
+        );
     }
     if cfg.tls_listen.is_empty() {
         if global || own > 0 {

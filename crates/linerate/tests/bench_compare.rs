@@ -234,6 +234,10 @@ fn bad_arguments_and_servers_that_cannot_start() {
         ),
         (&["bench", "compare", "-i", "2"][..], "--iterations"),
         (&["bench", "compare", "--cpu", "4096"][..], "--cpu 4096"),
+        (
+            &["bench", "compare", "--tls", "--client", "wrk"][..],
+            "--tls",
+        ),
     ] {
         let (code, _, err) = LINERATE.run(args);
         assert_eq!(code, 64, "{args:?}: {err}");

@@ -591,6 +591,24 @@ fn a_redirect_listener_sends_every_request_to_https_under_each_driver() {
         err.contains("--redirect-listen needs --tls-listen"),
         "{err}"
     );
+    // HTTPS on a Unix socket only: no port to send clients to.
+    let sock = format!("unix:{}", certs.path().join("s.sock").display());
+    let cert = certs.path().join("server.crt");
+    let key = certs.path().join("server.key");
+    let (code, _, err) = LINERATE.run(&[
+        "serve",
+        root.path().to_str().unwrap(),
+        "--tls-listen",
+        &sock,
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--redirect-listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("with an IP address"), "{err}");
 }
 
 /// A file cut short while it goes out over TLS: the client sees the connection fail,

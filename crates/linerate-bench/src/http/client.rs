@@ -540,12 +540,17 @@ impl Thread<'_> {
             // The session takes all the plaintext (it holds it until its handshake is
             // done), then its records go until the socket is full.
             if c.out_pos < c.out.len() {
-                let _ = t.writer().write_all(&c.out[c.out_pos..]);
-                c.out.clear();
-                c.out_pos = 0;
+                // Unlimited buffers: it takes them all (a short take is kept for later).
+                c.out_pos += t.writer().write(&c.out[c.out_pos..]).unwrap_or(0);
+                if c.out_pos == c.out.len() {
+                    c.out.clear();
+                    c.out_pos = 0;
+                }
             }
             match write_records(t, sock) {
-                Ok(_) => c.last_progress_ns = now,
+                // Progress is bytes that left, as for a plain connection.
+                Ok(n) if n > 0 => c.last_progress_ns = now,
+                Ok(_) => {}
                 Err(e) => {
                     self.stats
                         .error(|e| &mut e.read, || format!("sending a request: {e}"));

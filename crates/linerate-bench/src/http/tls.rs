@@ -5,7 +5,7 @@
 //! `--insecure` accepts any certificate (self-signed test servers) but still checks
 //! the handshake's signature against it. With `--close` every connection makes a full
 //! handshake (resumption off), so the run measures full handshakes per second; kept
-//! alive, connections resume the sessions their thread saw before.
+//! alive, a new connection resumes a session from the run's shared cache.
 
 use std::io::{self, Read, Write};
 use std::path::Path;
@@ -111,7 +111,12 @@ impl ClientTls {
 
     /// A new connection's session.
     pub(crate) fn session(&self) -> io::Result<ClientConnection> {
-        ClientConnection::new(Arc::clone(&self.config), self.name.clone()).map_err(io::Error::other)
+        let mut c = ClientConnection::new(Arc::clone(&self.config), self.name.clone())
+            .map_err(io::Error::other)?;
+        // The requests a connection has in flight are bounded by its pipeline depth:
+        // the session takes them all.
+        c.set_buffer_limit(None);
+        Ok(c)
     }
 }
 
@@ -218,16 +223,17 @@ pub(crate) fn read_plain(
     }
 }
 
-/// Writes what `tls` holds to `sock` until it is all gone (`Ok(true)`) or the socket
-/// is full (`Ok(false)`).
-pub(crate) fn write_records(tls: &mut ClientConnection, sock: &Socket) -> io::Result<bool> {
+/// Writes what `tls` holds to `sock` until it is all gone or the socket is full; the
+/// bytes written.
+pub(crate) fn write_records(tls: &mut ClientConnection, sock: &Socket) -> io::Result<usize> {
+    let mut written = 0;
     while tls.wants_write() {
         match tls.write_tls(&mut SocketIo(sock)) {
-            Ok(_) => {}
+            Ok(n) => written += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) => return Err(e),
         }
     }
-    Ok(true)
+    Ok(written)
 }
