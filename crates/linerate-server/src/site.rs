@@ -325,6 +325,12 @@ impl Site {
         now: SystemTime,
     ) -> Response {
         let mut r = self.answer(req, peer, now);
+        self.stamp(&mut r, req);
+        r
+    }
+
+    /// What the counters and the access log take from the request into its response.
+    fn stamp(&self, r: &mut Response, req: &Request) {
         r.method = match req.method {
             Method::Get => 0,
             Method::Head => 1,
@@ -335,7 +341,6 @@ impl Site {
             r.user_agent.clone_from(&req.user_agent);
             r.referer.clone_from(&req.referer);
         }
-        r
     }
 
     /// The answer of a redirect listener: 301 to the same URL over HTTPS on `port`
@@ -388,16 +393,7 @@ impl Site {
                 )
             }
         };
-        r.method = match req.method {
-            Method::Get => 0,
-            Method::Head => 1,
-            _ => 2,
-        };
-        if self.logging {
-            r.host.clone_from(&req.host);
-            r.user_agent.clone_from(&req.user_agent);
-            r.referer.clone_from(&req.referer);
-        }
+        self.stamp(&mut r, req);
         r
     }
 
