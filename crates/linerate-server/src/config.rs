@@ -89,6 +89,8 @@ pub struct Config {
     pub tls_cert: Option<PathBuf>,
     /// Its private key (PEM).
     pub tls_key: Option<PathBuf>,
+    /// Whether TLS 1.3 connections' keys go to the kernel after the handshake.
+    pub kernel_tls: KernelTls,
     /// Mode and owner of the Unix sockets of `listen`.
     pub unix_file: UnixFile,
     /// Worker threads (one per CPU by default).
@@ -232,6 +234,7 @@ impl Config {
             tls_listen: Vec::new(),
             redirect_listen: Vec::new(),
             tls_cert: None,
+            kernel_tls: KernelTls::Off,
             tls_key: None,
             unix_file: UnixFile::default(),
             workers: linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len().max(1)),
@@ -337,4 +340,39 @@ fn total_memory_bytes() -> Option<u64> {
         .parse()
         .ok()?;
     Some(kib * 1024)
+}
+
+/// Kernel TLS for HTTPS connections (`--kernel-tls`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KernelTls {
+    /// Records are sealed in user space (rustls), always.
+    #[default]
+    Off,
+    /// A TLS 1.3 connection's keys go to the kernel after its handshake where the
+    /// kernel has kernel TLS; elsewhere user space, said once.
+    Auto,
+    /// As `auto`, and the server refuses to start (or a reload) without kernel TLS.
+    On,
+}
+
+impl std::str::FromStr for KernelTls {
+    type Err = String;
+    fn from_str(s: &str) -> Result<KernelTls, String> {
+        match s {
+            "off" => Ok(KernelTls::Off),
+            "auto" => Ok(KernelTls::Auto),
+            "on" => Ok(KernelTls::On),
+            _ => Err(format!("'{s}': expected off, auto or on")),
+        }
+    }
+}
+
+impl std::fmt::Display for KernelTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            KernelTls::Off => "off",
+            KernelTls::Auto => "auto",
+            KernelTls::On => "on",
+        })
+    }
 }

@@ -32,7 +32,7 @@ use linerate_tx::{Flow, TxError, TxSocket};
 use crate::listen::Peer;
 use crate::output::{Ctx, OutNext, OutOp, Output, Piece};
 use crate::site::{Part, Response, Site};
-use crate::tls::{Refused, Session};
+use crate::tls::{Handoff, Refused, Session};
 use linerate_event::Driver;
 
 /// Responses queued per connection before it stops reading.
@@ -154,6 +154,11 @@ pub(crate) struct Conn {
     pub tls_refused: bool,
     /// Its TLS handshake finished and has not been counted yet.
     pub handshake_done: bool,
+    /// Its TLS session went to the kernel (kernel TLS): the socket seals and opens the
+    /// records, and the connection sends and reads plaintext as a plain one does.
+    kernel_tls: bool,
+    /// It went to the kernel and has not been counted yet.
+    pub handed_off: bool,
     /// Accepted on a redirect listener: every request is sent to HTTPS on this port.
     pub redirect: Option<u16>,
 }
@@ -175,6 +180,8 @@ impl Conn {
             refused: false,
             tls_refused: false,
             handshake_done: false,
+            kernel_tls: false,
+            handed_off: false,
             redirect: None,
             sock,
             peer,
@@ -441,6 +448,9 @@ impl Conn {
                 // taken for truncated).
                 t.close();
                 let _ = t.send(self.sock.as_fd());
+            } else if self.kernel_tls {
+                // The same alert, sealed by the kernel.
+                let _ = linerate_sys::ktls::send_alert(self.sock.as_fd(), 1, 0);
             }
             // A call of its own under the ring too: see `Ring::close`.
             let _ = self.sock.shutdown(Shutdown::Write);
@@ -562,6 +572,14 @@ impl Conn {
             if self.tls.is_some() && self.push_records(driver, now)? {
                 return Ok(true);
             }
+            // Under the ring a receive may be in flight, its ciphertext not yet taken:
+            // only a connection that reads for itself is handed over.
+            if !self.ring
+                && self.records.is_empty()
+                && self.tls.as_deref_mut().is_some_and(Session::kernel_ready)
+            {
+                self.hand_off()?;
+            }
             let fd = self.sock.as_fd();
             let r = if let Some(r) = self.sent.take() {
                 // The driver's gather completed.
@@ -674,6 +692,32 @@ impl Conn {
             }
             if flow == Flow::Blocked {
                 return Ok(true);
+            }
+        }
+    }
+
+    /// Gives the TLS session's keys to the socket (kernel TLS). A socket that refuses
+    /// the TLS protocol leaves the session in user space; one that refuses the keys,
+    /// once they are out of the session, loses the connection. Either refusal stops
+    /// later sessions from trying (said once).
+    fn hand_off(&mut self) -> Result<(), TxError> {
+        let Some(t) = self.tls.take() else {
+            return Ok(());
+        };
+        match t.hand_off(self.sock.as_fd()) {
+            Handoff::Kernel => {
+                self.kernel_tls = true;
+                self.handed_off = true;
+                Ok(())
+            }
+            Handoff::Stayed(t, why) => {
+                crate::tls::kernel_refused(&why);
+                self.tls = Some(t);
+                Ok(())
+            }
+            Handoff::Lost(why) => {
+                crate::tls::kernel_refused(&why);
+                Err(TxError::Io(io::Error::other(why)))
             }
         }
     }

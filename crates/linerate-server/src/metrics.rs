@@ -44,6 +44,7 @@ struct Snapshot {
     ring_completed: u64,
     ring_enters: u64,
     tls_handshakes: u64,
+    tls_kernel: u64,
     tls_refused: u64,
     aborted: u64,
     unavailable: u64,
@@ -86,6 +87,7 @@ impl Snapshot {
             ring_completed: sum(&|s| &s.ring_completed),
             ring_enters: sum(&|s| &s.ring_enters),
             tls_handshakes: sum(&|s| &s.tls_handshakes),
+            tls_kernel: sum(&|s| &s.tls_kernel),
             tls_refused: sum(&|s| &s.tls_refused),
             aborted: sum(&|s| &s.aborted),
             unavailable: sum(&|s| &s.unavailable),
@@ -250,12 +252,18 @@ impl Collector for Snapshot {
             let mut m = e.encode_descriptor(
                 "linerate_tls_connections",
                 "HTTPS connections by how their handshake ended (done, or refused for what \
-                 the peer sent) and the path their bytes take (user: rustls in the worker)",
+                 the peer sent) and the path their bytes take (user: rustls in the worker; \
+                 kernel: kernel TLS after the handshake)",
                 None,
                 MetricType::Counter,
             )?;
-            for (result, v) in [("done", self.tls_handshakes), ("refused", self.tls_refused)] {
-                m.encode_family(&[("result", result), ("path", "user")])?
+            let user = self.tls_handshakes.saturating_sub(self.tls_kernel);
+            for (result, path, v) in [
+                ("done", "user", user),
+                ("done", "kernel", self.tls_kernel),
+                ("refused", "user", self.tls_refused),
+            ] {
+                m.encode_family(&[("result", result), ("path", path)])?
                     .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
             }
         }

@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::config::{AccessLog, Config, LogFormat, SiteConfig};
+use crate::config::{AccessLog, Config, KernelTls, LogFormat, SiteConfig};
 use crate::listen::Endpoint;
 use crate::logs::ErrorLog;
 use crate::rules::{PathMatch, Redirect, Rule};
@@ -238,6 +238,7 @@ impl fmt::Display for Driver {
 }
 
 as_text!(Driver);
+as_text!(KernelTls);
 
 impl FromStr for AccessLog {
     type Err = String;
@@ -949,6 +950,15 @@ pub struct Settings {
     #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_key: Option<PathBuf>,
+    /// Kernel TLS: auto hands each TLS 1.3 connection's keys to its socket after the
+    /// handshake where the kernel has kernel TLS (CONFIG_TLS), so file bodies go by
+    /// --transmit and the kernel seals the records (else user space, said once); on
+    /// refuses to start without it; off seals every record in user space. Not run on
+    /// the machines this project is measured on (see docs/operations.md)
+    /// [default: off].
+    #[arg(long, value_name = "MODE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_tls: Option<KernelTls>,
     /// Worker threads, each with its own listener [default: one per CPU].
     #[arg(long, value_name = "N")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1180,6 +1190,7 @@ impl Settings {
             redirect_listen: list(&self.redirect_listen, &under.redirect_listen),
             tls_cert: pick(&self.tls_cert, &under.tls_cert),
             tls_key: pick(&self.tls_key, &under.tls_key),
+            kernel_tls: pick(&self.kernel_tls, &under.kernel_tls),
             workers: pick(&self.workers, &under.workers),
             user: pick(&self.user, &under.user),
             pin: pick(&self.pin, &under.pin),
@@ -1279,6 +1290,9 @@ impl Settings {
         }
         if let Some(d) = s.driver {
             cfg.driver = d.0;
+        }
+        if let Some(k) = s.kernel_tls {
+            cfg.kernel_tls = k;
         }
         if let Some(t) = s.transmit {
             cfg.transmit = t.0;
@@ -1450,6 +1464,7 @@ mod tests {
                 "io_uring",
                 "expected auto, epoll or uring",
             ),
+            ("kernel-tls", "auto", "yes", "expected off, auto or on"),
             ("log-format", "json", "xml", "give clf, combined or json"),
             (
                 "error-log-level",
@@ -1607,6 +1622,7 @@ mod tests {
             "pin" | "dotfiles" | "autoindex" => "true",
             "transmit" => "\"copy\"",
             "driver" => "\"epoll\"",
+            "kernel-tls" => "\"auto\"",
             "user" | "unix-owner" => "\"nobody\"",
             "unix-mode" => "\"0660\"",
             "precompressed" => "[\"gzip\"]",

@@ -40,9 +40,11 @@ pub(crate) struct Stats {
     pub ring_submitted: AtomicU64,
     pub ring_completed: AtomicU64,
     pub ring_enters: AtomicU64,
-    /// TLS handshakes completed (user-space TLS: the only path on a kernel without
-    /// kernel TLS).
+    /// TLS handshakes completed.
     pub tls_handshakes: AtomicU64,
+    /// TLS connections whose keys went to the kernel after the handshake (kernel TLS);
+    /// the others' records are sealed in user space.
+    pub tls_kernel: AtomicU64,
     /// TLS connections closed for what their peer sent: not TLS at all, or a
     /// handshake or record rustls refused.
     pub tls_refused: AtomicU64,
@@ -165,6 +167,7 @@ impl Stats {
             ring_completed,
             ring_enters,
             tls_handshakes,
+            tls_kernel,
             tls_refused,
             open_out_of_fds,
             unavailable,
@@ -207,6 +210,7 @@ impl Stats {
             (ring_completed, &sum.ring_completed),
             (ring_enters, &sum.ring_enters),
             (tls_handshakes, &sum.tls_handshakes),
+            (tls_kernel, &sum.tls_kernel),
             (tls_refused, &sum.tls_refused),
             (open_out_of_fds, &sum.open_out_of_fds),
             (unavailable, &sum.unavailable),
@@ -345,9 +349,10 @@ impl Board {
                 "ring_enters": sum(|s| &s.ring_enters),
             },
             "tls": {
-                "path": "user",
                 "kernel_tls": crate::tls::path_note(),
                 "handshakes": sum(|s| &s.tls_handshakes),
+                "path_user": sum(|s| &s.tls_handshakes).saturating_sub(sum(|s| &s.tls_kernel)),
+                "path_kernel": sum(|s| &s.tls_kernel),
                 "refused": sum(|s| &s.tls_refused),
             },
             "errors": {

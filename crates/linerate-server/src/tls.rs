@@ -11,9 +11,12 @@
 //! most one gather waits in a socket's buffer.
 //!
 //! File bodies on a TLS connection go by the `copy` strategy (a `pread` into a
-//! buffer, then the buffer through the session): the kernel of this project's
-//! machines has no kernel TLS, so no byte reaches an encrypted socket without passing
-//! through user space.
+//! buffer, then the buffer through the session). With `--kernel-tls auto` and a
+//! kernel that has kernel TLS, a TLS 1.3 session is instead handed to its socket once
+//! the handshake is done ([`Session::hand_off`], [`linerate_sys::ktls`]) and the
+//! connection goes on as a plain one, its bodies by the transmit strategy. The kernel
+//! of this project's machines has no kernel TLS: there the handoff is checked by
+//! reproducing in a test what the kernel does with the keys it would get.
 //!
 //! The server's configuration ([`load`]) is built once per generation from the
 //! certificate chain and key files, so a reload (SIGHUP) reads them again; a bad file
@@ -25,14 +28,16 @@
 use std::io::{self, Read, Write};
 use std::os::fd::BorrowedFd;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use linerate_http::connection::Connection;
+use linerate_sys::ktls::Keys;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::ServerConfig;
 
-use crate::config::Config;
+use crate::config::{Config, KernelTls};
 
 /// Plaintext a session takes per write: 16 KiB records, four of them.
 pub(crate) const WRITE_BYTES: usize = 64 * 1024;
@@ -72,13 +77,15 @@ fn kernel_tls() -> &'static Result<(), String> {
     })
 }
 
-/// What the status page says of the TLS path: records are sealed in user space, and
-/// whether the kernel could have done it (once probed).
+/// What the status page says of kernel TLS here (once probed).
 pub fn path_note() -> String {
     match KERNEL_TLS.get() {
-        None => "user".into(),
-        Some(Ok(())) => "user (the kernel has TLS; handing it the keys is not built)".into(),
-        Some(Err(e)) => format!("user (no kernel TLS here: {e})"),
+        None => "not probed".into(),
+        Some(Ok(())) if KERNEL_REFUSED.load(Ordering::Relaxed) => {
+            "the kernel has TLS, but a socket refused it: user space from then on".into()
+        }
+        Some(Ok(())) => "the kernel has TLS".into(),
+        Some(Err(e)) => format!("no kernel TLS here: {e}"),
     }
 }
 
@@ -105,6 +112,9 @@ pub fn check(cfg: &Config) -> Result<(), String> {
     if cfg.tls_listen.is_empty() {
         if global || own > 0 {
             return Err("--tls-cert and --tls-key go with --tls-listen".into());
+        }
+        if cfg.kernel_tls != KernelTls::Off {
+            return Err("--kernel-tls goes with --tls-listen".into());
         }
         return Ok(());
     }
@@ -134,14 +144,30 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
     if cfg.tls_listen.is_empty() {
         return Ok(None);
     }
+    let kernel = match (cfg.kernel_tls, kernel_tls()) {
+        (KernelTls::Off, _) => false,
+        (_, Ok(())) => true,
+        (KernelTls::Auto, Err(_)) => false,
+        (KernelTls::On, Err(e)) => {
+            return Err(format!(
+                "--kernel-tls on: this kernel has no kernel TLS ({e})"
+            ))
+        }
+    };
     // Said once per process, at the first load.
     static SAID: std::sync::Once = std::sync::Once::new();
-    SAID.call_once(|| match kernel_tls() {
-        Ok(()) => tracing::info!(
-            "TLS: the kernel has kernel TLS; records are sealed in user space all the same \
-             (handing the session keys to the kernel is not built)"
+    SAID.call_once(|| match (kernel, kernel_tls()) {
+        (true, _) => tracing::info!(
+            "TLS: TLS 1.3 connections' keys go to the kernel after the handshake (kernel \
+             TLS); TLS 1.2 records are sealed in user space"
         ),
-        Err(e) => tracing::info!("TLS: no kernel TLS here ({e}); records are sealed in user space"),
+        (false, Ok(())) => tracing::info!(
+            "TLS: the kernel has kernel TLS; records are sealed in user space all the same \
+             (--kernel-tls off)"
+        ),
+        (false, Err(e)) => {
+            tracing::info!("TLS: no kernel TLS here ({e}); records are sealed in user space")
+        }
     });
     let mut provider = rustls::crypto::ring::default_provider();
     // AES-128-GCM first (the cheapest per byte where the CPU has AES instructions, as
@@ -188,6 +214,8 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
     config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS: {e}"))?;
     // The server picks the cipher suite, by the order above.
     config.ignore_client_order = true;
+    // A session reads this to know its keys go to the kernel.
+    config.enable_secret_extraction = kernel;
     Ok(Some(Arc::new(config)))
 }
 
@@ -288,6 +316,57 @@ pub(crate) struct Session {
     small_left: usize,
     /// When plaintext was last given to the session.
     last_write: Option<std::time::Instant>,
+    /// Its keys go to the kernel once the handshake is done (TLS 1.3 only).
+    kernel: bool,
+    /// Where the bytes from the peer stand against its records.
+    boundary: Boundary,
+}
+
+/// Follows the record framing of the bytes from the peer, to know when they stop
+/// between two records: the kernel can take the receive side over only there, since
+/// the bytes of a record the session has half read are gone from the socket.
+#[derive(Debug, Default)]
+struct Boundary {
+    /// The header of the record being read, and how much of it has come.
+    header: [u8; 5],
+    have: usize,
+    /// Bytes of its body still to come.
+    body_left: usize,
+}
+
+impl Boundary {
+    fn pass(&mut self, mut b: &[u8]) {
+        while !b.is_empty() {
+            if self.body_left > 0 {
+                let n = self.body_left.min(b.len());
+                self.body_left -= n;
+                b = &b[n..];
+                continue;
+            }
+            let n = (5 - self.have).min(b.len());
+            self.header[self.have..self.have + n].copy_from_slice(&b[..n]);
+            self.have += n;
+            b = &b[n..];
+            if self.have == 5 {
+                self.have = 0;
+                self.body_left = usize::from(u16::from_be_bytes([self.header[3], self.header[4]]));
+            }
+        }
+    }
+
+    fn between(&self) -> bool {
+        self.have == 0 && self.body_left == 0
+    }
+}
+
+/// What came of handing a session to the kernel ([`Session::hand_off`]).
+pub(crate) enum Handoff {
+    /// The socket encrypts and decrypts from now on.
+    Kernel,
+    /// The socket refused the TLS protocol; the session goes on in user space.
+    Stayed(Box<Session>, String),
+    /// The keys were taken but the socket refused them: the connection is lost.
+    Lost(String),
 }
 
 impl Session {
@@ -302,6 +381,8 @@ impl Session {
             closed: false,
             small_left: SMALL_RECORDS,
             last_write: None,
+            kernel: config.enable_secret_extraction && !KERNEL_REFUSED.load(Ordering::Relaxed),
+            boundary: Boundary::default(),
         })
     }
 
@@ -318,9 +399,10 @@ impl Session {
             // Takes what fits its buffer; what does not is taken after the records
             // before it are processed. After close_notify it takes nothing (0), and
             // whatever follows is dropped.
+            let before = bytes;
             match self.conn.read_tls(&mut bytes) {
                 Ok(0) => break,
-                Ok(_) => {}
+                Ok(n) => self.boundary.pass(&before[..n]),
                 Err(e) => return Err(Refused::Protocol(rustls::Error::General(e.to_string()))),
             }
             self.conn.process_new_packets().map_err(Refused::Protocol)?;
@@ -437,6 +519,95 @@ impl Session {
     pub fn ready(&self) -> bool {
         !self.conn.is_handshaking()
     }
+
+    /// The session can go to the kernel now: kernel TLS was asked for, the handshake
+    /// (TLS 1.3) is done and all its records sent, no plaintext has been written, and
+    /// the bytes read stop between two records.
+    pub fn kernel_ready(&mut self) -> bool {
+        if !self.kernel || self.conn.is_handshaking() {
+            return false;
+        }
+        if self.conn.protocol_version() != Some(rustls::ProtocolVersion::TLSv1_3)
+            || self.last_write.is_some()
+            || self.closed
+        {
+            // It stays in user space for good.
+            self.kernel = false;
+            return false;
+        }
+        !self.conn.wants_write() && self.boundary.between()
+    }
+
+    /// Hands the session's keys to the socket `fd` (kernel TLS): from now on the
+    /// socket takes and gives plaintext and the kernel seals and opens the records.
+    pub fn hand_off(self: Box<Self>, fd: BorrowedFd<'_>) -> Handoff {
+        if let Err(e) = linerate_sys::net::set_tcp_ulp(fd, "tls") {
+            let mut me = self;
+            me.kernel = false;
+            return Handoff::Stayed(me, format!("setsockopt TCP_ULP \"tls\": {e}"));
+        }
+        let (tx, rx) = match self.take_keys() {
+            Ok(k) => k,
+            Err(why) => return Handoff::Lost(why),
+        };
+        use linerate_sys::ktls::{set_keys, Direction};
+        for (dir, keys) in [(Direction::Transmit, &tx), (Direction::Receive, &rx)] {
+            if let Err(e) = set_keys(fd, dir, keys) {
+                return Handoff::Lost(format!(
+                    "setsockopt SOL_TLS ({dir:?}, {}): {e}",
+                    keys.cipher_name()
+                ));
+            }
+        }
+        Handoff::Kernel
+    }
+
+    /// The session's keys, (transmit, receive), as the kernel takes them; the session
+    /// is gone.
+    fn take_keys(self: Box<Self>) -> Result<(Keys, Keys), String> {
+        let secrets = self
+            .conn
+            .dangerous_extract_secrets()
+            .map_err(|e| format!("the session's keys: {e}"))?;
+        match (kernel_keys(secrets.tx), kernel_keys(secrets.rx)) {
+            (Some(tx), Some(rx)) => Ok((tx, rx)),
+            _ => Err("a cipher the kernel does not take".into()),
+        }
+    }
+}
+
+/// One direction's TLS 1.3 keys as the kernel takes them; `None` for a cipher it does
+/// not.
+fn kernel_keys((seq, secrets): (u64, rustls::ConnectionTrafficSecrets)) -> Option<Keys> {
+    use rustls::ConnectionTrafficSecrets as S;
+    Some(match secrets {
+        S::Aes128Gcm { key, iv } => Keys::Aes128Gcm {
+            key: key.as_ref().try_into().ok()?,
+            iv: iv.as_ref().try_into().ok()?,
+            seq,
+        },
+        S::Aes256Gcm { key, iv } => Keys::Aes256Gcm {
+            key: key.as_ref().try_into().ok()?,
+            iv: iv.as_ref().try_into().ok()?,
+            seq,
+        },
+        S::Chacha20Poly1305 { key, iv } => Keys::Chacha20Poly1305 {
+            key: key.as_ref().try_into().ok()?,
+            iv: iv.as_ref().try_into().ok()?,
+            seq,
+        },
+        _ => return None,
+    })
+}
+
+/// Set when a socket refused kernel TLS: no session after it tries again.
+static KERNEL_REFUSED: AtomicBool = AtomicBool::new(false);
+
+/// A handoff failed with `why`: said once, and no later session tries.
+pub(crate) fn kernel_refused(why: &str) {
+    if !KERNEL_REFUSED.swap(true, Ordering::Relaxed) {
+        tracing::warn!("TLS: kernel TLS refused ({why}); connections stay in user space");
+    }
 }
 
 /// Up to `len` bytes of `parts` from byte `skip` on, as slices for one write.
@@ -487,6 +658,20 @@ mod tests {
 
     /// A server session with a fresh certificate, and a client that trusts it.
     fn pair() -> (Session, rustls::ClientConnection) {
+        pair_with(
+            false,
+            rustls::crypto::ring::default_provider(),
+            rustls::DEFAULT_VERSIONS,
+        )
+    }
+
+    /// [`pair`] with the session's keys for the kernel (`kernel`), and a client with
+    /// `provider`'s cipher suites and the protocol `versions`.
+    fn pair_with(
+        kernel: bool,
+        provider: rustls::crypto::CryptoProvider,
+        versions: &[&'static rustls::SupportedProtocolVersion],
+    ) -> (Session, rustls::ClientConnection) {
         let made = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
@@ -496,12 +681,14 @@ mod tests {
         cfg.tls_listen = vec![crate::listen::Endpoint::Ip(([127, 0, 0, 1], 0).into())];
         cfg.tls_cert = Some(cert);
         cfg.tls_key = Some(key);
-        let server = Session::new(&load(&cfg).unwrap().unwrap()).unwrap();
+        let mut server_cfg = (*load(&cfg).unwrap().unwrap()).clone();
+        // What `load` sets where the kernel has kernel TLS and --kernel-tls allows it.
+        server_cfg.enable_secret_extraction = kernel;
+        let server = Session::new(&Arc::new(server_cfg)).unwrap();
         let mut roots = rustls::RootCertStore::empty();
         roots.add(made.cert.der().clone()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let client_cfg = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
+        let client_cfg = rustls::ClientConfig::builder_with_provider(Arc::new(provider))
+            .with_protocol_versions(versions)
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
@@ -614,5 +801,183 @@ mod tests {
             server.receive(b"GET / HTTP/1.1\r\n", &mut http),
             Err(Refused::NotTls)
         ));
+    }
+
+    /// What the kernel does with a `crypto_info` (RFC 8446, 5.2 and 5.3), done here with
+    /// ring, so that the keys a session hands over are checked against a real client
+    /// on a machine without kernel TLS. The keys are read back from the bytes the
+    /// kernel would get, as it reads them.
+    struct Kernel {
+        key: ring::aead::LessSafeKey,
+        iv: [u8; 12],
+        seq: u64,
+    }
+
+    impl Kernel {
+        fn new(keys: &Keys) -> Kernel {
+            use ring::aead::{UnboundKey, AES_128_GCM, AES_256_GCM, CHACHA20_POLY1305};
+            let read = Keys::from_crypto_info(&keys.crypto_info()).expect("it reads back");
+            let (alg, key, iv, seq) = match &read {
+                Keys::Aes128Gcm { key, iv, seq } => (&AES_128_GCM, &key[..], *iv, *seq),
+                Keys::Aes256Gcm { key, iv, seq } => (&AES_256_GCM, &key[..], *iv, *seq),
+                Keys::Chacha20Poly1305 { key, iv, seq } => {
+                    (&CHACHA20_POLY1305, &key[..], *iv, *seq)
+                }
+            };
+            Kernel {
+                key: ring::aead::LessSafeKey::new(UnboundKey::new(alg, key).unwrap()),
+                iv,
+                seq,
+            }
+        }
+
+        fn nonce(&mut self) -> ring::aead::Nonce {
+            let mut n = self.iv;
+            for (b, s) in n[4..].iter_mut().zip(self.seq.to_be_bytes()) {
+                *b ^= s;
+            }
+            self.seq += 1;
+            ring::aead::Nonce::assume_unique_for_key(n)
+        }
+
+        /// One record of content type `typ`.
+        fn seal(&mut self, typ: u8, data: &[u8]) -> Vec<u8> {
+            let mut body = data.to_vec();
+            body.push(typ);
+            let len = (body.len() + 16) as u16;
+            let [hi, lo] = len.to_be_bytes();
+            let header = [0x17, 3, 3, hi, lo];
+            let nonce = self.nonce();
+            self.key
+                .seal_in_place_append_tag(nonce, ring::aead::Aad::from(header), &mut body)
+                .unwrap();
+            [&header[..], &body].concat()
+        }
+
+        /// The first record of `wire`: its content type and plaintext.
+        fn open(&mut self, wire: &[u8]) -> (u8, Vec<u8>) {
+            let len = usize::from(u16::from_be_bytes([wire[3], wire[4]]));
+            let header: [u8; 5] = wire[..5].try_into().unwrap();
+            let mut body = wire[5..5 + len].to_vec();
+            let nonce = self.nonce();
+            let plain = self
+                .key
+                .open_in_place(nonce, ring::aead::Aad::from(header), &mut body)
+                .expect("the record opens with the handed keys");
+            let (typ, data) = plain.split_last().unwrap();
+            (*typ, data.to_vec())
+        }
+    }
+
+    fn client_suite(suite: rustls::SupportedCipherSuite) -> rustls::crypto::CryptoProvider {
+        rustls::crypto::CryptoProvider {
+            cipher_suites: vec![suite],
+            ..rustls::crypto::ring::default_provider()
+        }
+    }
+
+    #[test]
+    fn the_keys_handed_to_the_kernel_seal_and_open_what_a_client_reads_and_sends() {
+        use rustls::crypto::ring::cipher_suite as cs;
+        for (suite, name) in [
+            (cs::TLS13_AES_128_GCM_SHA256, "AES-128-GCM"),
+            (cs::TLS13_AES_256_GCM_SHA384, "AES-256-GCM"),
+            (cs::TLS13_CHACHA20_POLY1305_SHA256, "ChaCha20-Poly1305"),
+        ] {
+            let (mut server, mut client) =
+                pair_with(true, client_suite(suite), &[&rustls::version::TLS13]);
+            let mut http = Connection::new(Limits::default(), 32);
+            assert!(!server.kernel_ready(), "{name}: not before the handshake");
+            shake(&mut server, &mut client, &mut http);
+            // The handshake's records (and the tickets after it) are all out.
+            assert!(server.kernel_ready(), "{name}");
+            let (tx, rx) = Box::new(server).take_keys().unwrap();
+            assert_eq!(tx.cipher_name(), name);
+            // The kernel opens what the client sends from now on ...
+            client
+                .writer()
+                .write_all(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n")
+                .unwrap();
+            let mut up = Vec::new();
+            while client.wants_write() {
+                client.write_tls(&mut up).unwrap();
+            }
+            let mut kernel_rx = Kernel::new(&rx);
+            assert_eq!(
+                kernel_rx.open(&up),
+                (0x17, b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n".to_vec()),
+                "{name}"
+            );
+            // ... and seals what the server sends: two records, then close_notify
+            // (what `ktls::send_alert(fd, 1, 0)` asks of it).
+            let mut kernel_tx = Kernel::new(&tx);
+            let mut down = kernel_tx.seal(0x17, b"HTTP/1.1 200 OK\r\n");
+            down.extend(kernel_tx.seal(0x17, b"Content-Length: 0\r\n\r\n"));
+            down.extend(kernel_tx.seal(21, &[1, 0]));
+            client.read_tls(&mut &down[..]).unwrap();
+            client.process_new_packets().expect(name);
+            let mut got = Vec::new();
+            client.reader().read_to_end(&mut got).expect(name);
+            assert_eq!(
+                got, b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_session_waits_for_a_record_boundary_and_tls_12_stays_in_user_space() {
+        let (mut server, mut client) = pair_with(
+            true,
+            rustls::crypto::ring::default_provider(),
+            &[&rustls::version::TLS13],
+        );
+        let mut http = Connection::new(Limits::default(), 32);
+        shake(&mut server, &mut client, &mut http);
+        client.writer().write_all(b"GET / HTTP/1.1\r\n").unwrap();
+        let mut up = Vec::new();
+        while client.wants_write() {
+            client.write_tls(&mut up).unwrap();
+        }
+        // Half a record read: the rest is still to come from the socket, which the
+        // kernel would then read from the middle of a record.
+        server.receive(&up[..up.len() / 2], &mut http).unwrap();
+        assert!(!server.kernel_ready());
+        server.receive(&up[up.len() / 2..], &mut http).unwrap();
+        assert!(server.kernel_ready());
+        // A session that has written plaintext stays where it is.
+        server.write(b"x", std::time::Instant::now()).unwrap();
+        assert!(!server.kernel_ready());
+
+        let (mut server, mut client) = pair_with(
+            true,
+            rustls::crypto::ring::default_provider(),
+            &[&rustls::version::TLS12],
+        );
+        shake(&mut server, &mut client, &mut http);
+        assert!(server.ready() && !server.kernel_ready());
+        // And one without --kernel-tls never goes.
+        let (mut server, mut client) = pair();
+        shake(&mut server, &mut client, &mut http);
+        assert!(server.ready() && !server.kernel_ready());
+    }
+
+    #[test]
+    fn the_record_framing_is_followed_across_any_split() {
+        let wire: Vec<u8> = [
+            &[0x17, 3, 3, 0, 3, 1, 2, 3][..],
+            &[0x17, 3, 3, 0, 0],
+            &[0x15, 3, 3, 1, 0],
+            &[9; 256],
+        ]
+        .concat();
+        let ends = [8, 13, 18 + 256];
+        for cut in 0..=wire.len() {
+            let mut b = Boundary::default();
+            b.pass(&wire[..cut]);
+            assert_eq!(b.between(), cut == 0 || ends.contains(&cut), "cut {cut}");
+            b.pass(&wire[cut..]);
+            assert!(b.between());
+        }
     }
 }

@@ -1102,6 +1102,9 @@ impl<D: Driver> Worker<D> {
         if std::mem::take(&mut conn.handshake_done) {
             Stats::add(&self.stats.tls_handshakes, 1);
         }
+        if std::mem::take(&mut conn.handed_off) {
+            Stats::add(&self.stats.tls_kernel, 1);
+        }
         if after != After::Keep {
             self.close(idx, after, Cut::Client);
             return;

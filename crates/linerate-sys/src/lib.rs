@@ -20,6 +20,7 @@ pub mod cache;
 pub mod cpu;
 pub mod epoll;
 pub mod fs;
+pub mod ktls;
 pub mod net;
 pub mod notify;
 pub mod ns;

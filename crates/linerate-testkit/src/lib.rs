@@ -52,7 +52,7 @@ pub use proc::{
     open_fds, set_soft_nofile,
 };
 pub use server::{Linerate, Server};
-pub use tls::{curl_tls, tls_files, tls_files_for};
+pub use tls::{curl_tls, rsa_tls_files, tls_files, tls_files_for};
 pub use tools::{headless_chromium, installed};
 
 /// Flags that make small files and file ranges go by the transmit strategy: by default

@@ -36,3 +36,38 @@ pub fn curl_tls(addr: SocketAddr, cert: &Path, args: &[&str], paths: &[&str]) ->
         .output()
         .expect("curl runs")
 }
+
+/// A self-signed RSA-2048 certificate for `localhost` and 127.0.0.1 made by `openssl`,
+/// written as `NAME.crt` and `NAME.key` in `dir`; the key in PKCS#1 form (`BEGIN RSA
+/// PRIVATE KEY`) when `pkcs1`, PKCS#8 otherwise. `None` when `openssl` is missing.
+pub fn rsa_tls_files(dir: &Path, name: &str, pkcs1: bool) -> Option<(PathBuf, PathBuf)> {
+    let cert = dir.join(format!("{name}.crt"));
+    let key = dir.join(format!("{name}.key"));
+    let made = Command::new("openssl")
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+        ])
+        .args(["-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .ok()?;
+    assert!(
+        made.status.success(),
+        "openssl req: {}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    if pkcs1 {
+        let out = Command::new("openssl")
+            .args(["rsa", "-traditional", "-in"])
+            .arg(&key)
+            .output()
+            .expect("openssl rsa runs");
+        assert!(out.status.success(), "openssl rsa -traditional");
+        std::fs::write(&key, &out.stdout).expect("writes the key");
+    }
+    Some((cert, key))
+}

@@ -12,8 +12,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use linerate_testkit::{
-    assert_bytes_eq, curl_tls, docroot, fetch, installed, pattern, per_strategy, put, tls_files,
-    tls_files_for, variant_args, Linerate, Server,
+    assert_bytes_eq, curl_tls, docroot, fetch, installed, pattern, per_strategy, put,
+    rsa_tls_files, tls_files, tls_files_for, variant_args, Linerate, Server,
 };
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
@@ -23,6 +23,7 @@ per_strategy!(
     plain_http_sent_to_the_tls_port_is_closed_with_nothing_written,
     a_malformed_client_hello_closes_the_connection_and_the_server_goes_on,
     a_handshake_not_done_within_the_header_timeout_is_cut,
+    an_rsa_certificate_serves_tls_13_and_12_with_either_key_form,
 );
 
 /// `serve ROOT --listen 127.0.0.1:0 --tls-listen 127.0.0.1:0` with a fresh certificate
@@ -109,6 +110,52 @@ fn bodies_of_every_size_are_byte_exact_over_tls_13_and_12(case: &str) {
     assert!(got.ends_with(b"hello over TLS\n"), "{got:?}");
 }
 
+/// An RSA certificate (openssl's, the form most sites hold) with its key in PKCS#8 and
+/// in PKCS#1 form: TLS 1.3 signs with RSA-PSS, TLS 1.2 takes an ECDHE-RSA suite.
+fn an_rsa_certificate_serves_tls_13_and_12_with_either_key_form(case: &str) {
+    if !installed("curl") || !installed("openssl") {
+        return;
+    }
+    let (root, certs) = (docroot(), docroot());
+    let body = pattern(300_000, 7);
+    put(root.path(), "f.bin", &body);
+    for pkcs1 in [false, true] {
+        let name = if pkcs1 { "pkcs1" } else { "pkcs8" };
+        let (cert, key) = rsa_tls_files(certs.path(), name, pkcs1).expect("openssl runs");
+        let (c, k) = (cert.to_str().unwrap(), key.to_str().unwrap());
+        let args = [
+            &["--workers", "1", "--access-log", "off"][..],
+            &[
+                "--tls-listen",
+                "127.0.0.1:0",
+                "--tls-cert",
+                c,
+                "--tls-key",
+                k,
+            ],
+            &variant_args(case),
+        ];
+        let server = LINERATE.start(root.path(), &args.concat());
+        for version in [&["--tlsv1.3"][..], &["--tlsv1.2", "--tls-max", "1.2"]] {
+            // The CA file is the RSA certificate alone: curl verifies only if it was the
+            // one served.
+            let got = ok(
+                &curl_tls(server.tls_addr(), &cert, version, &["/f.bin"]),
+                name,
+            );
+            assert_bytes_eq(&got, &body, &format!("{case} {name} {version:?}"));
+        }
+        let out = Command::new("openssl")
+            .args(["s_client", "-connect", &server.tls_addr().to_string()])
+            .args(["-tls1_2", "-servername", "localhost"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("openssl runs");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("ECDHE-RSA-AES128-GCM-SHA256"), "{said}");
+    }
+}
+
 fn plain_http_sent_to_the_tls_port_is_closed_with_nothing_written(case: &str) {
     let (root, certs) = (docroot(), docroot());
     put(root.path(), "a.txt", b"a");
@@ -163,17 +210,21 @@ fn a_malformed_client_hello_closes_the_connection_and_the_server_goes_on(case: &
         serde_json::from_slice(&fetch(server.addr, "/.status", "").body).unwrap();
     assert_eq!(status["tls"]["refused"], 3, "{status}");
     assert_eq!(status["tls"]["handshakes"], 1, "{status}");
-    assert_eq!(status["tls"]["path"], "user", "{status}");
+    // Kernel TLS is off by default: the handshake's connection stayed in user space.
+    assert_eq!(status["tls"]["path_user"], 1, "{status}");
+    assert_eq!(status["tls"]["path_kernel"], 0, "{status}");
     // Whether the kernel could seal records, probed at the start: said, either way.
     let note = status["tls"]["kernel_tls"].as_str().unwrap();
     assert!(
-        note.starts_with("user (no kernel TLS here: ")
-            || note.starts_with("user (the kernel has TLS"),
+        note.starts_with("no kernel TLS here: ") || note == "the kernel has TLS",
         "{note}"
     );
     let metrics = String::from_utf8(fetch(server.addr, "/metrics", "").body).unwrap();
     assert!(
-        metrics.contains("linerate_tls_connections_total{result=\"refused\",path=\"user\"} 3"),
+        metrics.contains("linerate_tls_connections_total{result=\"refused\",path=\"user\"} 3")
+            && metrics.contains("linerate_tls_connections_total{result=\"done\",path=\"user\"} 1")
+            && metrics
+                .contains("linerate_tls_connections_total{result=\"done\",path=\"kernel\"} 0"),
         "{metrics}"
     );
 }
@@ -319,6 +370,97 @@ fn a_reload_swaps_the_certificate_and_a_bad_one_is_refused() {
     );
 }
 
+/// Whether this kernel takes the "tls" upper-layer protocol (kernel TLS).
+fn kernel_has_tls() -> bool {
+    use std::os::fd::AsFd;
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (s, _) = l.accept().unwrap();
+    linerate_sys::net::set_tcp_ulp(s.as_fd(), "tls").is_ok()
+}
+
+/// `--kernel-tls`: `on` refuses to start where the kernel has no kernel TLS (this
+/// project's machines) and `auto` serves from user space there, saying so once; where
+/// the kernel has it, TLS 1.3 connections go to the kernel and TLS 1.2 ones stay, and
+/// bodies are byte-exact either way.
+#[test]
+fn kernel_tls_is_refused_without_the_kernels_and_auto_serves_either_way() {
+    if !installed("curl") {
+        return;
+    }
+    let (root, certs) = (docroot(), docroot());
+    let body = pattern(2 << 20, 5);
+    put(root.path(), "f.bin", &body);
+    put(root.path(), "s.txt", b"small");
+    let here = kernel_has_tls();
+    let (cert, key) = tls_files(certs.path(), "server");
+    let tls = [
+        "--tls-listen",
+        "127.0.0.1:0",
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    let r = root.path().to_str().unwrap();
+    if !here {
+        let (code, _, err) =
+            LINERATE.run(&[&["serve", r, "--kernel-tls", "on"][..], &tls].concat());
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("--kernel-tls on: this kernel has no kernel TLS"),
+            "{err}"
+        );
+    }
+    for driver in ["epoll", "auto"] {
+        let args = [
+            &[
+                "--workers",
+                "1",
+                "--access-log",
+                "off",
+                "--kernel-tls",
+                "auto",
+            ][..],
+            &[
+                "--driver",
+                driver,
+                "--transmit",
+                "sendfile",
+                "--error-log-level",
+                "info",
+            ],
+            &["--status-path", "/.status"],
+            &tls,
+        ]
+        .concat();
+        let server = LINERATE.start(root.path(), &args);
+        let said = server.wait_stderr("kernel TLS");
+        if here {
+            assert!(said.contains("go to the kernel"), "{said}");
+        } else {
+            assert!(said.contains("no kernel TLS here"), "{said}");
+        }
+        let addr = server.tls_addr();
+        for version in [&["--tlsv1.3"][..], &["--tlsv1.2", "--tls-max", "1.2"]] {
+            let got = ok(
+                &curl_tls(addr, &cert, version, &["/s.txt", "/f.bin", "/s.txt"]),
+                driver,
+            );
+            let want = [&b"small"[..], &body, b"small"].concat();
+            assert_bytes_eq(&got, &want, &format!("{driver} {version:?}"));
+        }
+        let status: serde_json::Value =
+            serde_json::from_slice(&fetch(server.addr, "/.status", "").body).unwrap();
+        // Only TLS 1.3 under epoll goes to the kernel (a receive may be in flight on
+        // the ring at the handshake's end).
+        let kernel = u64::from(here && status["driver"] == "epoll");
+        assert_eq!(status["tls"]["handshakes"], 2, "{status}");
+        assert_eq!(status["tls"]["path_kernel"], kernel, "{status}");
+        assert_eq!(status["tls"]["path_user"], 2 - kernel, "{status}");
+    }
+}
+
 #[test]
 fn tls_settings_that_do_not_go_together_are_usage_errors() {
     let root = docroot();
@@ -332,6 +474,11 @@ fn tls_settings_that_do_not_go_together_are_usage_errors() {
             &["--tls-cert", "/x.crt", "--tls-key", "/x.key"],
             "go with --tls-listen",
         ),
+        (
+            &["--kernel-tls", "auto"],
+            "--kernel-tls goes with --tls-listen",
+        ),
+        (&["--kernel-tls", "yes"], "expected off, auto or on"),
     ] {
         let (code, _, err) = LINERATE.run(&[&["serve", r], args].concat());
         assert_eq!(code, 64, "{args:?}: {err}");
