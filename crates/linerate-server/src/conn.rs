@@ -470,13 +470,33 @@ impl Conn {
         }
         let mut buf = [0u8; 4096];
         loop {
-            match (&self.sock).read(&mut buf) {
+            match self.read_plain(&mut buf) {
                 Ok(0) => return After::Close,
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return After::Keep,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(_) => return After::Close,
             }
+        }
+    }
+
+    /// A `read` of the socket's plaintext. On a kernel-TLS socket a record that is not
+    /// application data would fail a plain `read` with `EIO` and stay unread, so it is
+    /// read with its type: the client's close_notify is the end of its stream (0), and
+    /// any other (another alert, a KeyUpdate this server does not follow) an error.
+    fn read_plain(&self, buf: &mut [u8]) -> io::Result<usize> {
+        if !self.kernel_tls {
+            return (&self.sock).read(buf);
+        }
+        use linerate_sys::ktls::{recv, Received};
+        match recv(self.sock.as_fd(), buf)? {
+            Received::Data(n) => Ok(n),
+            // An alert whose description is close_notify (0); TLS 1.3 ignores the level.
+            Received::Other { kind: 21, n: 2 } if buf[1] == 0 => Ok(0),
+            Received::Other { kind, .. } => Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a TLS record of type {kind} after the handoff"),
+            )),
         }
     }
 
@@ -487,7 +507,7 @@ impl Conn {
     fn read_some(&mut self, scratch: &mut [u8], now: Instant) -> io::Result<usize> {
         let mut total = 0;
         loop {
-            match (&self.sock).read(scratch) {
+            match self.read_plain(scratch) {
                 Ok(0) => {
                     self.http.peer_closed();
                     return Ok(total);
@@ -617,6 +637,11 @@ impl Conn {
                                 zerocopy: false,
                                 ..site.sending.tx.clone()
                             },
+                            // The kernel's TLS takes no MSG_ZEROCOPY sends.
+                            Peer::Ip(_) if self.kernel_tls => linerate_tx::TxConfig {
+                                zerocopy: false,
+                                ..site.sending.tx.clone()
+                            },
                             Peer::Ip(_) => site.sending.tx.clone(),
                             // A Unix socket has neither an unsent-bytes mark nor zero-copy
                             // sends.
@@ -710,14 +735,14 @@ impl Conn {
                 self.handed_off = true;
                 Ok(())
             }
-            Handoff::Stayed(t, why) => {
-                crate::tls::kernel_refused(&why);
+            Handoff::Stayed(t, refusal) => {
+                crate::tls::kernel_refused(&refusal);
                 self.tls = Some(t);
                 Ok(())
             }
-            Handoff::Lost(why) => {
-                crate::tls::kernel_refused(&why);
-                Err(TxError::Io(io::Error::other(why)))
+            Handoff::Lost(refusal) => {
+                crate::tls::kernel_refused(&refusal);
+                Err(TxError::Io(io::Error::other(refusal.why)))
             }
         }
     }

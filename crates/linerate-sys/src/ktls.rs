@@ -28,8 +28,12 @@ use crate::cvt;
 const SOL_TLS: libc::c_int = 282;
 const TLS_TX: libc::c_int = 1;
 const TLS_RX: libc::c_int = 2;
-/// The control message that sets the type of the record `sendmsg` writes.
+/// The control message that sets the type of the record `sendmsg` writes, and the one
+/// that tells the type of the record `recvmsg` read.
 const TLS_SET_RECORD_TYPE: libc::c_int = 1;
+const TLS_GET_RECORD_TYPE: libc::c_int = 2;
+/// The application-data record type.
+const APPLICATION_DATA: u8 = 23;
 /// TLS 1.3 in the kernel's encoding (major 3, minor 4).
 const TLS_1_3_VERSION: u16 = 0x0304;
 /// Cipher numbers of `linux/tls.h`.
@@ -241,6 +245,73 @@ pub fn send_alert(fd: BorrowedFd<'_>, level: u8, description: u8) -> io::Result<
     Ok(())
 }
 
+/// What [`recv`] read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// `n` bytes of application data (0: the peer closed the connection).
+    Data(usize),
+    /// A record of another type (an alert, a handshake message such as KeyUpdate):
+    /// its type and the first `n` bytes of its body in the buffer.
+    Other {
+        /// The record's content type (21 alert, 22 handshake).
+        kind: u8,
+        /// Bytes of its body in the buffer.
+        n: usize,
+    },
+}
+
+/// `recvmsg` on a socket that decrypts records in the kernel, with room for the record
+/// type: a plain `read` fails with `EIO` when the next record is not application data,
+/// and the record stays unread; this reads it and says what it was. A socket without
+/// kernel TLS gives `Data` always.
+pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Received> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // u64 elements keep the control buffer aligned for cmsghdr.
+    let mut control = [0u64; 4];
+    // SAFETY: an all-zero msghdr is valid (null pointers, zero lengths).
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = std::mem::size_of_val(&control) as _;
+    // SAFETY: msg points at `buf` (writable, its length) and at the control buffer (its
+    // size), both live across the call.
+    let n =
+        crate::cvt_size(unsafe { libc::recvmsg(fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT) })?;
+    let mut kind = APPLICATION_DATA;
+    // SAFETY: msg was filled by recvmsg; CMSG_FIRSTHDR/NXTHDR stay within
+    // msg_controllen, and CMSG_DATA of a TLS_GET_RECORD_TYPE message holds one byte.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == SOL_TLS && (*c).cmsg_type == TLS_GET_RECORD_TYPE {
+                kind = *libc::CMSG_DATA(c);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok(if kind == APPLICATION_DATA {
+        Received::Data(n)
+    } else {
+        Received::Other { kind, n }
+    })
+}
+
+/// Whether a failed handoff call says this kernel cannot do kernel TLS (no module, no
+/// such option, or not this cipher), rather than something about one socket (it is no
+/// longer connected, say).
+pub fn is_unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOENT | libc::ENOPROTOOPT | libc::EOPNOTSUPP | libc::EINVAL)
+            // ENOTSUPP, the kernel's own "not supported" (524), as setsockopt gives it.
+            | Some(524)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,68 +358,83 @@ mod tests {
         assert_eq!(libc::TLS_SET_RECORD_TYPE, TLS_SET_RECORD_TYPE);
     }
 
+    /// The raw bytes of a libc structure.
+    fn raw<T>(v: &T) -> Vec<u8> {
+        // SAFETY: `v` is a live, initialized value of a plain C structure of bytes and
+        // u16s with no padding (its size equals the sum of its fields', checked by
+        // the_layouts_are_the_kernels); its bytes are read, not kept.
+        unsafe {
+            std::slice::from_raw_parts((v as *const T).cast::<u8>(), std::mem::size_of::<T>())
+        }
+        .to_vec()
+    }
+
     #[test]
     fn the_fields_land_where_libc_puts_them_and_read_back() {
-        let key: [u8; 16] = std::array::from_fn(|i| i as u8);
+        let key16: [u8; 16] = std::array::from_fn(|i| i as u8);
+        let key32: [u8; 32] = std::array::from_fn(|i| 0x40 + i as u8);
         let iv: [u8; 12] = std::array::from_fn(|i| 0xa0 + i as u8);
-        let k = Keys::Aes128Gcm {
-            key,
-            iv,
-            seq: 0x0102_0304_0506_0708,
+        let seq = 0x0102_0304_0506_0708u64;
+        let info = |cipher_type| libc::tls_crypto_info {
+            version: TLS_1_3_VERSION,
+            cipher_type,
         };
-        let b = k.crypto_info();
-        let mut s: libc::tls12_crypto_info_aes_gcm_128 = unsafe_free_zeroed();
-        s.info.version = TLS_1_3_VERSION;
-        s.info.cipher_type = TLS_CIPHER_AES_GCM_128;
-        s.salt.copy_from_slice(&iv[..4]);
-        s.iv.copy_from_slice(&iv[4..]);
-        s.key = key;
-        s.rec_seq = [1, 2, 3, 4, 5, 6, 7, 8];
-        assert_eq!(b, as_bytes(&s));
-        assert_eq!(Keys::from_crypto_info(&b), Some(k));
-        for k in [
-            Keys::Aes256Gcm {
-                key: [9; 32],
-                iv,
-                seq: 77,
-            },
-            Keys::Chacha20Poly1305 {
-                key: [8; 32],
-                iv,
-                seq: u64::MAX,
-            },
-        ] {
-            assert_eq!(Keys::from_crypto_info(&k.crypto_info()), Some(k));
+        let cases = [
+            (
+                Keys::Aes128Gcm {
+                    key: key16,
+                    iv,
+                    seq,
+                },
+                raw(&libc::tls12_crypto_info_aes_gcm_128 {
+                    info: info(TLS_CIPHER_AES_GCM_128),
+                    iv: iv[4..].try_into().unwrap(),
+                    key: key16,
+                    salt: iv[..4].try_into().unwrap(),
+                    rec_seq: seq.to_be_bytes(),
+                }),
+            ),
+            (
+                Keys::Aes256Gcm {
+                    key: key32,
+                    iv,
+                    seq,
+                },
+                raw(&libc::tls12_crypto_info_aes_gcm_256 {
+                    info: info(TLS_CIPHER_AES_GCM_256),
+                    iv: iv[4..].try_into().unwrap(),
+                    key: key32,
+                    salt: iv[..4].try_into().unwrap(),
+                    rec_seq: seq.to_be_bytes(),
+                }),
+            ),
+            (
+                Keys::Chacha20Poly1305 {
+                    key: key32,
+                    iv,
+                    seq,
+                },
+                raw(&libc::tls12_crypto_info_chacha20_poly1305 {
+                    info: info(TLS_CIPHER_CHACHA20_POLY1305),
+                    iv,
+                    key: key32,
+                    salt: [],
+                    rec_seq: seq.to_be_bytes(),
+                }),
+            ),
+        ];
+        for (k, want) in cases {
+            let b = k.crypto_info();
+            assert_eq!(b, want, "{k:?}");
+            assert_eq!(Keys::from_crypto_info(&b), Some(k.clone()));
+            assert_eq!(Keys::from_crypto_info(&b[..b.len() - 1]), None);
         }
-        assert_eq!(Keys::from_crypto_info(&b[..39]), None);
-        assert_eq!(
-            format!("{:?}", Keys::from_crypto_info(&b)),
-            "Some(AES-128-GCM)"
-        );
-    }
-
-    fn unsafe_free_zeroed() -> libc::tls12_crypto_info_aes_gcm_128 {
-        libc::tls12_crypto_info_aes_gcm_128 {
-            info: libc::tls_crypto_info {
-                version: 0,
-                cipher_type: 0,
-            },
-            iv: [0; 8],
-            key: [0; 16],
-            salt: [0; 4],
-            rec_seq: [0; 8],
-        }
-    }
-
-    fn as_bytes(s: &libc::tls12_crypto_info_aes_gcm_128) -> Vec<u8> {
-        let mut out = Vec::new();
-        out.extend_from_slice(&s.info.version.to_ne_bytes());
-        out.extend_from_slice(&s.info.cipher_type.to_ne_bytes());
-        out.extend_from_slice(&s.iv);
-        out.extend_from_slice(&s.key);
-        out.extend_from_slice(&s.salt);
-        out.extend_from_slice(&s.rec_seq);
-        out
+        let k = Keys::Aes128Gcm {
+            key: key16,
+            iv,
+            seq,
+        };
+        assert_eq!(format!("{k:?}"), "AES-128-GCM");
     }
 
     #[test]
@@ -369,5 +455,30 @@ mod tests {
         // panic, and the socket still carries bytes.
         let _ = send_alert(s.as_fd(), 1, 0);
         drop(c);
+        // recv on a plain socket (a fresh pair: the one above saw a reset): data, and
+        // the end.
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        use std::io::Write;
+        (&c).write_all(b"abc").unwrap();
+        drop(c);
+        let mut buf = [0u8; 16];
+        let mut got = Vec::new();
+        loop {
+            match recv(s.as_fd(), &mut buf) {
+                Ok(Received::Data(0)) => break,
+                Ok(Received::Data(n)) => got.extend_from_slice(&buf[..n]),
+                Ok(other) => panic!("{other:?}"),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(std::time::Duration::from_millis(5))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        assert_eq!(got, b"abc");
+        assert!(is_unsupported(&io::Error::from_raw_os_error(libc::ENOENT)));
+        assert!(!is_unsupported(&io::Error::from_raw_os_error(
+            libc::ENOTCONN
+        )));
     }
 }
