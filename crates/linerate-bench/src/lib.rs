@@ -10,6 +10,7 @@
 
 pub mod cold;
 pub mod compare;
+pub mod conns;
 pub mod cpu;
 pub mod http;
 pub mod idle;

@@ -4,6 +4,11 @@
 //! (bytes, its own CPU time for the connection, its receive buffer), and closes. That is
 //! how `linerate bench stream` learns the receiver's CPU without a control connection.
 //!
+//! With `send_bytes` (`linerate sink --send BYTES`) the sink is a source as well: it
+//! writes that many bytes to each connection, then ends its side, and reads (and
+//! discards) until the peer ends its own; no report line goes to the peer then. That
+//! is the server side of `bench conns --receive`, as tcpp's server sends.
+//!
 //! Each worker is one thread with its own listener (`SO_REUSEPORT` when there are
 //! several) and an edge-triggered loop on the event-loop layer (`linerate-event`), as
 //! the server's workers and `bench http`'s load threads are: one thread serves any
@@ -60,6 +65,9 @@ pub struct SinkConfig {
     /// Event-loop threads, each with its own `SO_REUSEPORT` listener on the address
     /// (at least 1).
     pub workers: usize,
+    /// Bytes to write to each connection before ending the sink's side (`None`: a
+    /// sink only).
+    pub send_bytes: Option<u64>,
 }
 
 /// What the sink saw on one connection.
@@ -69,6 +77,9 @@ pub struct SinkReport {
     pub peer: String,
     /// Bytes received.
     pub bytes: u64,
+    /// Bytes sent (with `--send`).
+    #[serde(default)]
+    pub sent_bytes: u64,
     /// From accept to end of stream.
     pub elapsed_seconds: f64,
     /// The user CPU of the sink thread that served the connection, from its accept to
@@ -155,6 +166,8 @@ const CALLS_PER_TURN: usize = 16;
 const READ_BYTES: usize = 256 << 10;
 /// Bytes per `splice` (the pipe's size).
 const SPLICE_BYTES: usize = 1 << 20;
+/// Bytes per `send` of `--send`.
+const SEND_BYTES: usize = 256 << 10;
 
 /// One open connection.
 struct Conn {
@@ -164,6 +177,11 @@ struct Conn {
     cpu0: linerate_sys::cpu::CpuTime,
     rcvbuf: usize,
     bytes: u64,
+    /// Bytes still to send (`--send`), and sent.
+    to_send: u64,
+    sent: u64,
+    /// The peer's stream has been read to its end.
+    ended: bool,
     /// The peer's end was reported (an edge may carry it with the last bytes, and is
     /// not repeated): from then on the socket is read until its end.
     peer_done: bool,
@@ -188,6 +206,8 @@ struct Worker<'a> {
     run_list: Vec<usize>,
     drain: Drain,
     accepting: bool,
+    /// What `--send` writes, again and again.
+    pattern: Vec<u8>,
 }
 
 /// How a connection's turn ended.
@@ -222,6 +242,11 @@ impl<'a> Worker<'a> {
             run_list: Vec::new(),
             drain,
             accepting: true,
+            pattern: if config.send_bytes.is_some() {
+                (0..SEND_BYTES).map(|i| (i % 251) as u8).collect()
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -256,7 +281,7 @@ impl<'a> Worker<'a> {
             for ev in &ready {
                 if ev.token == LISTENER {
                     self.accept(accepted)?;
-                } else if ev.readable || ev.error {
+                } else if ev.readable || ev.error || ev.writable {
                     if ev.hangup || ev.error {
                         if let Some(c) = self
                             .conns
@@ -339,6 +364,9 @@ impl<'a> Worker<'a> {
                 cpu0: linerate_sys::cpu::thread_cpu()?,
                 rcvbuf,
                 bytes: 0,
+                to_send: self.config.send_bytes.unwrap_or(0),
+                sent: 0,
+                ended: false,
                 peer_done: false,
                 runnable: false,
             };
@@ -357,25 +385,42 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
-    /// Discards what the connection in `slot` has; at its end, reports it.
+    /// Sends what the connection in `slot` still owes (`--send`) and discards what it
+    /// has; once both sides are done, reports it.
     fn serve(&mut self, slot: usize, report: &(dyn Fn(&SinkReport) + Sync)) {
         let Some(c) = self.conns.get_mut(slot).and_then(Option::as_mut) else {
             return;
         };
-        match discard(c, &mut self.drain) {
-            Ok(Turn::Empty) => {}
-            Ok(Turn::Yielded) => {
-                if !c.runnable {
-                    c.runnable = true;
-                    self.run_list.push(slot);
+        let mut again = false;
+        if c.to_send > 0 {
+            match send_some(c, &self.pattern) {
+                Ok(yielded) => again = yielded,
+                Err(e) => {
+                    eprintln!("linerate sink: {}: {e}", c.peer);
+                    self.conns[slot] = None;
+                    self.free.push(slot);
+                    return;
                 }
             }
-            Ok(Turn::Ended) => self.finish(slot, report),
-            Err(e) => {
-                eprintln!("linerate sink: {}: {e}", c.peer);
-                self.conns[slot] = None;
-                self.free.push(slot);
+        }
+        if !c.ended {
+            match discard(c, &mut self.drain) {
+                Ok(Turn::Empty) => {}
+                Ok(Turn::Yielded) => again = true,
+                Ok(Turn::Ended) => c.ended = true,
+                Err(e) => {
+                    eprintln!("linerate sink: {}: {e}", c.peer);
+                    self.conns[slot] = None;
+                    self.free.push(slot);
+                    return;
+                }
             }
+        }
+        if c.ended && c.to_send == 0 {
+            self.finish(slot, report);
+        } else if again && !c.runnable {
+            c.runnable = true;
+            self.run_list.push(slot);
         }
     }
 
@@ -395,21 +440,51 @@ impl<'a> Worker<'a> {
         let r = SinkReport {
             peer: c.peer.to_string(),
             bytes: c.bytes,
+            sent_bytes: c.sent,
             elapsed_seconds: c.start.elapsed().as_secs_f64(),
             cpu_user_seconds: cpu.user.as_secs_f64(),
             cpu_system_seconds: cpu.system.as_secs_f64(),
             rcvbuf_bytes: c.rcvbuf,
             discard: self.config.discard,
         };
-        if let Ok(mut line) = serde_json::to_string(&r) {
-            line.push('\n');
-            // A line this short fits the empty send buffer; the sender may have closed
-            // both ways, and then nobody wants it.
-            let _ = c.sock.write_all(line.as_bytes());
+        // A source has ended its side already: no line can follow.
+        if self.config.send_bytes.is_none() {
+            if let Ok(mut line) = serde_json::to_string(&r) {
+                line.push('\n');
+                // A line this short fits the empty send buffer; the sender may have closed
+                // both ways, and then nobody wants it.
+                let _ = c.sock.write_all(line.as_bytes());
+            }
         }
         let _ = c.sock.shutdown(std::net::Shutdown::Both);
         report(&r);
     }
+}
+
+/// Sends `c`'s remaining bytes from `pattern` until the socket is full, up to
+/// [`CALLS_PER_TURN`] calls (then `true`: its share of the turn is used, the socket
+/// may take more); once all are sent, ends the sink's side.
+fn send_some(c: &mut Conn, pattern: &[u8]) -> io::Result<bool> {
+    use linerate_sys::net::{send, SendFlags};
+    for _ in 0..CALLS_PER_TURN {
+        if c.to_send == 0 {
+            return Ok(false);
+        }
+        let want = c.to_send.min(pattern.len() as u64) as usize;
+        match send(c.sock.as_fd(), &pattern[..want], SendFlags::NONE) {
+            Ok(n) => {
+                c.to_send -= n as u64;
+                c.sent += n as u64;
+                if c.to_send == 0 {
+                    c.sock.shutdown(std::net::Shutdown::Write)?;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(c.to_send > 0)
 }
 
 /// Discards what `c` has, up to [`CALLS_PER_TURN`] calls.

@@ -125,6 +125,25 @@ pub struct MachineFigure {
     pub cpus: usize,
 }
 
+impl MachineFigure {
+    /// `machine`'s busy time over a run that moved `bytes`.
+    pub fn of(machine: &MachineCpu, bytes: u64) -> MachineFigure {
+        let hz = linerate_sys::cpu::clock_ticks_per_second() as f64;
+        let busy = Duration::from_secs_f64(machine.busy_ticks() as f64 / hz);
+        MachineFigure {
+            cpu_seconds: busy.as_secs_f64(),
+            utilization_percent: if machine.total_ticks() == 0 {
+                0.0
+            } else {
+                100.0 * machine.busy_ticks() as f64 / machine.total_ticks() as f64
+            },
+            service_demand_us_per_kb: crate::cpu::service_demand(busy, bytes),
+            softirq_seconds: machine.softirq_ticks as f64 / hz,
+            cpus: crate::cpu::online_cpus(),
+        }
+    }
+}
+
 /// Per-megabyte rates of the engine's counters.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct PerMegabyte {
@@ -220,14 +239,22 @@ pub const METRICS: [Metric; 6] = [
 ];
 
 /// A sink process started for one run; killed on drop if still there.
-struct SinkChild {
+pub(crate) struct SinkChild {
     child: Child,
-    addr: SocketAddr,
+    /// Where it listens.
+    pub addr: SocketAddr,
+}
+
+impl SinkChild {
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 impl Drop for SinkChild {
     fn drop(&mut self) {
-        // It exits by itself after its one connection; give it a moment, then insist.
+        // It exits by itself after its connections; give it a moment, then insist.
         let deadline = Instant::now() + Duration::from_secs(2);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -241,6 +268,30 @@ impl Drop for SinkChild {
 }
 
 fn start_sink(cfg: &StreamConfig, topo: Option<&Topology>) -> Result<SinkChild, StreamError> {
+    let mut args: Vec<String> = vec!["--connections".into(), "1".into()];
+    args.extend([
+        "--discard".into(),
+        match cfg.discard {
+            Discard::Read => "read".into(),
+            Discard::Splice => "splice".into(),
+        },
+    ]);
+    if let Some(n) = cfg.rcvbuf {
+        args.extend(["-S".into(), n.to_string()]);
+    }
+    if let Some(c) = cfg.sink_cpu {
+        args.extend(["--cpu".into(), c.to_string()]);
+    }
+    spawn_sink(&cfg.linerate_exe, topo, &args)
+}
+
+/// Starts `linerate sink --listen ADDR --quiet ARGS...` (on loopback, or in the sink
+/// namespace of `topo`) and waits for the address it says it listens on.
+pub(crate) fn spawn_sink(
+    exe: &Path,
+    topo: Option<&Topology>,
+    args: &[String],
+) -> Result<SinkChild, StreamError> {
     let listen = match topo {
         Some(_) => format!("{}:0", netns::SINK_ADDR),
         None => "127.0.0.1:0".to_string(),
@@ -248,29 +299,17 @@ fn start_sink(cfg: &StreamConfig, topo: Option<&Topology>) -> Result<SinkChild, 
     let mut cmd = match topo {
         Some(t) => {
             let mut c = Command::new("ip");
-            c.args(["netns", "exec", &t.sink_ns]).arg(&cfg.linerate_exe);
+            c.args(["netns", "exec", &t.sink_ns]).arg(exe);
             c
         }
-        None => Command::new(&cfg.linerate_exe),
+        None => Command::new(exe),
     };
-    cmd.args(["sink", "--listen", &listen, "--connections", "1", "--quiet"]);
-    cmd.args([
-        "--discard",
-        match cfg.discard {
-            Discard::Read => "read",
-            Discard::Splice => "splice",
-        },
-    ]);
-    if let Some(n) = cfg.rcvbuf {
-        cmd.args(["-S", &n.to_string()]);
-    }
-    if let Some(c) = cfg.sink_cpu {
-        cmd.args(["--cpu", &c.to_string()]);
-    }
+    cmd.args(["sink", "--listen", &listen, "--quiet"]);
+    cmd.args(args);
     cmd.stdout(Stdio::piped()).stdin(Stdio::null());
-    let child = cmd.spawn().map_err(|e| {
-        StreamError::Sink(format!("cannot start {}: {e}", cfg.linerate_exe.display()))
-    })?;
+    let child = cmd
+        .spawn()
+        .map_err(|e| StreamError::Sink(format!("cannot start {}: {e}", exe.display())))?;
     // From here on the guard kills the sink on every way out.
     let mut guard = SinkChild {
         child,
@@ -511,9 +550,6 @@ fn send(
         linerate_sys::net::SOL_SOCKET,
         linerate_sys::net::SO_SNDBUF,
     )?;
-    let hz = linerate_sys::cpu::clock_ticks_per_second() as f64;
-    let cpus = crate::cpu::online_cpus();
-    let busy = Duration::from_secs_f64(machine.busy_ticks() as f64 / hz);
     let c = *txs.counters();
     let mb = sent as f64 / (1u64 << 20) as f64;
     let per = |x: u64| if mb > 0.0 { x as f64 / mb } else { 0.0 };
@@ -538,17 +574,7 @@ fn send(
                 sent,
             )
         }),
-        machine: MachineFigure {
-            cpu_seconds: busy.as_secs_f64(),
-            utilization_percent: if machine.total_ticks() == 0 {
-                0.0
-            } else {
-                100.0 * machine.busy_ticks() as f64 / machine.total_ticks() as f64
-            },
-            service_demand_us_per_kb: crate::cpu::service_demand(busy, sent),
-            softirq_seconds: machine.softirq_ticks as f64 / hz,
-            cpus,
-        },
+        machine: MachineFigure::of(&machine, sent),
         counters: c,
         per_mb: PerMegabyte {
             syscalls: per(c.syscalls),

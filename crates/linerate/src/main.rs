@@ -5,6 +5,7 @@
 
 mod compare_cmd;
 mod compress_cmd;
+mod conns_cmd;
 mod http_cmd;
 mod soak_cmd;
 mod table_cmd;
@@ -96,6 +97,13 @@ enum Bench {
     /// --compare: variants run interleaved and are compared by Student's t (ministat).
     #[command(args_override_self = true)]
     Http(Box<http_cmd::HttpArgs>),
+    /// Many connections at once (tcpp): -p client threads, each holding -c connections,
+    /// each moving -b bytes to a sink (--send) or from one (--receive), started here
+    /// with --sink-workers threads, on loopback or --netns. Reports connections and
+    /// bytes per second and each side's CPU and service demand; with -i and --compare,
+    /// variants interleaved and compared by Student's t (ministat).
+    #[command(args_override_self = true)]
+    Conns(Box<conns_cmd::ConnsArgs>),
     /// What idle keep-alive connections cost a server: opens N connections, one request
     /// each, holds them, and reads the server's memory, descriptors and threads before
     /// and with them (--server-pid); a request on a new connection meanwhile shows it
@@ -156,6 +164,11 @@ struct SinkArgs {
     /// kernel spreads connections among them.
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
     workers: u64,
+    /// Also a source: write this many bytes to each connection, then end the sink's
+    /// side (and read the peer's until it ends): the server side of `bench conns
+    /// --receive`.
+    #[arg(long, value_name = "BYTES", value_parser = parse_positive_size_u64)]
+    send: Option<u64>,
     /// Print only the "listening on" line, no per-connection reports.
     #[arg(long)]
     quiet: bool,
@@ -413,6 +426,9 @@ fn main() -> ExitCode {
             bench: Bench::Http(a),
         } => http_cmd::run_http(*a),
         Command::Bench {
+            bench: Bench::Conns(a),
+        } => conns_cmd::run(*a),
+        Command::Bench {
             bench: Bench::Files(a),
         } => http_cmd::run_files(a),
         Command::Bench {
@@ -601,6 +617,7 @@ fn run_sink(a: SinkArgs) -> anyhow::Result<ExitCode> {
         rcvbuf: a.rcvbuf,
         max_connections: a.connections,
         workers: a.workers as usize,
+        send_bytes: a.send,
     })
     .with_context(|| format!("cannot listen on {}", a.listen))?;
     println!("listening on {}", sink.local_addr()?);
@@ -619,6 +636,9 @@ fn run_sink(a: SinkArgs) -> anyhow::Result<ExitCode> {
                 "{}: {} bytes in {:.2} s ({:.2} 10^6bits/s), cpu {:.3} s user {:.3} s system",
                 r.peer, r.bytes, r.elapsed_seconds, mbps, r.cpu_user_seconds, r.cpu_system_seconds
             );
+            if r.sent_bytes > 0 {
+                println!("{}: sent {} bytes", r.peer, r.sent_bytes);
+            }
         }
     };
     sink.run(&stop, &report)?;

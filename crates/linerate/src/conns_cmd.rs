@@ -1,0 +1,258 @@
+//! `linerate bench conns`: tcpp's many-connection test on [`linerate_bench::conns`].
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser};
+use linerate_bench::conns::{self, ConnsConfig, ConnsResult, Direction};
+use linerate_bench::stream::NetnsSettings;
+
+use crate::{parse_confidence, parse_on_off, parse_positive_size_u64, usage_error};
+
+#[derive(Args, Debug)]
+pub struct ConnsArgs {
+    /// Client threads (tcpp's processes), each with its own event loop, holding -c
+    /// connections.
+    #[arg(short = 'p', long = "processes", value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    processes: u64,
+    /// Connections each client thread holds open at once.
+    #[arg(short = 'c', long = "connections", value_name = "N", default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    connections: u64,
+    /// Bytes each connection moves (K, M, G suffixes).
+    #[arg(short = 'b', long = "bytes", value_name = "BYTES", default_value = "1M", value_parser = parse_positive_size_u64)]
+    bytes: u64,
+    /// The client sends and the sink discards (the default).
+    #[arg(long, conflicts_with = "receive")]
+    send: bool,
+    /// The sink sends (`linerate sink --send BYTES`) and the client discards.
+    #[arg(long)]
+    receive: bool,
+    /// A running sink to connect to (with --receive, one started with --send of the
+    /// same byte count); default: start one here.
+    #[arg(long = "host", value_name = "HOST:PORT", conflicts_with = "netns")]
+    host: Option<SocketAddr>,
+    /// Worker threads of the sink started here, each with its own SO_REUSEPORT
+    /// listener.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    sink_workers: u64,
+    /// Pin the client threads to these CPUs, round-robin [default: 0 when there are two
+    /// CPUs or more].
+    #[arg(long = "cpu-client", value_name = "LIST", value_delimiter = ',')]
+    cpu_client: Vec<usize>,
+    /// Pin a sink started here to this CPU [default: 1 when there are two CPUs or
+    /// more].
+    #[arg(long = "cpu-sink", value_name = "N")]
+    cpu_sink: Option<usize>,
+    /// Pin nothing.
+    #[arg(long, conflicts_with_all = ["cpu_client", "cpu_sink"])]
+    no_pin: bool,
+    /// Run between two network namespaces made for the run, over a veth pair (MTU
+    /// 1500, 198.18.0.1 → 198.18.0.2). Needs root.
+    #[arg(long)]
+    netns: bool,
+    /// With --netns: TSO and GSO on the veth pair.
+    #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
+    tso: bool,
+    /// Runs per variant (at least 3 for statistics); variants are interleaved.
+    #[arg(short = 'i', long = "iterations", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    iterations: u32,
+    /// Variants to compare, comma-separated, each options that override the others:
+    /// "-c 10,-c 100" or "--sink-workers 1,--sink-workers 2".
+    #[arg(long, value_name = "A,B[,...]", allow_hyphen_values = true)]
+    compare: Option<String>,
+    /// Write each metric's samples here, one ministat file per variant and metric.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Confidence of the comparisons: 80, 90, 95, 98, 99 or 99.5.
+    #[arg(long = "confidence", default_value = "95", value_parser = parse_confidence)]
+    confidence: linerate_stat::Confidence,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `bench conns`'s arguments alone, to parse a --compare variant over the others.
+#[derive(Parser, Debug)]
+#[command(name = "linerate bench conns", args_override_self = true)]
+struct ConnsOnly {
+    #[command(flatten)]
+    args: ConnsArgs,
+}
+
+fn config(a: &ConnsArgs) -> Result<ConnsConfig, String> {
+    for &c in &a.cpu_client {
+        linerate_bench::cpu::check_cpu("--cpu-client", c)?;
+    }
+    if let Some(c) = a.cpu_sink {
+        linerate_bench::cpu::check_cpu("--cpu-sink", c)?;
+    }
+    let pin = !a.no_pin && linerate_bench::cpu::online_cpus() >= 2;
+    let client_cpus = match (&a.cpu_client[..], pin) {
+        ([], true) => vec![0],
+        (list, _) => list.to_vec(),
+    };
+    Ok(ConnsConfig {
+        target: a.host,
+        processes: a.processes as usize,
+        connections: a.connections as usize,
+        bytes: a.bytes,
+        direction: if a.receive {
+            Direction::Receive
+        } else {
+            Direction::Send
+        },
+        client_cpus,
+        sink_cpu: a.cpu_sink.or(pin.then_some(1)),
+        sink_workers: a.sink_workers as usize,
+        netns: a.netns.then_some(NetnsSettings { tso: a.tso }),
+        linerate_exe: std::env::current_exe()
+            .map_err(|e| format!("cannot find the linerate binary: {e}"))?,
+    })
+}
+
+pub fn run(a: ConnsArgs) -> anyhow::Result<ExitCode> {
+    let base = match config(&a) {
+        Ok(c) => c,
+        Err(e) => return Ok(usage_error(&e)),
+    };
+    let stop = crate::stop_flag()?;
+    if a.compare.is_none() && a.iterations == 1 {
+        let r = conns::run(&base, &stop)?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            print(&r);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if a.iterations < 3 {
+        return Ok(usage_error(
+            "-i: statistics need at least 3 runs per variant",
+        ));
+    }
+    let given = crate::words_after("conns");
+    let labels = match crate::variant_labels(a.compare.as_deref(), "run") {
+        Ok(l) => l,
+        Err(e) => return Ok(usage_error(&e)),
+    };
+    let mut configs = Vec::new();
+    for label in &labels {
+        if a.compare.is_none() {
+            configs.push(base.clone());
+            continue;
+        }
+        let mut words = vec!["conns".to_string()];
+        words.extend(given.iter().cloned());
+        words.extend(label.split_whitespace().map(str::to_string));
+        let parsed = match ConnsOnly::try_parse_from(&words) {
+            Ok(p) => p.args,
+            Err(e) => {
+                return Ok(usage_error(&format!(
+                    "--compare variant '{label}': {}",
+                    e.kind()
+                )))
+            }
+        };
+        match config(&parsed) {
+            Ok(c) => configs.push(c),
+            Err(e) => return Ok(usage_error(&format!("--compare variant '{label}': {e}"))),
+        }
+    }
+    let total = a.iterations as usize * configs.len();
+    let mut done = 0;
+    let runs = linerate_bench::series::interleave(
+        &configs,
+        a.iterations as usize,
+        &stop,
+        |cfg, round| {
+            let r = conns::run(cfg, &stop)?;
+            done += 1;
+            if !a.json {
+                eprintln!(
+                    "[{done}/{total}] round {}: {:.2} 10^6bits/s, {:.1} connections/s, client {:.3} us/KB",
+                    round + 1,
+                    r.throughput_mbps,
+                    r.connections_per_second,
+                    r.client.service_demand_us_per_kb
+                );
+            }
+            Ok::<_, linerate_bench::stream::StreamError>(r)
+        },
+    )?;
+    let judged = linerate_bench::series::judge_metrics(
+        &conns::METRICS,
+        &labels,
+        &runs,
+        a.out.as_deref(),
+        a.confidence,
+    )
+    .context("--out: writing the samples")?;
+    if a.json {
+        let reports: serde_json::Map<String, serde_json::Value> = judged
+            .reports
+            .iter()
+            .map(|(m, _, t)| (m.to_string(), t.clone().into()))
+            .collect();
+        let out = serde_json::json!({
+            "variants": labels,
+            "iterations": a.iterations,
+            "confidence": a.confidence.percent(),
+            "samples": judged.samples,
+            "verdicts": judged.verdicts,
+            "reports": reports,
+            "runs": runs,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        for (metric, unit, text) in &judged.reports {
+            println!("{metric} ({unit}):\n{text}");
+        }
+        crate::print_verdicts(&judged.verdicts);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// tcpp's summary, then each side's CPU.
+fn print(r: &ConnsResult) {
+    let dir = match r.direction {
+        Direction::Send => "client → sink",
+        Direction::Receive => "sink → client",
+    };
+    println!(
+        "CONNS {dir} over {}: {} processes × {} connections × {} bytes, sink workers {}",
+        r.path,
+        r.processes,
+        r.connections_per_process,
+        r.bytes_per_connection,
+        if r.sink_workers == 0 {
+            "-".to_string()
+        } else {
+            r.sink_workers.to_string()
+        }
+    );
+    println!(
+        "  elapsed     {:.3} s: {} connections ({:.1}/s), {} bytes ({:.2} 10^6bits/s)",
+        r.elapsed_seconds, r.connections, r.connections_per_second, r.bytes, r.throughput_mbps
+    );
+    println!(
+        "  client      {:.3} CPU s ({:.1}% of one CPU), {:.3} us/KB",
+        r.client.cpu_seconds, r.client.percent_of_one_cpu, r.client.service_demand_us_per_kb
+    );
+    match &r.sink {
+        Some(s) => println!(
+            "  sink        {:.3} CPU s ({:.1}% of one CPU), {:.3} us/KB",
+            s.cpu_seconds, s.percent_of_one_cpu, s.service_demand_us_per_kb
+        ),
+        None => println!("  sink        - (not started here)"),
+    }
+    println!(
+        "  machine     {:.3} CPU s ({:.1}% of {} CPUs), {:.3} us/KB, softirq {:.3} s",
+        r.machine.cpu_seconds,
+        r.machine.utilization_percent,
+        r.machine.cpus,
+        r.machine.service_demand_us_per_kb,
+        r.machine.softirq_seconds
+    );
+}
