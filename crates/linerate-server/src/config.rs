@@ -99,6 +99,8 @@ pub struct Config {
     pub user: Option<String>,
     /// Pin worker i to the i-th CPU (mod their number) of those the process may use.
     pub pin: bool,
+    /// Whether a new connection goes to the worker on the CPU that took its handshake.
+    pub steer: Steer,
     /// Strategy for file bodies.
     pub transmit: Strategy,
     /// The event-loop driver (resolved at the start: `auto` probes io_uring).
@@ -240,6 +242,7 @@ impl Config {
             workers: linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len().max(1)),
             user: None,
             pin: true,
+            steer: Steer::Off,
             transmit: Strategy::Splice,
             driver: linerate_event::DriverChoice::Auto,
             driver_fallback: false,
@@ -373,6 +376,53 @@ impl std::fmt::Display for KernelTls {
             KernelTls::Off => "off",
             KernelTls::Auto => "auto",
             KernelTls::On => "on",
+        })
+    }
+}
+
+/// Which worker takes a new connection on an IP listener (`--steer`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Steer {
+    /// The kernel's hash of the connection picks among the workers' listeners.
+    #[default]
+    Off,
+    /// `cpu` when there are as many workers as CPUs, each pinned; else off.
+    Auto,
+    /// The worker pinned to the CPU that processed the connection's SYN (a program on
+    /// the `SO_REUSEPORT` group), so its packets, its accept and its requests stay on
+    /// one CPU.
+    Cpu,
+}
+
+impl Steer {
+    /// Whether connections are steered with `workers` workers over `cpus` CPUs.
+    pub fn active(self, pin: bool, workers: usize, cpus: usize) -> bool {
+        match self {
+            Steer::Off => false,
+            Steer::Cpu => pin,
+            Steer::Auto => pin && workers > 1 && workers == cpus,
+        }
+    }
+}
+
+impl std::str::FromStr for Steer {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Steer, String> {
+        match s {
+            "off" => Ok(Steer::Off),
+            "auto" => Ok(Steer::Auto),
+            "cpu" => Ok(Steer::Cpu),
+            _ => Err(format!("'{s}': expected off, auto or cpu")),
+        }
+    }
+}
+
+impl std::fmt::Display for Steer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Steer::Off => "off",
+            Steer::Auto => "auto",
+            Steer::Cpu => "cpu",
         })
     }
 }

@@ -468,6 +468,42 @@ pub(crate) fn bind_all(
     Ok(out)
 }
 
+/// Sends each IP address's new connections to the worker pinned to the CPU that
+/// processed their SYN (`--steer`), or gives the choice back to the kernel's hash.
+/// Socket j of an address is worker j mod `workers`'s ([`hand_out`]), and worker w
+/// runs on `cpus[w mod len]`, so CPU c's connections go to the first socket whose
+/// worker runs on c. Sockets passed by systemd are shared by every worker: nothing to
+/// steer. A group that refuses the program keeps the hash, said in one line.
+pub(crate) fn steer(bound: &[Bound], cfg: &Config, cpus: &[usize]) {
+    use std::os::fd::AsFd;
+    let workers = cfg.workers.max(1);
+    let on = cfg.steer.active(cfg.pin, workers, cpus.len());
+    for b in bound.iter().filter(|b| !b.passed) {
+        let (Endpoint::Ip(addr), Some(first)) = (&b.addr, b.sockets.first()) else {
+            continue;
+        };
+        if !on {
+            // ENOENT when it had none.
+            let _ = linerate_sys::steer::detach(first.as_fd());
+            continue;
+        }
+        let mut routes: Vec<(u32, u32)> = Vec::new();
+        for j in 0..b.sockets.len() {
+            let cpu = cpus[(j % workers) % cpus.len().max(1)] as u32;
+            if !routes.iter().any(|&(c, _)| c == cpu) {
+                routes.push((cpu, j as u32));
+            }
+        }
+        let attached = match linerate_sys::steer::cpu_program(&routes) {
+            Some(p) => linerate_sys::steer::attach(first.as_fd(), &p),
+            None => Err(io::Error::other("more CPUs than one program can name")),
+        };
+        if let Err(e) = attached {
+            tracing::warn!("{addr}: --steer: {e}; the kernel's hash picks the worker");
+        }
+    }
+}
+
 /// Adds sockets to `addr`'s `SO_REUSEPORT` group until there is one per worker.
 fn add_group_sockets(
     sockets: &mut Vec<Socket>,

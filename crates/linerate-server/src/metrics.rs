@@ -28,6 +28,8 @@ struct Snapshot {
     responses: [[u64; 5]; 3],
     body_bytes: u64,
     accepted: u64,
+    on_receive_cpu: u64,
+    off_receive_cpu: u64,
     open: u64,
     idle: u64,
     timeouts: [u64; 4],
@@ -72,6 +74,8 @@ impl Snapshot {
             driver,
             body_bytes: sum(&|s| &s.body_bytes),
             accepted: sum(&|s| &s.accepted),
+            on_receive_cpu: sum(&|s| &s.on_receive_cpu),
+            off_receive_cpu: sum(&|s| &s.off_receive_cpu),
             open: sum(&|s| &s.open),
             idle: sum(&|s| &s.idle),
             cache_hits: sum(&|s| &s.cache_hits),
@@ -203,6 +207,22 @@ impl Collector for Snapshot {
             "Connections accepted",
             self.accepted,
         )?;
+        {
+            let mut m = e.encode_descriptor(
+                "linerate_connections_receive_cpu",
+                "Connections accepted by a pinned worker, by whether the worker runs on the \
+                 CPU that processed the connection's packets (same) or not (other)",
+                None,
+                MetricType::Counter,
+            )?;
+            for (cpu, v) in [
+                ("same", self.on_receive_cpu),
+                ("other", self.off_receive_cpu),
+            ] {
+                m.encode_family(&[("cpu", cpu)])?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
         gauge(
             &mut e,
             "linerate_connections_open",

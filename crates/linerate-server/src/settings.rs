@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::config::{AccessLog, Config, KernelTls, LogFormat, SiteConfig};
+use crate::config::{AccessLog, Config, KernelTls, LogFormat, SiteConfig, Steer};
 use crate::listen::Endpoint;
 use crate::logs::ErrorLog;
 use crate::rules::{PathMatch, Redirect, Rule};
@@ -239,6 +239,7 @@ impl fmt::Display for Driver {
 
 as_text!(Driver);
 as_text!(KernelTls);
+as_text!(Steer);
 
 impl FromStr for AccessLog {
     type Err = String;
@@ -974,6 +975,14 @@ pub struct Settings {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pin: Option<bool>,
+    /// Which worker takes a new connection: cpu sends it to the worker pinned to the
+    /// CPU that processed its SYN (a program on each address's SO_REUSEPORT group), so
+    /// its packets, its accept and its requests stay on one CPU; auto does so when
+    /// there are as many workers as CPUs, each pinned; off leaves it to the kernel's
+    /// hash. Needs --pin [default: off].
+    #[arg(long, value_name = "MODE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steer: Option<Steer>,
     /// Strategy for file bodies: splice (file → the worker's pipe → socket, batched as
     /// sendfile is; measured 2-3% cheaper at 1 MiB), sendfile, copy or zerocopy (also
     /// sendfile-4k and sendfile-chunk-SIZE, for measurement) [default: splice].
@@ -1194,6 +1203,7 @@ impl Settings {
             workers: pick(&self.workers, &under.workers),
             user: pick(&self.user, &under.user),
             pin: pick(&self.pin, &under.pin),
+            steer: pick(&self.steer, &under.steer),
             transmit: pick(&self.transmit, &under.transmit),
             driver: pick(&self.driver, &under.driver),
             lowat: pick(&self.lowat, &under.lowat),
@@ -1287,6 +1297,9 @@ impl Settings {
         }
         if let Some(p) = s.pin {
             cfg.pin = p;
+        }
+        if let Some(m) = s.steer {
+            cfg.steer = m;
         }
         if let Some(d) = s.driver {
             cfg.driver = d.0;
@@ -1465,6 +1478,7 @@ mod tests {
                 "expected auto, epoll or uring",
             ),
             ("kernel-tls", "auto", "yes", "expected off, auto or on"),
+            ("steer", "cpu", "rss", "expected off, auto or cpu"),
             ("log-format", "json", "xml", "give clf, combined or json"),
             (
                 "error-log-level",
@@ -1623,6 +1637,7 @@ mod tests {
             "transmit" => "\"copy\"",
             "driver" => "\"epoll\"",
             "kernel-tls" => "\"auto\"",
+            "steer" => "\"cpu\"",
             "user" | "unix-owner" => "\"nobody\"",
             "unix-mode" => "\"0660\"",
             "precompressed" => "[\"gzip\"]",

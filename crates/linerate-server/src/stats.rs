@@ -11,6 +11,10 @@ use std::sync::{Arc, PoisonError, RwLock};
 #[derive(Debug, Default)]
 pub(crate) struct Stats {
     pub accepted: AtomicU64,
+    /// Connections accepted by a pinned worker on the CPU that processed their
+    /// packets (`SO_INCOMING_CPU`), and elsewhere.
+    pub on_receive_cpu: AtomicU64,
+    pub off_receive_cpu: AtomicU64,
     pub requests: AtomicU64,
     /// Residency probes (`cachestat` calls).
     pub probes: AtomicU64,
@@ -149,6 +153,8 @@ impl Stats {
     fn add_to(&self, sum: &Stats) {
         let Stats {
             accepted,
+            on_receive_cpu,
+            off_receive_cpu,
             requests,
             probes,
             misses,
@@ -193,6 +199,8 @@ impl Stats {
         } = self;
         let pairs = [
             (accepted, &sum.accepted),
+            (on_receive_cpu, &sum.on_receive_cpu),
+            (off_receive_cpu, &sum.off_receive_cpu),
             (requests, &sum.requests),
             (probes, &sum.probes),
             (misses, &sum.misses),
@@ -323,6 +331,8 @@ impl Board {
         serde_json::json!({
             "workers": self.workers.len(),
             "connections_accepted": sum(|s| &s.accepted),
+            "connections_on_receive_cpu": sum(|s| &s.on_receive_cpu),
+            "connections_off_receive_cpu": sum(|s| &s.off_receive_cpu),
             "requests": sum(|s| &s.requests),
             "disk": {
                 "probes": sum(|s| &s.probes),

@@ -338,13 +338,13 @@ fn start_generation<'scope>(
         let mut counted = CountedIn(Some(Arc::clone(&accepting)));
         let log_file = log_file.clone();
         handles.push(scope.spawn(move || -> io::Result<()> {
-            if cfg.pin {
-                // Best effort: a restricted affinity mask is not fatal.
-                let _ = linerate_sys::cpu::pin_thread_to_cpu(cpu);
-            }
+            // Best effort: a restricted affinity mask is not fatal.
+            let pinned =
+                (cfg.pin && linerate_sys::cpu::pin_thread_to_cpu(cpu).is_ok()).then_some(cpu);
             match cfg.driver {
                 DriverChoice::Uring => match UringDriver::new() {
                     Ok(driver) => Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
+                        .pinned_to(pinned)
                         .run(&stop, &mut counted),
                     // The probe at the start passed, but this worker's ring cannot be
                     // made (locked-memory limits on older kernels, say).
@@ -354,6 +354,7 @@ fn start_generation<'scope>(
                         );
                         let driver = EpollDriver::new()?;
                         Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
+                            .pinned_to(pinned)
                             .run(&stop, &mut counted)
                     }
                     Err(e) => Err(e),
@@ -361,6 +362,7 @@ fn start_generation<'scope>(
                 DriverChoice::Epoll | DriverChoice::Auto => {
                     let driver = EpollDriver::new()?;
                     Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
+                        .pinned_to(pinned)
                         .run(&stop, &mut counted)
                 }
             }
@@ -456,6 +458,13 @@ pub fn serve(
     if control.stopping() {
         return Ok(());
     }
+    // Workers are pinned within the CPUs this process may use (taskset, cgroups).
+    let cpus = linerate_sys::cpu::allowed_cpus()
+        .ok()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| vec![0]);
+    // Steered before any address is announced: no connection comes by the hash first.
+    crate::listen::steer(&bound, &cfg, &cpus);
     // Inherited sockets (one per worker of the process before) share their address.
     fresh.dedup();
     for a in &fresh {
@@ -465,11 +474,6 @@ pub fn serve(
             .map_or(Kind::Plain, |b| b.kind);
         on_listen(a, kind);
     }
-    // Workers are pinned within the CPUs this process may use (taskset, cgroups).
-    let cpus = linerate_sys::cpu::allowed_cpus()
-        .ok()
-        .filter(|c| !c.is_empty())
-        .unwrap_or_else(|| vec![0]);
     let helpers = cfg.disk_helpers;
     let fixed = Fixed {
         error_log: cfg.error_log.clone(),
@@ -644,6 +648,7 @@ fn reload_generation<'scope>(
     let next = bind_all(&cfg, bound, &mut |a| fresh.push(a.clone()))
         .map_err(|e| describe(&ServeError::from(e)))?;
     let per = hand_out(&next, &cfg, tls.as_ref()).map_err(|e| e.to_string())?;
+    crate::listen::steer(&next, &cfg, shared.cpus);
     let fresh: Vec<(Endpoint, Kind)> = fresh
         .into_iter()
         .map(|a| {
@@ -711,6 +716,9 @@ fn answer(r: ControlRequest, logs: &[&LogFile]) {
 /// through `D`.
 struct Worker<D: Driver> {
     cfg: Arc<Config>,
+    /// The CPU it is pinned to (`--pin`): each connection accepted is counted as taken
+    /// on the CPU that processed its packets, or elsewhere.
+    cpu: Option<usize>,
     driver: D,
     listeners: Vec<Option<Listener>>,
     conns: Vec<Option<Conn>>,
@@ -739,6 +747,12 @@ struct Worker<D: Driver> {
 }
 
 impl<D: Driver> Worker<D> {
+    /// Says which CPU the worker's thread is pinned to.
+    fn pinned_to(mut self, cpu: Option<usize>) -> Self {
+        self.cpu = cpu;
+        self
+    }
+
     fn new(
         mut driver: D,
         cfg: Arc<Config>,
@@ -794,6 +808,7 @@ impl<D: Driver> Worker<D> {
             (AccessLog::File(_), None) => None,
         };
         Ok(Worker {
+            cpu: None,
             stats: Arc::clone(&stats),
             log_style: LogStyle {
                 format: cfg.log_format,
@@ -1045,6 +1060,16 @@ impl<D: Driver> Worker<D> {
             };
             self.serial += 1;
             Stats::add(&self.site.stats.accepted, 1);
+            if let (Some(cpu), Peer::Ip(_)) = (self.cpu, peer) {
+                let here = linerate_sys::steer::incoming_cpu(sock.as_fd())
+                    .ok()
+                    .flatten();
+                if here == Some(cpu) {
+                    Stats::add(&self.site.stats.on_receive_cpu, 1);
+                } else if here.is_some() {
+                    Stats::add(&self.site.stats.off_receive_cpu, 1);
+                }
+            }
             let id = (idx, self.serial);
             let limits = self.site.limits();
             let token = Token::conn(idx, self.serial).encode();

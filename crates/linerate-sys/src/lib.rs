@@ -27,6 +27,7 @@ pub mod ns;
 pub mod pipe;
 pub mod seccomp;
 pub mod sendfile;
+pub mod steer;
 pub mod term;
 pub mod uring;
 pub mod user;

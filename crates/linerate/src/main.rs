@@ -524,6 +524,11 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = linerate_server::tls::check(&cfg) {
         return Ok(usage_error(&e));
     }
+    if cfg.steer == linerate_server::config::Steer::Cpu && !cfg.pin {
+        return Ok(usage_error(
+            "--steer cpu needs --pin: a worker on no CPU of its own cannot be the CPU's",
+        ));
+    }
     // SIGHUP: the file again, under the same flags.
     let config_path = a.config.clone();
     let reload = move || -> Result<linerate_server::Config, String> {
