@@ -64,6 +64,13 @@ pub struct ConnsConfig {
     pub sink_workers: usize,
     /// Run over two namespaces instead of loopback.
     pub netns: Option<NetnsSettings>,
+    /// With `netns`: a multi-queue link over these CPUs
+    /// ([`Topology::create_multiqueue`]); empty: one queue, steered to the sink's CPU.
+    pub queues: Vec<usize>,
+    /// A sink started here pins its workers one per CPU (`linerate sink --steer`)
+    /// and, with `Some(true)`, steers each connection to the worker on its receive
+    /// CPU; `None`: its workers are not pinned.
+    pub sink_steer: Option<bool>,
     /// The `linerate` binary, to start the sink.
     pub linerate_exe: PathBuf,
 }
@@ -99,6 +106,15 @@ pub struct ConnsResult {
     pub sink: Option<CpuFigure>,
     /// All CPUs.
     pub machine: MachineFigure,
+    /// Connections a pinned sink worker served on the CPU that processed their
+    /// packets, and elsewhere (a sink started here with `--steer`).
+    pub sink_on_receive_cpu: Option<u64>,
+    pub sink_off_receive_cpu: Option<u64>,
+    /// Whether the sink steered connections to their receive CPU's worker (`None`:
+    /// its workers were not pinned).
+    pub sink_steer: Option<bool>,
+    /// Receive queues of the link (`--queues`; 1 otherwise).
+    pub queues: usize,
 }
 
 /// One figure of a [`ConnsResult`] by which series of runs are compared.
@@ -147,6 +163,7 @@ const IO_BYTES: usize = 256 << 10;
 pub fn run(cfg: &ConnsConfig, stop: &StopFlag) -> Result<ConnsResult, StreamError> {
     let total = (cfg.processes * cfg.connections) as u64;
     let topo = match cfg.netns {
+        Some(s) if !cfg.queues.is_empty() => Some(Topology::create_multiqueue(s.tso, &cfg.queues)?),
         Some(s) => Some(Topology::create(
             s.tso,
             cfg.sink_cpu,
@@ -157,12 +174,18 @@ pub fn run(cfg: &ConnsConfig, stop: &StopFlag) -> Result<ConnsResult, StreamErro
     let sink = match cfg.target {
         Some(_) => None,
         None => {
+            // Its reports (one JSON line per connection) say where each was served.
             let mut args = vec![
                 "--connections".to_string(),
                 total.to_string(),
                 "--workers".to_string(),
                 cfg.sink_workers.to_string(),
+                "--json".to_string(),
             ];
+            if let Some(on) = cfg.sink_steer {
+                let mode = if on { "cpu" } else { "off" };
+                args.extend(["--steer".to_string(), mode.to_string()]);
+            }
             if cfg.direction == Direction::Receive {
                 args.extend(["--send".to_string(), cfg.bytes.to_string()]);
             }
@@ -211,8 +234,18 @@ pub fn run(cfg: &ConnsConfig, stop: &StopFlag) -> Result<ConnsResult, StreamErro
         (Some(pid), Some(c0)) => Some(crate::cpu::process_cpu(pid)?.saturating_sub(c0)),
         _ => None,
     };
-    drop(sink);
+    let reports: Vec<SinkReport> = sink
+        .map(|s| s.finish())
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
     drop(topo);
+    let pinned: Vec<&SinkReport> = reports.iter().filter(|r| r.worker_cpu.is_some()).collect();
+    let on = pinned
+        .iter()
+        .filter(|r| r.incoming_cpu.is_some() && r.incoming_cpu == r.worker_cpu)
+        .count() as u64;
     let mut outs_ok = Vec::with_capacity(outs.len());
     for o in outs {
         outs_ok.push(o?);
@@ -251,6 +284,10 @@ pub fn run(cfg: &ConnsConfig, stop: &StopFlag) -> Result<ConnsResult, StreamErro
         client: CpuFigure::new(client_cpu, elapsed, bytes),
         sink: sink_cpu.map(|c| CpuFigure::new(c, elapsed, bytes)),
         machine: MachineFigure::of(&machine, bytes),
+        sink_on_receive_cpu: (!pinned.is_empty()).then_some(on),
+        sink_off_receive_cpu: (!pinned.is_empty()).then_some(pinned.len() as u64 - on),
+        sink_steer: cfg.sink_steer.filter(|_| cfg.target.is_none()),
+        queues: cfg.queues.len().max(1),
     })
 }
 

@@ -98,6 +98,26 @@ impl Topology {
         sink_cpu: Option<usize>,
         sender_cpu: Option<usize>,
     ) -> Result<Topology, NetnsError> {
+        Topology::create_with(
+            tso,
+            Spread::Cpus {
+                sink_cpu,
+                sender_cpu,
+            },
+        )
+    }
+
+    /// A multi-queue link (`bench conns --queues N`): each veth end with `cpus.len()`
+    /// transmit and receive queues, transmit queue i used by CPU i (XPS), and each
+    /// end's received packets spread over all of `cpus` by their flow's hash (RPS on
+    /// every receive queue), as a NIC with one queue per CPU spreads them by RSS. veth
+    /// hands every packet to its peer's first receive queue whatever queue it left by,
+    /// so the flow hash, not the sending CPU, picks the CPU, as on such a NIC.
+    pub fn create_multiqueue(tso: bool, cpus: &[usize]) -> Result<Topology, NetnsError> {
+        Topology::create_with(tso, Spread::Queues(cpus.to_vec()))
+    }
+
+    fn create_with(tso: bool, spread: Spread) -> Result<Topology, NetnsError> {
         if linerate_sys::ns::effective_uid() != 0 {
             return Err(NetnsError::NotRoot);
         }
@@ -109,28 +129,31 @@ impl Topology {
             sink_dev: format!("lr{id}r0"),
             created: Vec::new(),
         };
-        t.build(tso, sink_cpu, sender_cpu)?;
+        t.build(tso, &spread)?;
         Ok(t)
     }
 
-    fn build(
-        &mut self,
-        tso: bool,
-        sink_cpu: Option<usize>,
-        sender_cpu: Option<usize>,
-    ) -> Result<(), NetnsError> {
+    fn build(&mut self, tso: bool, spread: &Spread) -> Result<(), NetnsError> {
         let (s, r) = (self.sender_ns.clone(), self.sink_ns.clone());
         let (sd, rd) = (self.sender_dev.clone(), self.sink_dev.clone());
         for ns in [&s, &r] {
             run("ip", &["netns", "add", ns])?;
             self.created.push(ns.clone());
         }
-        run(
-            "ip",
-            &[
-                "link", "add", &sd, "netns", &s, "type", "veth", "peer", "name", &rd, "netns", &r,
-            ],
-        )?;
+        let queues = match spread {
+            Spread::Queues(cpus) => cpus.len().max(1),
+            Spread::Cpus { .. } => 1,
+        }
+        .to_string();
+        let q = ["numtxqueues", &queues, "numrxqueues", &queues];
+        let link = [
+            &["link", "add", &sd, "netns", &s][..],
+            &q,
+            &["type", "veth", "peer", "name", &rd, "netns", &r],
+            &q,
+        ]
+        .concat();
+        run("ip", &link)?;
         let sa = format!("{SENDER_ADDR}/30");
         let ra = format!("{SINK_ADDR}/30");
         for (ns, dev, addr) in [(&s, &sd, &sa), (&r, &rd, &ra)] {
@@ -145,12 +168,7 @@ impl Topology {
                 ],
             )?;
         }
-        for (ns, dev, cpu) in [(&r, &rd, sink_cpu), (&s, &sd, sender_cpu)] {
-            let Some(cpu) = cpu else {
-                continue;
-            };
-            let mask = rps_mask(cpu);
-            let path = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
+        let write = |ns: &str, path: String, mask: String| {
             run(
                 "ip",
                 &[
@@ -161,7 +179,29 @@ impl Topology {
                     "-c",
                     &format!("echo {mask} > {path}"),
                 ],
-            )?;
+            )
+        };
+        match spread {
+            Spread::Cpus {
+                sink_cpu,
+                sender_cpu,
+            } => {
+                for (ns, dev, cpu) in [(&r, &rd, sink_cpu), (&s, &sd, sender_cpu)] {
+                    if let Some(cpu) = cpu {
+                        let path = format!("/sys/class/net/{dev}/queues/rx-0/rps_cpus");
+                        write(ns, path, rps_mask(&[*cpu]))?;
+                    }
+                }
+            }
+            Spread::Queues(cpus) => {
+                for (ns, dev) in [(&r, &rd), (&s, &sd)] {
+                    for (i, &cpu) in cpus.iter().enumerate() {
+                        let queues = format!("/sys/class/net/{dev}/queues");
+                        write(ns, format!("{queues}/rx-{i}/rps_cpus"), rps_mask(cpus))?;
+                        write(ns, format!("{queues}/tx-{i}/xps_cpus"), rps_mask(&[cpu]))?;
+                    }
+                }
+            }
         }
         Ok(())
     }
@@ -188,14 +228,28 @@ pub fn within<R: Send>(ns: Option<&str>, f: impl FnOnce() -> R + Send) -> std::i
     })
 }
 
-/// The `rps_cpus` mask selecting one CPU: comma-separated 32-bit hex words, most
-/// significant first, as the kernel's bitmap parser reads them.
-fn rps_mask(cpu: usize) -> String {
-    let words = cpu / 32 + 1;
+/// How each end's received packets are spread over the CPUs.
+enum Spread {
+    /// All of them to one CPU (per end, when given).
+    Cpus {
+        sink_cpu: Option<usize>,
+        sender_cpu: Option<usize>,
+    },
+    /// Over these CPUs by flow hash, one transmit queue per CPU.
+    Queues(Vec<usize>),
+}
+
+/// The `rps_cpus` (or `xps_cpus`) mask selecting `cpus`: comma-separated 32-bit hex
+/// words, most significant first, as the kernel's bitmap parser reads them.
+fn rps_mask(cpus: &[usize]) -> String {
+    let words = cpus.iter().max().map_or(0, |m| m / 32) + 1;
     (0..words)
         .rev()
         .map(|w| {
-            let bits: u32 = if w == cpu / 32 { 1 << (cpu % 32) } else { 0 };
+            let bits: u32 = cpus
+                .iter()
+                .filter(|&&c| c / 32 == w)
+                .fold(0, |b, &c| b | 1 << (c % 32));
             format!("{bits:08x}")
         })
         .collect::<Vec<_>>()
@@ -215,10 +269,12 @@ impl Drop for Topology {
 mod tests {
     #[test]
     fn rps_masks() {
-        assert_eq!(super::rps_mask(0), "00000001");
-        assert_eq!(super::rps_mask(1), "00000002");
-        assert_eq!(super::rps_mask(31), "80000000");
-        assert_eq!(super::rps_mask(32), "00000001,00000000");
-        assert_eq!(super::rps_mask(70), "00000040,00000000,00000000");
+        assert_eq!(super::rps_mask(&[0]), "00000001");
+        assert_eq!(super::rps_mask(&[1]), "00000002");
+        assert_eq!(super::rps_mask(&[31]), "80000000");
+        assert_eq!(super::rps_mask(&[32]), "00000001,00000000");
+        assert_eq!(super::rps_mask(&[70]), "00000040,00000000,00000000");
+        assert_eq!(super::rps_mask(&[0, 1]), "00000003");
+        assert_eq!(super::rps_mask(&[1, 33]), "00000002,00000002");
     }
 }

@@ -68,6 +68,12 @@ pub struct SinkConfig {
     /// Bytes to write to each connection before ending the sink's side (`None`: a
     /// sink only).
     pub send_bytes: Option<u64>,
+    /// Pin worker i to the i-th CPU this process may use (`--steer`, either mode):
+    /// each report names the worker's CPU and the connection's receive CPU.
+    pub pin_workers: bool,
+    /// And send each new connection to the worker on the CPU that processed its SYN
+    /// (`--steer cpu`, as `serve`).
+    pub steer: bool,
 }
 
 /// What the sink saw on one connection.
@@ -91,6 +97,12 @@ pub struct SinkReport {
     pub rcvbuf_bytes: usize,
     /// The discard mode.
     pub discard: Discard,
+    /// The CPU of the worker that served it, when workers are pinned (`--steer`).
+    #[serde(default)]
+    pub worker_cpu: Option<usize>,
+    /// The CPU that processed its handshake (`SO_INCOMING_CPU`).
+    #[serde(default)]
+    pub incoming_cpu: Option<usize>,
 }
 
 /// A bound sink.
@@ -121,6 +133,20 @@ impl Sink {
             addr = l.local_addr()?;
             listeners.push(l);
         }
+        if config.steer {
+            // Worker i is pinned to cpus[i mod len]; its listener is the group's i-th.
+            let cpus = worker_cpus();
+            let mut routes: Vec<(u32, u32)> = Vec::new();
+            for i in 0..listeners.len() {
+                let cpu = cpus[i % cpus.len()] as u32;
+                if !routes.iter().any(|&(c, _)| c == cpu) {
+                    routes.push((cpu, i as u32));
+                }
+            }
+            let program = linerate_sys::steer::cpu_program(&routes)
+                .ok_or_else(|| io::Error::other("--steer: more CPUs than one program can name"))?;
+            linerate_sys::steer::attach(listeners[0].as_fd(), &program)?;
+        }
         Ok(Sink { listeners, config })
     }
 
@@ -133,14 +159,27 @@ impl Sink {
     /// have ended, calling `report` for each finished connection (from the worker that
     /// served it). A stop ends every open connection with a report of what it had.
     pub fn run(self, stop: &StopFlag, report: &(dyn Fn(&SinkReport) + Sync)) -> io::Result<()> {
-        let accepted = AtomicU64::new(0);
+        let accepted = Budget::default();
         let config = &self.config;
         let accepted = &accepted;
         std::thread::scope(|scope| {
             let handles: Vec<_> = self
                 .listeners
                 .iter()
-                .map(|l| scope.spawn(move || Worker::new(l, config)?.run(accepted, stop, report)))
+                .enumerate()
+                .map(|(i, l)| {
+                    scope.spawn(move || {
+                        let cpu = if config.pin_workers || config.steer {
+                            let cpus = worker_cpus();
+                            let cpu = cpus[i % cpus.len()];
+                            linerate_sys::cpu::pin_thread_to_cpu(cpu)?;
+                            Some(cpu)
+                        } else {
+                            None
+                        };
+                        Worker::new(l, config, cpu)?.run(accepted, stop, report)
+                    })
+                })
                 .collect();
             let mut first_error = None;
             for h in handles {
@@ -154,6 +193,22 @@ impl Sink {
             first_error.map_or(Ok(()), Err)
         })
     }
+}
+
+/// The connection budget (`--connections`) the workers share: places held for an
+/// accept under way, and connections taken.
+#[derive(Default)]
+struct Budget {
+    reserved: AtomicU64,
+    taken: AtomicU64,
+}
+
+/// The CPUs the workers are pinned to under `--steer`: those this process may use.
+fn worker_cpus() -> Vec<usize> {
+    linerate_sys::cpu::allowed_cpus()
+        .ok()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| vec![0])
 }
 
 /// The listener's token; connections use their slot index.
@@ -176,6 +231,8 @@ struct Conn {
     start: Instant,
     cpu0: linerate_sys::cpu::CpuTime,
     rcvbuf: usize,
+    /// The CPU that processed its handshake.
+    incoming_cpu: Option<usize>,
     bytes: u64,
     /// Bytes still to send (`--send`), and sent.
     to_send: u64,
@@ -199,6 +256,8 @@ enum Drain {
 /// One event-loop thread of the sink.
 struct Worker<'a> {
     listener: &'a TcpListener,
+    /// The CPU it is pinned to (`--steer`).
+    cpu: Option<usize>,
     config: &'a SinkConfig,
     driver: EpollDriver,
     conns: Vec<Option<Conn>>,
@@ -221,7 +280,11 @@ enum Turn {
 }
 
 impl<'a> Worker<'a> {
-    fn new(listener: &'a TcpListener, config: &'a SinkConfig) -> io::Result<Worker<'a>> {
+    fn new(
+        listener: &'a TcpListener,
+        config: &'a SinkConfig,
+        cpu: Option<usize>,
+    ) -> io::Result<Worker<'a>> {
         let mut driver = EpollDriver::new()?;
         driver.register(listener.as_fd(), LISTENER, Interest::Listener)?;
         let drain = match config.discard {
@@ -235,6 +298,7 @@ impl<'a> Worker<'a> {
         };
         Ok(Worker {
             listener,
+            cpu,
             config,
             driver,
             conns: Vec::new(),
@@ -252,7 +316,7 @@ impl<'a> Worker<'a> {
 
     fn run(
         mut self,
-        accepted: &AtomicU64,
+        accepted: &Budget,
         stop: &StopFlag,
         report: &(dyn Fn(&SinkReport) + Sync),
     ) -> io::Result<()> {
@@ -303,10 +367,10 @@ impl<'a> Worker<'a> {
         }
     }
 
-    fn budget_spent(&self, accepted: &AtomicU64) -> bool {
+    fn budget_spent(&self, accepted: &Budget) -> bool {
         self.config
             .max_connections
-            .is_some_and(|m| accepted.load(Ordering::Relaxed) >= m)
+            .is_some_and(|m| accepted.taken.load(Ordering::Relaxed) >= m)
     }
 
     fn stop_accepting(&mut self) -> io::Result<()> {
@@ -314,10 +378,17 @@ impl<'a> Worker<'a> {
         self.driver.deregister(self.listener.as_fd())
     }
 
-    fn accept(&mut self, accepted: &AtomicU64) -> io::Result<()> {
+    fn accept(&mut self, accepted: &Budget) -> io::Result<()> {
         while self.accepting {
+            if self.budget_spent(accepted) {
+                return self.stop_accepting();
+            }
             // Take a place in the budget before the connection: the workers share it.
+            // A place another worker holds only for its try (which may find its queue
+            // empty) is not the budget spent: this listener is level-triggered, so its
+            // connection is taken at the next turn.
             let admitted = accepted
+                .reserved
                 .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                     self.config
                         .max_connections
@@ -326,12 +397,15 @@ impl<'a> Worker<'a> {
                 })
                 .is_ok();
             if !admitted {
-                return self.stop_accepting();
+                return Ok(());
             }
             let fd = match linerate_sys::fs::accept_nonblocking(self.listener.as_fd()) {
-                Ok(fd) => fd,
+                Ok(fd) => {
+                    accepted.taken.fetch_add(1, Ordering::Relaxed);
+                    fd
+                }
                 Err(e) => {
-                    accepted.fetch_sub(1, Ordering::Relaxed);
+                    accepted.reserved.fetch_sub(1, Ordering::Relaxed);
                     return match e.kind() {
                         io::ErrorKind::WouldBlock
                         | io::ErrorKind::Interrupted
@@ -357,8 +431,12 @@ impl<'a> Worker<'a> {
                     continue;
                 }
             };
+            let incoming_cpu = linerate_sys::steer::incoming_cpu(sock.as_fd())
+                .ok()
+                .flatten();
             let conn = Conn {
                 sock,
+                incoming_cpu,
                 peer,
                 start: Instant::now(),
                 cpu0: linerate_sys::cpu::thread_cpu()?,
@@ -446,6 +524,8 @@ impl<'a> Worker<'a> {
             cpu_system_seconds: cpu.system.as_secs_f64(),
             rcvbuf_bytes: c.rcvbuf,
             discard: self.config.discard,
+            worker_cpu: self.cpu,
+            incoming_cpu: c.incoming_cpu,
         };
         // A source has ended its side already: no line can follow.
         if self.config.send_bytes.is_none() {

@@ -243,12 +243,33 @@ pub(crate) struct SinkChild {
     child: Child,
     /// Where it listens.
     pub addr: SocketAddr,
+    /// What it prints after its first line, read as it comes (so it never blocks on a
+    /// full pipe), until it exits.
+    rest: Option<std::thread::JoinHandle<Vec<String>>>,
 }
 
 impl SinkChild {
     /// Its process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Waits for it to exit (killed after 5 s) and gives the lines it printed after
+    /// its first.
+    pub fn finish(mut self) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.rest
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
     }
 }
 
@@ -268,7 +289,7 @@ impl Drop for SinkChild {
 }
 
 fn start_sink(cfg: &StreamConfig, topo: Option<&Topology>) -> Result<SinkChild, StreamError> {
-    let mut args: Vec<String> = vec!["--connections".into(), "1".into()];
+    let mut args: Vec<String> = vec!["--connections".into(), "1".into(), "--quiet".into()];
     args.extend([
         "--discard".into(),
         match cfg.discard {
@@ -304,7 +325,7 @@ pub(crate) fn spawn_sink(
         }
         None => Command::new(exe),
     };
-    cmd.args(["sink", "--listen", &listen, "--quiet"]);
+    cmd.args(["sink", "--listen", &listen]);
     cmd.args(args);
     cmd.stdout(Stdio::piped()).stdin(Stdio::null());
     let child = cmd
@@ -314,6 +335,7 @@ pub(crate) fn spawn_sink(
     let mut guard = SinkChild {
         child,
         addr: SocketAddr::from(([0, 0, 0, 0], 0)),
+        rest: None,
     };
     let stdout = guard
         .child
@@ -321,11 +343,13 @@ pub(crate) fn spawn_sink(
         .take()
         .ok_or_else(|| StreamError::Sink("no stdout".into()))?;
     let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
+    guard.rest = Some(std::thread::spawn(move || {
+        let mut out = BufReader::new(stdout);
         let mut line = String::new();
-        let r = BufReader::new(stdout).read_line(&mut line).map(|_| line);
+        let r = out.read_line(&mut line).map(|_| line);
         let _ = tx.send(r);
-    });
+        out.lines().map_while(Result::ok).collect()
+    }));
     let line = match rx.recv_timeout(Duration::from_secs(10)) {
         Ok(r) => r?,
         Err(_) => {

@@ -42,9 +42,16 @@ pub struct ConnsArgs {
     #[arg(long = "cpu-client", value_name = "LIST", value_delimiter = ',')]
     cpu_client: Vec<usize>,
     /// Pin a sink started here to this CPU [default: 1 when there are two CPUs or
-    /// more].
-    #[arg(long = "cpu-sink", value_name = "N")]
+    /// more, and neither --steer cpu nor --queues].
+    #[arg(long = "cpu-sink", value_name = "N", conflicts_with = "steer")]
     cpu_sink: Option<usize>,
+    /// The sink started here pins its workers one per CPU and picks the worker of a
+    /// new connection: cpu, the worker on the CPU that processed its SYN (as `serve
+    /// --steer cpu`); off, the kernel's hash. Either way each connection is counted as
+    /// served on its receive CPU or elsewhere. Without it the sink is pinned to
+    /// --cpu-sink.
+    #[arg(long, value_name = "MODE", value_parser = ["off", "cpu"])]
+    steer: Option<String>,
     /// Pin nothing.
     #[arg(long, conflicts_with_all = ["cpu_client", "cpu_sink"])]
     no_pin: bool,
@@ -55,6 +62,11 @@ pub struct ConnsArgs {
     /// With --netns: TSO and GSO on the veth pair.
     #[arg(long, default_value = "on", value_parser = parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
     tso: bool,
+    /// With --netns: a veth pair with N transmit and receive queues over the first N
+    /// CPUs, transmit queue i for CPU i (XPS) and each end's received packets spread
+    /// over the N CPUs by flow hash (RPS), as a NIC with a queue per CPU spreads them.
+    #[arg(long, value_name = "N", requires = "netns", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    queues: Option<u64>,
     /// Runs per variant (at least 3 for statistics); variants are interleaved.
     #[arg(short = 'i', long = "iterations", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     iterations: u32,
@@ -93,6 +105,24 @@ fn config(a: &ConnsArgs) -> Result<ConnsConfig, String> {
         ([], true) => vec![0],
         (list, _) => list.to_vec(),
     };
+    let steer = a.steer.as_deref().map(|m| m == "cpu");
+    if steer.is_some() && a.host.is_some() {
+        return Err("--steer is for a sink started here, not --host".into());
+    }
+    let queues = match a.queues {
+        None => Vec::new(),
+        Some(n) => {
+            let cpus = linerate_sys::cpu::allowed_cpus().map_err(|e| format!("--queues: {e}"))?;
+            if n as usize > cpus.len() {
+                return Err(format!(
+                    "--queues {n}: this process may use {} CPUs",
+                    cpus.len()
+                ));
+            }
+            cpus[..n as usize].to_vec()
+        }
+    };
+    let sink_pin = pin && steer.is_none() && queues.is_empty();
     Ok(ConnsConfig {
         target: a.host,
         processes: a.processes as usize,
@@ -104,9 +134,11 @@ fn config(a: &ConnsArgs) -> Result<ConnsConfig, String> {
             Direction::Send
         },
         client_cpus,
-        sink_cpu: a.cpu_sink.or(pin.then_some(1)),
+        sink_cpu: a.cpu_sink.or(sink_pin.then_some(1)),
         sink_workers: a.sink_workers as usize,
         netns: a.netns.then_some(NetnsSettings { tso: a.tso }),
+        queues,
+        sink_steer: steer,
         linerate_exe: std::env::current_exe()
             .map_err(|e| format!("cannot find the linerate binary: {e}"))?,
     })
@@ -246,6 +278,21 @@ fn print(r: &ConnsResult) {
             s.cpu_seconds, s.percent_of_one_cpu, s.service_demand_us_per_kb
         ),
         None => println!("  sink        - (not started here)"),
+    }
+    if let (Some(on), Some(off)) = (r.sink_on_receive_cpu, r.sink_off_receive_cpu) {
+        println!(
+            "  steering    {}: {on} connections served on their receive CPU, {off} elsewhere{}",
+            if r.sink_steer == Some(true) {
+                "cpu"
+            } else {
+                "off"
+            },
+            if r.queues > 1 {
+                format!(" ({} receive queues)", r.queues)
+            } else {
+                String::new()
+            }
+        );
     }
     println!(
         "  machine     {:.3} CPU s ({:.1}% of {} CPUs), {:.3} us/KB, softirq {:.3} s",

@@ -169,6 +169,12 @@ struct SinkArgs {
     /// --receive`.
     #[arg(long, value_name = "BYTES", value_parser = parse_positive_size_u64)]
     send: Option<u64>,
+    /// Pin worker i to the i-th CPU (each report then names the worker's CPU and the
+    /// one that processed the connection's handshake), and pick the worker of a new
+    /// connection: cpu, the worker on the CPU that processed its SYN (as `serve --steer
+    /// cpu`); off, the kernel's hash. Without it the workers are not pinned.
+    #[arg(long, value_name = "MODE", value_parser = ["off", "cpu"], conflicts_with = "cpu")]
+    steer: Option<String>,
     /// Print only the "listening on" line, no per-connection reports.
     #[arg(long)]
     quiet: bool,
@@ -623,6 +629,8 @@ fn run_sink(a: SinkArgs) -> anyhow::Result<ExitCode> {
         max_connections: a.connections,
         workers: a.workers as usize,
         send_bytes: a.send,
+        pin_workers: a.steer.is_some(),
+        steer: a.steer.as_deref() == Some("cpu"),
     })
     .with_context(|| format!("cannot listen on {}", a.listen))?;
     println!("listening on {}", sink.local_addr()?);
@@ -643,6 +651,10 @@ fn run_sink(a: SinkArgs) -> anyhow::Result<ExitCode> {
             );
             if r.sent_bytes > 0 {
                 println!("{}: sent {} bytes", r.peer, r.sent_bytes);
+            }
+            if let Some(w) = r.worker_cpu {
+                let got = r.incoming_cpu.map_or("-".to_string(), |c| c.to_string());
+                println!("{}: served on CPU {w}, received on CPU {got}", r.peer);
             }
         }
     };

@@ -111,6 +111,57 @@ fn netns_runs_between_two_namespaces_and_cleans_up() {
     }
 }
 
+/// The sink's workers pinned one per CPU, client threads on each CPU: with `--steer
+/// cpu` every connection is served on the CPU that processed its packets; with
+/// `--steer off` (the kernel's hash) some are not. On loopback a packet is processed
+/// on its sender's CPU; over `--netns --queues 2` the flow's hash picks the CPU, as a
+/// NIC's RSS does.
+#[test]
+fn steering_serves_every_connection_on_its_receive_cpu() {
+    let cpus = linerate_sys::cpu::allowed_cpus().unwrap();
+    if cpus.len() < 2 {
+        return;
+    }
+    let clients = format!("{},{}", cpus[0], cpus[1]);
+    let mut paths = vec![vec![]];
+    if is_root() {
+        paths.push(vec!["--netns", "--queues", "2"]);
+    }
+    for path in &paths {
+        for (mode, all_on) in [("cpu", true), ("off", false)] {
+            let args = [
+                &["bench", "conns", "-p", "2", "-c", "20", "-b", "64K"][..],
+                &[
+                    "--sink-workers",
+                    "2",
+                    "--cpu-client",
+                    &clients,
+                    "--steer",
+                    mode,
+                ],
+                path,
+                &["--json"],
+            ]
+            .concat();
+            let v = json(&LINERATE.output(&args));
+            let (on, off) = (
+                v["sink_on_receive_cpu"].as_u64().unwrap(),
+                v["sink_off_receive_cpu"].as_u64().unwrap(),
+            );
+            assert_eq!(on + off, 40, "{path:?} {mode}: {v}");
+            if all_on {
+                assert_eq!(off, 0, "{path:?}: every one on its receive CPU: {v}");
+            } else {
+                // 40 connections all on one side by the hash: about 1 in 10^12.
+                assert!(off > 0 && on > 0, "{path:?}: the hash splits them: {v}");
+            }
+        }
+    }
+    // Without --steer the sink's workers are not pinned: nothing to count.
+    let v = json(&LINERATE.output(&["bench", "conns", "-c", "2", "-b", "1K", "--json"]));
+    assert!(v["sink_on_receive_cpu"].is_null(), "{v}");
+}
+
 #[test]
 fn compare_interleaves_variants_and_judges_them_with_ministat() {
     let out = LINERATE.output(&[
@@ -167,6 +218,16 @@ fn bad_input_names_the_flag_and_exits_64() {
     assert_usage(
         &["bench", "conns", "-i", "3", "--compare", "-c 2,-c 0"],
         "--compare variant '-c 0'",
+    );
+    assert_usage(&["bench", "conns", "--queues", "2"], "--netns");
+    assert_usage(&["bench", "conns", "--steer", "rss"], "--steer");
+    assert_usage(
+        &["bench", "conns", "--steer", "cpu", "--cpu-sink", "1"],
+        "--cpu-sink",
+    );
+    assert_usage(
+        &["bench", "conns", "--steer", "cpu", "--host", "127.0.0.1:9"],
+        "--steer",
     );
 }
 
