@@ -76,8 +76,15 @@ pub struct HttpArgs {
     tso: bool,
     /// With --netns: the server's CPU (default: 1 when there are two CPUs or more; the
     /// load then defaults to CPU 0).
-    #[arg(long, value_name = "N", requires = "netns")]
+    #[arg(long, value_name = "N", requires = "netns", conflicts_with = "queues")]
     server_cpu: Option<usize>,
+    /// With --netns: a veth pair with N queues over the first N CPUs, each end's
+    /// packets spread over them by flow hash (as a NIC's RSS), and the server with a
+    /// worker per CPU, each pinned by the server; the server's status page (given
+    /// --status-path in --linerate-args) is read at the end for how many connections
+    /// its workers took on their receive CPU.
+    #[arg(long, value_name = "N", requires = "netns", value_parser = clap::value_parser!(u64).range(1..=1024))]
+    queues: Option<u64>,
     /// With --netns: extra arguments for `linerate serve`, one string ("--lowat 0").
     #[arg(
         long,
@@ -495,10 +502,35 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
         return Ok(usage_error(&e));
     }
     let cpus = linerate_bench::cpu::online_cpus();
-    let server_cpu = a.server_cpu.or((cpus >= 2).then_some(1));
+    let queues = match a.queues {
+        None => Vec::new(),
+        Some(n) => {
+            let allowed = linerate_sys::cpu::allowed_cpus().context("--queues")?;
+            if n as usize > allowed.len() {
+                return Ok(usage_error(&format!(
+                    "--queues {n}: this process may use {} CPUs",
+                    allowed.len()
+                )));
+            }
+            allowed[..n as usize].to_vec()
+        }
+    };
+    let server_cpu = if queues.is_empty() {
+        a.server_cpu.or((cpus >= 2).then_some(1))
+    } else {
+        None
+    };
     if a.load.cpu.is_empty() && cpus >= 2 {
-        a.load.cpu = vec![0];
+        a.load.cpu = if queues.is_empty() {
+            vec![0]
+        } else {
+            queues.clone()
+        };
     }
+    let status_path = crate::words(a.linerate_args.as_deref())
+        .windows(2)
+        .find(|w| w[0] == "--status-path")
+        .map(|w| w[1].clone());
     let hosted = compare::Hosted::start(&compare::HostedConfig {
         exe: std::env::current_exe().context("finding the linerate binary")?,
         args: crate::words(a.linerate_args.as_deref()),
@@ -508,6 +540,7 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
         netns: linerate_bench::netns::NetnsSettings { tso: a.tso },
         client_cpu: a.load.cpu.first().copied(),
         server_cpu,
+        queues: queues.clone(),
     })?;
     if !a.json {
         eprintln!(
@@ -519,9 +552,41 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
     a.urls = vec![format!("http://{}/", hosted.addr())];
     a.server_pid = Some(hosted.pid());
     let ns = hosted.client_ns().to_string();
+    let addr = hosted.addr();
     let code = linerate_bench::netns::within(Some(&ns), move || run_http_on(a, server_cpu))??;
+    if let (false, Some(path)) = (queues.is_empty(), status_path) {
+        let got = linerate_bench::netns::within(Some(&ns), move || status_of(addr, &path))?;
+        match got {
+            Ok(v) => eprintln!(
+                "server: {} connections taken on their receive CPU, {} elsewhere (steer: {})",
+                v["connections_on_receive_cpu"],
+                v["connections_off_receive_cpu"],
+                v["steer"].as_str().unwrap_or("?")
+            ),
+            Err(e) => eprintln!("server: its status page ({e})"),
+        }
+    }
     drop(hosted);
     Ok(code)
+}
+
+/// The server's status page at `addr` and `path`, as JSON.
+fn status_of(addr: std::net::SocketAddr, path: &str) -> std::io::Result<serde_json::Value> {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr)?;
+    c.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    write!(
+        c,
+        "GET {path} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut got = Vec::new();
+    c.read_to_end(&mut got)?;
+    let body = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|i| &got[i + 4..])
+        .ok_or_else(|| std::io::Error::other("no response head"))?;
+    serde_json::from_slice(body).map_err(std::io::Error::other)
 }
 
 /// The runs of `a`; `server_core`: the CPU the server is pinned to, whose whole busy

@@ -683,6 +683,71 @@ fn non_2xx_answers_are_shown_and_expect_status_fails_the_run() {
     assert!(err.contains("--expect-status"), "{err}");
 }
 
+/// `--netns --queues 2`: a multi-queue link, the server with a worker per CPU, and its
+/// status page read at the end: with `--steer cpu` every connection taken on its
+/// receive CPU.
+#[test]
+fn netns_queues_run_a_worker_per_cpu_and_say_where_connections_were_taken() {
+    let (code, _, err) = LINERATE.run(&["bench", "http", "--queues", "2", "--sizes", "1K"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--netns"), "{err}");
+    let cpus = linerate_sys::cpu::allowed_cpus().unwrap();
+    if !linerate_testkit::is_root() || cpus.len() < 2 {
+        return;
+    }
+    let (code, _, err) = LINERATE.run(&[
+        "bench",
+        "http",
+        "--netns",
+        "--queues",
+        "2",
+        "--server-cpu",
+        "1",
+        "--sizes",
+        "1K",
+    ]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--server-cpu"), "{err}");
+    for (mode, all) in [("cpu", true), ("off", false)] {
+        let out = LINERATE.output(&[
+            "bench",
+            "http",
+            "--netns",
+            "--queues",
+            "2",
+            "--sizes",
+            "1K",
+            "-c",
+            "16",
+            "-t",
+            "2",
+            "-n",
+            "2000",
+            "--linerate-args",
+            &format!("--steer {mode} --status-path /.s"),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        let line = err
+            .lines()
+            .find(|l| l.starts_with("server: "))
+            .unwrap_or_else(|| panic!("{err}"));
+        let n: Vec<u64> = line
+            .split(|c: char| !c.is_ascii_digit())
+            .filter_map(|w| w.parse().ok())
+            .collect();
+        // 16 load connections, the start's probe of the port and the status request
+        // (those two from threads on no CPU in particular, counted either way).
+        assert_eq!(n[0] + n[1], 18, "{line}");
+        if all {
+            assert!(n[0] >= 16 && n[1] <= 2, "{mode}: {line}");
+            assert!(line.ends_with("(steer: cpu)"), "{line}");
+        } else {
+            assert!(line.ends_with("(steer: off)"), "{line}");
+        }
+    }
+}
+
 #[test]
 fn netns_starts_its_own_server_behind_a_veth_pair() {
     // Usage first: these need nothing.

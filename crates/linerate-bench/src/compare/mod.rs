@@ -718,6 +718,10 @@ pub struct HostedConfig {
     pub client_cpu: Option<usize>,
     /// The server's CPU (it is pinned there, and its ACKs are processed there).
     pub server_cpu: Option<usize>,
+    /// A multi-queue link over these CPUs ([`Topology::create_multiqueue`]) and a
+    /// worker per CPU, each pinned by the server itself (`server_cpu` is not used);
+    /// empty: one queue, one worker on `server_cpu`.
+    pub queues: Vec<usize>,
 }
 
 impl Hosted {
@@ -725,7 +729,11 @@ impl Hosted {
     pub fn start(cfg: &HostedConfig) -> Result<Hosted, CompareError> {
         let (root, tmp) = file_set_root(cfg.root.as_deref(), "linerate-http")?;
         write_file_set(&root, None, &cfg.sizes, cfg.mix_dirs)?;
-        let topo = Topology::create(cfg.netns.tso, cfg.client_cpu, cfg.server_cpu)?;
+        let topo = if cfg.queues.is_empty() {
+            Topology::create(cfg.netns.tso, cfg.client_cpu, cfg.server_cpu)?
+        } else {
+            Topology::create_multiqueue(cfg.netns.tso, &cfg.queues)?
+        };
         let work = tempfile::Builder::new()
             .prefix("linerate-http-server")
             .tempdir()?;
@@ -737,10 +745,17 @@ impl Hosted {
             bind,
             port: peers::free_port(bind, Some(&topo.sender_ns))?,
             netns: Some(topo.sender_ns.clone()),
-            cpu: cfg.server_cpu,
+            cpu: if cfg.queues.is_empty() {
+                cfg.server_cpu
+            } else {
+                None
+            },
             work: work.path().join("linerate"),
             extra: cfg.args.clone(),
-            settings: peers::Settings::default(),
+            settings: peers::Settings {
+                workers: cfg.queues.len().max(peers::Settings::default().workers),
+                ..peers::Settings::default()
+            },
         };
         let server = peers::start(&launch).map_err(|reason| CompareError::Start {
             server: "linerate".into(),
