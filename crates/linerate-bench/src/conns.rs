@@ -331,16 +331,23 @@ fn client(
     barrier: &Barrier,
     stop: &StopFlag,
 ) -> Result<ClientOut, StreamError> {
-    if let Some(p) = netns_path {
-        linerate_sys::ns::enter_net_namespace(p)?;
-    }
-    if !cfg.client_cpus.is_empty() {
-        linerate_sys::cpu::pin_thread_to_cpu(cfg.client_cpus[index % cfg.client_cpus.len()])?;
-    }
+    // Every thread reaches the barrier, failed or not: the others wait there.
+    let ready = (|| -> Result<EpollDriver, StreamError> {
+        if let Some(p) = netns_path {
+            linerate_sys::ns::enter_net_namespace(p)?;
+        }
+        if !cfg.client_cpus.is_empty() {
+            let cpu = cfg.client_cpus[index % cfg.client_cpus.len()];
+            linerate_sys::cpu::pin_thread_to_cpu(cpu).map_err(|e| {
+                StreamError::Sink(format!("pinning a client thread to CPU {cpu}: {e}"))
+            })?;
+        }
+        Ok(EpollDriver::new()?)
+    })();
+    barrier.wait();
+    let mut driver = ready?;
     let pattern: Vec<u8> = (0..IO_BYTES).map(|i| (i % 253) as u8).collect();
     let mut buf = vec![0u8; IO_BYTES];
-    let mut driver = EpollDriver::new()?;
-    barrier.wait();
     let start = Instant::now();
     let cpu0 = linerate_sys::cpu::thread_cpu()?;
     let mut conns = Vec::with_capacity(cfg.connections);

@@ -119,7 +119,8 @@ impl Sink {
         for _ in 0..config.workers.max(1) {
             let sock = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
             sock.set_reuse_address(true)?;
-            if config.workers > 1 {
+            // A group of one takes the steering program too.
+            if config.workers > 1 || config.steer {
                 sock.set_reuse_port(true)?;
             }
             if let Some(n) = config.rcvbuf {

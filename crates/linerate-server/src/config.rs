@@ -101,6 +101,9 @@ pub struct Config {
     pub pin: bool,
     /// Whether a new connection goes to the worker on the CPU that took its handshake.
     pub steer: Steer,
+    /// What `steer` came to at the start (or reload), with the workers and CPUs
+    /// there were: whether the program is on the listeners.
+    pub steering: bool,
     /// Strategy for file bodies.
     pub transmit: Strategy,
     /// The event-loop driver (resolved at the start: `auto` probes io_uring).
@@ -243,6 +246,7 @@ impl Config {
             user: None,
             pin: true,
             steer: Steer::Off,
+            steering: false,
             transmit: Strategy::Splice,
             driver: linerate_event::DriverChoice::Auto,
             driver_fallback: false,
@@ -395,11 +399,13 @@ pub enum Steer {
 }
 
 impl Steer {
-    /// Whether connections are steered with `workers` workers over `cpus` CPUs.
+    /// Whether connections are steered with `workers` workers over `cpus` CPUs. Not
+    /// with more workers than CPUs: the program names one worker per CPU, and the
+    /// others would get no connection.
     pub fn active(self, pin: bool, workers: usize, cpus: usize) -> bool {
         match self {
             Steer::Off => false,
-            Steer::Cpu => pin,
+            Steer::Cpu => pin && workers <= cpus,
             Steer::Auto => pin && workers > 1 && workers == cpus,
         }
     }

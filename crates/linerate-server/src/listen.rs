@@ -472,19 +472,20 @@ pub(crate) fn bind_all(
 /// processed their SYN (`--steer`), or gives the choice back to the kernel's hash.
 /// Socket j of an address is worker j mod `workers`'s ([`hand_out`]), and worker w
 /// runs on `cpus[w mod len]`, so CPU c's connections go to the first socket whose
-/// worker runs on c. Sockets passed by systemd are shared by every worker: nothing to
-/// steer. A group that refuses the program keeps the hash, said in one line.
-pub(crate) fn steer(bound: &[Bound], cfg: &Config, cpus: &[usize]) {
+/// worker runs on c. Sockets passed by systemd (or by the process before a binary
+/// upgrade) are shared by every worker: nothing to steer. A group that refuses the
+/// program keeps the hash, said in one line.
+pub(crate) fn steer(bound: &[Bound], on: bool, workers: usize, cpus: &[usize]) {
     use std::os::fd::AsFd;
-    let workers = cfg.workers.max(1);
-    let on = cfg.steer.active(cfg.pin, workers, cpus.len());
-    for b in bound.iter().filter(|b| !b.passed) {
+    let workers = workers.max(1);
+    for b in bound {
         let (Endpoint::Ip(addr), Some(first)) = (&b.addr, b.sockets.first()) else {
             continue;
         };
-        if !on {
-            // ENOENT when it had none.
-            let _ = linerate_sys::steer::detach(first.as_fd());
+        // Passed sockets are shared by every worker: nothing to steer, and a program
+        // left on them (by the process before a binary upgrade) is taken off.
+        if !on || b.passed {
+            off(first.as_fd());
             continue;
         }
         let mut routes: Vec<(u32, u32)> = Vec::new();
@@ -502,6 +503,25 @@ pub(crate) fn steer(bound: &[Bound], cfg: &Config, cpus: &[usize]) {
             tracing::warn!("{addr}: --steer: {e}; the kernel's hash picks the worker");
         }
     }
+}
+
+/// Takes a group's program off. A kernel before 5.3 has no option for that: there a
+/// program that names no listener (the hash picks) takes its place.
+fn off(fd: std::os::fd::BorrowedFd<'_>) {
+    use linerate_sys::steer::{attach, cpu_program, detach};
+    if let Err(e) = detach(fd) {
+        if e.raw_os_error() == Some(libc_enoprotoopt()) {
+            if let Some(p) = cpu_program(&[]) {
+                let _ = attach(fd, &p);
+            }
+        }
+        // ENOENT: it had none.
+    }
+}
+
+/// `ENOPROTOOPT`.
+fn libc_enoprotoopt() -> i32 {
+    linerate_sys::steer::ENOPROTOOPT
 }
 
 /// Adds sockets to `addr`'s `SO_REUSEPORT` group until there is one per worker.

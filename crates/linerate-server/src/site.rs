@@ -690,11 +690,10 @@ impl Site {
     fn status(&mut self, req: &Request, line: String, now: SystemTime) -> Response {
         let mut status = self.board.json();
         status["driver"] = self.cfg.driver.name().into();
-        let cpus = linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len());
         status["steer"] = match self.cfg.steer {
             crate::config::Steer::Off => "off".into(),
-            m if m.active(self.cfg.pin, self.cfg.workers.max(1), cpus) => "cpu".into(),
-            m => format!("off ({m}: {} workers on {cpus} CPUs)", self.cfg.workers).into(),
+            _ if self.cfg.steering => "cpu".into(),
+            m => format!("off (--steer {m} with these workers and CPUs)").into(),
         };
         let mut body = status.to_string().into_bytes();
         body.push(b'\n');

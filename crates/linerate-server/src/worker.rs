@@ -464,7 +464,9 @@ pub fn serve(
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| vec![0]);
     // Steered before any address is announced: no connection comes by the hash first.
-    crate::listen::steer(&bound, &cfg, &cpus);
+    cfg.steering = cfg.steer.active(cfg.pin, cfg.workers.max(1), cpus.len());
+    crate::listen::steer(&bound, cfg.steering, cfg.workers, &cpus);
+    say_not_steering(&cfg, cpus.len());
     // Inherited sockets (one per worker of the process before) share their address.
     fresh.dedup();
     for a in &fresh {
@@ -612,6 +614,19 @@ pub fn serve(
     })
 }
 
+/// One info line when `--steer` asks for steering that these workers and CPUs do not
+/// allow.
+fn say_not_steering(cfg: &Config, cpus: usize) {
+    if cfg.steer != crate::config::Steer::Off && !cfg.steering {
+        tracing::info!(
+            "--steer {}: not steering ({} workers on {cpus} CPUs{})",
+            cfg.steer,
+            cfg.workers,
+            if cfg.pin { "" } else { ", not pinned" }
+        );
+    }
+}
+
 /// A new generation from the settings `reload` gives, on the sockets of `bound`
 /// (which it extends with any new address); or why not, in one line.
 fn reload_generation<'scope>(
@@ -648,7 +663,11 @@ fn reload_generation<'scope>(
     let next = bind_all(&cfg, bound, &mut |a| fresh.push(a.clone()))
         .map_err(|e| describe(&ServeError::from(e)))?;
     let per = hand_out(&next, &cfg, tls.as_ref()).map_err(|e| e.to_string())?;
-    crate::listen::steer(&next, &cfg, shared.cpus);
+    cfg.steering = cfg
+        .steer
+        .active(cfg.pin, cfg.workers.max(1), shared.cpus.len());
+    say_not_steering(&cfg, shared.cpus.len());
+    let steer = (cfg.steering, cfg.workers);
     let fresh: Vec<(Endpoint, Kind)> = fresh
         .into_iter()
         .map(|a| {
@@ -669,6 +688,9 @@ fn reload_generation<'scope>(
         current.number + 1,
     )
     .map_err(|e| e.to_string())?;
+    // The new workers serve: connections go the new generation's way (a reload
+    // refused before this leaves the program as it was).
+    crate::listen::steer(&next, steer.0, steer.1, shared.cpus);
     // Addresses no longer configured close once the old workers let go of them; a
     // Unix socket's file goes at once.
     for b in bound.iter() {

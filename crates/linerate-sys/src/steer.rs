@@ -27,6 +27,8 @@ const SKF_AD_OFF: i32 = -0x1000;
 const SKF_AD_CPU: i32 = 36;
 /// An index no group has: the kernel falls back to the hash.
 const NO_INDEX: u32 = u32::MAX;
+/// `ENOPROTOOPT`: the kernel (before 5.3) has no `SO_DETACH_REUSEPORT_BPF`.
+pub const ENOPROTOOPT: i32 = libc::ENOPROTOOPT;
 /// Classic BPF programs hold at most this many instructions (`BPF_MAXINSNS`).
 const MAX_INSNS: usize = 4096;
 

@@ -94,8 +94,14 @@ struct ConnsOnly {
 }
 
 fn config(a: &ConnsArgs) -> Result<ConnsConfig, String> {
+    let allowed = linerate_sys::cpu::allowed_cpus().unwrap_or_default();
     for &c in &a.cpu_client {
         linerate_bench::cpu::check_cpu("--cpu-client", c)?;
+        if !allowed.is_empty() && !allowed.contains(&c) {
+            return Err(format!(
+                "--cpu-client: CPU {c} is not one this process may use ({allowed:?})"
+            ));
+        }
     }
     if let Some(c) = a.cpu_sink {
         linerate_bench::cpu::check_cpu("--cpu-sink", c)?;

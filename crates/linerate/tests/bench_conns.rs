@@ -157,6 +157,15 @@ fn steering_serves_every_connection_on_its_receive_cpu() {
             }
         }
     }
+    // One sink worker steers too (a group of one).
+    let v = json(&LINERATE.output(&[
+        "bench", "conns", "-p", "1", "-c", "4", "-b", "1K", "--steer", "cpu", "--json",
+    ]));
+    assert_eq!(
+        v["sink_on_receive_cpu"].as_u64().unwrap() + v["sink_off_receive_cpu"].as_u64().unwrap(),
+        4,
+        "{v}"
+    );
     // Without --steer the sink's workers are not pinned: nothing to count.
     let v = json(&LINERATE.output(&["bench", "conns", "-c", "2", "-b", "1K", "--json"]));
     assert!(v["sink_on_receive_cpu"].is_null(), "{v}");

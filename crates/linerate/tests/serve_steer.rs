@@ -109,6 +109,28 @@ fn connections_are_served_on_the_cpu_that_receives_them(case: &str) {
             assert_eq!(v["steer"], "off");
         }
     }
+    // More workers than CPUs: the program would name one per CPU and starve the
+    // others, so the hash picks, and the status page says so.
+    let many = (linerate_sys::cpu::allowed_cpus().unwrap().len() + 1).to_string();
+    let server = LINERATE.start(
+        root.path(),
+        &[
+            &[
+                "--workers",
+                &many,
+                "--steer",
+                "cpu",
+                "--status-path",
+                "/.status",
+            ][..],
+            &variant_args(case),
+        ]
+        .concat(),
+    );
+    let v: serde_json::Value =
+        serde_json::from_slice(&fetch(server.addr, "/.status", "").body).unwrap();
+    assert!(v["steer"].as_str().unwrap().starts_with("off ("), "{v}");
+    drop(server);
     // Without pinning, steering cannot be asked for.
     let (code, _, err) = LINERATE.run(&[
         "serve",
