@@ -69,9 +69,11 @@ where
 }
 
 /// A file name for `variant`'s samples of `metric`: the label with anything but
-/// letters, digits, `-` and `.` made `_`.
+/// letters, digits, `-` and `.` made `_`, and no leading `-` (a name that looks like
+/// an option would need `./` before it on ministat's command line).
 pub fn sample_file_name(variant: &str, metric: &str) -> String {
     let slug: String = variant
+        .trim_start_matches('-')
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
@@ -81,6 +83,7 @@ pub fn sample_file_name(variant: &str, metric: &str) -> String {
             }
         })
         .collect();
+    let slug = if slug.is_empty() { "variant" } else { &slug };
     format!("{slug}.{metric}")
 }
 
@@ -169,6 +172,10 @@ mod tests {
             sample_file_name("sendfile --sizing free-space", "sd"),
             "sendfile_--sizing_free-space.sd"
         );
+        // An option set as a label: no name that reads as an option.
+        assert_eq!(sample_file_name("--steer off", "sd"), "steer_off.sd");
+        assert_eq!(sample_file_name("-s 32K", "sd"), "s_32K.sd");
+        assert_eq!(sample_file_name("--", "sd"), "variant.sd");
     }
 
     #[test]

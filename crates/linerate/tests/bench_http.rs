@@ -377,10 +377,10 @@ fn repeated_runs_are_compared_by_students_t() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(
-        names.contains(&"--pipeline_4.requests_per_second".to_string()),
+        names.contains(&"pipeline_4.requests_per_second".to_string()),
         "{names:?}"
     );
-    let text = std::fs::read_to_string(sub.join("--pipeline_1.requests_per_second")).unwrap();
+    let text = std::fs::read_to_string(sub.join("pipeline_1.requests_per_second")).unwrap();
     assert_eq!(text.lines().count(), 3);
 }
 
