@@ -227,28 +227,8 @@ pub fn run(a: ConnsArgs) -> anyhow::Result<ExitCode> {
         a.confidence,
     )
     .context("--out: writing the samples")?;
-    if a.json {
-        let reports: serde_json::Map<String, serde_json::Value> = judged
-            .reports
-            .iter()
-            .map(|(m, _, t)| (m.to_string(), t.clone().into()))
-            .collect();
-        let out = serde_json::json!({
-            "variants": labels,
-            "iterations": a.iterations,
-            "confidence": a.confidence.percent(),
-            "samples": judged.samples,
-            "verdicts": judged.verdicts,
-            "reports": reports,
-            "runs": runs,
-        });
-        println!("{}", serde_json::to_string_pretty(&out)?);
-    } else {
-        for (metric, unit, text) in &judged.reports {
-            println!("{metric} ({unit}):\n{text}");
-        }
-        crate::print_verdicts(&judged.verdicts);
-    }
+    let runs = serde_json::to_value(&runs)?;
+    crate::print_judged(&judged, &labels, a.iterations, a.confidence, runs, a.json)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -794,32 +794,44 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
         a.confidence,
     )
     .context("--out: writing the samples")?;
-    if !a.json {
-        for (metric, unit, text) in &judged.reports {
-            println!("{metric} ({unit}):\n{text}");
-        }
-    }
-    let reports: serde_json::Map<String, serde_json::Value> = judged
-        .reports
-        .iter()
-        .map(|(m, _, t)| (m.to_string(), t.clone().into()))
-        .collect();
-    let (samples, verdicts) = (judged.samples, judged.verdicts);
-    if a.json {
+    let runs = serde_json::to_value(&runs)?;
+    print_judged(&judged, &labels, iterations, a.confidence, runs, a.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The end of an `-i N --compare` run: ministat's report per metric and the verdicts,
+/// or all of it (with the runs) as JSON.
+fn print_judged(
+    judged: &linerate_bench::series::Judged,
+    labels: &[String],
+    iterations: u32,
+    confidence: linerate_stat::Confidence,
+    runs: serde_json::Value,
+    json: bool,
+) -> anyhow::Result<()> {
+    if json {
+        let reports: serde_json::Map<String, serde_json::Value> = judged
+            .reports
+            .iter()
+            .map(|(m, _, t)| (m.to_string(), t.clone().into()))
+            .collect();
         let out = serde_json::json!({
             "variants": labels,
             "iterations": iterations,
-            "confidence": a.confidence.percent(),
-            "samples": samples,
-            "verdicts": verdicts,
+            "confidence": confidence.percent(),
+            "samples": judged.samples,
+            "verdicts": judged.verdicts,
             "reports": reports,
             "runs": runs,
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        print_verdicts(&verdicts);
+        for (metric, unit, text) in &judged.reports {
+            println!("{metric} ({unit}):\n{text}");
+        }
+        print_verdicts(&judged.verdicts);
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// The words of the command line after the subcommand `name`.
