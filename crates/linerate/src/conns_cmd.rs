@@ -170,34 +170,19 @@ pub fn run(a: ConnsArgs) -> anyhow::Result<ExitCode> {
             "-i: statistics need at least 3 runs per variant",
         ));
     }
-    let given = crate::words_after("conns");
     let labels = match crate::variant_labels(a.compare.as_deref(), "run") {
         Ok(l) => l,
         Err(e) => return Ok(usage_error(&e)),
     };
-    let mut configs = Vec::new();
-    for label in &labels {
-        if a.compare.is_none() {
-            configs.push(base.clone());
-            continue;
+    let configs = if a.compare.is_none() {
+        vec![base.clone()]
+    } else {
+        let words = |l: &str| l.split_whitespace().map(str::to_string).collect();
+        match crate::variant_configs("conns", &labels, words, |p: ConnsOnly| p.args, config) {
+            Ok(c) => c,
+            Err(e) => return Ok(usage_error(&e)),
         }
-        let mut words = vec!["conns".to_string()];
-        words.extend(given.iter().cloned());
-        words.extend(label.split_whitespace().map(str::to_string));
-        let parsed = match ConnsOnly::try_parse_from(&words) {
-            Ok(p) => p.args,
-            Err(e) => {
-                return Ok(usage_error(&format!(
-                    "--compare variant '{label}': {}",
-                    e.kind()
-                )))
-            }
-        };
-        match config(&parsed) {
-            Ok(c) => configs.push(c),
-            Err(e) => return Ok(usage_error(&format!("--compare variant '{label}': {e}"))),
-        }
-    }
+    };
     let total = a.iterations as usize * configs.len();
     let mut done = 0;
     let runs = linerate_bench::series::interleave(

@@ -745,30 +745,20 @@ fn run_stream(a: StreamArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     // Each variant is the command line with the variant's words last (they win).
-    let given = words_after("stream");
     let labels = match variant_labels(a.compare.as_deref(), &base.tx.strategy.to_string()) {
         Ok(l) => l,
         Err(e) => return Ok(usage_error(&e)),
     };
-    let mut configs = Vec::new();
-    for label in &labels {
-        let mut words = vec!["stream".to_string()];
-        words.extend(given.iter().cloned());
-        words.extend(variant_words(label));
-        let parsed = match StreamOnly::try_parse_from(&words) {
-            Ok(p) => p.args,
-            Err(e) => {
-                return Ok(usage_error(&format!(
-                    "--compare variant '{label}': {}",
-                    e.kind()
-                )))
-            }
-        };
-        match stream_config(&parsed) {
-            Ok(c) => configs.push(c),
-            Err(e) => return Ok(usage_error(&format!("--compare variant '{label}': {e}"))),
-        }
-    }
+    let configs = match variant_configs(
+        "stream",
+        &labels,
+        variant_words,
+        |p: StreamOnly| p.args,
+        stream_config,
+    ) {
+        Ok(c) => c,
+        Err(e) => return Ok(usage_error(&e)),
+    };
     let total = iterations as usize * configs.len();
     let mut done = 0;
     let runs =
@@ -832,6 +822,30 @@ fn print_judged(
         print_verdicts(&judged.verdicts);
     }
     Ok(())
+}
+
+/// Each `--compare` variant's configuration: the command line after the subcommand
+/// `name` with the variant's `words` last (they win), parsed by `P` and made by `make`;
+/// an error names the variant.
+fn variant_configs<P: Parser, A, C>(
+    name: &str,
+    labels: &[String],
+    words: impl Fn(&str) -> Vec<String>,
+    args: impl Fn(P) -> A,
+    make: impl Fn(&A) -> Result<C, String>,
+) -> Result<Vec<C>, String> {
+    let given = words_after(name);
+    labels
+        .iter()
+        .map(|label| {
+            let mut all = vec![name.to_string()];
+            all.extend(given.iter().cloned());
+            all.extend(words(label));
+            let parsed = P::try_parse_from(&all)
+                .map_err(|e| format!("--compare variant '{label}': {}", e.kind()))?;
+            make(&args(parsed)).map_err(|e| format!("--compare variant '{label}': {e}"))
+        })
+        .collect()
 }
 
 /// The words of the command line after the subcommand `name`.
