@@ -11,6 +11,9 @@
 //!   sends gathers and closes, one `io_uring_enter` per loop turn for all of them
 //!   ([`Driver::ring_io`] says so; [`Io`] carries what the ring did).
 //!
+//! [`Timers`] is the loops' deadlines: a hashed timing wheel, O(1) to arm, whose turn
+//! costs the entries that came due, not the connections held.
+//!
 //! [`DriverChoice`] is the `--driver` setting: `auto` probes io_uring at start and falls
 //! back to epoll with one line saying why.
 //!
@@ -23,5 +26,7 @@
 #![forbid(unsafe_code)]
 
 pub mod driver;
+pub mod timer;
 
 pub use driver::{Driver, DriverChoice, EpollDriver, Interest, Io, Ready, UringDriver};
+pub use timer::{Tick, Timers};

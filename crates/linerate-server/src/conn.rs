@@ -142,6 +142,11 @@ pub(crate) struct Conn {
     /// body deadline's clock: it does not run while the server itself is not reading,
     /// its socket full of a response).
     pub body_clock: Option<Instant>,
+    /// The tick its deadline entry is armed for in the worker's timers (an entry that
+    /// fires with another tick is stale), and the instant it was armed for.
+    pub armed: Option<(linerate_event::Tick, Instant)>,
+    /// It is counted among the worker's idle connections.
+    pub counted_idle: bool,
     /// The TLS session of an HTTPS connection (boxed: a plain one stays small).
     tls: Option<Box<Session>>,
     /// Since when its handshake has been awaited (the header timeout applies).
@@ -198,6 +203,8 @@ impl Conn {
             serial,
             cut: None,
             body_clock: None,
+            armed: None,
+            counted_idle: false,
             ring,
             token,
             sending: false,

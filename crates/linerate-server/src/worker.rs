@@ -20,7 +20,9 @@ use crate::listen::{
 use crate::logs::{more, LogFile, LogWriter, RateLimit};
 use crate::site::{Host, Response, Site};
 use crate::stats::{Board, Earlier, Stats};
-use linerate_event::{Driver, DriverChoice, EpollDriver, Interest, Io, Ready, UringDriver};
+use linerate_event::{
+    Driver, DriverChoice, EpollDriver, Interest, Io, Ready, Tick, Timers, UringDriver,
+};
 
 /// Why the server could not start or had to stop.
 #[derive(Debug, thiserror::Error)]
@@ -127,6 +129,101 @@ fn drop_privileges(cfg: &Config) -> Result<(), ServeError> {
 }
 
 const TICK: Duration = Duration::from_millis(100);
+
+/// Slots of the deadline wheel: 1,024 ticks of 100 ms, 102 s to a round, longer than
+/// the default timeouts, so an entry is looked at once, when it is due.
+const TIMER_SLOTS: usize = 1024;
+
+/// How often a connection's deadline is looked at, at least: the shortest timeout a
+/// state can start with. (The drain's, shorter, starts once a connection's life: its
+/// entry is the one earlier move that costs a second entry.)
+fn check_every(cfg: &Config) -> Duration {
+    [
+        cfg.header_timeout,
+        cfg.body_timeout,
+        cfg.send_timeout,
+        cfg.idle_timeout,
+    ]
+    .into_iter()
+    .min()
+    .unwrap_or(DRAIN)
+    .max(TICK)
+}
+
+/// When a connection's deadline passes, and what that means.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Deadline {
+    at: Instant,
+    /// How its responses not sent are logged.
+    cut: Cut,
+    /// The error-log line (empty: none).
+    why: &'static str,
+    /// The kind of timeout counted: an index of `TIMEOUT_KINDS`.
+    kind: Option<usize>,
+}
+
+/// `t` later by `d`, or as late as it gets.
+fn after(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .unwrap_or_else(|| t + Duration::from_secs(1 << 32))
+}
+
+/// The deadline that applies to `c` in the state it is in: the drain's while its
+/// input is drained; else the body's, if a body is awaited with nothing owed, or the
+/// state's, whichever comes first (send progress while a response is in flight, the
+/// handshake or the head within the header timeout, the idle timeout between
+/// requests, a body being skipped no byte within the header timeout).
+fn deadline(c: &Conn, cfg: &Config) -> Deadline {
+    let d = |at, cut, why, kind| Deadline { at, cut, why, kind };
+    if let Some(s) = c.draining_since {
+        return d(after(s, DRAIN), Cut::Client, "", None);
+    }
+    let state = if c.busy() {
+        d(
+            after(c.last_activity, cfg.send_timeout),
+            Cut::SendTimeout,
+            "no send progress within --send-timeout",
+            Some(2),
+        )
+    } else if let Some(h) = c.handshake_since {
+        d(
+            after(h, cfg.header_timeout),
+            Cut::Client,
+            "TLS handshake not done within --header-timeout",
+            Some(0),
+        )
+    } else if let Some(h) = c.http.head_started() {
+        d(
+            after(h, cfg.header_timeout),
+            Cut::Client,
+            "request head not whole within --header-timeout",
+            Some(0),
+        )
+    } else if c.is_idle() {
+        d(
+            after(c.last_activity, cfg.idle_timeout),
+            Cut::Client,
+            "",
+            Some(1),
+        )
+    } else {
+        d(
+            after(c.last_activity, cfg.header_timeout),
+            Cut::BodyTimeout,
+            "no request body byte within --header-timeout",
+            Some(3),
+        )
+    };
+    match c.body_clock.map(|b| after(b, cfg.body_timeout)) {
+        Some(at) if at <= state.at => d(
+            at,
+            Cut::BodyTimeout,
+            "request body not whole within --body-timeout",
+            Some(3),
+        ),
+        _ => state,
+    }
+}
 
 /// What a registration's token names: its kind in the top two bits, then an index;
 /// a connection's token also carries its serial's low 30 bits, so an event meant for
@@ -766,6 +863,17 @@ struct Worker<D: Driver> {
     accept_log: RateLimit,
     /// Error-log lines for connections cut by a deadline.
     cut_log: RateLimit,
+    /// Each connection's next deadline, at most [`Worker::check_every`] ahead.
+    timers: Timers,
+    /// The entries that came due in a tick (kept for its allocation).
+    fired: Vec<(u64, Tick)>,
+    /// The shortest timeout: a connection's deadline is looked at again at least this
+    /// often, so one that moves earlier (a new state with a shorter timeout, started
+    /// now) almost never needs a second entry.
+    check_every: Duration,
+    /// Connections held, and how many of them are idle.
+    open: u64,
+    idle: u64,
 }
 
 impl<D: Driver> Worker<D> {
@@ -829,6 +937,7 @@ impl<D: Driver> Worker<D> {
             (AccessLog::File(_), Some(f)) => Some(Box::new(io::BufWriter::new(LogWriter(f)))),
             (AccessLog::File(_), None) => None,
         };
+        let check_every = check_every(&cfg);
         Ok(Worker {
             cpu: None,
             stats: Arc::clone(&stats),
@@ -851,6 +960,11 @@ impl<D: Driver> Worker<D> {
             serial: 0,
             accept_log: RateLimit::new(Duration::from_secs(1)),
             cut_log: RateLimit::new(Duration::from_secs(1)),
+            check_every,
+            timers: Timers::new(TICK, TIMER_SLOTS, Instant::now()),
+            fired: Vec::new(),
+            open: 0,
+            idle: 0,
         })
     }
 
@@ -1115,6 +1229,8 @@ impl<D: Driver> Worker<D> {
                 continue;
             }
             self.conns[idx] = Some(conn);
+            self.open += 1;
+            self.settle(idx, now);
             // Its requests are read in a later turn, after a wait: registered with data
             // waiting, it is reported ready at once. So file changes queued before its
             // request are taken in first (the inotify descriptor is ahead of it in the
@@ -1160,7 +1276,43 @@ impl<D: Driver> Worker<D> {
             conn.on_run_list = true;
             self.runnable.push(idx);
         }
+        self.settle(idx, now);
         self.sync_input(idx);
+    }
+
+    /// After connection `idx` moved at `now`: its body clock and the idle count follow
+    /// its state, and its deadline gets an entry if it is now earlier than the one
+    /// armed (a later one is found when that entry fires, at no cost until then).
+    fn settle(&mut self, idx: usize, now: Instant) {
+        let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
+            return;
+        };
+        // The body deadline runs while a body is awaited and nothing is owed: while a
+        // response is in flight the server reads nothing (the send deadline applies
+        // then), so its time is not the client's to answer for. A body waits behind
+        // at most the responses queued before its head, so the clock starts over at
+        // most that once.
+        c.body_clock = match (c.http.body_started(), c.busy()) {
+            (Some(_), false) => Some(c.body_clock.unwrap_or(now)),
+            _ => None,
+        };
+        let idle = c.is_idle();
+        if idle != c.counted_idle {
+            c.counted_idle = idle;
+            if idle {
+                self.idle += 1;
+            } else {
+                self.idle -= 1;
+            }
+        }
+        let at = deadline(c, &self.cfg).at.min(after(now, self.check_every));
+        // Mostly the deadline moved later (or not at all): no tick to work out.
+        let earlier = c
+            .armed
+            .is_none_or(|(tick, when)| at < when && self.timers.tick_for(at) < tick);
+        if earlier {
+            c.armed = Some((self.timers.arm(c.token, at), at));
+        }
     }
 
     /// Under a ring, a connection's receive follows what it can take.
@@ -1228,6 +1380,8 @@ impl<D: Driver> Worker<D> {
     /// `cut` (unless the connection knows a cause of its own) and counted.
     fn close(&mut self, idx: usize, how: After, cut: Cut) {
         if let Some(mut c) = self.conns[idx].take() {
+            self.open -= 1;
+            self.idle -= u64::from(c.counted_idle);
             let log = &mut self.log;
             let (stats, style) = (&self.stats, &self.log_style);
             let aborted = c.abort(cut, &mut |c, r, a| write_access(log, stats, style, c, r, a));
@@ -1276,82 +1430,41 @@ impl<D: Driver> Worker<D> {
                 }
             }
         }
-        let cfg = Arc::clone(&self.cfg);
-        let (mut open, mut idle) = (0u64, 0u64);
-        for i in 0..self.conns.len() {
-            let Some(c) = self.conns[i].as_mut() else {
+        // The deadlines that came due: each looked at again, the connection cut if its
+        // deadline passed, else armed for it (activity moved it later).
+        let mut fired = std::mem::take(&mut self.fired);
+        self.timers.expire(now, &mut fired);
+        for (token, tick) in fired.drain(..) {
+            let Token::Conn(i, _) = Token::decode(token) else {
                 continue;
             };
-            // The body deadline runs while a body is awaited and nothing is owed: while
-            // a response is in flight the server reads nothing (the send deadline
-            // applies then), so its time is not the client's to answer for. A body
-            // waits behind at most the responses queued before its head, so the clock
-            // starts over at most that once.
-            c.body_clock = match (c.http.body_started(), c.busy()) {
-                // From the body's head, or from the last tick if it waited behind a
-                // response until now.
-                (Some(b), false) => Some(
-                    c.body_clock
-                        .unwrap_or_else(|| b.max(now.checked_sub(TICK).unwrap_or(now))),
-                ),
-                _ => None,
+            let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
+                continue;
             };
-            let c = &*c;
-            let since = |t: Instant| now.duration_since(t);
-            open += 1;
-            idle += u64::from(c.is_idle());
-            // (deadline passed, what it cuts, the line for the error log, the kind of
-            // timeout counted: an index of TIMEOUT_KINDS)
-            let expired: Option<(Cut, &str, Option<usize>)> = if let Some(d) = c.draining_since {
-                (since(d) >= DRAIN).then_some((Cut::Client, "", None))
-            } else if c.body_clock.is_some_and(|b| since(b) >= cfg.body_timeout) {
-                Some((
-                    Cut::BodyTimeout,
-                    "request body not whole within --body-timeout",
-                    Some(3),
-                ))
-            } else if c.busy() {
-                (since(c.last_activity) >= cfg.send_timeout).then_some((
-                    Cut::SendTimeout,
-                    "no send progress within --send-timeout",
-                    Some(2),
-                ))
-            } else if let Some(h) = c.handshake_since {
-                (since(h) >= cfg.header_timeout).then_some((
-                    Cut::Client,
-                    "TLS handshake not done within --header-timeout",
-                    Some(0),
-                ))
-            } else if let Some(h) = c.http.head_started() {
-                (since(h) >= cfg.header_timeout).then_some((
-                    Cut::Client,
-                    "request head not whole within --header-timeout",
-                    Some(0),
-                ))
-            } else if c.is_idle() {
-                (since(c.last_activity) >= cfg.idle_timeout).then_some((Cut::Client, "", Some(1)))
-            } else {
-                // A body being skipped: no byte for as long as a head may take.
-                (since(c.last_activity) >= cfg.header_timeout).then_some((
-                    Cut::BodyTimeout,
-                    "no request body byte within --header-timeout",
-                    Some(3),
-                ))
-            };
-            if let Some((cut, why, kind)) = expired {
-                if let Some(k) = kind {
-                    Stats::add(&self.site.stats.timeouts[k], 1);
-                }
-                if !why.is_empty() {
-                    if let Some(n) = self.cut_log.allow(now) {
-                        tracing::info!("closed a connection from {}: {why}{}", c.peer, more(n));
-                    }
-                }
-                self.close(i, After::Close, cut);
+            if c.token != token || c.armed.map(|(t, _)| t) != Some(tick) {
+                // Closed, or armed again since.
+                continue;
             }
+            let d = deadline(c, &self.cfg);
+            if d.at > now {
+                let at = d.at.min(after(now, self.check_every));
+                c.armed = Some((self.timers.arm(token, at), at));
+                continue;
+            }
+            c.armed = None;
+            if let Some(k) = d.kind {
+                Stats::add(&self.site.stats.timeouts[k], 1);
+            }
+            if !d.why.is_empty() {
+                if let Some(n) = self.cut_log.allow(now) {
+                    tracing::info!("closed a connection from {}: {}{}", c.peer, d.why, more(n));
+                }
+            }
+            self.close(i, After::Close, d.cut);
         }
-        Stats::set(&self.site.stats.open, open);
-        Stats::set(&self.site.stats.idle, idle);
+        self.fired = fired;
+        Stats::set(&self.site.stats.open, self.open);
+        Stats::set(&self.site.stats.idle, self.idle);
         if let Some(l) = self.log.as_mut() {
             let _ = l.flush();
         }

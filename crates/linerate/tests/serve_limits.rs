@@ -44,6 +44,8 @@ per_strategy!(
     a_trickled_request_body_is_cut_by_the_body_deadline,
     // Rules: docs/http.md P6.
     the_body_deadline_does_not_run_while_the_server_is_not_reading,
+    // Rules: docs/http.md P6.
+    the_connection_gauges_follow_each_connection_s_state,
 );
 
 /// `linerate serve` with `--transmit TRANSMIT` before `extra`.
@@ -524,4 +526,71 @@ fn the_body_deadline_does_not_run_while_the_server_is_not_reading(transmit: &str
     c.send(b"bcde");
     let r = c.get("/f.txt", "");
     assert_eq!((r.status, r.body.as_slice()), (200, &b"F\n"[..]));
+}
+
+/// `linerate_connections_open` and `linerate_connections_idle` from `/metrics`.
+fn gauges(addr: std::net::SocketAddr) -> (u64, u64) {
+    let text = String::from_utf8(fetch(addr, "/metrics", "").body).unwrap();
+    let value = |name: &str| -> u64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+    };
+    (
+        value("linerate_connections_open"),
+        value("linerate_connections_idle"),
+    )
+}
+
+/// Polls the gauges (set once a tick) until they read `want` (the scraping
+/// connection, open and not yet idle for a moment, can be counted in a poll or two).
+fn gauges_reach(addr: std::net::SocketAddr, want: (u64, u64), what: &str) {
+    let t = Instant::now();
+    let mut seen = gauges(addr);
+    while seen != want && t.elapsed() < Duration::from_secs(5) {
+        thread::sleep(Duration::from_millis(150));
+        seen = gauges(addr);
+    }
+    assert_eq!(seen, want, "(open, idle) {what}");
+}
+
+fn the_connection_gauges_follow_each_connection_s_state(transmit: &str) {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    File::create(root.path().join("zeros"))
+        .unwrap()
+        .set_len(64 * MIB as u64)
+        .unwrap();
+    let server = serve(
+        root.path(),
+        transmit,
+        &["--metrics-path", "/metrics", "--idle-timeout", "60"],
+    );
+    gauges_reach(server.addr, (0, 0), "with no connection");
+    // Three idle keep-alive connections, one half-way through a head, one with a
+    // response in flight that its client does not read.
+    let idle: Vec<Conn> = (0..3)
+        .map(|_| {
+            let mut c = server.conn();
+            assert_eq!(c.get("/f.txt", "").status, 200);
+            c
+        })
+        .collect();
+    let mut half = connect(server.addr);
+    half.write_all(b"GET /f.txt HTTP/1.1\r\nHo").unwrap();
+    let stuck = connect(server.addr);
+    set_rcvbuf(&stuck, 4096);
+    (&stuck).write_all(&req("GET", "/zeros", "")).unwrap();
+    gauges_reach(server.addr, (5, 3), "with 3 idle, a head and a response");
+    drop(idle);
+    gauges_reach(server.addr, (2, 0), "after the idle ones closed");
+    half.write_all(b"st: t\r\n\r\n").unwrap();
+    let mut got = [0u8; 12];
+    half.read_exact(&mut got).unwrap();
+    assert_eq!(&got, b"HTTP/1.1 200");
+    gauges_reach(server.addr, (2, 1), "once the head was answered");
+    drop(stuck);
+    drop(half);
+    gauges_reach(server.addr, (0, 0), "after every connection closed");
 }
