@@ -62,7 +62,8 @@ pub const DEFAULT_SEND_SLICE_MIN: u64 = 1 << 20;
 pub const DEFAULT_DISK_HELPERS: usize = 4;
 
 /// Default [`Config::read_ahead_bytes`]: 4 MiB, a few send buffers' worth, so a cold
-/// large file costs a helper round trip per 4 MiB and a hot one a probe per 4 MiB.
+/// large file costs a helper round trip per 4 MiB, and a hot one above 64 MiB a probe
+/// per 4 MiB (one up to 64 MiB is probed whole, once per 100 ms).
 pub const DEFAULT_READ_AHEAD: u64 = 4 << 20;
 
 /// Default [`Config::small_file_bytes`]: 64 KiB. Files from 20 to 60 KiB go out 17-21%

@@ -480,6 +480,11 @@ impl Output {
                 self.disk_wait = true;
                 return None;
             }
+            if known == Residency::Resident {
+                // The whole file was found resident this epoch.
+                self.resident_until = end;
+                return Some(end);
+            }
             let w = (end - start).min(d.window);
             let probe = match known {
                 Residency::Resident => Ok(true),

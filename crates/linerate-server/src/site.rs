@@ -14,7 +14,7 @@ use linerate_http::response::{content_range, Head, Multipart};
 use linerate_http::{path, Status};
 
 use crate::config::{Config, SiteConfig};
-use crate::disk::{Disk, Residency};
+use crate::disk::{self, Disk, Residency};
 use crate::files::{Entry, FileCache, Found};
 use crate::rules::Effective;
 use crate::stats::{Board, Stats};
@@ -652,8 +652,8 @@ impl Site {
         )
     }
 
-    /// Whether `e`'s pages are all in the page cache, for a file of at most one
-    /// read-ahead window (larger files are probed a window at a time as they go). See
+    /// Whether `e`'s pages are all in the page cache, for a file of at most
+    /// [`disk::WHOLE_PROBE`] (larger files are probed a window at a time as they go). See
     /// [`crate::disk`] on the epoch that makes repeated probes unnecessary.
     fn residency(&mut self, e: &Entry) -> Residency {
         let Some(d) = self.disk.as_ref().filter(|d| d.usable.get()) else {
@@ -664,7 +664,7 @@ impl Site {
             // RWF_NOWAIT read started a read a probe would count as present.
             return Residency::Missing;
         }
-        if e.meta.size > d.window {
+        if e.meta.size > disk::WHOLE_PROBE {
             return Residency::Unknown;
         }
         if e.resident_epoch.get() == d.epoch {
