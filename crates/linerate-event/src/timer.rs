@@ -95,6 +95,17 @@ impl Timers {
         Tick(self.tick_of(at).max(self.next))
     }
 
+    /// When the next tick not yet handed out has passed: an [`Timers::expire`] from then
+    /// on hands its entries out (a loop that waits until then meets each deadline
+    /// within one resolution of it).
+    pub fn next_due(&self) -> Instant {
+        let ns = u128::from(self.next) * self.resolution.as_nanos();
+        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+        self.origin
+            .checked_add(Duration::from_nanos(ns))
+            .unwrap_or_else(|| self.origin + Duration::from_secs(1 << 32))
+    }
+
     /// Arms `key` for `at`; returns the tick, for the owner to keep.
     pub fn arm(&mut self, key: u64, at: Instant) -> Tick {
         let Tick(tick) = self.tick_for(at);
@@ -163,6 +174,21 @@ mod tests {
         out.clear();
         w.expire(t0 + ms(10_000), &mut out);
         assert!(out.is_empty(), "an entry fires once");
+    }
+
+    #[test]
+    fn next_due_is_when_the_next_tick_has_passed() {
+        let t0 = Instant::now();
+        let mut w = Timers::new(ms(100), 8, t0);
+        assert_eq!(w.next_due(), t0);
+        let mut out = Vec::new();
+        w.expire(t0 + ms(250), &mut out);
+        assert_eq!(w.next_due(), t0 + ms(300));
+        w.arm(1, t0 + ms(260));
+        w.expire(w.next_due() - ms(1), &mut out);
+        assert!(out.is_empty());
+        w.expire(w.next_due(), &mut out);
+        assert_eq!(keys(&out), vec![1]);
     }
 
     #[test]

@@ -972,14 +972,18 @@ impl<D: Driver> Worker<D> {
     /// its listeners.
     fn run(mut self, stop: &AtomicBool, accepting: &mut CountedIn) -> io::Result<()> {
         let mut ready: Vec<Ready> = Vec::with_capacity(256);
-        let mut last_tick = Instant::now();
         let mut shutdown_deadline: Option<Instant> = None;
         let mut shutdown_began: Option<Instant> = None;
         loop {
             self.watch_changes();
             ready.clear();
+            // Woken at the wheel's next tick at the latest, so a deadline is met within
+            // a tick of it.
             let wait = if self.runnable.is_empty() {
-                TICK
+                self.timers
+                    .next_due()
+                    .saturating_duration_since(Instant::now())
+                    .min(TICK)
             } else {
                 Duration::ZERO
             };
@@ -1036,8 +1040,7 @@ impl<D: Driver> Worker<D> {
                 }
                 self.event(idx, false, false, now);
             }
-            if now.duration_since(last_tick) >= TICK {
-                last_tick = now;
+            if now >= self.timers.next_due() {
                 self.tick(now);
                 self.count_ring();
             }
@@ -1068,6 +1071,8 @@ impl<D: Driver> Worker<D> {
                     if ended {
                         self.close(i, After::Close, Cut::Shutdown);
                     } else {
+                        // `linger` may have begun its drain: a deadline 2 s away.
+                        self.settle(i, now);
                         self.sync_input(i);
                     }
                 }
@@ -1293,7 +1298,8 @@ impl<D: Driver> Worker<D> {
         // at most the responses queued before its head, so the clock starts over at
         // most that once.
         c.body_clock = match (c.http.body_started(), c.busy()) {
-            (Some(_), false) => Some(c.body_clock.unwrap_or(now)),
+            // A clock that started before this body's head was the body before's.
+            (Some(b), false) => Some(c.body_clock.filter(|&t| t >= b).unwrap_or(now)),
             _ => None,
         };
         let idle = c.is_idle();

@@ -32,6 +32,8 @@ per_strategy!(
     // Rules: docs/http.md E4.
     sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0,
     // Rules: docs/http.md E4.
+    sigterm_drains_an_idle_client_that_keeps_its_side_open_for_2_s_not_the_shutdown_timeout,
+    // Rules: docs/http.md E4.
     sigterm_with_a_client_that_never_reads_exits_0_after_the_shutdown_timeout,
     // Rules: docs/http.md R3.
     the_access_log_holds_one_exact_line_per_request_in_order,
@@ -264,6 +266,31 @@ fn sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0(transmit
         !late.starts_with(b"HTTP/1.1 200"),
         "a connection made after SIGTERM was served"
     );
+}
+
+fn sigterm_drains_an_idle_client_that_keeps_its_side_open_for_2_s_not_the_shutdown_timeout(
+    transmit: &str,
+) {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let mut server = serve(root.path(), transmit, &["--shutdown-timeout", "20"]);
+    let mut idle = server.conn();
+    assert_eq!(idle.get("/f.txt", "").status, 200);
+    server.sigterm();
+    let t = Instant::now();
+    // The server ends its side at once and reads on for its drain (2 s) while the
+    // client, holding its own side open, never answers the FIN.
+    idle.expect_eof();
+    let status = server
+        .wait_exit(Duration::from_secs(8))
+        .expect("exits after the drain, long before --shutdown-timeout 20");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert!(
+        t.elapsed() >= Duration::from_millis(1500),
+        "exited {:?} after SIGTERM: the drain was not waited for",
+        t.elapsed()
+    );
+    drop(idle);
 }
 
 fn sigterm_with_a_client_that_never_reads_exits_0_after_the_shutdown_timeout(transmit: &str) {
