@@ -14,9 +14,13 @@
 //! residency epoch ([`Disk::epoch`]), one tick of the worker (100 ms): files served over
 //! and over cost a probe per tick, not per response (the probe walks every page: 0.4 µs
 //! for 100 KiB here, measured at 6% of the server's CPU at 100 KiB, and 2-3% at 10 MiB
-//! when each response probed its windows). A resident file's response goes out with no
-//! further probe; a larger file, or one with a page missing, is probed a window at a
-//! time as it goes. Pages evicted within the tick are
+//! when each response probed its windows). The answer ([`Whole`]) is shared with the
+//! file's responses in flight: a resident file's response goes out with no probe of its
+//! own, asking again at each turn, which costs a look, or one whole probe per epoch for
+//! all of them (a response to a slow reader can take minutes, and pages may go
+//! meanwhile). Once a page has gone, what is left goes a probed window at a time; a
+//! larger file is probed so from the start. A whole probe that found a page missing is
+//! not made again for a file of more than one window until the epoch ends. Pages evicted within the tick are
 //! missed until it ends: a send may then wait for the disk, as seed 003's heuristic did
 //! before its `sendfile` flag. The kernel gives no cheap signal of evictions: this
 //! machine's DAMON `pageout` drops file pages without moving any `pgsteal_*` counter of
@@ -39,12 +43,15 @@
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use std::os::fd::AsFd;
 
 use linerate_sys::cache::EventFd;
+
+use crate::stats::Stats;
 use linerate_sys::sendfile::sendfile;
 
 /// Bytes a helper reads per call.
@@ -179,13 +186,71 @@ fn helper(rx: &Mutex<Receiver<Job>>) {
 /// costs at most about 0.25 ms.
 pub(crate) const WHOLE_PROBE: u64 = 64 << 20;
 
+/// What is known of a whole file's residency, shared by its open-file cache entry and
+/// every response of it in flight: one probe of the whole file per epoch answers for
+/// all of them, at the start of a response and at each turn of one that outlasts an
+/// epoch.
+#[derive(Debug)]
+pub(crate) struct Whole {
+    size: u64,
+    /// The epoch in which a probe found every page (0: none). Atomic only so a response
+    /// can hold it across threads' types; one worker uses it.
+    resident: AtomicU64,
+    /// The epoch in which a probe found a page missing (0: none).
+    missing: AtomicU64,
+}
+
+impl Whole {
+    pub fn new(size: u64) -> Arc<Whole> {
+        Arc::new(Whole {
+            size,
+            resident: AtomicU64::new(0),
+            missing: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether every page of the file is in the page cache in this epoch: known, or
+    /// probed now, once per epoch. A file larger than [`WHOLE_PROBE`] and one window
+    /// is never probed whole; one larger than a window and found short is not probed
+    /// again until the epoch ends (its windows are, as they go).
+    pub fn resident(&self, d: &Disk, f: &File, stats: &Stats) -> bool {
+        if self.size > WHOLE_PROBE.max(d.window) || !d.usable.get() {
+            return false;
+        }
+        if self.resident.load(Ordering::Relaxed) == d.epoch {
+            return true;
+        }
+        if self.size > d.window && self.missing.load(Ordering::Relaxed) == d.epoch {
+            return false;
+        }
+        Stats::add(&stats.probes, 1);
+        match linerate_sys::cache::resident(f.as_fd(), 0, self.size) {
+            Ok(true) => {
+                self.resident.store(d.epoch, Ordering::Relaxed);
+                true
+            }
+            Ok(false) => {
+                self.missing.store(d.epoch, Ordering::Relaxed);
+                false
+            }
+            Err(_) => {
+                // No cachestat here: this worker stops probing.
+                d.usable.set(false);
+                false
+            }
+        }
+    }
+}
+
 /// What a probe found for a file part.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(crate) enum Residency {
     /// Not probed yet: the connection probes each window.
     Unknown,
-    /// All of it (all of its file) is in the page cache: it goes out unprobed.
-    Resident,
+    /// Its whole file was in the page cache when the response was made: it goes out
+    /// unprobed while [`Whole::resident`] says so, epoch by epoch, and a window at a
+    /// time once it does not.
+    Whole(Arc<Whole>),
     /// Some of it is certainly not (a small file whose `RWF_NOWAIT` read failed): it
     /// goes to the helpers unprobed.
     Missing,

@@ -28,7 +28,7 @@
 //! them (the response then goes out as a file range, through the probe and a helper),
 //! and a later lookup tries again.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -60,9 +60,9 @@ pub(crate) struct Entry {
     variants: RefCell<Option<Variants>>,
     /// The whole contents, for files up to the small-file size: see [`Small`].
     pub small: RefCell<Small>,
-    /// The residency epoch in which a probe found the whole file in the page cache
-    /// (0: none).
-    pub resident_epoch: Cell<u64>,
+    /// What the residency probe found of the whole file, epoch by epoch (see
+    /// [`crate::disk`]), shared with its responses in flight.
+    pub whole: Arc<crate::disk::Whole>,
 }
 
 /// The precompressed variants of a file that exist and are not older than it.
@@ -381,7 +381,7 @@ impl FileCache {
             meta: fm,
             file: Arc::new(file),
             small: RefCell::new(Small::Unread),
-            resident_epoch: Cell::new(0),
+            whole: crate::disk::Whole::new(fm.size),
         });
         if self.entries.len() >= self.max_entries {
             // Bounded: start over rather than track recency on the request path.

@@ -136,6 +136,9 @@ pub(crate) struct Output {
     corked: bool,
     /// The front file part is known resident up to this file offset.
     resident_until: u64,
+    /// ... because its whole file was found resident ([`Residency::Whole`]), which is
+    /// asked again at each turn (a look, or one probe per epoch for the file).
+    on_whole: bool,
     /// The queue waits for the helpers' window at `job_at`; nothing is sent.
     disk_wait: bool,
     /// The file offset of the window the helpers are reading for this connection.
@@ -314,6 +317,7 @@ impl Output {
                 }
                 self.front_sent = 0;
                 self.resident_until = 0;
+                self.on_whole = false;
                 if self.corked {
                     // Clearing the cork sends the held tail at once.
                     return Ok(Step::Cork(false));
@@ -340,7 +344,7 @@ impl Output {
             let Some(Part::File(f, off, len, residency)) = front.parts.front() else {
                 return Ok(Step::Gather);
             };
-            let (f, off, len, residency) = (Arc::clone(f), *off, *len, *residency);
+            let (f, off, len, residency) = (Arc::clone(f), *off, *len, residency.clone());
             let start = off + self.front_sent as u64;
             let rest = len - self.front_sent as u64;
             let mut n = match sending.slice_bytes {
@@ -350,12 +354,9 @@ impl Output {
             };
             self.yield_at_end = n < rest;
             if let Some(d) = ctx.disk.filter(|d| d.usable.get()) {
-                let known = if start == off {
-                    residency
-                } else {
-                    Residency::Unknown
-                };
-                let Some(until) = self.resident_ahead(d, ctx, &f, start, off + len, known) else {
+                let Some(until) =
+                    self.resident_ahead(d, ctx, &f, (start, off + len), residency, start == off)
+                else {
                     return Ok(Step::DiskWait);
                 };
                 if until < start + n {
@@ -470,26 +471,37 @@ impl Output {
         d: &Disk,
         ctx: &Ctx<'_>,
         f: &Arc<std::fs::File>,
-        start: u64,
-        end: u64,
+        (start, end): (u64, u64),
         known: Residency,
+        first: bool,
     ) -> Option<u64> {
+        if let Residency::Whole(w) = &known {
+            if self.on_whole || self.resident_until <= start {
+                if w.resident(d, f, ctx.stats) {
+                    // Every page of the file is there in this epoch.
+                    self.resident_until = end;
+                    self.on_whole = true;
+                    return Some(end);
+                }
+                if std::mem::take(&mut self.on_whole) {
+                    // They were; some have gone since: a window at a time from here.
+                    self.resident_until = self.resident_until.min(start);
+                }
+            }
+        }
+        // What the response found applies to the first window only.
+        let known = if first { known } else { Residency::Unknown };
         if self.resident_until <= start {
             if self.job_at == Some(start) {
                 // The helpers are reading this window already.
                 self.disk_wait = true;
                 return None;
             }
-            if known == Residency::Resident {
-                // The whole file was found resident this epoch.
-                self.resident_until = end;
-                return Some(end);
-            }
             let w = (end - start).min(d.window);
             let probe = match known {
-                Residency::Resident => Ok(true),
                 Residency::Missing => Ok(false),
-                Residency::Unknown => {
+                // Unknown, or its whole file no longer all there.
+                Residency::Unknown | Residency::Whole(_) => {
                     Stats::add(&ctx.stats.probes, 1);
                     linerate_sys::cache::resident(f.as_fd(), start, w)
                 }
@@ -585,6 +597,7 @@ impl Output {
                 if front {
                     // What was known of this range's residency goes with it.
                     self.resident_until = 0;
+                    self.on_whole = false;
                 }
                 Stats::add(&stats.collapsed, 1);
                 Stats::add(&stats.collapsed_bytes, *len);

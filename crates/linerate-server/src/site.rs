@@ -2,7 +2,6 @@
 //! directories, preconditions, ranges, and the parts to send.
 
 use std::fs::File;
-use std::os::fd::AsFd;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -14,7 +13,7 @@ use linerate_http::response::{content_range, Head, Multipart};
 use linerate_http::{path, Status};
 
 use crate::config::{Config, SiteConfig};
-use crate::disk::{self, Disk, Residency};
+use crate::disk::{Disk, Residency};
 use crate::files::{Entry, FileCache, Found};
 use crate::rules::Effective;
 use crate::stats::{Board, Stats};
@@ -653,8 +652,9 @@ impl Site {
     }
 
     /// Whether `e`'s pages are all in the page cache, for a file of at most
-    /// [`disk::WHOLE_PROBE`] (larger files are probed a window at a time as they go). See
-    /// [`crate::disk`] on the epoch that makes repeated probes unnecessary.
+    /// [`crate::disk::WHOLE_PROBE`] or one window (larger files are probed a window at
+    /// a time as they go). See [`crate::disk`] on the epoch that makes repeated probes
+    /// unnecessary.
     fn residency(&mut self, e: &Entry) -> Residency {
         let Some(d) = self.disk.as_ref().filter(|d| d.usable.get()) else {
             return Residency::Unknown;
@@ -664,25 +664,12 @@ impl Site {
             // RWF_NOWAIT read started a read a probe would count as present.
             return Residency::Missing;
         }
-        if e.meta.size > disk::WHOLE_PROBE {
-            return Residency::Unknown;
-        }
-        if e.resident_epoch.get() == d.epoch {
-            return Residency::Resident;
-        }
-        Stats::add(&self.stats.probes, 1);
-        match linerate_sys::cache::resident(e.file.as_fd(), 0, e.meta.size) {
-            Ok(true) => {
-                e.resident_epoch.set(d.epoch);
-                Residency::Resident
-            }
-            // Some page is missing, not necessarily one of the ranges asked for: the
-            // connection probes what it sends.
-            Ok(false) => Residency::Unknown,
-            Err(_) => {
-                d.usable.set(false);
-                Residency::Unknown
-            }
+        if e.whole.resident(d, &e.file, &self.stats) {
+            Residency::Whole(Arc::clone(&e.whole))
+        } else {
+            // Some page is missing, not necessarily one of the ranges asked for (or the
+            // file is too large to probe whole): the connection probes what it sends.
+            Residency::Unknown
         }
     }
 
@@ -885,7 +872,7 @@ impl Site {
         let body = |r: ByteRange| -> Part {
             match &contents {
                 Some(b) => Part::Shared(Arc::clone(b), r.start as usize, r.end as usize),
-                None => Part::File(Arc::clone(&e.file), r.start, r.len(), residency),
+                None => Part::File(Arc::clone(&e.file), r.start, r.len(), residency.clone()),
             }
         };
         let (status, mut parts, body_len, extra): (Status, Vec<Part>, u64, Vec<(&str, String)>) =

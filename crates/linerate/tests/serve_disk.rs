@@ -127,7 +127,10 @@ fn cold_files_are_read_by_the_helpers_and_served_whole() {
     );
 
     // Now resident: the small file comes from memory (no probe), the big one (under
-    // 64 MiB) is probed once, whole, and found present: no window is probed.
+    // 64 MiB) is probed once, whole, and found present: no window is probed. (Within
+    // the epoch of the cold request, 100 ms, the "missing" of its whole probe would
+    // hold and its windows would be probed: the test waits the epoch out.)
+    std::thread::sleep(std::time::Duration::from_millis(250));
     assert!(get(addr, "/small.bin").body == s.small);
     assert!(get(addr, "/big.bin").body == s.big);
     let last = status(addr);
@@ -322,4 +325,71 @@ fn bad_disk_settings_are_refused_by_name() {
         assert!(err.contains(key), "{text}: {err}");
         assert!(!out.contains("listening"), "{text}");
     }
+}
+
+/// Sends `/big.bin` to a reader that stops after 1 MiB for `pause` (its socket full,
+/// the response outlasting several 100 ms epochs), calling `meanwhile` then; the body.
+fn slow_get(addr: SocketAddr, pause: std::time::Duration, meanwhile: impl FnOnce()) -> Vec<u8> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    linerate_testkit::set_rcvbuf(&s, 64 << 10);
+    s.write_all(b"GET /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut out = vec![0u8; 1 << 20];
+    s.read_exact(&mut out).unwrap();
+    meanwhile();
+    std::thread::sleep(pause);
+    s.read_to_end(&mut out).unwrap();
+    let mut r = parse_all(&out, &[]);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].status, 200);
+    r.remove(0).body
+}
+
+/// Rules: docs/http.md C1.
+#[test]
+fn a_resident_file_is_asked_about_whole_once_an_epoch_and_a_window_at_a_time_once_evicted() {
+    let dir = disk_dir();
+    let big = pattern(16 << 20, 9);
+    let path = dir.path().join("big.bin");
+    write_synced(&path, &big);
+    let srv = LINERATE.start(
+        dir.path(),
+        &["--status-path", "/_status", "--read-ahead", "1M"],
+    );
+    let addr = srv.addr;
+    assert!(get(addr, "/big.bin").body == big);
+    let before = status(addr);
+    // Resident all along: the whole file is asked about again once per epoch in which
+    // the response goes on (a probe or two here), never window by window (16 windows
+    // of 1 MiB).
+    let pause = std::time::Duration::from_millis(400);
+    assert!(
+        slow_get(addr, pause, || {}) == big,
+        "the slow reader's body differs"
+    );
+    let resident = status(addr);
+    let probes = disk(&resident, "probes") - disk(&before, "probes");
+    assert!(probes < 8, "{probes} probes: {resident}");
+    assert_eq!(disk(&resident, "misses"), disk(&before, "misses"));
+    // Evicted while the response waits: once its epoch has ended, the whole file is
+    // found short, and what is left goes a probed window at a time, read in by the
+    // helpers.
+    let body = slow_get(addr, pause, || {
+        // Pages held by the pipe and the socket stay; the rest go.
+        let f = std::fs::File::open(&path).unwrap();
+        linerate_sys::cache::evict(f.as_fd()).unwrap();
+        let left = linerate_sys::cache::cachestat(f.as_fd(), 0, 0).unwrap();
+        assert!(left.nr_cache < 1024, "{left:?}");
+    });
+    assert!(body == big, "the evicted file's body differs");
+    let evicted = status(addr);
+    assert!(
+        disk(&evicted, "misses") > disk(&resident, "misses"),
+        "{evicted}"
+    );
+    assert!(
+        disk(&evicted, "probes") >= disk(&resident, "probes") + 5,
+        "{evicted}"
+    );
 }
