@@ -40,6 +40,8 @@ pub struct Timers {
     slots: Vec<Vec<Entry>>,
     /// The first tick whose entries have not been handed out.
     next: u64,
+    /// When that tick has passed (kept: a loop asks at every turn).
+    due: Instant,
     len: usize,
 }
 
@@ -55,6 +57,7 @@ impl Timers {
             resolution,
             slots: (0..n).map(|_| Vec::new()).collect(),
             next: 0,
+            due: now,
             len: 0,
         }
     }
@@ -99,11 +102,7 @@ impl Timers {
     /// on hands its entries out (a loop that waits until then meets each deadline
     /// within one resolution of it).
     pub fn next_due(&self) -> Instant {
-        let ns = u128::from(self.next) * self.resolution.as_nanos();
-        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
-        self.origin
-            .checked_add(Duration::from_nanos(ns))
-            .unwrap_or_else(|| self.origin + Duration::from_secs(1 << 32))
+        self.due
     }
 
     /// Arms `key` for `at`; returns the tick, for the owner to keep.
@@ -143,6 +142,12 @@ impl Timers {
             self.len -= before - slot.len();
         }
         self.next = upto + 1;
+        let ns = u128::from(self.next) * self.resolution.as_nanos();
+        let ns = u64::try_from(ns).unwrap_or(u64::MAX);
+        self.due = self
+            .origin
+            .checked_add(Duration::from_nanos(ns))
+            .unwrap_or_else(|| self.origin + Duration::from_secs(1 << 32));
     }
 }
 
