@@ -38,3 +38,14 @@ pub fn headless_chromium(args: &[&str]) -> Option<Output> {
         .expect("chromium runs");
     Some(out)
 }
+
+/// Asserts that no network namespace of the run with process id `pid` (`lrPID...`,
+/// as `bench --netns` names them) is left behind.
+pub fn assert_no_netns_left(pid: u32) {
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let ns = String::from_utf8_lossy(&ns.stdout);
+    assert!(
+        !ns.contains(&format!("lr{pid}")),
+        "namespaces left behind: {ns}"
+    );
+}

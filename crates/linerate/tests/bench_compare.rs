@@ -705,12 +705,7 @@ fn netns_puts_the_servers_behind_a_veth_pair_and_removes_it() {
             unique.dedup();
             assert_eq!(unique.len(), targets.len(), "one port each: {targets:?}");
         }
-        let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        let ns = String::from_utf8_lossy(&ns.stdout);
-        assert!(
-            !ns.contains(&format!("lr{pid}")),
-            "namespaces left behind: {ns}"
-        );
+        linerate_testkit::assert_no_netns_left(pid);
         assert_servers_gone(&v);
     }
 }

@@ -4,7 +4,7 @@
 //! sink's `--send` against a plain client.
 
 use std::io::Read;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 
 use linerate_testkit::{is_root, Linerate};
 
@@ -102,12 +102,7 @@ fn netns_runs_between_two_namespaces_and_cleans_up() {
         assert_eq!(v["path"], "netns tso on", "{v}");
         assert_eq!(v["connections"], 8, "{v}");
         assert_eq!(v["bytes"], 8 * 262_144, "{v}");
-        let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        let ns = String::from_utf8_lossy(&ns.stdout);
-        assert!(
-            !ns.contains(&format!("lr{pid}")),
-            "namespaces left behind: {ns}"
-        );
+        linerate_testkit::assert_no_netns_left(pid);
     }
 }
 

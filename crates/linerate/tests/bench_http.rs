@@ -846,15 +846,7 @@ fn netns_starts_its_own_server_behind_a_veth_pair() {
             "the server it started is still running"
         );
     }
-    let ns = std::process::Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .unwrap();
-    let ns = String::from_utf8_lossy(&ns.stdout);
-    assert!(
-        !ns.contains(&format!("lr{pid}")),
-        "namespaces left behind: {ns}"
-    );
+    linerate_testkit::assert_no_netns_left(pid);
 }
 
 /// `https://`: the same workloads through TLS against the real server, verified; the

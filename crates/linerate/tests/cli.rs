@@ -335,12 +335,7 @@ fn netns_runs_between_two_namespaces_and_cleans_up() {
         let v = json(&child.wait_with_output().unwrap());
         assert_eq!(v["path"], format!("netns tso {tso}"));
         assert_eq!(v["sink_bytes"], 4 << 20);
-        let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        let ns = String::from_utf8_lossy(&ns.stdout);
-        assert!(
-            !ns.contains(&format!("lr{pid}")),
-            "namespaces left behind: {ns}"
-        );
+        linerate_testkit::assert_no_netns_left(pid);
     }
 }
 
@@ -395,12 +390,7 @@ fn ctrl_c_removes_namespaces_and_the_temporary_file() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("interrupted"), "{err}");
-    let list = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let list = String::from_utf8_lossy(&list.stdout);
-    assert!(
-        !list.contains(&format!("lr{pid}")),
-        "namespaces left behind: {list}"
-    );
+    linerate_testkit::assert_no_netns_left(pid);
     let links = Command::new("ip").args(["link", "show"]).output().unwrap();
     assert!(
         !String::from_utf8_lossy(&links.stdout).contains(&format!("lr{pid}")),
