@@ -98,6 +98,13 @@ pub trait Driver {
     fn send(&mut self, _token: u64, _buf: SendBuf, _more: bool) -> io::Result<()> {
         Err(io::Error::from(io::ErrorKind::Unsupported))
     }
+    /// A connection the driver accepted for a listener whose watch has ended since
+    /// (io_uring's accepts run ahead of the owner), with the token the listener was
+    /// watched under: the owner serves it, as a closed one would be reset with its
+    /// request unread. None under epoll, which accepts only when asked.
+    fn take_orphan(&mut self) -> Option<(u64, OwnedFd)> {
+        None
+    }
     /// A connection of the listener `fd` watched under `token`, or `WouldBlock` when
     /// none waits (`accept4`, under epoll).
     fn accept(&mut self, _token: u64, fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
@@ -322,6 +329,12 @@ pub struct UringDriver {
     accepted: HashMap<u64, (VecDeque<OwnedFd>, Option<i32>)>,
     /// Listeners' accepts to arm again before the next wait.
     rearm_accept: Vec<u64>,
+    /// The tokens of listeners whose watch ended, by watch: what their accepts still
+    /// bring goes to `orphans`.
+    ended_listeners: HashMap<u64, u64>,
+    /// Connections accepted for an ended listener's watch, with its token, for the
+    /// owner to take ([`Driver::take_orphan`]).
+    orphans: VecDeque<(u64, OwnedFd)>,
 }
 
 impl UringDriver {
@@ -341,6 +354,8 @@ impl UringDriver {
             merged: HashMap::new(),
             accepted: HashMap::new(),
             rearm_accept: Vec::new(),
+            ended_listeners: HashMap::new(),
+            orphans: VecDeque::new(),
         })
     }
 
@@ -375,10 +390,16 @@ impl UringDriver {
         self.rearm.retain(|t| *t != id);
         self.rearm_input.retain(|t| *t != id);
         self.rearm_accept.retain(|t| *t != id);
-        // Connections accepted and not taken are closed (as a closed listener resets
-        // those in its backlog).
-        self.accepted.remove(&id);
+        // Connections accepted and not taken are the owner's still: a listener's watch
+        // ends while its socket may stay open elsewhere (a reload's new workers hold
+        // it), and a connection accepted here has left the socket's queue, so closing
+        // it would reset a client whose request may be on its way.
+        if let Some((queue, _)) = self.accepted.remove(&id) {
+            self.orphans
+                .extend(queue.into_iter().map(|fd| (w.token, fd)));
+        }
         if w.listener {
+            self.ended_listeners.insert(id, w.token);
             self.ring.cancel(id * KINDS + ACCEPT)?;
             return Ok(true);
         }
@@ -410,14 +431,16 @@ impl UringDriver {
         Ok(())
     }
 
-    /// The connections the ring accepted: queued for their listener's owner, or closed
-    /// if the listener's watch has ended.
+    /// The connections the ring accepted: queued for their listener's owner, or as
+    /// orphans if the listener's watch has ended.
     fn take_accepted(&mut self) {
         let (live, accepted) = (&self.live, &mut self.accepted);
         for (tag, fd) in self.ring.accepted() {
             let id = tag / KINDS;
             if live.contains_key(&id) {
                 accepted.entry(id).or_default().0.push_back(fd);
+            } else if let Some(&token) = self.ended_listeners.get(&id) {
+                self.orphans.push_back((token, fd));
             }
         }
     }
@@ -563,6 +586,10 @@ impl Driver for UringDriver {
         };
         let fd = self.live[&id].fd;
         self.ring.send(fd, buf, more, id * KINDS + SEND)
+    }
+
+    fn take_orphan(&mut self) -> Option<(u64, OwnedFd)> {
+        self.orphans.pop_front()
     }
 
     fn accept(&mut self, token: u64, _fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
@@ -992,6 +1019,44 @@ mod tests {
             drop(l);
             // Closed: a new connection is refused.
             assert!(std::net::TcpStream::connect(clients[0].peer_addr().unwrap()).is_err());
+        }
+    }
+
+    /// Regression (issue 28): a listener's watch ended with connections its ring had
+    /// accepted and not handed over; they were closed, resetting clients whose
+    /// requests were on their way. They go to the owner as orphans, with the token.
+    #[test]
+    fn connections_accepted_ahead_of_an_ended_watch_are_handed_over_not_closed() {
+        for (name, mut d) in drivers() {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.set_nonblocking(true).unwrap();
+            d.register(l.as_fd(), 7, Interest::Listener).unwrap();
+            let mut client = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            client.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+            // The wait reports the listener; nobody accepts before it ends.
+            wait_until(d.as_mut(), |_, e| e.token == 7);
+            d.deregister(l.as_fd()).unwrap();
+            let mut took = Vec::new();
+            while let Some((token, fd)) = d.take_orphan() {
+                took.push((token, std::net::TcpStream::from(fd)));
+            }
+            if name == "epoll" {
+                // epoll accepts only when asked: the connection waits in the socket.
+                assert!(took.is_empty(), "{name}");
+                let fd = linerate_sys::fs::accept_nonblocking(l.as_fd()).unwrap();
+                took.push((7, std::net::TcpStream::from(fd)));
+            }
+            assert_eq!(took.len(), 1, "{name}");
+            assert_eq!(took[0].0, 7, "{name}");
+            let mut got = [0u8; 32];
+            let mut s = &took[0].1;
+            s.set_nonblocking(false).unwrap();
+            let n = std::io::Read::read(&mut s, &mut got).unwrap();
+            assert_eq!(
+                &got[..n],
+                b"GET / HTTP/1.1\r\n\r\n",
+                "{name}: the request is there"
+            );
         }
     }
 

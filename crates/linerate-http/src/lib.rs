@@ -10,7 +10,8 @@
 //! - [`range`]: `Range: bytes=` into the ranges to send;
 //! - [`conditional`]: validators and the `If-*` preconditions;
 //! - [`path`]: request target to a path under the document root;
-//! - [`response`]: response heads;
+//! - [`response`]: response heads (every field value checked there);
+//! - [`location`]: `Location` values built from a request, kept on the site's origin;
 //! - [`mime`]: content types by file name;
 //! - [`coding`]: which precompressed variant `Accept-Encoding` asks for.
 //!
@@ -23,6 +24,7 @@
 pub mod coding;
 pub mod conditional;
 pub mod connection;
+pub mod location;
 pub mod mime;
 pub mod path;
 pub mod range;

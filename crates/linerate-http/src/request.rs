@@ -137,10 +137,11 @@ pub struct Request {
     pub if_unmodified_since: Option<String>,
     /// `If-Range`.
     pub if_range: Option<String>,
-    /// `User-Agent`, when [`Limits::client_fields`] asks for it.
-    pub user_agent: Option<String>,
-    /// `Referer`, when [`Limits::client_fields`] asks for it.
-    pub referer: Option<String>,
+    /// `User-Agent`, when [`Limits::client_fields`] asks for it: the bytes as sent
+    /// (blanks around trimmed), so a log can write every byte, escaped.
+    pub user_agent: Option<Vec<u8>>,
+    /// `Referer`, when [`Limits::client_fields`] asks for it (as `user_agent`).
+    pub referer: Option<Vec<u8>>,
     /// `Accept-Encoding` (every field of it), for the precompressed variants.
     pub accept_encoding: Option<crate::coding::AcceptEncoding>,
 }
@@ -336,6 +337,29 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         accept_encoding: None,
     };
     for h in req.headers.iter() {
+        if limits.client_fields {
+            let slot = if h.name.eq_ignore_ascii_case("user-agent") {
+                Some(&mut r.user_agent)
+            } else if h.name.eq_ignore_ascii_case("referer") {
+                Some(&mut r.referer)
+            } else {
+                None
+            };
+            if let Some(slot) = slot {
+                // Any byte, UTF-8 or not: a client must not hide its name from the log.
+                let v = h.value;
+                let start = v
+                    .iter()
+                    .position(|&b| b != b' ' && b != b'\t')
+                    .unwrap_or(v.len());
+                let end = v
+                    .iter()
+                    .rposition(|&b| b != b' ' && b != b'\t')
+                    .map_or(start, |e| e + 1);
+                *slot = Some(v[start..end].to_vec());
+                continue;
+            }
+        }
         let Ok(value) = std::str::from_utf8(h.value) else {
             // obs-text is allowed in values, but none of the fields we read may carry it.
             if is_field(h.name, &["host", "content-length", "transfer-encoding"]) {
@@ -387,10 +411,6 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
             r.accept_encoding
                 .get_or_insert_with(Default::default)
                 .add(value);
-        } else if limits.client_fields && name.eq_ignore_ascii_case("user-agent") {
-            r.user_agent = Some(value.to_string());
-        } else if limits.client_fields && name.eq_ignore_ascii_case("referer") {
-            r.referer = Some(value.to_string());
         }
     }
     if version == Version::Http11 && host_count != 1 {
@@ -497,7 +517,8 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-/// `uri-host [ ":" port ]`: a reg-name, IPv4 address or bracketed IP literal.
+/// `uri-host [ ":" port ]`: a reg-name (no empty label), IPv4 address or bracketed IP
+/// literal.
 fn valid_host(h: &str) -> bool {
     let valid_port = |p: &str| p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit());
     if h.is_empty() {
@@ -517,7 +538,11 @@ fn valid_host(h: &str) -> bool {
         Some((n, p)) => (n, Some(p)),
         None => (h, None),
     };
+    // As nginx: no empty label (`..`, a leading `.`, `.` alone); one trailing dot is
+    // a fully qualified name.
     !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains("..")
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b))
@@ -786,6 +811,17 @@ mod tests {
         );
         assert_eq!(status("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), Some(400));
         assert_eq!(status("GET / HTTP/1.1\r\nHost: a/b\r\n\r\n"), Some(400));
+        // Issue 28: an empty label is no host name, as nginx answers.
+        for h in ["..", ".", "a..b", ".a", "..:80"] {
+            let head = format!("GET / HTTP/1.1\r\nHost: {h}\r\n\r\n");
+            assert_eq!(status(&head), Some(400), "{h}");
+        }
+        assert_eq!(
+            ok("GET / HTTP/1.1\r\nHost: a.example.\r\n\r\n")
+                .host
+                .as_deref(),
+            Some("a.example.")
+        );
         assert_eq!(
             status("GET / HTTP/1.1\r\nHost: a:99999x\r\n\r\n"),
             Some(400)

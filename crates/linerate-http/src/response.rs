@@ -24,11 +24,27 @@ impl Head {
         Head { buf }
     }
 
-    /// Adds a field. The caller passes only values it made or validated.
+    /// Adds a field. This is the one place every field the server writes goes
+    /// through: a value holds only visible ASCII and spaces, and any other byte (a
+    /// control byte, TAB, CR, LF, DEL, anything past ASCII) is written percent-encoded,
+    /// so no value can end its line or start another whatever reached it. A name is
+    /// always the server's own or a configured token.
     pub fn field(&mut self, name: &str, value: &str) -> &mut Head {
+        debug_assert!(!name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && b != b':'));
         self.buf.extend_from_slice(name.as_bytes());
         self.buf.extend_from_slice(b": ");
-        self.buf.extend_from_slice(value.as_bytes());
+        for &b in value.as_bytes() {
+            if b == b' ' || b.is_ascii_graphic() {
+                self.buf.push(b);
+            } else {
+                const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                self.buf.extend_from_slice(&[
+                    b'%',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 15)],
+                ]);
+            }
+        }
         self.buf.extend_from_slice(b"\r\n");
         self
     }
@@ -120,6 +136,17 @@ mod tests {
     }
 
     /// Rules: docs/http.md F2.
+    #[test]
+    fn a_field_value_cannot_end_its_line() {
+        let mut h = Head::new(Status::Ok, "D");
+        h.field("Location", "/a\r\nSet-Cookie: x=1\t\u{7f}\u{e9} b");
+        let text = String::from_utf8(h.finish(true)).unwrap();
+        assert!(
+            text.contains("Location: /a%0D%0ASet-Cookie: x=1%09%7F%C3%A9 b\r\n\r\n"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn multipart_length_is_exact() {
         let ranges = [

@@ -168,6 +168,16 @@ pub(crate) struct Conn {
     pub redirect: Option<u16>,
 }
 
+/// The answer to plain HTTP on a TLS port (the first bytes were a request line, not a
+/// TLS record), as nginx gives it.
+const PLAIN_HTTP_TO_TLS: &[u8] = b"HTTP/1.1 400 Bad Request\r\nServer: linerate\r\nContent-Type: text/plain\r\nContent-Length: 46\r\nConnection: close\r\n\r\nThe plain HTTP request was sent to HTTPS port\n";
+
+/// Whether `bytes` start as a request line does: a method in capitals, then a space.
+fn looks_like_http(bytes: &[u8]) -> bool {
+    let method = bytes.iter().take_while(|b| b.is_ascii_uppercase()).count();
+    (1..=16).contains(&method) && bytes.get(method) == Some(&b' ')
+}
+
 impl Conn {
     pub fn new(
         sock: socket2::Socket,
@@ -248,6 +258,15 @@ impl Conn {
                 let queued = self.sending || !self.records.is_empty();
                 if matches!(refused, Refused::Protocol(_)) && !queued {
                     let _ = t.send(self.sock.as_fd());
+                }
+                if matches!(refused, Refused::NotTls) && looks_like_http(bytes) {
+                    // As nginx: a person who typed http:// for an https:// port is
+                    // told so, not given an empty close.
+                    let _ = linerate_sys::net::send(
+                        self.sock.as_fd(),
+                        PLAIN_HTTP_TO_TLS,
+                        linerate_sys::net::SendFlags::DONTWAIT,
+                    );
                 }
                 self.cut = Some(Cut::Client);
                 self.tls_refused = true;

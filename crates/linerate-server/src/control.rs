@@ -11,6 +11,7 @@
 //! | `SIGUSR2` | binary upgrade: the program started again on the same listening sockets (`systemd::upgrade`); both serve until the old one is stopped |
 //! | `SIGPIPE` | ignored (a peer that went away is an `EPIPE` of its own connection) |
 //! | `SIGXFSZ` | ignored (a log past the file-size limit fails its write with `EFBIG`) |
+//! | `SIGALRM`, `SIGVTALRM`, `SIGPROF`, `SIGIO`, `SIGPWR`, `SIGSTKFLT`, `SIGXCPU`, real-time signals | ignored, with one warning each time (their default action would end the process and lose buffered log lines) |
 //!
 //! The handlers only set flags (async-signal-safe); the server's main thread reads them
 //! between its waits for the workers.
@@ -32,6 +33,8 @@ pub struct Control {
     reload: Arc<AtomicBool>,
     /// `SIGUSR2`.
     upgrade: Arc<AtomicBool>,
+    /// A signal that asks nothing of the server (`linerate_sys::stray_signals`).
+    stray: Arc<AtomicBool>,
 }
 
 /// One request an operator made by signal, taken from the flags once.
@@ -43,6 +46,8 @@ pub enum Request {
     Reload,
     /// Upgrade the binary (`SIGUSR2`).
     Upgrade,
+    /// A signal with no meaning here arrived and was ignored.
+    Stray,
 }
 
 impl Control {
@@ -58,6 +63,9 @@ impl Control {
         // A handler that only sets a flag nobody reads: the signal no longer ends the
         // process, and the write that raised it fails with EFBIG instead.
         signal_hook::flag::register(SIGXFSZ, Arc::new(AtomicBool::new(false)))?;
+        for sig in linerate_sys::stray_signals() {
+            signal_hook::flag::register(sig, Arc::clone(&c.stray))?;
+        }
         linerate_sys::ignore_sigpipe();
         Ok(c)
     }
@@ -73,6 +81,7 @@ impl Control {
             (&self.reopen, Request::Reopen),
             (&self.reload, Request::Reload),
             (&self.upgrade, Request::Upgrade),
+            (&self.stray, Request::Stray),
         ]
         .into_iter()
         .filter(|(flag, _)| flag.swap(false, Ordering::Relaxed))

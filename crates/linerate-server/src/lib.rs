@@ -25,6 +25,8 @@ mod metrics;
 mod output;
 #[cfg(any(test, feature = "fuzzing"))]
 mod output_model;
+#[cfg(any(test, feature = "fuzzing"))]
+mod redirect_model;
 pub mod rules;
 pub mod settings;
 mod site;
@@ -45,4 +47,5 @@ pub use worker::{serve, ServeError};
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing {
     pub use crate::output_model::run as output_queue;
+    pub use crate::redirect_model::run as redirects;
 }

@@ -163,6 +163,9 @@ pub(crate) struct Bound {
     pub sockets: Vec<Socket>,
     /// Passed to the process by systemd or by the process before it (SIGUSR2).
     passed: bool,
+    /// What a passed socket served in the process before (a binary upgrade), for an
+    /// address no list names as it is bound (port 0).
+    passed_kind: Option<Kind>,
     /// The socket file this process made: removed when the process lets go of the
     /// socket, unless another process was handed it.
     made: Option<PathBuf>,
@@ -171,15 +174,16 @@ pub(crate) struct Bound {
 }
 
 impl Bound {
-    /// One socket that every worker accepts from: a passed one (made without
-    /// `SO_REUSEPORT`) or a Unix socket.
+    /// One socket that every worker accepts from: a single passed one (systemd's, made
+    /// without `SO_REUSEPORT`) or a Unix socket. A passed group (a binary upgrade's:
+    /// the process before had one per worker) is handed out one socket per worker.
     fn shared(&self) -> bool {
-        self.passed || matches!(self.addr, Endpoint::Unix(_))
+        (self.passed && self.sockets.len() == 1) || matches!(self.addr, Endpoint::Unix(_))
     }
 
     /// Sockets passed to this process (socket activation, a binary upgrade): shared by
     /// all workers, and the listeners for the process's life.
-    pub fn passed(s: Socket, sndbuf: Option<usize>) -> io::Result<Bound> {
+    pub fn passed(s: Socket, sndbuf: Option<usize>, kind: Option<Kind>) -> io::Result<Bound> {
         let addr = Endpoint::of(&s)?;
         if let Some(n) = sndbuf {
             s.set_send_buffer_size(n)?;
@@ -189,8 +193,9 @@ impl Bound {
             addr,
             sockets: vec![s],
             passed: true,
+            passed_kind: kind,
             made: None,
-            kind: Kind::Plain,
+            kind: kind.unwrap_or(Kind::Plain),
         })
     }
 
@@ -361,16 +366,32 @@ pub(crate) fn bind_all(
                 Kind::Tls
             } else if cfg.redirect_listen.contains(&b.addr) {
                 Kind::Redirect
-            } else {
+            } else if cfg.listen.contains(&b.addr) {
                 Kind::Plain
+            } else {
+                b.passed_kind.unwrap_or(Kind::Plain)
             },
+            passed_kind: b.passed_kind,
             asked: b.asked.clone(),
             addr: b.addr.clone(),
-            sockets: b
-                .sockets
-                .iter()
-                .map(Socket::try_clone)
-                .collect::<io::Result<_>>()?,
+            sockets: {
+                let mut sockets = b
+                    .sockets
+                    .iter()
+                    .map(Socket::try_clone)
+                    .collect::<io::Result<Vec<_>>>()?;
+                // A group (SO_REUSEPORT, from the process before) grows to one socket
+                // per worker; a single socket (systemd's) is shared as it is.
+                if let (Endpoint::Ip(addr), true) = (&b.addr, sockets.len() > 1) {
+                    add_group_sockets(&mut sockets, *addr, cfg.sndbuf, workers).map_err(
+                        |source| BindError {
+                            addr: Some(b.addr.clone()),
+                            source,
+                        },
+                    )?;
+                }
+                sockets
+            },
             passed: true,
             made: None,
         });
@@ -417,6 +438,7 @@ pub(crate) fn bind_all(
                 addr: b.addr.clone(),
                 sockets,
                 passed: false,
+                passed_kind: None,
                 made: b.made.clone(),
                 kind,
             });
@@ -431,6 +453,7 @@ pub(crate) fn bind_all(
                     addr: asked.clone(),
                     sockets: vec![s],
                     passed: false,
+                    passed_kind: None,
                     made: Some(path.clone()),
                     kind,
                 });
@@ -459,6 +482,7 @@ pub(crate) fn bind_all(
                     addr,
                     sockets,
                     passed: false,
+                    passed_kind: None,
                     made: None,
                     kind,
                 });

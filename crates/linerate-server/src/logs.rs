@@ -10,6 +10,11 @@
 //!   Conditions a client can cause at any rate are written through a [`RateLimit`], so
 //!   a flood of them costs a line a second, with a count of those left out.
 //!
+//! Access-log lines are written whole or not at all: a write that the disk cut short
+//! (`ENOSPC` part-way, `EIO`) has its torn tail cut off the file again, and the lines
+//! that did not fit are dropped, counted (`linerate_log_lines_dropped_total`) and said
+//! in the error log once a minute; the next flush writes again.
+//!
 //! Both files are opened without blocking (a FIFO nobody reads fails the start instead
 //! of hanging it) and reopened by path on `SIGUSR1`, so `mv access.log access.log.1;
 //! kill -USR1 PID` sends the next lines to a new file and loses none: a line buffered
@@ -18,7 +23,7 @@
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 /// Where the error log goes.
@@ -39,6 +44,9 @@ pub enum ErrorLog {
 pub struct LogFile {
     path: PathBuf,
     file: RwLock<Arc<File>>,
+    /// Held by [`AccessLines`]'s appends, so a torn tail is cut off before another
+    /// worker appends after it.
+    append: Mutex<()>,
 }
 
 impl LogFile {
@@ -47,6 +55,7 @@ impl LogFile {
         Ok(LogFile {
             path: path.to_path_buf(),
             file: RwLock::new(Arc::new(open(path)?)),
+            append: Mutex::new(()),
         })
     }
 
@@ -77,6 +86,117 @@ fn open(path: &Path) -> io::Result<File> {
             e
         }
     })
+}
+
+/// Where a worker's access-log lines go.
+#[derive(Debug)]
+pub enum AccessTarget {
+    /// Standard output (its own descriptor: lines are buffered here, not by `std`).
+    Stdout(File),
+    /// A file, reopened by path on `SIGUSR1`.
+    File(Arc<LogFile>),
+}
+
+/// One worker's access log: whole lines buffered, written by one `write(2)` each flush
+/// (every tick, at every exit, and when 64 KiB are waiting).
+#[derive(Debug)]
+pub struct AccessLines {
+    buf: Vec<u8>,
+    target: AccessTarget,
+}
+
+/// Serialises appends to standard output as [`LogFile::append`] does to a file.
+static STDOUT_APPEND: Mutex<()> = Mutex::new(());
+
+/// Once a minute, for the whole process: lines dropped by a full or failing disk.
+static DROP_NOTE: Mutex<RateLimit> = Mutex::new(RateLimit::new(Duration::from_secs(60)));
+
+impl AccessLines {
+    const FLUSH_AT: usize = 64 << 10;
+
+    pub fn new(target: AccessTarget) -> AccessLines {
+        AccessLines {
+            buf: Vec::new(),
+            target,
+        }
+    }
+
+    /// Adds one whole line (ending in `\n`); returns the lines dropped if it had to
+    /// flush.
+    pub fn push(&mut self, line: &str) -> u64 {
+        self.buf.extend_from_slice(line.as_bytes());
+        if self.buf.len() >= Self::FLUSH_AT {
+            self.flush()
+        } else {
+            0
+        }
+    }
+
+    /// Writes what is buffered; returns how many lines were dropped (the disk was full
+    /// or failing), after saying so in the error log at most once a minute.
+    pub fn flush(&mut self) -> u64 {
+        if self.buf.is_empty() {
+            return 0;
+        }
+        let (dropped, error) = match &self.target {
+            AccessTarget::Stdout(f) => {
+                let _held = STDOUT_APPEND.lock().unwrap_or_else(PoisonError::into_inner);
+                append_whole_lines(f, &self.buf)
+            }
+            AccessTarget::File(l) => {
+                let f = l.current();
+                let _held = l.append.lock().unwrap_or_else(PoisonError::into_inner);
+                append_whole_lines(&f, &self.buf)
+            }
+        };
+        self.buf.clear();
+        if dropped > 0 {
+            let mut note = DROP_NOTE.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(left_out) = note.allow(Instant::now()) {
+                tracing::error!(
+                    "access log: {dropped} line(s) dropped: {}; lines are written again when the disk takes them{}",
+                    error.map_or_else(|| "a short write".to_string(), |e| e.to_string()),
+                    more(left_out)
+                );
+            }
+        }
+        dropped
+    }
+}
+
+/// Appends `buf` (whole lines) to `f` with one `write(2)`, retried for what a short
+/// count left; if the disk refuses part of it, the torn tail of the last line written
+/// is cut off the file again (its length set back, the offset to its end) so no line is
+/// ever half there. Returns the lines dropped and why.
+fn append_whole_lines(mut f: &File, buf: &[u8]) -> (u64, Option<io::Error>) {
+    use std::io::Seek;
+    let lines = |b: &[u8]| b.iter().filter(|&&c| c == b'\n').count() as u64;
+    let mut done = 0;
+    let error = loop {
+        if done == buf.len() {
+            return (0, None);
+        }
+        match f.write(&buf[done..]) {
+            Ok(0) => break None,
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break Some(e),
+        }
+    };
+    let whole = buf[..done]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |k| k + 1);
+    let torn = (done - whole) as u64;
+    if torn > 0 {
+        if let Ok(m) = f.metadata() {
+            if m.is_file() && m.len() >= torn {
+                let _ = f.set_len(m.len() - torn);
+                let _ = f.seek(io::SeekFrom::End(0));
+            }
+        }
+    }
+    (lines(&buf[whole..]), error)
 }
 
 /// A [`LogFile`] as a `Write`: each call is one `write(2)` to the file open now.
@@ -197,6 +317,30 @@ mod tests {
         let old = std::fs::read_to_string(dir.path().join("a.log.1")).unwrap();
         assert_eq!(old, "one\ntwo\n");
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "three\n");
+    }
+
+    /// Whole lines are appended; a device that refuses them drops them all, counted.
+    /// (A short count's torn tail is tested through the binary on a full tmpfs:
+    /// serve_lifecycle.rs.)
+    #[test]
+    fn lines_are_appended_whole_or_dropped_and_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        let f = File::options()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        let mut text = String::new();
+        for i in 0..10 {
+            text.push_str(&format!("line {i} of ten\n"));
+        }
+        assert_eq!(append_whole_lines(&f, text.as_bytes()).0, 0);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text);
+        let full = File::options().write(true).open("/dev/full").unwrap();
+        let (dropped, e) = append_whole_lines(&full, text.as_bytes());
+        assert_eq!(dropped, 10);
+        assert_eq!(e.unwrap().kind(), io::ErrorKind::StorageFull);
     }
 
     #[test]

@@ -49,6 +49,7 @@ struct Snapshot {
     tls_kernel: u64,
     tls_refused: u64,
     aborted: u64,
+    log_lines_dropped: u64,
     unavailable: u64,
     forbidden: u64,
     open_out_of_fds: u64,
@@ -94,6 +95,7 @@ impl Snapshot {
             tls_kernel: sum(&|s| &s.tls_kernel),
             tls_refused: sum(&|s| &s.tls_refused),
             aborted: sum(&|s| &s.aborted),
+            log_lines_dropped: sum(&|s| &s.log_lines_dropped),
             unavailable: sum(&|s| &s.unavailable),
             forbidden: sum(&|s| &s.forbidden),
             open_out_of_fds: sum(&|s| &s.open_out_of_fds),
@@ -299,6 +301,12 @@ impl Collector for Snapshot {
                     .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
             }
         }
+        counter(
+            &mut e,
+            "linerate_log_lines_dropped",
+            "Access-log lines dropped whole because the disk refused them (full or failing)",
+            self.log_lines_dropped,
+        )?;
         counter(
             &mut e,
             "linerate_residency_probes",

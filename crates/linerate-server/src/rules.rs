@@ -116,6 +116,15 @@ pub struct Redirect {
     pub code: u16,
 }
 
+/// A rule's `fallback`: a page of the site, or `false` to switch off one that a less
+/// specific rule gives (assets under a single-page app's `/`, whose missing files must
+/// stay 404 rather than become the app's page).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Fallback {
+    Page(String),
+    Off,
+}
+
 /// One rule.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rule {
@@ -131,8 +140,9 @@ pub struct Rule {
     /// Error pages by status: a path in the site, served with the status.
     pub errors: Vec<(u16, String)>,
     pub redirect: Option<Redirect>,
-    /// A path served (with 200) for a path that names nothing.
-    pub fallback: Option<String>,
+    /// A path served (with 200) for a path that names nothing, or none even where a
+    /// less specific rule gives one.
+    pub fallback: Option<Fallback>,
     /// A site's own rule (over a server-wide one of the same specificity).
     pub site: bool,
 }
@@ -231,19 +241,25 @@ impl Effective {
             .map(|(_, p)| p.as_str())
     }
 
-    /// The redirect's status and `Location`, for a request with `query`.
+    /// The redirect's status and `Location`, for a request with `query`: the rest of
+    /// the path after a prefix rule's prefix and the query, encoded so that the value
+    /// stays one field and a path target stays on the site (`linerate_http::location`).
     pub fn location(&self, query: Option<&str>) -> Option<(u16, String)> {
         let r = self.merged.redirect.as_ref()?;
-        let mut to = r.to.clone();
         let prefix = self.redirect_prefix.as_deref();
-        if let Some(rest) = prefix.and_then(|p| self.path.strip_prefix(p)) {
-            to.push_str(rest);
-        }
-        if let Some(q) = query {
-            to.push(if to.contains('?') { '&' } else { '?' });
-            to.push_str(q);
-        }
+        let rest = prefix
+            .and_then(|p| self.path.strip_prefix(p))
+            .unwrap_or_default();
+        let to = linerate_http::location::build(&r.to, rest.as_bytes(), query);
         Some((r.code, to))
+    }
+
+    /// The page the rules give a path that names nothing, if any.
+    pub fn fallback_page(&self) -> Option<&str> {
+        match &self.merged.fallback {
+            Some(Fallback::Page(p)) => Some(p),
+            Some(Fallback::Off) | None => None,
+        }
     }
 
     /// The response fields the rules add: their headers, and for `expires` a
@@ -342,6 +358,52 @@ mod tests {
         assert_eq!(
             fx.location(Some("q")),
             Some((301, "/here?from=gone&q".into()))
+        );
+    }
+
+    /// Issue 28: a redirect built from a request is one header field on the site.
+    #[test]
+    fn a_redirect_cannot_write_a_field_or_leave_the_site() {
+        let mut r = rule("/go/", true);
+        r.redirect = Some(Redirect {
+            to: "/dest/".into(),
+            code: 301,
+        });
+        let fx = Effective::of(&[r], "/go/\r\nSet-Cookie:x=1");
+        assert_eq!(
+            fx.location(None),
+            Some((301, "/dest/%0D%0ASet-Cookie:x=1".into()))
+        );
+        let mut r = rule("/old", true);
+        r.redirect = Some(Redirect {
+            to: "/".into(),
+            code: 301,
+        });
+        for (path, want) in [
+            ("/old/\\evil.example", "/%5Cevil.example"),
+            ("/old//evil.example", "/evil.example"),
+            ("/old\tx", "/%09x"),
+        ] {
+            let fx = Effective::of(std::slice::from_ref(&r), path);
+            assert_eq!(fx.location(None), Some((301, want.into())), "{path}");
+        }
+    }
+
+    #[test]
+    fn a_rule_switches_an_inherited_fallback_off() {
+        let mut app = rule("/", false);
+        app.fallback = Some(Fallback::Page("/index.html".into()));
+        let mut assets = rule("/assets/", false);
+        assets.fallback = Some(Fallback::Off);
+        let mut rules = vec![assets, app];
+        sort(&mut rules);
+        assert_eq!(
+            Effective::of(&rules, "/posts/1").fallback_page(),
+            Some("/index.html")
+        );
+        assert_eq!(
+            Effective::of(&rules, "/assets/missing.js").fallback_page(),
+            None
         );
     }
 

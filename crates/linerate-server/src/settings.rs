@@ -20,7 +20,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::config::{AccessLog, Config, KernelTls, LogFormat, SiteConfig, Steer};
 use crate::listen::Endpoint;
 use crate::logs::ErrorLog;
-use crate::rules::{PathMatch, Redirect, Rule};
+use crate::rules::{Fallback, PathMatch, Redirect, Rule};
 use std::collections::BTreeMap;
 
 /// A byte count from `LO` to `HI`: `16384`, `16K`, `4M`, `1G` (binary multiples), in a
@@ -361,6 +361,43 @@ impl fmt::Display for UrlPath {
 
 as_text!(UrlPath);
 
+/// A rule's `fallback`: a path, or `false` (no fallback here, whatever a less specific
+/// rule gives).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FallbackSetting {
+    Page(UrlPath),
+    Off,
+}
+
+impl<'de> Deserialize<'de> for FallbackSetting {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum PathOrBool {
+            Bool(bool),
+            Text(String),
+        }
+        match PathOrBool::deserialize(d)? {
+            PathOrBool::Bool(false) => Ok(FallbackSetting::Off),
+            PathOrBool::Text(t) => t.parse().map(FallbackSetting::Page),
+            PathOrBool::Bool(true) => Err(
+                "give a path (\"/index.html\"), or false to switch an inherited fallback off"
+                    .to_string(),
+            ),
+        }
+        .map_err(D::Error::custom)
+    }
+}
+
+impl Serialize for FallbackSetting {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            FallbackSetting::Page(p) => s.collect_str(p),
+            FallbackSetting::Off => s.serialize_bool(false),
+        }
+    }
+}
+
 /// Content codings in order of preference: `br,zstd,gzip`, or `none`; in the file
 /// also a list (`["br", "gzip"]`, `[]` for none).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -514,9 +551,16 @@ pub struct RuleSettings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub redirect_code: Option<u16>,
     /// A path served with 200 when the request's path names nothing (single-page
-    /// applications: "/index.html").
+    /// applications: "/index.html"), or `false` to switch off one that a less specific
+    /// rule gives (`/assets/` under an app's `/`, whose missing files stay 404).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<UrlPath>,
+    pub fallback: Option<FallbackSetting>,
+}
+
+/// What a configured header value may hold: visible ASCII and spaces (what the
+/// response head writes as it is).
+fn field_value(v: &str) -> bool {
+    v.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
 }
 
 impl RuleSettings {
@@ -533,12 +577,14 @@ impl RuleSettings {
             if !token(n) {
                 return Err(at(format!("headers: '{n}' is not a field name")));
             }
-            if v.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0) {
-                return Err(at(format!("headers: {n}'s value holds a line break")));
+            if !field_value(v) {
+                return Err(at(format!(
+                    "headers: {n}'s value holds a byte other than visible ASCII and spaces"
+                )));
             }
         }
         for (ext, t) in &self.types {
-            if ext.is_empty() || ext.contains(['.', '/']) || t.contains(['\r', '\n']) {
+            if ext.is_empty() || ext.contains(['.', '/']) || !field_value(t) {
                 return Err(at(format!(
                     "types: '{ext}' = '{t}' (give an extension and a type)"
                 )));
@@ -564,8 +610,10 @@ impl RuleSettings {
                         "redirect-code: {code} is not 301, 302, 303, 307 or 308"
                     )));
                 }
-                if to.is_empty() || to.contains(['\r', '\n', ' ']) {
-                    return Err(at(format!("redirect: '{to}' is not a URL")));
+                if !linerate_http::location::valid_target(to) {
+                    return Err(at(format!(
+                        "redirect: '{to}' is neither a path on the site (\"/new/\") nor an absolute http or https URL"
+                    )));
                 }
                 Some(Redirect {
                     to: to.clone(),
@@ -592,7 +640,10 @@ impl RuleSettings {
             dotfiles: self.dotfiles,
             errors,
             redirect,
-            fallback: self.fallback.as_ref().map(|p| p.0.clone()),
+            fallback: self.fallback.as_ref().map(|f| match f {
+                FallbackSetting::Page(p) => Fallback::Page(p.0.clone()),
+                FallbackSetting::Off => Fallback::Off,
+            }),
             site,
         })
     }
@@ -884,8 +935,9 @@ pub const MAX_HEAD_LIMIT: u64 = 1 << 20;
 #[derive(clap::Args, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Settings {
-    /// Document root (the positional DIR on the command line) [default: the current
-    /// directory].
+    /// Document root (the positional DIR on the command line); required when started
+    /// from a configuration file or by systemd, unless `[[site]]` blocks give every
+    /// root [default at a terminal: the current directory, unless it is /].
     #[arg(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub root: Option<PathBuf>,
@@ -1681,12 +1733,13 @@ mod tests {
 mod contrib {
     use super::*;
 
-    /// contrib/linerate.toml's `# key = value` lines: (key, value, is an example).
+    /// contrib/linerate.toml's `# key = value` lines and its uncommented ones: (key,
+    /// value, is an example or required, so not a default).
     fn documented() -> Vec<(String, String, bool)> {
         let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../contrib/linerate.toml");
         let text = std::fs::read_to_string(path).unwrap();
         text.lines()
-            .filter_map(|l| l.strip_prefix("# "))
+            .filter_map(|l| l.strip_prefix("# ").or((!l.starts_with('#')).then_some(l)))
             .filter_map(|l| {
                 let (key, rest) = l.split_once(" = ")?;
                 if key.contains(' ') {
@@ -1696,7 +1749,8 @@ mod contrib {
                 Some((
                     key.to_string(),
                     value.trim().to_string(),
-                    note.trim_start().starts_with("example"),
+                    note.trim_start().starts_with("example")
+                        || note.trim_start().starts_with("required"),
                 ))
             })
             .collect()

@@ -59,9 +59,9 @@ pub(crate) struct Response {
     /// When the request was complete, by the worker loop's clock (None: an answer to no
     /// request, such as a 400; set by the connection).
     pub started: Option<std::time::Instant>,
-    /// `User-Agent` and `Referer`, kept for an access log that writes them.
-    pub user_agent: Option<String>,
-    pub referer: Option<String>,
+    /// `User-Agent` and `Referer` as sent, kept for an access log that writes them.
+    pub user_agent: Option<Vec<u8>>,
+    pub referer: Option<Vec<u8>>,
 }
 
 impl Response {
@@ -316,6 +316,27 @@ impl Site {
         Response::new(parts, status, keep_alive, line, body_bytes)
     }
 
+    /// The one site of `cfg` (its `root`), in one worker with no disk helpers: for the
+    /// unit tests and the model runs.
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn alone(cfg: Config) -> Site {
+        let stats = Arc::new(Stats::default());
+        let dir = linerate_sys::fs::open_directory(&cfg.root).expect("the root opens");
+        let cache = FileCache::new(
+            dir.into(),
+            100,
+            (cfg.small_file_bytes, 1 << 20),
+            false,
+            Arc::clone(&stats),
+        );
+        let board = Board::of(vec![Arc::clone(&stats)]);
+        let hosts = vec![Host {
+            cfg: cfg.sites().remove(0),
+            cache,
+        }];
+        Site::new(Arc::new(cfg), hosts, stats, board, None)
+    }
+
     /// The response to `req`.
     pub fn respond(
         &mut self,
@@ -500,11 +521,11 @@ impl Site {
             Found::File(e) => self.representation(req, h, &rel, e, fx, line, now),
             Found::Dir => {
                 if !resolved.trailing_slash {
-                    let mut loc = format!("{}/", req.path);
-                    if let Some(q) = &req.query {
-                        loc.push('?');
-                        loc.push_str(q);
-                    }
+                    // From the normalized path, encoded again: what the client sent
+                    // (`//host/dir`, `\`) never reaches the Location as it was.
+                    let mut dir = rel.clone();
+                    dir.push(b'/');
+                    let loc = linerate_http::location::build("/", &dir, req.query.as_deref());
                     return self.error_for(
                         Status::MovedPermanently,
                         keep,
@@ -591,7 +612,7 @@ impl Site {
         now: SystemTime,
     ) -> Response {
         let missing = matches!(why, Found::Missing | Found::Dir | Found::File(_));
-        if let Some(fallback) = fx.and_then(|f| f.fallback.as_deref()).filter(|_| missing) {
+        if let Some(fallback) = fx.and_then(|f| f.fallback_page()).filter(|_| missing) {
             if let Some((rel, e)) = self.page_entry(h, fallback) {
                 return self.representation(req, h, &rel, e, fx, line, now);
             }
@@ -975,7 +996,6 @@ struct Rep<'a> {
 pub(crate) mod tests {
     use super::*;
     use linerate_http::request::{parse, Parse};
-    use std::os::fd::OwnedFd;
 
     /// A site over a temporary root holding `a.txt` (5 bytes), `big.bin` (64 KiB, above
     /// the small-file size), `dir/index.html`, `list/` (no index) and `<b> & c`.
@@ -1001,22 +1021,61 @@ pub(crate) mod tests {
         if !logging {
             cfg.access_log = crate::config::AccessLog::Off;
         }
-        let stats = Arc::new(Stats::default());
-        let fd = OwnedFd::from(linerate_sys::fs::open_directory(p).unwrap());
-        let cache = FileCache::new(
-            fd,
-            100,
-            (cfg.small_file_bytes, 1 << 20),
-            false,
-            Arc::clone(&stats),
-        );
-        let board = Board::of(vec![Arc::clone(&stats)]);
-        let hosts = vec![Host {
-            cfg: cfg.sites().remove(0),
-            cache,
-        }];
-        let s = Site::new(Arc::new(cfg), hosts, stats, board, None);
-        (root, s)
+        (root, Site::alone(cfg))
+    }
+
+    proptest::proptest! {
+        /// Issue 28: request paths against redirect, fallback and error-page rules never
+        /// yield a header value with a control byte or a Location off the site (the
+        /// checks of `redirect_model`, which the `redirects` fuzz target runs too).
+        #[test]
+        fn no_request_path_writes_a_field_or_leaves_the_site(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("/".to_string()),
+                    proptest::strategy::Just("//".to_string()),
+                    proptest::strategy::Just("\\".to_string()),
+                    proptest::strategy::Just("%5c".to_string()),
+                    proptest::strategy::Just("%2f".to_string()),
+                    proptest::strategy::Just("%0d%0a".to_string()),
+                    proptest::strategy::Just("%09".to_string()),
+                    proptest::strategy::Just("..".to_string()),
+                    proptest::strategy::Just("go".to_string()),
+                    proptest::strategy::Just("old".to_string()),
+                    proptest::strategy::Just("x".to_string()),
+                    proptest::strategy::Just("far".to_string()),
+                    proptest::strategy::Just("app".to_string()),
+                    proptest::strategy::Just("evil.example".to_string()),
+                    proptest::strategy::Just("a.php".to_string()),
+                    proptest::strategy::Just("?".to_string()),
+                    "%[0-9a-fA-F]{2}",
+                    "[ -~]{0,3}",
+                ],
+                0..10,
+            )
+        ) {
+            let target = format!("/{}", parts.concat());
+            crate::redirect_model::run(target.as_bytes());
+        }
+    }
+
+    #[test]
+    fn the_redirect_model_checks_what_it_says() {
+        for target in [
+            "/go/%0d%0aSet-Cookie:x=1",
+            "/old/%5cevil.example",
+            "/old//evil.example",
+            "/old%2f%2fevil.example",
+            "//evil.example",
+            "/far/anything",
+            "/x/%09y?q=%0a",
+            "/exact?a=b",
+            "/a/b.php",
+            "/app/assets/missing.js",
+            "/app/deep/link",
+        ] {
+            crate::redirect_model::run(target.as_bytes());
+        }
     }
 
     fn ask(s: &mut Site, head: &str) -> Response {

@@ -52,6 +52,8 @@ pub(crate) struct Stats {
     /// TLS connections closed for what their peer sent: not TLS at all, or a
     /// handshake or record rustls refused.
     pub tls_refused: AtomicU64,
+    /// Access-log lines dropped because the disk refused them (full, or failing).
+    pub log_lines_dropped: AtomicU64,
     /// Opens of files refused for lack of descriptors (`EMFILE`/`ENFILE`; each empties
     /// the open-file cache and tries once more).
     pub open_out_of_fds: AtomicU64,
@@ -175,6 +177,7 @@ impl Stats {
             tls_handshakes,
             tls_kernel,
             tls_refused,
+            log_lines_dropped,
             open_out_of_fds,
             unavailable,
             accept_out_of_fds,
@@ -220,6 +223,7 @@ impl Stats {
             (tls_handshakes, &sum.tls_handshakes),
             (tls_kernel, &sum.tls_kernel),
             (tls_refused, &sum.tls_refused),
+            (log_lines_dropped, &sum.log_lines_dropped),
             (open_out_of_fds, &sum.open_out_of_fds),
             (unavailable, &sum.unavailable),
             (accept_out_of_fds, &sum.accept_out_of_fds),
@@ -298,7 +302,7 @@ impl Earlier {
 
 impl Board {
     /// A board of `workers` alone (no reload before them).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fuzzing"))]
     pub fn of(workers: Vec<Arc<Stats>>) -> Board {
         Board {
             workers: workers.into(),
@@ -371,6 +375,7 @@ impl Board {
                 "unavailable_503": sum(|s| &s.unavailable),
                 "forbidden_403": sum(|s| &s.forbidden),
                 "responses_aborted": sum(|s| &s.aborted),
+                "log_lines_dropped": sum(|s| &s.log_lines_dropped),
             }
         })
     }

@@ -3,6 +3,7 @@
 //! (`sd-notify`, `listenfd`). Outside systemd (`NOTIFY_SOCKET`, `LISTEN_FDS` unset)
 //! both do nothing.
 
+use crate::listen::Kind;
 use sd_notify::NotifyState;
 use socket2::Socket;
 
@@ -36,7 +37,10 @@ pub fn stopping() {
 /// binary upgrade. Made non-blocking, and TCP ones given `TCP_NODELAY`, as the
 /// server's own are; none outside socket activation. A passed descriptor that is not a
 /// listening stream socket is an error: the unit file and the server disagree.
-pub fn activated_listeners() -> std::io::Result<Vec<Socket>> {
+/// A passed socket comes with what it served in the process before (a binary
+/// upgrade's: an HTTPS socket bound to port 0 is named by no `tls-listen` address);
+/// systemd's come with none.
+pub fn activated_listeners() -> std::io::Result<Vec<(Socket, Option<Kind>)>> {
     let made_ready = |s: Socket| -> std::io::Result<Socket> {
         s.set_nonblocking(true)?;
         if s.local_addr()?.as_socket().is_some() {
@@ -50,11 +54,19 @@ pub fn activated_listeners() -> std::io::Result<Vec<Socket>> {
         return list
             .to_string_lossy()
             .split(',')
-            .map(|n| {
+            .map(|entry| {
+                let (n, kind) = entry.split_once(':').unwrap_or((entry, ""));
                 let fd: i32 = n.parse().map_err(|_| {
                     std::io::Error::other(format!("{UPGRADE_FDS}: '{n}' is not a descriptor"))
                 })?;
-                made_ready(Socket::from(linerate_sys::fs::take_inherited_listener(fd)?))
+                let kind = match kind {
+                    "tls" => Some(Kind::Tls),
+                    "redirect" => Some(Kind::Redirect),
+                    "plain" => Some(Kind::Plain),
+                    _ => None,
+                };
+                let s = made_ready(Socket::from(linerate_sys::fs::take_inherited_listener(fd)?))?;
+                Ok((s, kind))
             })
             .collect();
     }
@@ -75,7 +87,7 @@ pub fn activated_listeners() -> std::io::Result<Vec<Socket>> {
                 3 + i
             )));
         };
-        out.push(made_ready(s)?);
+        out.push((made_ready(s)?, None));
     }
     Ok(out)
 }
@@ -88,7 +100,7 @@ const UPGRADE_FDS: &str = "LINERATE_LISTEN_FDS";
 /// one started) with the same arguments, handing it `sockets` (they stay open here
 /// too). Both serve until the operator stops this one; the new one finds the sockets
 /// as [`activated_listeners`]. Returns the new process.
-pub fn upgrade(sockets: &[&Socket]) -> std::io::Result<std::process::Child> {
+pub fn upgrade(sockets: &[(&Socket, Kind)]) -> std::io::Result<std::process::Child> {
     use std::os::fd::AsFd;
     use std::os::fd::AsRawFd;
     let mut args = std::env::args_os();
@@ -98,8 +110,18 @@ pub fn upgrade(sockets: &[&Socket]) -> std::io::Result<std::process::Child> {
     } else {
         std::env::current_exe()?
     };
-    let fds: Vec<String> = sockets.iter().map(|s| s.as_raw_fd().to_string()).collect();
-    for s in sockets {
+    let fds: Vec<String> = sockets
+        .iter()
+        .map(|(s, kind)| {
+            let kind = match kind {
+                Kind::Plain => "plain",
+                Kind::Tls => "tls",
+                Kind::Redirect => "redirect",
+            };
+            format!("{}:{kind}", s.as_raw_fd())
+        })
+        .collect();
+    for (s, _) in sockets {
         linerate_sys::fs::set_inherited(s.as_fd(), true)?;
     }
     let child = std::process::Command::new(&program)
@@ -112,7 +134,7 @@ pub fn upgrade(sockets: &[&Socket]) -> std::io::Result<std::process::Child> {
         .env_remove("NOTIFY_SOCKET")
         .stdin(std::process::Stdio::null())
         .spawn();
-    for s in sockets {
+    for (s, _) in sockets {
         linerate_sys::fs::set_inherited(s.as_fd(), false)?;
     }
     child

@@ -289,7 +289,8 @@ fn pem_error(e: &rustls::pki_types::pem::Error) -> String {
 /// Why a session ended the connection.
 #[derive(Debug)]
 pub(crate) enum Refused {
-    /// The bytes were not TLS at all: close with nothing written.
+    /// The bytes were not TLS at all: close (after a plain 400 when they were an HTTP
+    /// request line, as nginx answers).
     NotTls,
     /// rustls refused them (a bad handshake, a bad record); its alert waits in the
     /// session to be sent before the close.

@@ -2,7 +2,7 @@
 //! loop, open-file cache and connections. Listeners are bound before any worker starts,
 //! so a bad address fails the start, not a worker.
 
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,7 +17,7 @@ use crate::files::FileCache;
 use crate::listen::{
     bind_all, hand_out, status_line, BindError, Bound, Endpoint, Kind, Listener, Peer,
 };
-use crate::logs::{more, LogFile, LogWriter, RateLimit};
+use crate::logs::{more, AccessLines, AccessTarget, LogFile, RateLimit};
 use crate::site::{Host, Response, Site};
 use crate::stats::{Board, Earlier, Stats};
 use linerate_event::{
@@ -321,10 +321,37 @@ const LOW_DESCRIPTOR_LIMIT: u64 = 4096;
 /// How often the main thread looks at the signal flags and the workers.
 const CONTROL_POLL: Duration = Duration::from_millis(50);
 
+/// How a generation's workers are told to end.
+#[derive(Debug, Default)]
+struct Ending {
+    /// Set: no new work is taken; what is in flight finishes (up to the shutdown
+    /// timeout), and the workers end.
+    now: AtomicBool,
+    /// Set with `now` by a reload, cleared by a stop: connections are not closed while
+    /// idle (a request may be on its way on them; its client would have to send it
+    /// again) but answer their next request with `Connection: close`, or end at their
+    /// idle deadline or the shutdown deadline.
+    gently: AtomicBool,
+}
+
+impl Ending {
+    /// A reload retires the generation.
+    fn retire(&self) {
+        self.gently.store(true, Ordering::Relaxed);
+        self.now.store(true, Ordering::Relaxed);
+    }
+
+    /// The server stops: idle connections end now.
+    fn stop(&self) {
+        self.gently.store(false, Ordering::Relaxed);
+        self.now.store(true, Ordering::Relaxed);
+    }
+}
+
 /// One generation of workers: the settings of the start or of one reload.
 struct Generation<'scope> {
-    /// Its workers stop (gracefully) when this is set.
-    stop: Arc<AtomicBool>,
+    /// Its workers end (gracefully) when this says so.
+    stop: Arc<Ending>,
     /// Its workers that still accept connections (each counts itself out when it has
     /// let go of its listeners).
     accepting: Arc<std::sync::atomic::AtomicUsize>,
@@ -405,7 +432,7 @@ fn start_generation<'scope>(
     shared: &Shared<'_>,
     number: u64,
 ) -> io::Result<Generation<'scope>> {
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(Ending::default());
     let accepting = Arc::new(std::sync::atomic::AtomicUsize::new(listeners.len()));
     let board = Board {
         workers: (0..listeners.len()).map(|_| Arc::default()).collect(),
@@ -497,14 +524,15 @@ fn open_access_log(
 }
 
 /// Serves `cfg` until `control` says stop; then finishes in-flight responses (up to the
-/// shutdown timeout) and returns. `on_listen` hears each bound address once. On
+/// shutdown timeout) and returns. `on_listen` hears each bound address once, with the
+/// settings it serves first. On
 /// `SIGHUP`, `reload` gives the settings to serve from then on (or why not, in one
 /// line): a new generation of workers starts on the same listening sockets, and the
 /// old one finishes what it has in flight and ends (docs/operations.md).
 pub fn serve(
     mut cfg: Config,
     control: &Control,
-    on_listen: &dyn Fn(&Endpoint, Kind),
+    on_listen: &dyn Fn(&Endpoint, Kind, &Config),
     reload: &dyn Fn() -> Result<Config, String>,
 ) -> Result<(), ServeError> {
     let roots = open_roots(&cfg)?;
@@ -534,13 +562,20 @@ pub fn serve(
     // Every listener of every worker is bound now, before anything is announced; or
     // systemd passed them (socket activation).
     let mut fresh: Vec<Endpoint> = Vec::new();
-    let activated: Vec<Bound> = crate::systemd::activated_listeners()?
-        .into_iter()
-        .map(|l| Bound::passed(l, cfg.sndbuf))
-        .collect::<io::Result<_>>()?;
+    // Sockets of one address come as a group (the process before had one per worker):
+    // one endpoint, each socket handed to one worker, as they were there.
+    let mut activated: Vec<Bound> = Vec::new();
+    for (l, kind) in crate::systemd::activated_listeners()? {
+        let b = Bound::passed(l, cfg.sndbuf, kind)?;
+        match activated.iter_mut().find(|a| a.addr == b.addr) {
+            Some(a) => a.sockets.extend(b.sockets),
+            None => activated.push(b),
+        }
+    }
     if !activated.is_empty() {
         tracing::info!(
-            "socket activation: serving on the {} socket(s) passed; listen is not used",
+            "socket activation: serving on the {} socket(s) passed ({} address(es)); listen is not used",
+            activated.iter().map(|b| b.sockets.len()).sum::<usize>(),
             activated.len()
         );
         fresh.extend(activated.iter().map(|b| b.addr.clone()));
@@ -571,7 +606,7 @@ pub fn serve(
             .iter()
             .find(|b| &b.addr == a)
             .map_or(Kind::Plain, |b| b.kind);
-        on_listen(a, kind);
+        on_listen(a, kind, &cfg);
     }
     let helpers = cfg.disk_helpers;
     let fixed = Fixed {
@@ -613,9 +648,9 @@ pub fn serve(
                 for b in bound.drain(..) {
                     b.remove_file();
                 }
-                current.stop.store(true, Ordering::Relaxed);
+                current.stop.stop();
                 for g in &retiring {
-                    g.stop.store(true, Ordering::Relaxed);
+                    g.stop.stop();
                 }
             }
             for r in control.take() {
@@ -628,7 +663,7 @@ pub fn serve(
                         match next {
                             Ok(next) => {
                                 let old = std::mem::replace(&mut current, next);
-                                old.stop.store(true, Ordering::Relaxed);
+                                old.stop.retire();
                                 // Requests from now on are the new settings': wait
                                 // (a tick at most) until every old worker has let go
                                 // (one that ended has too).
@@ -652,8 +687,10 @@ pub fn serve(
                     }
                     ControlRequest::Reload => {}
                     ControlRequest::Upgrade if !stopping => {
-                        let sockets: Vec<&socket2::Socket> =
-                            bound.iter().flat_map(|b| &b.sockets).collect();
+                        let sockets: Vec<(&socket2::Socket, Kind)> = bound
+                            .iter()
+                            .flat_map(|b| b.sockets.iter().map(move |s| (s, b.kind)))
+                            .collect();
                         match crate::systemd::upgrade(&sockets) {
                             Ok(child) => {
                                 // Its socket files are the new process's now.
@@ -733,7 +770,7 @@ fn reload_generation<'scope>(
     bound: &mut Vec<Bound>,
     shared: &Shared<'_>,
     fixed: &Fixed,
-    on_listen: &dyn Fn(&Endpoint, Kind),
+    on_listen: &dyn Fn(&Endpoint, Kind, &Config),
 ) -> Result<Generation<'scope>, String> {
     let mut cfg = reload()?;
     size_for_descriptors(&mut cfg);
@@ -775,9 +812,10 @@ fn reload_generation<'scope>(
             (a, kind)
         })
         .collect();
+    let cfg = Arc::new(cfg);
     let generation = start_generation(
         scope,
-        Arc::new(cfg),
+        Arc::clone(&cfg),
         &roots,
         per,
         log_file,
@@ -797,7 +835,7 @@ fn reload_generation<'scope>(
     }
     *bound = next;
     for (a, kind) in &fresh {
-        on_listen(a, *kind);
+        on_listen(a, *kind, &cfg);
     }
     Ok(generation)
 }
@@ -828,7 +866,17 @@ fn answer(r: ControlRequest, logs: &[&LogFile]) {
         ControlRequest::Reload => {}
         // Handled by the caller.
         ControlRequest::Upgrade => {}
+        ControlRequest::Stray => tracing::warn!(
+            "a signal that asks nothing of linerate (SIGALRM, SIGPROF, a real-time signal, ...) arrived and was ignored"
+        ),
     }
+}
+
+/// What a listener's connections are.
+struct Role {
+    unix: bool,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    redirect: Option<u16>,
 }
 
 /// One worker's state; everything it asks of the kernel's readiness machinery goes
@@ -840,6 +888,11 @@ struct Worker<D: Driver> {
     cpu: Option<usize>,
     driver: D,
     listeners: Vec<Option<Listener>>,
+    /// What each listener's connections are, kept after its socket is let go (for the
+    /// connections the driver accepted ahead: [`Worker::adopt_orphans`]).
+    roles: Vec<Role>,
+    /// The worker has begun to end: no new work after what it has.
+    ending: bool,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     site: Site,
@@ -851,7 +904,7 @@ struct Worker<D: Driver> {
     ring_seen: linerate_sys::uring::RingCounts,
     /// The descriptor limit (soft, hard) at the last tick.
     nofile: Option<(u64, u64)>,
-    log: Option<Box<dyn Write>>,
+    log: Option<AccessLines>,
     /// Where every connection's reads land first.
     scratch: Vec<u8>,
     /// Connections that gave up their turn with the socket still writable; served
@@ -931,10 +984,13 @@ impl<D: Driver> Worker<D> {
                 ),
             })
             .collect();
-        let log: Option<Box<dyn Write>> = match (&cfg.access_log, log_file) {
+        let log = match (&cfg.access_log, log_file) {
             (AccessLog::Off, _) => None,
-            (AccessLog::Stdout, _) => Some(Box::new(io::BufWriter::new(io::stdout()))),
-            (AccessLog::File(_), Some(f)) => Some(Box::new(io::BufWriter::new(LogWriter(f)))),
+            (AccessLog::Stdout, _) => {
+                let out = io::stdout().as_fd().try_clone_to_owned()?;
+                Some(AccessLines::new(AccessTarget::Stdout(out.into())))
+            }
+            (AccessLog::File(_), Some(f)) => Some(AccessLines::new(AccessTarget::File(f))),
             (AccessLog::File(_), None) => None,
         };
         let check_every = check_every(&cfg);
@@ -948,6 +1004,15 @@ impl<D: Driver> Worker<D> {
             site: Site::new(Arc::clone(&cfg), hosts, stats, board, disk),
             cfg,
             driver,
+            roles: listeners
+                .iter()
+                .map(|l| Role {
+                    unix: l.unix,
+                    tls: l.tls.clone(),
+                    redirect: l.redirect,
+                })
+                .collect(),
+            ending: false,
             listeners: listeners.into_iter().map(Some).collect(),
             conns: Vec::new(),
             free: Vec::new(),
@@ -970,7 +1035,7 @@ impl<D: Driver> Worker<D> {
 
     /// Serves until `stop`; `accepting` is counted out when this worker has let go of
     /// its listeners.
-    fn run(mut self, stop: &AtomicBool, accepting: &mut CountedIn) -> io::Result<()> {
+    fn run(mut self, stop: &Ending, accepting: &mut CountedIn) -> io::Result<()> {
         let mut ready: Vec<Ready> = Vec::with_capacity(256);
         let mut shutdown_deadline: Option<Instant> = None;
         let mut shutdown_began: Option<Instant> = None;
@@ -1040,21 +1105,25 @@ impl<D: Driver> Worker<D> {
                 }
                 self.event(idx, false, false, now);
             }
+            self.adopt_orphans(now);
             if now >= self.timers.next_due() {
                 self.tick(now);
                 self.count_ring();
             }
-            if shutdown_deadline.is_none() && stop.load(Ordering::Relaxed) {
+            if shutdown_deadline.is_none() && stop.now.load(Ordering::Relaxed) {
                 shutdown_began = Some(now);
                 shutdown_deadline = Some(now + self.cfg.shutdown_timeout);
-                self.begin_shutdown(now);
+                self.begin_shutdown(stop.gently.load(Ordering::Relaxed), now);
                 accepting.out();
             }
             if let Some(d) = shutdown_deadline {
-                // Idle connections are ended at once, the rest when done or at the
-                // deadline. Ended with a FIN while their input is drained (until the
-                // client closes too, or the drain deadline): a request that crossed
-                // it gets a clean close to retry on, never a reset.
+                // At a stop, idle connections are ended at once, the rest when done or
+                // at the deadline. Ended with a FIN while their input is drained (until
+                // the client closes too, or the drain deadline): a request that crossed
+                // it gets a clean close to retry on, never a reset. At a reload, a
+                // connection waiting for its last request waits for it (or its idle
+                // deadline, or this deadline): no client has a request to send again.
+                let gently = stop.gently.load(Ordering::Relaxed);
                 for i in 0..self.conns.len() {
                     let Some(c) = self.conns[i].as_mut() else {
                         continue;
@@ -1065,7 +1134,7 @@ impl<D: Driver> Worker<D> {
                     let grace = self.cfg.header_timeout.min(FIRST_REQUEST_GRACE);
                     let ended = now >= d
                         || (!c.busy()
-                            && (!c.http.awaits_last() || waited >= grace)
+                            && (!c.http.awaits_last() || (!gently && waited >= grace))
                             && c.draining_since.is_none()
                             && c.linger(now) != After::Keep);
                     if ended {
@@ -1078,7 +1147,7 @@ impl<D: Driver> Worker<D> {
                 }
                 if self.conns.iter().all(Option::is_none) {
                     if let Some(l) = self.log.as_mut() {
-                        let _ = l.flush();
+                        Stats::add(&self.stats.log_lines_dropped, l.flush());
                     }
                     self.count_ring();
                     return Ok(());
@@ -1127,7 +1196,8 @@ impl<D: Driver> Worker<D> {
         }
     }
 
-    fn begin_shutdown(&mut self, _now: Instant) {
+    fn begin_shutdown(&mut self, gently: bool, now: Instant) {
+        self.ending = true;
         // Cached files go back now (responses in flight hold their own): a reload's new
         // workers size their caches from the same descriptor limit.
         self.site.forget_files();
@@ -1136,11 +1206,14 @@ impl<D: Driver> Worker<D> {
                 let _ = self.driver.deregister(l.sock.as_fd());
             }
         }
-        // Responses in flight finish; no request after them is read. A connection that
-        // has had no request yet gets its first one answered (with a close): its
-        // client may be sending it already, and could not tell a close from a refusal.
+        // What the driver accepted ahead is served, not reset.
+        self.adopt_orphans(now);
+        // At a stop, responses in flight finish and no request after them is read. A
+        // connection that has had no request yet gets its first one answered (with a
+        // close): its client may be sending it already, and could not tell a close
+        // from a refusal. At a reload, every connection's next request is answered so.
         for c in self.conns.iter_mut().flatten() {
-            if c.http.is_fresh() {
+            if gently || c.http.is_fresh() {
                 c.http.finish_next();
             } else {
                 c.http.close_after_last();
@@ -1179,69 +1252,96 @@ impl<D: Driver> Worker<D> {
                 }
                 Err(_) => return,
             };
-            let sock = socket2::Socket::from(fd);
-            let peer = if l.unix {
-                Peer::Unix
-            } else {
-                // A connection reset before this has no address any more; it fails at
-                // its first read.
-                Peer::Ip(
-                    sock.peer_addr()
-                        .ok()
-                        .and_then(|a| a.as_socket())
-                        .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
-                )
-            };
-            let idx = match self.free.pop() {
-                Some(i) => i,
-                None => {
-                    self.conns.push(None);
-                    self.conns.len() - 1
-                }
-            };
-            self.serial += 1;
-            Stats::add(&self.site.stats.accepted, 1);
-            if let (Some(cpu), Peer::Ip(_)) = (self.cpu, peer) {
-                let here = linerate_sys::steer::incoming_cpu(sock.as_fd())
-                    .ok()
-                    .flatten();
-                if here == Some(cpu) {
-                    Stats::add(&self.site.stats.on_receive_cpu, 1);
-                } else if here.is_some() {
-                    Stats::add(&self.site.stats.off_receive_cpu, 1);
-                }
-            }
-            let id = (idx, self.serial);
-            let limits = self.site.limits();
-            let token = Token::conn(idx, self.serial).encode();
-            let tls = match l.tls.as_ref().map(crate::tls::Session::new).transpose() {
-                Ok(t) => t.map(Box::new),
-                Err(e) => {
-                    tracing::warn!("TLS: a session cannot be made: {e}");
-                    self.free.push(idx);
-                    continue;
-                }
-            };
-            let ring = self.driver.ring_io();
-            let mut conn = Conn::new(sock, peer, limits, id, (token, ring), tls, now);
-            conn.redirect = l.redirect;
-            if self
-                .driver
-                .register(conn.sock.as_fd(), token, Interest::Connection)
-                .is_err()
-            {
-                self.free.push(idx);
-                continue;
-            }
-            self.conns[idx] = Some(conn);
-            self.open += 1;
-            self.settle(idx, now);
-            // Its requests are read in a later turn, after a wait: registered with data
-            // waiting, it is reported ready at once. So file changes queued before its
-            // request are taken in first (the inotify descriptor is ahead of it in the
-            // ready list), and a client that connects again and again cannot keep the
-            // worker in this loop.
+            self.adopt(li, fd, now);
         }
+    }
+
+    /// Connections the driver accepted for listeners it no longer watches (io_uring's
+    /// accepts run ahead: a reload, a stop or a pause ended the watch with some taken
+    /// from the socket's queue): served like any other, the last request of each
+    /// answered with a close if the worker is ending. Never closed unserved, which
+    /// would reset a client whose request may be on its way.
+    fn adopt_orphans(&mut self, now: Instant) {
+        while let Some((token, fd)) = self.driver.take_orphan() {
+            let Token::Listener(li) = Token::decode(token) else {
+                continue;
+            };
+            if let Some(idx) = self.adopt(li, fd, now) {
+                if self.ending {
+                    if let Some(c) = self.conns[idx].as_mut() {
+                        c.http.finish_next();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Makes `fd`, accepted from listener `li`, a connection of this worker; its index.
+    fn adopt(&mut self, li: usize, fd: OwnedFd, now: Instant) -> Option<usize> {
+        let role = &self.roles[li];
+        let sock = socket2::Socket::from(fd);
+        let peer = if role.unix {
+            Peer::Unix
+        } else {
+            // A connection reset before this has no address any more; it fails at
+            // its first read.
+            Peer::Ip(
+                sock.peer_addr()
+                    .ok()
+                    .and_then(|a| a.as_socket())
+                    .unwrap_or_else(|| std::net::SocketAddr::from(([0, 0, 0, 0], 0))),
+            )
+        };
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.conns.push(None);
+                self.conns.len() - 1
+            }
+        };
+        self.serial += 1;
+        Stats::add(&self.site.stats.accepted, 1);
+        if let (Some(cpu), Peer::Ip(_)) = (self.cpu, peer) {
+            let here = linerate_sys::steer::incoming_cpu(sock.as_fd())
+                .ok()
+                .flatten();
+            if here == Some(cpu) {
+                Stats::add(&self.site.stats.on_receive_cpu, 1);
+            } else if here.is_some() {
+                Stats::add(&self.site.stats.off_receive_cpu, 1);
+            }
+        }
+        let id = (idx, self.serial);
+        let limits = self.site.limits();
+        let token = Token::conn(idx, self.serial).encode();
+        let tls = match role.tls.as_ref().map(crate::tls::Session::new).transpose() {
+            Ok(t) => t.map(Box::new),
+            Err(e) => {
+                tracing::warn!("TLS: a session cannot be made: {e}");
+                self.free.push(idx);
+                return None;
+            }
+        };
+        let ring = self.driver.ring_io();
+        let mut conn = Conn::new(sock, peer, limits, id, (token, ring), tls, now);
+        conn.redirect = role.redirect;
+        if self
+            .driver
+            .register(conn.sock.as_fd(), token, Interest::Connection)
+            .is_err()
+        {
+            self.free.push(idx);
+            return None;
+        }
+        self.conns[idx] = Some(conn);
+        self.open += 1;
+        self.settle(idx, now);
+        // Its requests are read in a later turn, after a wait: registered with data
+        // waiting, it is reported ready at once. So file changes queued before its
+        // request are taken in first (the inotify descriptor is ahead of it in the
+        // ready list), and a client that connects again and again cannot keep the
+        // worker in this loop.
+        Some(idx)
     }
 
     fn pause_accepting(&mut self, now: Instant) {
@@ -1472,14 +1572,14 @@ impl<D: Driver> Worker<D> {
         Stats::set(&self.site.stats.open, self.open);
         Stats::set(&self.site.stats.idle, self.idle);
         if let Some(l) = self.log.as_mut() {
-            let _ = l.flush();
+            Stats::add(&self.stats.log_lines_dropped, l.flush());
         }
     }
 }
 
 /// Writes `r`'s access-log line, if there is a log.
 fn write_access(
-    log: &mut Option<Box<dyn Write>>,
+    log: &mut Option<AccessLines>,
     stats: &Stats,
     style: &LogStyle,
     c: &Conn,
@@ -1495,8 +1595,8 @@ fn write_access(
     );
     if let Some(l) = log.as_mut() {
         let line = log_line(style, c.peer, r, aborted, SystemTime::now());
-        // One write per line: the buffer flushes between lines, never inside one.
-        let _ = l.write_all(line.as_bytes());
+        // Whole lines: the buffer flushes between lines, never inside one.
+        Stats::add(&stats.log_lines_dropped, l.push(&line));
     }
 }
 
@@ -1532,8 +1632,8 @@ fn log_line(
             "status": status,
             "bytes": body_bytes,
             "duration_us": r.started.map(|s| s.elapsed().as_micros() as u64),
-            "user_agent": r.user_agent,
-            "referer": r.referer,
+            "user_agent": r.user_agent.as_deref().map(json_text),
+            "referer": r.referer.as_deref().map(json_text),
             "transmit": style.transmit,
         });
         if let Some(a) = aborted {
@@ -1545,7 +1645,7 @@ fn log_line(
     }
     let mut line = String::with_capacity(80 + r.request_line.len());
     let _ = write!(line, "{} - - [{}] \"", peer.remote(), clf_date(t));
-    clf_escape(&mut line, &r.request_line);
+    clf_escape(&mut line, r.request_line.as_bytes());
     let _ = write!(line, "\" {status} ");
     match body_bytes {
         0 => line.push('-'),
@@ -1574,13 +1674,27 @@ fn log_line(
 
 /// `s` into a quoted field of a CLF line: `"`, `\` and bytes outside printable ASCII as
 /// `\xHH`, so a line can never be split or faked by what a client sent.
-fn clf_escape(line: &mut String, s: &str) {
+fn clf_escape(line: &mut String, s: &[u8]) {
     use std::fmt::Write as _;
-    for b in s.bytes() {
+    for &b in s {
         if b == b'"' || b == b'\\' || !(0x20..0x7f).contains(&b) {
             let _ = write!(line, "\\x{b:02X}");
         } else {
             line.push(char::from(b));
+        }
+    }
+}
+
+/// A field for a JSON line: its text when it is UTF-8, else every byte outside
+/// printable ASCII (and `\`) as `\xHH`, as the CLF line writes them: no byte is
+/// hidden or replaced.
+fn json_text(v: &[u8]) -> String {
+    match std::str::from_utf8(v) {
+        Ok(t) => t.to_string(),
+        Err(_) => {
+            let mut out = String::with_capacity(v.len() + 8);
+            clf_escape(&mut out, v);
+            out
         }
     }
 }
@@ -1690,11 +1804,16 @@ mod tests {
         );
         // Combined: CLF, then the Referer and the User-Agent, escaped, "-" when absent.
         let mut r = response("GET / HTTP/1.1", None, Status::Ok, 5);
-        r.user_agent = Some("curl/8 \"x\"".into());
+        r.user_agent = Some(b"curl/8 \"x\" \xff".to_vec());
         assert_eq!(
             log_line(&COMBINED, peer, &r, None, t),
-            "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl/8 \\x22x\\x22\"\n"
+            "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl/8 \\x22x\\x22 \\xFF\"\n"
         );
+        // Regression (issue 28): a byte that is not UTF-8 hid the whole field (`-`,
+        // or null in JSON); now it is written escaped, in both.
+        let j: serde_json::Value =
+            serde_json::from_str(&log_line(&json_style(), peer, &r, None, t)).unwrap();
+        assert_eq!(j["user_agent"], "curl/8 \\x22x\\x22 \\xFF");
         let r = response("GET http://a/ HTTP/1.1", Some("a"), Status::Ok, 5);
         let j: serde_json::Value =
             serde_json::from_str(&log_line(&json_style(), peer, &r, None, t)).unwrap();

@@ -64,6 +64,26 @@ fn to_off64(offset: u64) -> io::Result<libc::off64_t> {
     })
 }
 
+/// The signals whose default action ends a process, other than the faults (`SIGSEGV`,
+/// `SIGBUS`, `SIGFPE`, `SIGILL`, `SIGSYS`, `SIGTRAP`, `SIGABRT`), the ones that cannot be
+/// caught, and the ones a server gives a meaning of its own (`SIGTERM`, `SIGINT`,
+/// `SIGQUIT`, `SIGHUP`, `SIGUSR1`, `SIGUSR2`, `SIGPIPE`, `SIGXFSZ`): `SIGALRM`,
+/// `SIGVTALRM`, `SIGPROF`, `SIGIO`, `SIGPWR`, `SIGSTKFLT`, `SIGXCPU` and the real-time
+/// signals the C library leaves to programs.
+pub fn stray_signals() -> Vec<i32> {
+    let mut v = vec![
+        libc::SIGALRM,
+        libc::SIGVTALRM,
+        libc::SIGPROF,
+        libc::SIGIO,
+        libc::SIGPWR,
+        libc::SIGSTKFLT,
+        libc::SIGXCPU,
+    ];
+    v.extend(libc::SIGRTMIN()..=libc::SIGRTMAX());
+    v
+}
+
 /// Sets `SIGPIPE` to be ignored for the whole process, so writing to a socket or pipe
 /// whose peer is gone returns `EPIPE` instead of killing the process. `sendfile(2)` and
 /// `splice(2)` to a socket can raise `SIGPIPE` (they take no `MSG_NOSIGNAL`), so the engine

@@ -133,7 +133,8 @@ enum Bench {
 
 #[derive(Args, Debug)]
 struct ServeArgs {
-    /// Document root [default: the current directory].
+    /// Document root; required with --config (unless `root` or [[site]] blocks give
+    /// it) and under systemd [default at a terminal: the current directory, never /].
     dir: Option<PathBuf>,
     /// TOML file with any of the settings below, each flag's name without the dashes
     /// as its key (and `root` for DIR); see examples/linerate.toml. Flags win.
@@ -520,6 +521,9 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut flags = a.settings.clone();
     flags.root = a.dir.clone();
+    if let Err(e) = root_given(&flags, &file, a.config.is_some()) {
+        return Ok(usage_error(&e));
+    }
     if a.dir.is_some() && file.sites.iter().any(|s| s.default) {
         return Ok(usage_error(
             "DIR with a default [[site]] in --config: DIR would be the default site too",
@@ -542,17 +546,14 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             Some(p) => linerate_server::Settings::load(p)?,
             None => linerate_server::Settings::default(),
         };
+        root_given(&flags, &file, config_path.is_some())?;
         let mut cfg = linerate_server::Config::new(PathBuf::from("."));
         flags.over(&file).apply(&mut cfg);
         Ok(cfg)
     };
-    let root = if cfg.sites.is_empty() {
-        cfg.root.display().to_string()
-    } else {
-        let names: Vec<String> = cfg.sites.iter().map(|s| s.label()).collect();
-        format!("{} sites ({})", names.len(), names.join(", "))
-    };
-    let announce = |addr: &linerate_server::Endpoint, kind: linerate_server::Kind| {
+    let announce = |addr: &linerate_server::Endpoint,
+                    kind: linerate_server::Kind,
+                    cfg: &linerate_server::Config| {
         use std::io::Write;
         println!("listening on {addr}{}", kind.note());
         let _ = std::io::stdout().flush();
@@ -561,12 +562,64 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         let what = if kind == linerate_server::Kind::Redirect {
             "redirecting to https".to_string()
         } else {
-            format!("serving {root}")
+            format!("serving {}", roots_of(cfg))
         };
         let _ = writeln!(std::io::stderr(), "{what} at {}", url_of(addr, tls));
     };
     linerate_server::serve(cfg, &control, &announce, &reload)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether the settings name what to serve. Started from a configuration file or by
+/// systemd (a service's working directory is `/`), the root must be given: DIR, `root`,
+/// or a `[[site]]` for every name (each has its own root). At a terminal the current
+/// directory is served, unless it is `/`.
+fn root_given(
+    flags: &linerate_server::Settings,
+    file: &linerate_server::Settings,
+    from_file: bool,
+) -> Result<(), String> {
+    if flags.root.is_some() || file.root.is_some() || !file.sites.is_empty() {
+        return Ok(());
+    }
+    let service =
+        std::env::var_os("LISTEN_FDS").is_some() || std::env::var_os("NOTIFY_SOCKET").is_some();
+    if from_file || service {
+        return Err(format!(
+            "no root: give DIR, or root = \"/var/www/html\" in {} (started {}, the current directory is not served)",
+            if from_file { "--config" } else { "a --config file" },
+            if from_file { "from a configuration file" } else { "by systemd" },
+        ));
+    }
+    match std::env::current_dir() {
+        Ok(d) if d.parent().is_none() => {
+            Err("no DIR, and the current directory is /: give the directory to serve".to_string())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// What a start line says is served: the root as an absolute path, or each site's
+/// names and root.
+fn roots_of(cfg: &linerate_server::Config) -> String {
+    let abs = |p: &std::path::Path| {
+        std::path::absolute(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .display()
+            .to_string()
+    };
+    if cfg.sites.is_empty() {
+        return abs(&cfg.root);
+    }
+    let each: Vec<String> = cfg
+        .sites
+        .iter()
+        .map(|s| {
+            let name = s.names.first().map_or("the default site", String::as_str);
+            format!("{name} from {}", abs(&s.root))
+        })
+        .collect();
+    format!("{} sites ({})", each.len(), each.join(", "))
 }
 
 /// `linerate man DIR`: a page per command, named as `man` finds them

@@ -57,6 +57,10 @@ const BAD_REQUESTS: &[(&str, u16)] = &[
     ("GET /f.txt HTTP/1.1\r\nHost: t\r\nHost: u\r\n\r\n", 400),
     ("GET /f.txt HTTP/1.1\r\nHost: t u\r\n\r\n", 400),
     ("GET /f.txt HTTP/1.1\r\nHost: t/u\r\n\r\n", 400),
+    // Regression (issue 28): an empty label was served by the default site.
+    ("GET /f.txt HTTP/1.1\r\nHost: ..\r\n\r\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: .\r\n\r\n", 400),
+    ("GET /f.txt HTTP/1.1\r\nHost: a..b\r\n\r\n", 400),
     (
         "GET /f.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
         400,

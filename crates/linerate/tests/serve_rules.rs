@@ -18,6 +18,8 @@ per_strategy!(
     header_rules_types_and_precedence,
     // Rules: docs/http.md W3, W4.
     error_pages_redirects_and_the_fallback,
+    // Rules: docs/http.md W5.
+    no_request_writes_a_field_or_leaves_the_site,
 );
 
 /// A documentation site: assets cached for a year, HTML for ten minutes with security
@@ -34,6 +36,12 @@ fn site(root: &Path, transmit: &str) -> Server {
     put(root, "errors/403.html", b"<h1>forbidden</h1>\n");
     put(root, "app/index.html", b"<div id=app></div>\n");
     put(root, "app/main.js", b"app js\n");
+    put(root, "app/assets/app.css", b"css\n");
+    put(
+        root,
+        "evil.example/index.html",
+        b"a directory named like a host\n",
+    );
     put(root, "private/x.txt", b"x\n");
     let mode = std::os::unix::fs::PermissionsExt::from_mode(0o000);
     fs::set_permissions(root.join("private/x.txt"), mode).unwrap();
@@ -104,6 +112,19 @@ redirect-code = 307
 [[rule]]
 path = "/app/"
 fallback = "/app/index.html"
+
+[[rule]]
+path = "/app/assets/"
+fallback = false
+headers = {{ "Cache-Control" = "public, max-age=31536000, immutable" }}
+
+[[rule]]
+path = "/go/"
+redirect = "/dest/"
+
+[[rule]]
+path = "/leave"
+redirect = "/"
 "#,
             variant(transmit).0,
             variant(transmit).1,
@@ -231,6 +252,77 @@ fn error_pages_redirects_and_the_fallback(transmit: &str) {
     );
 }
 
+/// Regression (issue 28): `GET /go/%0d%0aSet-Cookie:x=1` wrote a header line through
+/// a redirect rule, `GET /old/%5cevil.example` redirected browsers to another origin,
+/// and a single-page fallback answered missing assets with the app's page cached for
+/// a year. Every field the server writes holds visible ASCII and spaces only, every
+/// Location built from a request stays on the site under the WHATWG URL rules, and
+/// `fallback = false` switches an inherited fallback off.
+fn no_request_writes_a_field_or_leaves_the_site(transmit: &str) {
+    let base = docroot();
+    let root = base.path().join("www");
+    let s = site(&root, transmit);
+    let site_url = url::Url::parse("http://x/").unwrap();
+    let targets = [
+        "/go/%0d%0aSet-Cookie:x=1",
+        "/go/%0D%0A%0D%0AHTTP/1.1%20200%20OK%0D%0A",
+        "/go/a%09b%7fc%c3%a9%ff",
+        "/leave/%5cevil.example",
+        "/leave//evil.example",
+        "/leave/%2f%2fevil.example",
+        "/leave/%09/evil.example",
+        "/leave%5c%5cevil.example",
+        "/leave/../evil.example",
+        "//evil.example",
+        "/evil.example",
+        "/./evil.example",
+        "/go/x?a=%0d%0a&b=\\evil",
+        "/app/assets/missing.js",
+    ];
+    for target in targets {
+        let req = format!("GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let bytes = linerate_testkit::raw(s.addr, req.as_bytes(), false);
+        let end = bytes
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a head");
+        for line in bytes[..end + 2].split_inclusive(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\n").unwrap();
+            let line = line.strip_suffix(b"\r").expect("every line ends in CRLF");
+            assert!(
+                line.iter().all(|&b| b == b' ' || b.is_ascii_graphic()),
+                "{target}: {:?}",
+                String::from_utf8_lossy(line)
+            );
+        }
+        let r = exchange(s.addr, req.as_bytes(), false);
+        assert!(r.header("set-cookie").is_none(), "{target}: {r:?}");
+        if let Some(loc) = r.header("location") {
+            let to = site_url.join(loc).expect("a Location a browser reads");
+            assert_eq!(to.origin(), site_url.origin(), "{target} -> {loc}");
+        }
+    }
+    let loc = |target: &str| get(&s, target).header("location").map(str::to_string);
+    assert_eq!(
+        loc("/go/%0d%0aSet-Cookie:x=1").as_deref(),
+        Some("/dest/%0D%0ASet-Cookie:x=1")
+    );
+    assert_eq!(
+        loc("/leave/%5cevil.example").as_deref(),
+        Some("/%5Cevil.example")
+    );
+    assert_eq!(loc("//evil.example").as_deref(), Some("/evil.example/"));
+    // The asset rule's `fallback = false`: a missing asset is 404, not the app.
+    let r = get(&s, "/app/assets/missing.js");
+    assert_eq!(r.status, 404, "{r:?}");
+    assert_eq!(get(&s, "/app/assets/app.css").body, b"css\n");
+    assert_eq!(
+        get(&s, "/app/users/42").status,
+        200,
+        "the app's fallback stays"
+    );
+}
+
 /// A broken rule is refused with a line that names it and says why.
 /// Rules: docs/http.md W1.
 #[test]
@@ -259,6 +351,22 @@ fn bad_rules_are_refused_with_their_reason() {
         (
             "path = \"/\"\nfallback = \"index.html\"",
             "must start with /",
+        ),
+        (
+            "path = \"/\"\nfallback = true",
+            "or false to switch an inherited fallback off",
+        ),
+        (
+            "path = \"/\"\nredirect = \"//evil.example/\"",
+            "is neither a path on the site",
+        ),
+        (
+            "path = \"/\"\nredirect = \"dest/\"",
+            "is neither a path on the site",
+        ),
+        (
+            "path = \"/\"\nheaders = { \"X-A\" = \"a\\tb\" }",
+            "holds a byte other than visible ASCII and spaces",
         ),
     ] {
         fs::write(&conf, format!("[[rule]]\n{rule}\n")).unwrap();

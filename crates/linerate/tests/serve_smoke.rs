@@ -663,7 +663,11 @@ fn the_readme_first_command_serves_the_example_site_at_the_url_it_prints() {
     let url = format!("http://{}/", s.addr);
     let page = fetch(s.addr, "/", "");
     drop(s);
-    assert_eq!(told, format!("serving examples/site at {url}"));
+    // The root as an absolute path: a service's start line says which directory.
+    let root = std::fs::canonicalize(workspace())
+        .unwrap()
+        .join("examples/site");
+    assert_eq!(told, format!("serving {} at {url}", root.display()));
     assert_eq!(page.status, 200, "{page:?}");
     assert!(
         String::from_utf8_lossy(&page.body).contains("linerate is serving"),

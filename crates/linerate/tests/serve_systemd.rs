@@ -40,6 +40,62 @@ fn sample(text: &str, series: &str) -> u64 {
         .unwrap()
 }
 
+/// Each line a child writes on `r`, as it comes (read for the child's whole life: a
+/// process it starts writes to the same pipe).
+fn piped_lines(r: Box<dyn std::io::Read + Send>) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for l in BufReader::new(r).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    rx
+}
+
+/// The next line of `rx` holding `what` (10 s at most).
+fn wait_for(rx: &std::sync::mpsc::Receiver<String>, what: &str) -> String {
+    loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap_or_else(|_| panic!("no line with {what:?}"));
+        if l.contains(what) {
+            return l;
+        }
+    }
+}
+
+/// The new process's PID, from the line "SIGUSR2: started the binary again as PID N".
+fn upgraded_pid(err: &std::sync::mpsc::Receiver<String>) -> u32 {
+    let started = wait_for(err, "SIGUSR2: started the binary again as PID ");
+    started
+        .split("PID ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{started}"))
+}
+
+/// Stops the process `pid` (SIGTERM) and waits until it is gone: reparented when the
+/// process that started it ended, it is gone or a zombie nobody reaps here.
+fn stop_and_wait_gone(pid: u32) {
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if state.is_empty() || state.contains("State:\tZ") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new process did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The next datagram on `sock`, as text.
 fn message(sock: &UnixDatagram) -> String {
     let mut buf = [0u8; 4096];
@@ -332,7 +388,6 @@ fn metrics_count_zero_copy_sends() {
 /// new one alone, on the same port, with no refused connection between.
 #[test]
 fn sigusr2_hands_the_listening_sockets_to_a_new_process() {
-    use std::sync::mpsc;
     let root = docroot();
     put(root.path(), "f.txt", b"F\n");
     let mut old = LINERATE
@@ -351,38 +406,13 @@ fn sigusr2_hands_the_listening_sockets_to_a_new_process() {
         .spawn()
         .unwrap();
     // Both processes write to these pipes: read them for the whole test.
-    let lines = |r: Box<dyn std::io::Read + Send>| {
-        let (tx, rx) = mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for l in BufReader::new(r).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        rx
-    };
-    let out = lines(Box::new(old.stdout.take().unwrap()));
-    let err = lines(Box::new(old.stderr.take().unwrap()));
-    let wait_for = |rx: &mpsc::Receiver<String>, what: &str| -> String {
-        loop {
-            let l = rx
-                .recv_timeout(Duration::from_secs(10))
-                .unwrap_or_else(|_| panic!("no line with {what:?}"));
-            if l.contains(what) {
-                return l;
-            }
-        }
-    };
+    let out = piped_lines(Box::new(old.stdout.take().unwrap()));
+    let err = piped_lines(Box::new(old.stderr.take().unwrap()));
     let first = wait_for(&out, "listening on ");
     let addr: std::net::SocketAddr = first["listening on ".len()..].parse().unwrap();
     assert_eq!(fetch(addr, "/f.txt", "").status, 200);
     signal(&old, "USR2");
-    let started = wait_for(&err, "SIGUSR2: started the binary again as PID ");
-    let new_pid: u32 = started
-        .split("PID ")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|p| p.parse().ok())
-        .unwrap_or_else(|| panic!("{started}"));
+    let new_pid = upgraded_pid(&err);
     assert_eq!(
         wait_for(&out, "listening on "),
         first,
@@ -398,23 +428,7 @@ fn sigusr2_hands_the_listening_sockets_to_a_new_process() {
             "served by the new process"
         );
     }
-    Command::new("kill")
-        .args(["-TERM", &new_pid.to_string()])
-        .status()
-        .unwrap();
-    // Reparented when the old process ended: gone, or a zombie nobody reaps here.
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let state = std::fs::read_to_string(format!("/proc/{new_pid}/status")).unwrap_or_default();
-        if state.is_empty() || state.contains("State:\tZ") {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the new process did not stop"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    stop_and_wait_gone(new_pid);
 }
 
 /// Counters go on across reloads: requests served by the workers before a SIGHUP (some
@@ -631,4 +645,113 @@ fn without_io_uring_uring_refuses_to_start_and_auto_falls_back_to_epoll() {
     assert_eq!(fetch(s.addr, "/f.txt", "").body, b"F\n");
     let v: serde_json::Value = serde_json::from_slice(&fetch(s.addr, "/.status", "").body).unwrap();
     assert_eq!(v["driver"], "epoll");
+}
+
+/// Regression (issue 28): after a binary upgrade under io_uring, five SIGHUPs under
+/// `bench http --close` reset 10 connections with no log line, and keep-alive load
+/// over TLS lost about a request per SIGHUP. The upgraded process took the passed
+/// group of sockets as systemd's (every worker accepting from every socket), and a
+/// worker letting go of one listener closed the connections its ring had accepted
+/// for another. Now the group is handed out one socket per worker again, and what a
+/// ring accepted ahead is served. Under each driver, plain with `--close`, plain and
+/// TLS keep-alive: no error, no request sent again.
+#[test]
+fn reloads_after_an_upgrade_lose_no_connection() {
+    for driver in ["auto", "epoll"] {
+        reloads_after_an_upgrade_lose_no_connection_under(driver);
+    }
+}
+
+fn reloads_after_an_upgrade_lose_no_connection_under(driver: &str) {
+    let (root, certs) = (docroot(), docroot());
+    put(root.path(), "f.bin", &vec![7u8; 64 << 10]);
+    let (cert, key) = linerate_testkit::tls_files(certs.path(), "server");
+    let mut old = LINERATE
+        .command()
+        .args(["serve", root.path().to_str().unwrap()])
+        .args(["--listen", "127.0.0.1:0", "--tls-listen", "127.0.0.1:0"])
+        .args([
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ])
+        .args(["--workers", "2", "--access-log", "off", "--driver", driver])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = piped_lines(Box::new(old.stdout.take().unwrap()));
+    let err = piped_lines(Box::new(old.stderr.take().unwrap()));
+    let addr_of = |l: &str| -> std::net::SocketAddr {
+        l["listening on ".len()..]
+            .split(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let plain = addr_of(&wait_for(&out, "listening on "));
+    let tls = addr_of(&wait_for(&out, "listening on "));
+    signal(&old, "USR2");
+    let new_pid = upgraded_pid(&err);
+    wait_for(&out, "listening on ");
+    wait_for(&out, "listening on ");
+    signal(&old, "QUIT");
+    assert!(old.wait().unwrap().success());
+    let hup = || {
+        Command::new("kill")
+            .args(["-HUP", &new_pid.to_string()])
+            .status()
+            .unwrap();
+    };
+    let loads: [(&str, String, &[&str]); 3] = [
+        (
+            "plain, --close",
+            format!("http://{plain}/f.bin"),
+            &["--close"],
+        ),
+        ("plain, keep-alive", format!("http://{plain}/f.bin"), &[]),
+        (
+            "TLS, keep-alive",
+            format!("https://{tls}/f.bin"),
+            &["--insecure"],
+        ),
+    ];
+    // All at once: each worker has a socket of each address, and letting go of one
+    // must not cost the connections another brought.
+    let running: Vec<_> = loads
+        .into_iter()
+        .map(|(what, url, extra)| {
+            let mut args: Vec<String> = ["bench", "http", &url, "-c", "8", "-d", "2", "--json"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+            args.extend(extra.iter().map(|s| s.to_string()));
+            let load = std::thread::spawn(move || {
+                let a: Vec<&str> = args.iter().map(String::as_str).collect();
+                LINERATE.run(&a)
+            });
+            (what, load)
+        })
+        .collect();
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(300));
+        hup();
+    }
+    for (what, load) in running {
+        let (code, json, stderr) = load.join().unwrap();
+        assert_eq!(code, 0, "{driver}, {what}: {stderr}");
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let errors: u64 = v["errors"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|x| x.as_u64().unwrap())
+            .sum();
+        assert_eq!(errors, 0, "{driver}, {what}: {v}");
+        assert_eq!(v["retried"], 0, "{driver}, {what}: {v}");
+        assert!(v["requests"].as_u64().unwrap() > 0, "{driver}, {what}: {v}");
+    }
+    stop_and_wait_gone(new_pid);
 }

@@ -1,7 +1,7 @@
 //! HTTPS (`--tls-listen`): curl and `openssl s_client` against the real binary. Bodies
 //! of every size byte-exact over TLS 1.3 and 1.2 under every transmit strategy and
 //! driver, ranges, keep-alive, ALPN, resumption (tickets and session IDs), plain HTTP
-//! sent to the TLS port, a ClientHello sent to the plain port, a malformed ClientHello,
+//! sent to the TLS port (a 400 that says so), a ClientHello sent to the plain port, a malformed ClientHello,
 //! a handshake cut by the header timeout, a reload swapping the certificate (and a bad
 //! one refused), and the settings' errors.
 
@@ -20,7 +20,8 @@ const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
 per_strategy!(
     bodies_of_every_size_are_byte_exact_over_tls_13_and_12,
-    plain_http_sent_to_the_tls_port_is_closed_with_nothing_written,
+    // Rules: docs/http.md P7.
+    plain_http_sent_to_the_tls_port_is_told_so_with_a_400,
     a_malformed_client_hello_closes_the_connection_and_the_server_goes_on,
     a_handshake_not_done_within_the_header_timeout_is_cut,
     an_rsa_certificate_serves_tls_13_and_12_with_either_key_form,
@@ -156,13 +157,24 @@ fn an_rsa_certificate_serves_tls_13_and_12_with_either_key_form(case: &str) {
     }
 }
 
-fn plain_http_sent_to_the_tls_port_is_closed_with_nothing_written(case: &str) {
+fn plain_http_sent_to_the_tls_port_is_told_so_with_a_400(case: &str) {
     let (root, certs) = (docroot(), docroot());
     put(root.path(), "a.txt", b"a");
     let (server, _) = serve_tls(root.path(), certs.path(), case, &[]);
     let mut s = TcpStream::connect(server.tls_addr()).unwrap();
     s.write_all(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
+    // Regression (issue 28): an empty close; nginx answers 400 and says why.
+    let got = read_to_close(&mut s);
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{text}");
+    assert!(
+        text.ends_with("\r\n\r\nThe plain HTTP request was sent to HTTPS port\n"),
+        "{text}"
+    );
+    // Bytes that are neither TLS nor a request line still get an empty close.
+    let mut s = TcpStream::connect(server.tls_addr()).unwrap();
+    s.write_all(b"\x00\x01garbage").unwrap();
     assert_eq!(read_to_close(&mut s), b"");
     // And a ClientHello sent to the plain port: 400 at its first byte, then the close.
     let mut s = TcpStream::connect(server.addr).unwrap();

@@ -1,0 +1,154 @@
+//! A model run of one site against any request path: rules of every kind that answer
+//! from the path (redirects by prefix, exact path and glob, to paths and to an absolute
+//! URL, with and without a trailing slash; a fallback, one switched off, error pages;
+//! directories redirected to their `/`), and the checks issue 28 asked for:
+//!
+//! - every line of every head holds visible ASCII and spaces only (no byte the client
+//!   sent can end a field or start another);
+//! - every `Location` resolves, under the WHATWG URL rules (the `url` crate, as
+//!   browsers), to the site's own origin, unless it starts with the absolute URL a
+//!   rule names.
+//!
+//! The property test of `site.rs` and the `redirects` fuzz target both run it.
+
+use std::cell::RefCell;
+use std::path::Path;
+use std::time::SystemTime;
+
+use linerate_http::request::{parse, Parse};
+
+use crate::config::Config;
+use crate::site::{Part, Site};
+
+/// The one target that may leave the site: a rule's own absolute URL.
+const ELSEWHERE: &str = "https://other.example/new/";
+
+fn rules() -> String {
+    format!(
+        r#"
+[[rule]]
+path = "/"
+errors = {{ 404 = "/errors/404.html" }}
+
+[[rule]]
+path = "/app/"
+fallback = "/app/index.html"
+
+[[rule]]
+path = "/app/assets/"
+fallback = false
+
+[[rule]]
+path = "/go/"
+redirect = "/dest/"
+
+[[rule]]
+path = "/old"
+redirect = "/"
+redirect-code = 302
+
+[[rule]]
+path = "/x/"
+redirect = "/x"
+
+[[rule]]
+path = "/far/"
+redirect = "{ELSEWHERE}"
+redirect-code = 308
+
+[[rule]]
+path = "=/exact"
+redirect = "/here?from=exact"
+
+[[rule]]
+path = "*.php"
+redirect = "/"
+"#
+    )
+}
+
+/// A site over a temporary root with the rules above.
+struct Model {
+    _root: tempfile::TempDir,
+    site: Site,
+}
+
+impl Model {
+    fn new() -> Model {
+        let root = tempfile::tempdir().expect("a temporary directory");
+        let p = root.path();
+        for (name, body) in [
+            ("index.html", "home"),
+            ("errors/404.html", "not here"),
+            ("app/index.html", "app"),
+            ("evil.example/index.html", "a directory named as a host"),
+            ("dir/sub/a.txt", "a"),
+        ] {
+            put(p, name, body);
+        }
+        let mut cfg = Config::new(p.to_path_buf());
+        crate::Settings::parse(&rules())
+            .expect("the model's rules load")
+            .apply(&mut cfg);
+        let site = Site::alone(cfg);
+        Model { _root: root, site }
+    }
+
+    fn check(&mut self, target: &[u8]) {
+        let mut text = b"GET ".to_vec();
+        text.extend_from_slice(target);
+        text.extend_from_slice(b" HTTP/1.1\r\nHost: site.example\r\n\r\n");
+        let req = match parse(&text, &self.site.limits()) {
+            Parse::Complete { request, .. } => request,
+            _ => return,
+        };
+        let r = self.site.respond(&req, None, SystemTime::UNIX_EPOCH);
+        let Some(Part::Bytes(head)) = r.parts.front() else {
+            panic!("a response starts with its head");
+        };
+        let end = head
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a head ends with an empty line");
+        let site = url::Url::parse("http://site.example/").expect("a URL");
+        for line in head[..end].split(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            assert!(
+                line.iter().all(|&b| b == b' ' || b.is_ascii_graphic()),
+                "{:?}: a head line {:?}",
+                String::from_utf8_lossy(target),
+                String::from_utf8_lossy(line)
+            );
+            let line = String::from_utf8_lossy(line);
+            let Some(loc) = line.strip_prefix("Location: ") else {
+                continue;
+            };
+            if loc.starts_with(ELSEWHERE) {
+                continue;
+            }
+            let to = site.join(loc).expect("a Location a browser reads");
+            assert_eq!(
+                to.origin(),
+                site.origin(),
+                "{:?} -> {loc}",
+                String::from_utf8_lossy(target)
+            );
+        }
+    }
+}
+
+fn put(root: &Path, name: &str, body: &str) {
+    let p = root.join(name);
+    std::fs::create_dir_all(p.parent().expect("a parent")).expect("a directory");
+    std::fs::write(p, body).expect("a file");
+}
+
+thread_local! {
+    static MODEL: RefCell<Option<Model>> = const { RefCell::new(None) };
+}
+
+/// Answers `GET TARGET` (any bytes; those the request parser refuses are skipped) and
+/// checks its head; panics on a violation.
+pub fn run(target: &[u8]) {
+    MODEL.with(|m| m.borrow_mut().get_or_insert_with(Model::new).check(target));
+}
