@@ -19,6 +19,7 @@
 //! Non-goals: timeouts are the caller's (it reads [`Connection::head_started`] and keeps
 //! its own clock of send progress); responses are the caller's.
 
+use std::rc::Rc;
 use std::time::Instant;
 
 use crate::request::{self, Body, ChunkedSkipper, HeadScan, Limits, Parse, Request};
@@ -63,16 +64,16 @@ enum BodySkip {
 
 /// The input side of one HTTP/1.1 connection.
 pub struct Connection {
-    limits: Limits,
+    /// Shared by every connection of a worker (an idle connection is kept small).
+    limits: Rc<Limits>,
     max_pending: usize,
-    /// Most bytes held unparsed: room for the largest head the limits allow.
-    max_buffered: usize,
     /// Bytes read and not yet consumed.
     buf: Vec<u8>,
     /// How far the head at the start of `buf` has been scanned.
     scan: HeadScan,
-    /// The body of the last request, being discarded.
-    body: Option<BodySkip>,
+    /// The body of the last request, being discarded (boxed: rare for a static server,
+    /// and an idle connection is kept small).
+    body: Option<Box<BodySkip>>,
     /// Answers owed: requests and rejects handed out whose responses are not yet sent.
     pending: usize,
     /// No request after the ones handed out will be read.
@@ -91,13 +92,10 @@ pub struct Connection {
 
 impl Connection {
     /// A new connection; it reads ahead of at most `max_pending` unsent answers.
-    pub fn new(limits: Limits, max_pending: usize) -> Connection {
+    pub fn new(limits: impl Into<Rc<Limits>>, max_pending: usize) -> Connection {
         Connection {
-            limits,
+            limits: limits.into(),
             max_pending: max_pending.max(1),
-            // Empty lines before the request line count against its limit too.
-            max_buffered: (2 * limits.request_line_bytes + limits.header_bytes + 4)
-                .max(MAX_BUFFERED),
             buf: Vec::new(),
             scan: HeadScan::default(),
             body: None,
@@ -116,7 +114,7 @@ impl Connection {
         !self.stopped
             && !self.peer_closed
             && self.pending < self.max_pending
-            && self.buf.len() < self.max_buffered
+            && self.buf.len() < self.max_buffered()
     }
 
     /// Takes bytes the peer sent.
@@ -133,6 +131,12 @@ impl Connection {
         self.peer_closed = true;
     }
 
+    /// Most bytes held unparsed: room for the largest head the limits allow (empty
+    /// lines before the request line count against its limit too).
+    fn max_buffered(&self) -> usize {
+        (2 * self.limits.request_line_bytes + self.limits.header_bytes + 4).max(MAX_BUFFERED)
+    }
+
     /// The next thing to do, at `now`.
     pub fn next(&mut self, now: Instant) -> Event {
         loop {
@@ -140,7 +144,7 @@ impl Connection {
                 return Event::Wait;
             }
             if let Some(skip) = &mut self.body {
-                let taken = match skip {
+                let taken = match &mut **skip {
                     BodySkip::Length(left) => {
                         let n = (*left).min(self.buf.len() as u64);
                         *left -= n;
@@ -187,8 +191,8 @@ impl Connection {
                     self.head_started = None;
                     self.body = match request.body {
                         Body::None => None,
-                        Body::Length(n) => Some(BodySkip::Length(n)),
-                        Body::Chunked => Some(BodySkip::Chunked(ChunkedSkipper::new())),
+                        Body::Length(n) => Some(Box::new(BodySkip::Length(n))),
+                        Body::Chunked => Some(Box::new(BodySkip::Chunked(ChunkedSkipper::new()))),
                     };
                     self.body_started = self.body.as_ref().map(|_| now);
                     self.pending += 1;

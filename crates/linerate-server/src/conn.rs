@@ -104,8 +104,10 @@ pub(crate) struct Conn {
     tx: Option<Box<TxSocket>>,
     /// The input side: requests, bodies, when to read, how the connection ends.
     pub http: Connection,
-    /// The output side: responses queued and on their way out.
-    out: Output,
+    /// The output side: responses queued and on their way out (boxed, made at the
+    /// first response and let go when the connection is idle: an idle keep-alive
+    /// connection holds none).
+    out: Option<Box<Output>>,
     /// A read may find bytes: a readable edge came, or the last read filled its buffer.
     /// After a short read the socket is drained and the next edge says when to read.
     may_read: bool,
@@ -149,10 +151,6 @@ pub(crate) struct Conn {
     pub counted_idle: bool,
     /// The TLS session of an HTTPS connection (boxed: a plain one stays small).
     tls: Option<Box<Session>>,
-    /// Since when its handshake has been awaited (the header timeout applies).
-    pub handshake_since: Option<Instant>,
-    /// Records handed to the driver and not yet all sent (the ring only).
-    records: Vec<u8>,
     /// The session refused the peer's bytes: the connection ends.
     refused: bool,
     /// The TLS session refused what the peer sent (counted when it closes).
@@ -182,16 +180,17 @@ impl Conn {
     pub fn new(
         sock: socket2::Socket,
         peer: Peer,
-        limits: Limits,
+        limits: std::rc::Rc<Limits>,
         (slot, serial): (usize, u64),
         (token, ring): (u64, bool),
         tls: Option<Box<Session>>,
         now: Instant,
     ) -> Conn {
         Conn {
-            handshake_since: tls.is_some().then_some(now),
-            tls,
-            records: Vec::new(),
+            tls: tls.map(|mut t| {
+                t.handshake_since = Some(now);
+                t
+            }),
             refused: false,
             tls_refused: false,
             handshake_done: false,
@@ -202,7 +201,7 @@ impl Conn {
             peer,
             tx: None,
             http: Connection::new(limits, MAX_QUEUED),
-            out: Output::default(),
+            out: None,
             may_read: !ring,
             peer_hup: false,
             draining_since: None,
@@ -245,8 +244,8 @@ impl Conn {
             return Ok(());
         };
         let r = t.receive(bytes, &mut self.http);
-        if t.ready() && self.handshake_since.is_some() {
-            self.handshake_since = None;
+        if t.ready() && t.handshake_since.is_some() {
+            t.handshake_since = None;
             self.handshake_done = true;
         }
         match r {
@@ -255,7 +254,7 @@ impl Conn {
                 tracing::debug!("{}: {refused}", self.peer);
                 // Best effort: the alert says why, then the connection closes (not
                 // while records are on their way by the ring: it would cut in).
-                let queued = self.sending || !self.records.is_empty();
+                let queued = self.sending || !t.records.is_empty();
                 if matches!(refused, Refused::Protocol(_)) && !queued {
                     let _ = t.send(self.sock.as_fd());
                 }
@@ -315,7 +314,11 @@ impl Conn {
     ) -> u64 {
         self.log_finished(log);
         let cut = self.cut.unwrap_or(cut);
-        let (queue, front_sent) = self.out.take_unsent();
+        let (queue, front_sent) = self
+            .out
+            .as_mut()
+            .map(|o| o.take_unsent())
+            .unwrap_or_default();
         let mut n = 0;
         for (i, r) in queue.iter().enumerate() {
             let sent = if i == 0 { r.sent + front_sent } else { r.sent };
@@ -336,7 +339,7 @@ impl Conn {
     /// The helpers brought `len` bytes from `offset` into the page cache; true if the
     /// connection was waiting for them (the worker then drives it).
     pub fn disk_ready(&mut self, offset: u64, len: u64, now: Instant) -> bool {
-        let waited = self.out.disk_ready(offset, len);
+        let waited = self.out.as_mut().is_some_and(|o| o.disk_ready(offset, len));
         if waited {
             self.last_activity = now;
         }
@@ -369,19 +372,30 @@ impl Conn {
 
     /// Nothing in flight and nothing half-received: an idle keep-alive connection.
     pub fn is_idle(&self) -> bool {
-        !self.busy() && self.http.is_idle() && self.handshake_since.is_none()
+        !self.busy() && self.http.is_idle() && self.handshake_since().is_none()
     }
 
     fn release_buffers(&mut self) {
         self.http.release_buffer();
-        self.out.release();
+        match self.out.as_mut() {
+            Some(o) if o.is_empty() => self.out = None,
+            Some(o) => o.release(),
+            None => {}
+        }
+    }
+
+    /// Since when its TLS handshake has been awaited, if it is.
+    pub fn handshake_since(&self) -> Option<Instant> {
+        self.tls.as_deref().and_then(|t| t.handshake_since)
     }
 
     /// Responses queued or being sent (a TLS connection's records included).
     pub fn busy(&self) -> bool {
-        self.out.busy()
-            || !self.records.is_empty()
-            || self.tls.as_deref().is_some_and(Session::pending)
+        self.out.as_ref().is_some_and(|o| o.busy())
+            || self
+                .tls
+                .as_deref()
+                .is_some_and(|t| !t.records.is_empty() || t.pending())
     }
 
     /// Called on readiness (and after shutdown starts): reads, answers, writes.
@@ -412,7 +426,9 @@ impl Conn {
             return self.drain_input();
         }
         let mut read_this_turn = 0;
-        self.out.begin_turn();
+        if let Some(o) = self.out.as_mut() {
+            o.begin_turn();
+        }
         loop {
             match self.flush(now, log, site, driver) {
                 Ok(true) => return After::Keep, // blocked on a full socket
@@ -590,7 +606,7 @@ impl Conn {
             };
             let mut r = r;
             r.head_bytes = r.parts.front().map_or(0, Part::len);
-            self.out.push(r);
+            self.out.get_or_insert_with(Box::default).push(r);
             queued = true;
         }
     }
@@ -621,8 +637,10 @@ impl Conn {
             // Under the ring a receive may be in flight, its ciphertext not yet taken:
             // only a connection that reads for itself is handed over.
             if !self.ring
-                && self.records.is_empty()
-                && self.tls.as_deref_mut().is_some_and(Session::kernel_ready)
+                && self
+                    .tls
+                    .as_deref_mut()
+                    .is_some_and(|t| t.records.is_empty() && t.kernel_ready())
             {
                 self.hand_off()?;
             }
@@ -637,7 +655,8 @@ impl Conn {
             } else if self.sending {
                 return Ok(true);
             } else {
-                match self.out.poll(self.tx.as_deref_mut(), &ctx)? {
+                let out = self.out.get_or_insert_with(Box::default);
+                match out.poll(self.tx.as_deref_mut(), &ctx)? {
                     // What the last step finished is logged before the queue rests.
                     OutNext::Empty => {
                         self.log_finished(log);
@@ -734,10 +753,13 @@ impl Conn {
                 }
             };
             if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
-                self.out.would_block();
+                if let Some(o) = self.out.as_mut() {
+                    o.would_block();
+                }
                 return Ok(true);
             }
-            let (flow, moved) = self.out.complete(self.tx.as_deref_mut(), r, &site.stats)?;
+            let out = self.out.get_or_insert_with(Box::default);
+            let (flow, moved) = out.complete(self.tx.as_deref_mut(), r, &site.stats)?;
             if moved {
                 self.last_activity = now;
             }
@@ -797,20 +819,22 @@ impl Conn {
             if r < 0 {
                 return Err(TxError::from(io::Error::from_raw_os_error(-r)));
             }
-            self.records.drain(..(r as usize).min(self.records.len()));
+            t.records.drain(..(r as usize).min(t.records.len()));
             self.last_activity = now;
         }
         if self.sending {
             return Ok(true);
         }
-        if self.records.is_empty() {
-            t.take_records(&mut self.records);
+        if t.records.is_empty() {
+            let mut records = std::mem::take(&mut t.records);
+            t.take_records(&mut records);
+            t.records = records;
         }
-        if self.records.is_empty() {
+        if t.records.is_empty() {
             return Ok(false);
         }
         let mut buf = driver.send_buf();
-        buf.copy(&self.records);
+        buf.copy(&t.records);
         driver.send(self.token, buf, false).map_err(TxError::Io)?;
         self.sending = true;
         Ok(true)
@@ -818,10 +842,10 @@ impl Conn {
 
     /// Logs the responses sent whole, in order.
     fn log_finished(&mut self, log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>)) {
-        if !self.out.has_finished() {
+        let Some(out) = self.out.as_mut().filter(|o| o.has_finished()) else {
             return;
-        }
-        for r in &self.out.take_finished() {
+        };
+        for r in &out.take_finished() {
             self.http.sent();
             log(self, r, None);
         }
@@ -885,6 +909,19 @@ impl Conn {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An idle connection's state is what every held connection costs (issue 28: it
+    /// had grown back to 544 bytes unnoticed). The output queue, the TLS records and
+    /// the body skipper are boxed and let go when idle; the limits are shared.
+    #[test]
+    fn an_idle_connection_is_kept_small() {
+        let (conn, http) = (
+            std::mem::size_of::<Conn>(),
+            std::mem::size_of::<Connection>(),
+        );
+        assert!(conn <= 336, "Conn is {conn} bytes");
+        assert!(http <= 144, "http::Connection is {http} bytes");
+    }
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
     use std::time::Duration;
@@ -901,7 +938,7 @@ mod tests {
             Conn::new(
                 sock.into(),
                 Peer::Ip(peer),
-                limits,
+                limits.into(),
                 (0, 1),
                 (0, false),
                 None,

@@ -161,6 +161,18 @@ impl Output {
         !self.queue.is_empty() || self.transmit.is_some()
     }
 
+    /// Nothing queued, in flight, finished, pending or waited for: the queue holds no
+    /// state a fresh one would not (so an idle connection can let it go whole).
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+            && self.transmit.is_none()
+            && self.finished.is_empty()
+            && matches!(self.pending, Pending::None)
+            && !self.corked
+            && !self.disk_wait
+            && self.job_at.is_none()
+    }
+
     /// Gives back the memory of an idle queue.
     pub fn release(&mut self) {
         self.queue = VecDeque::new();

@@ -174,6 +174,8 @@ impl Router {
 
 pub(crate) struct Site {
     cfg: Arc<Config>,
+    /// The request limits every connection of the worker reads.
+    limits: std::rc::Rc<linerate_http::request::Limits>,
     hosts: Vec<Host>,
     router: Router,
     date: String,
@@ -234,8 +236,14 @@ impl Site {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
             | 1;
+        let logging = cfg.access_log != crate::config::AccessLog::Off;
+        let limits = std::rc::Rc::new(linerate_http::request::Limits {
+            client_fields: logging && cfg.log_format != crate::config::LogFormat::Clf,
+            ..cfg.limits
+        });
         Site {
-            logging: cfg.access_log != crate::config::AccessLog::Off,
+            logging,
+            limits,
             sending: cfg.sending(),
             cfg,
             router: Router::new(&hosts.iter().map(|h| h.cfg.clone()).collect::<Vec<_>>()),
@@ -249,12 +257,10 @@ impl Site {
         }
     }
 
-    /// The request limits, and whether heads keep what the access log writes of them.
-    pub fn limits(&self) -> linerate_http::request::Limits {
-        linerate_http::request::Limits {
-            client_fields: self.logging && self.cfg.log_format != crate::config::LogFormat::Clf,
-            ..self.cfg.limits
-        }
+    /// The request limits, and whether heads keep what the access log writes of them:
+    /// one copy for all the worker's connections.
+    pub fn limits(&self) -> std::rc::Rc<linerate_http::request::Limits> {
+        std::rc::Rc::clone(&self.limits)
     }
 
     fn date(&mut self, now: SystemTime) -> &str {

@@ -321,6 +321,11 @@ pub(crate) struct Session {
     kernel: bool,
     /// Where the bytes from the peer stand against its records.
     boundary: Boundary,
+    /// Since when its handshake has been awaited (the header timeout applies); set by
+    /// the connection that owns it.
+    pub handshake_since: Option<std::time::Instant>,
+    /// Records handed to the driver and not yet all sent (the ring only).
+    pub records: Vec<u8>,
 }
 
 /// Follows the record framing of the bytes from the peer, to know when they stop
@@ -392,6 +397,8 @@ impl Session {
             last_write: None,
             kernel: config.enable_secret_extraction && !KERNEL_REFUSED.load(Ordering::Relaxed),
             boundary: Boundary::default(),
+            handshake_since: None,
+            records: Vec::new(),
         })
     }
 

@@ -185,7 +185,7 @@ fn deadline(c: &Conn, cfg: &Config) -> Deadline {
             "no send progress within --send-timeout",
             Some(2),
         )
-    } else if let Some(h) = c.handshake_since {
+    } else if let Some(h) = c.handshake_since() {
         d(
             after(h, cfg.header_timeout),
             Cut::Client,
