@@ -93,9 +93,9 @@ pub trait Driver {
     fn send_buf(&mut self) -> SendBuf {
         SendBuf::default()
     }
-    /// Sends `buf` on the connection under `token` (`MSG_MORE` if `more`); its result
-    /// comes as [`Io::Sent`]. One send in flight per connection.
-    fn send(&mut self, _token: u64, _buf: SendBuf, _more: bool) -> io::Result<()> {
+    /// Sends `buf` on the connection `fd` (`MSG_MORE` if `more`); its result comes as
+    /// [`Io::Sent`] under its token. One send in flight per connection.
+    fn send(&mut self, _fd: BorrowedFd<'_>, _buf: SendBuf, _more: bool) -> io::Result<()> {
         Err(io::Error::from(io::ErrorKind::Unsupported))
     }
     /// A connection the driver accepted for a listener whose watch has ended since
@@ -116,14 +116,19 @@ pub trait Driver {
         drop(fd);
         r
     }
+    /// Called once per tick: memory the driver holds only for bursts (a ring's receive
+    /// buffers) goes back to the system if it has been idle since the last call.
+    fn release_idle(&mut self) -> io::Result<bool> {
+        Ok(false)
+    }
     /// The process's descriptor limit changed: accepts the kernel armed under the old
     /// one are armed again (io_uring reads it when an accept is queued).
     fn limit_changed(&mut self) -> io::Result<()> {
         Ok(())
     }
-    /// Whether the connection under `token` is to receive (a paused one leaves its
-    /// bytes in the socket, so a client that will not read cannot fill our memory).
-    fn set_input(&mut self, _token: u64, _on: bool) -> io::Result<()> {
+    /// Whether the connection `fd` is to receive (a paused one leaves its bytes in the
+    /// socket, so a client that will not read cannot fill our memory).
+    fn set_input(&mut self, _fd: BorrowedFd<'_>, _on: bool) -> io::Result<()> {
         Ok(())
     }
 }
@@ -257,6 +262,8 @@ impl std::str::FromStr for DriverChoice {
 struct Watch {
     token: u64,
     fd: RawFd,
+    /// Its generation in its slot (see [`Watches`]).
+    generation: u32,
     events: u32,
     /// Level-triggered: a one-shot poll armed again after each report.
     level: bool,
@@ -272,6 +279,107 @@ struct Watch {
     input_over: bool,
     /// A listener: the ring accepts its connections.
     listener: bool,
+}
+
+/// The live watches of a ring: a slab of slots, reused, and each descriptor's slot.
+/// A watch's id is its slot and the slot's generation when it was made
+/// (`generation << SLOT_BITS | slot`): a completion of an ended watch names an id no
+/// live watch has, even when a new one took its slot. Plain vectors, not maps: an idle
+/// connection costs one slot (32 bytes) and one descriptor entry (4).
+#[derive(Default)]
+struct Watches {
+    slots: Vec<Option<Watch>>,
+    free: Vec<u32>,
+    /// By descriptor number: its slot + 1 (0: none).
+    by_fd: Vec<u32>,
+    next_generation: u32,
+}
+
+const SLOT_BITS: u32 = 24;
+
+impl Watches {
+    fn split(id: u64) -> (usize, u32) {
+        (
+            (id & ((1 << SLOT_BITS) - 1)) as usize,
+            (id >> SLOT_BITS) as u32,
+        )
+    }
+
+    fn get(&self, id: u64) -> Option<&Watch> {
+        let (slot, generation) = Self::split(id);
+        self.slots
+            .get(slot)?
+            .as_ref()
+            .filter(|w| w.generation == generation)
+    }
+
+    fn get_mut(&mut self, id: u64) -> Option<&mut Watch> {
+        let (slot, generation) = Self::split(id);
+        self.slots
+            .get_mut(slot)?
+            .as_mut()
+            .filter(|w| w.generation == generation)
+    }
+
+    fn contains(&self, id: u64) -> bool {
+        self.get(id).is_some()
+    }
+
+    /// Makes `w` live under a new id (its generation is set here).
+    fn insert(&mut self, mut w: Watch) -> u64 {
+        w.generation = self.next_generation;
+        // Ids stay below 2^56, so tags (id * KINDS + kind) fit.
+        self.next_generation = self.next_generation.wrapping_add(1);
+        let slot = match self.free.pop() {
+            Some(s) => s as usize,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        };
+        debug_assert!(slot < 1 << SLOT_BITS, "more watches than ids");
+        let fd = w.fd as usize;
+        if self.by_fd.len() <= fd {
+            self.by_fd.resize(fd + 1, 0);
+        }
+        self.by_fd[fd] = slot as u32 + 1;
+        let id = (u64::from(w.generation) << SLOT_BITS) | slot as u64;
+        self.slots[slot] = Some(w);
+        id
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Watch> {
+        let (slot, _) = Self::split(id);
+        self.get(id)?;
+        let w = self.slots[slot].take()?;
+        if self.by_fd.get(w.fd as usize) == Some(&(slot as u32 + 1)) {
+            self.by_fd[w.fd as usize] = 0;
+        }
+        self.free.push(slot as u32);
+        Some(w)
+    }
+
+    /// The id of the watch of descriptor `fd`.
+    fn of_fd(&self, fd: RawFd) -> Option<u64> {
+        let slot = (*self.by_fd.get(usize::try_from(fd).ok()?)?).checked_sub(1)? as usize;
+        let w = self.slots.get(slot)?.as_ref()?;
+        Some((u64::from(w.generation) << SLOT_BITS) | slot as u64)
+    }
+
+    /// The id of the watch under `token`: a look at every watch, for the rare calls
+    /// that name a token alone (a closed inotify instance, a token registered again).
+    fn of_token(&self, token: u64) -> Option<u64> {
+        self.iter()
+            .find(|(_, w)| w.token == token)
+            .map(|(id, _)| id)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, &Watch)> {
+        self.slots.iter().enumerate().filter_map(|(slot, w)| {
+            let w = w.as_ref()?;
+            Some(((u64::from(w.generation) << SLOT_BITS) | slot as u64, w))
+        })
+    }
 }
 
 const POLLIN: u32 = 0x1;
@@ -309,10 +417,7 @@ const KINDS: u64 = 4;
 /// readiness event per registration per wait, as from epoll.
 pub struct UringDriver {
     ring: Ring,
-    live: HashMap<u64, Watch>,
-    by_fd: HashMap<RawFd, u64>,
-    by_token: HashMap<u64, u64>,
-    next_id: u64,
+    watches: Watches,
     /// One-shot polls to arm again before the next wait.
     rearm: Vec<u64>,
     /// Receives to arm (again) before the next wait.
@@ -342,10 +447,7 @@ impl UringDriver {
     pub fn new() -> io::Result<UringDriver> {
         Ok(UringDriver {
             ring: Ring::new(256)?,
-            live: HashMap::new(),
-            by_fd: HashMap::new(),
-            by_token: HashMap::new(),
-            next_id: 0,
+            watches: Watches::default(),
             rearm: Vec::new(),
             rearm_input: Vec::new(),
             done: Vec::new(),
@@ -378,15 +480,9 @@ impl UringDriver {
     /// Ends the watch `id` and queues the cancellation of its requests; false if there
     /// was no such watch.
     fn forget(&mut self, id: u64) -> io::Result<bool> {
-        let Some(w) = self.live.remove(&id) else {
+        let Some(w) = self.watches.remove(id) else {
             return Ok(false);
         };
-        if self.by_fd.get(&w.fd) == Some(&id) {
-            self.by_fd.remove(&w.fd);
-        }
-        if self.by_token.get(&w.token) == Some(&id) {
-            self.by_token.remove(&w.token);
-        }
         self.rearm.retain(|t| *t != id);
         self.rearm_input.retain(|t| *t != id);
         self.rearm_accept.retain(|t| *t != id);
@@ -407,7 +503,7 @@ impl UringDriver {
         if w.stream {
             // A send in flight or a receive; a cancellation that finds nothing is
             // answered with ENOENT, unreported.
-            self.ring.cancel(id * KINDS + RECV)?;
+            self.ring.cancel_receive(id * KINDS + RECV)?;
             self.ring.cancel(id * KINDS + SEND)?;
         }
         Ok(true)
@@ -419,7 +515,7 @@ impl UringDriver {
         self.take_accepted();
         let mut early = std::mem::take(&mut self.early);
         early.retain(|c| {
-            let keep = self.live.contains_key(&(c.tag / KINDS));
+            let keep = self.watches.contains(c.tag / KINDS);
             if !keep {
                 if let Some(b) = c.buffer {
                     self.ring.recycle(b);
@@ -434,10 +530,10 @@ impl UringDriver {
     /// The connections the ring accepted: queued for their listener's owner, or as
     /// orphans if the listener's watch has ended.
     fn take_accepted(&mut self) {
-        let (live, accepted) = (&self.live, &mut self.accepted);
+        let (watches, accepted) = (&self.watches, &mut self.accepted);
         for (tag, fd) in self.ring.accepted() {
             let id = tag / KINDS;
-            if live.contains_key(&id) {
+            if watches.contains(id) {
                 accepted.entry(id).or_default().0.push_back(fd);
             } else if let Some(&token) = self.ended_listeners.get(&id) {
                 self.orphans.push_back((token, fd));
@@ -446,7 +542,7 @@ impl UringDriver {
     }
 
     fn arm_input(&mut self, id: u64) -> io::Result<()> {
-        let Some(w) = self.live.get_mut(&id) else {
+        let Some(w) = self.watches.get_mut(id) else {
             return Ok(());
         };
         if w.want_input && !w.receiving && !w.input_over {
@@ -460,7 +556,7 @@ impl UringDriver {
 
     /// A completion of a connection's receive: what the owner is told, if anything.
     fn received(&mut self, id: u64, c: &Completion) -> Option<Io> {
-        let w = self.live.get_mut(&id)?;
+        let w = self.watches.get_mut(id)?;
         let bytes = c.buffer.map(|b| Io::Received {
             buffer: b,
             len: c.result.max(0) as u32,
@@ -507,33 +603,28 @@ impl Driver for UringDriver {
         // open-file cache closes its inotify instance and watches a new one under the
         // same token. So a token, or a descriptor number, registered again ends the
         // watch it had (the removal goes in before the new request).
-        for old in [self.by_token.get(&token), self.by_fd.get(&fd)]
-            .into_iter()
-            .flatten()
-            .copied()
-            .collect::<Vec<_>>()
-        {
+        // (A connection's token is new each time: only the others' are looked for.)
+        let by_token = if stream {
+            None
+        } else {
+            self.watches.of_token(token)
+        };
+        for old in [by_token, self.watches.of_fd(fd)].into_iter().flatten() {
             self.end(old)?;
         }
-        let id = self.next_id;
-        self.next_id += 1;
-        self.live.insert(
-            id,
-            Watch {
-                token,
-                fd,
-                events,
-                level,
-                stream,
-                want_input: stream,
-                receiving: false,
-                cancelling: false,
-                input_over: false,
-                listener,
-            },
-        );
-        self.by_fd.insert(fd, id);
-        self.by_token.insert(token, id);
+        let id = self.watches.insert(Watch {
+            token,
+            fd,
+            generation: 0,
+            events,
+            level,
+            stream,
+            want_input: stream,
+            receiving: false,
+            cancelling: false,
+            input_over: false,
+            listener,
+        });
         // Submitted now, while the descriptor is surely the one meant; a request that
         // cannot be is removed again behind it, never left to arm a later descriptor
         // with the same number.
@@ -580,11 +671,11 @@ impl Driver for UringDriver {
         self.ring.send_buf()
     }
 
-    fn send(&mut self, token: u64, buf: SendBuf, more: bool) -> io::Result<()> {
-        let Some(&id) = self.by_token.get(&token) else {
+    fn send(&mut self, fd: BorrowedFd<'_>, buf: SendBuf, more: bool) -> io::Result<()> {
+        let fd = fd.as_raw_fd();
+        let Some(id) = self.watches.of_fd(fd) else {
             return Err(io::Error::from_raw_os_error(ENOENT));
         };
-        let fd = self.live[&id].fd;
         self.ring.send(fd, buf, more, id * KINDS + SEND)
     }
 
@@ -592,8 +683,12 @@ impl Driver for UringDriver {
         self.orphans.pop_front()
     }
 
-    fn accept(&mut self, token: u64, _fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
-        let Some(&id) = self.by_token.get(&token) else {
+    fn release_idle(&mut self) -> io::Result<bool> {
+        self.ring.release_idle_buffers()
+    }
+
+    fn accept(&mut self, _token: u64, fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
+        let Some(id) = self.watches.of_fd(fd.as_raw_fd()) else {
             return Err(io::Error::from(io::ErrorKind::WouldBlock));
         };
         let Some((queue, error)) = self.accepted.get_mut(&id) else {
@@ -612,10 +707,8 @@ impl Driver for UringDriver {
         // Its requests are cancelled and the descriptor closed by the ring, in that
         // order, with the turn's submission: no call of its own. The FIN (or the reset)
         // goes when the last request lets go of the socket, in that same call.
-        let ended = match self.by_token.get(&token) {
-            Some(&id) if self.live.get(&id).is_some_and(|w| w.fd == fd.as_raw_fd()) => {
-                self.forget(id)
-            }
+        let ended = match self.watches.of_fd(fd.as_raw_fd()) {
+            Some(id) if self.watches.get(id).is_some_and(|w| w.token == token) => self.forget(id),
             _ => Ok(false),
         };
         let closed = self.ring.close(fd);
@@ -624,10 +717,10 @@ impl Driver for UringDriver {
 
     fn limit_changed(&mut self) -> io::Result<()> {
         let listeners: Vec<(u64, RawFd)> = self
-            .live
+            .watches
             .iter()
             .filter(|(_, w)| w.listener)
-            .map(|(&id, w)| (id, w.fd))
+            .map(|(id, w)| (id, w.fd))
             .collect();
         for (id, fd) in listeners {
             // The cancellation goes in first; its completion (-ECANCELED) is dropped,
@@ -639,11 +732,11 @@ impl Driver for UringDriver {
         Ok(())
     }
 
-    fn set_input(&mut self, token: u64, on: bool) -> io::Result<()> {
-        let Some(&id) = self.by_token.get(&token) else {
+    fn set_input(&mut self, fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+        let Some(id) = self.watches.of_fd(fd.as_raw_fd()) else {
             return Ok(());
         };
-        let Some(w) = self.live.get_mut(&id) else {
+        let Some(w) = self.watches.get_mut(id) else {
             return Ok(());
         };
         w.want_input = on;
@@ -653,20 +746,20 @@ impl Driver for UringDriver {
             }
         } else if w.receiving && !w.cancelling {
             w.cancelling = true;
-            self.ring.cancel(id * KINDS + RECV)?;
+            self.ring.cancel_receive(id * KINDS + RECV)?;
         }
         Ok(())
     }
 
     fn closed(&mut self, token: u64) -> io::Result<()> {
-        match self.by_token.get(&token) {
-            Some(&id) => self.end(id),
+        match self.watches.of_token(token) {
+            Some(id) => self.end(id),
             None => Ok(()),
         }
     }
 
     fn deregister(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
-        let Some(&id) = self.by_fd.get(&fd.as_raw_fd()) else {
+        let Some(id) = self.watches.of_fd(fd.as_raw_fd()) else {
             return Err(io::Error::from_raw_os_error(ENOENT));
         };
         self.end(id)
@@ -677,7 +770,7 @@ impl Driver for UringDriver {
         // reused from wait to wait.
         let mut rearm = std::mem::take(&mut self.rearm);
         for &id in &rearm {
-            if let Some(w) = self.live.get(&id) {
+            if let Some(w) = self.watches.get(id) {
                 self.ring
                     .poll_add(w.fd, w.events, id * KINDS + POLL, !w.level)?;
             }
@@ -685,7 +778,7 @@ impl Driver for UringDriver {
         rearm.clear();
         self.rearm = rearm;
         for id in std::mem::take(&mut self.rearm_accept) {
-            if let Some(w) = self.live.get(&id) {
+            if let Some(w) = self.watches.get(id) {
                 self.ring.accept(w.fd, id * KINDS + ACCEPT)?;
             }
         }
@@ -711,7 +804,7 @@ impl Driver for UringDriver {
         self.merged.clear();
         for c in &done {
             let id = c.tag / KINDS;
-            let Some(w) = self.live.get(&id).copied() else {
+            let Some(w) = self.watches.get(id).copied() else {
                 // A watch that has ended.
                 if let Some(b) = c.buffer {
                     self.ring.recycle(b);
@@ -900,12 +993,12 @@ mod tests {
         });
         assert_eq!(got, b"onetwo");
         // Paused: the bytes stay in the socket until the input is on again.
-        d.set_input(5, false).unwrap();
+        d.set_input(a.as_fd(), false).unwrap();
         let _ = wait(&mut d, 20);
         b.write_all(b"three").unwrap();
         let r = wait(&mut d, 100);
         assert!(r.iter().all(|e| e.io == Io::None), "{r:?}");
-        d.set_input(5, true).unwrap();
+        d.set_input(a.as_fd(), true).unwrap();
         got.clear();
         wait_until(&mut d, |d, e| {
             if let Io::Received { buffer, len } = e.io {
@@ -917,7 +1010,7 @@ mod tests {
         // A gather sent by the ring.
         let mut buf = d.send_buf();
         buf.copy(b"answer");
-        d.send(5, buf, false).unwrap();
+        d.send(a.as_fd(), buf, false).unwrap();
         wait_until(&mut d, |_, e| e.io == Io::Sent(6));
         let mut answer = [0u8; 6];
         std::io::Read::read_exact(&mut b, &mut answer).unwrap();
@@ -1060,6 +1153,42 @@ mod tests {
         }
     }
 
+    /// The watches' slots are reused with a new generation: a completion of an ended
+    /// watch never reaches the one that took its slot, and a descriptor's watch is
+    /// found by its number.
+    #[test]
+    fn watch_slots_are_reused_under_new_ids() {
+        let mut w = Watches::default();
+        let watch = |fd, token| Watch {
+            token,
+            fd,
+            generation: 0,
+            events: 0,
+            level: false,
+            stream: true,
+            want_input: true,
+            receiving: false,
+            cancelling: false,
+            input_over: false,
+            listener: false,
+        };
+        let a = w.insert(watch(7, 1));
+        assert_eq!(w.of_fd(7), Some(a));
+        assert_eq!(w.get(a).map(|x| x.token), Some(1));
+        assert!(w.remove(a).is_some());
+        assert!(!w.contains(a) && w.of_fd(7).is_none());
+        let b = w.insert(watch(7, 2));
+        assert_ne!(a, b, "the slot is reused under a new id");
+        assert_eq!(Watches::split(a).0, Watches::split(b).0);
+        assert!(w.get(a).is_none(), "the old id names nothing");
+        assert_eq!(w.of_token(2), Some(b));
+        assert!(
+            w.remove(a).is_none(),
+            "removing the old id leaves the new watch"
+        );
+        assert_eq!(w.of_fd(7), Some(b));
+    }
+
     #[test]
     fn a_connection_closed_just_before_the_driver_goes_is_closed() {
         // The ring closes it with the next submission; a driver dropped first (a worker
@@ -1068,7 +1197,7 @@ mod tests {
         let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
         d.register(a.as_fd(), 8, Interest::Connection).unwrap();
-        d.set_input(8, false).unwrap();
+        d.set_input(a.as_fd(), false).unwrap();
         let _ = wait(&mut d, 20);
         d.close(8, OwnedFd::from(a)).unwrap();
         drop(d);

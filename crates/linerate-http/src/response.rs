@@ -33,16 +33,22 @@ impl Head {
         debug_assert!(!name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && b != b':'));
         self.buf.extend_from_slice(name.as_bytes());
         self.buf.extend_from_slice(b": ");
-        for &b in value.as_bytes() {
-            if b == b' ' || b.is_ascii_graphic() {
-                self.buf.push(b);
-            } else {
-                const HEX: &[u8; 16] = b"0123456789ABCDEF";
-                self.buf.extend_from_slice(&[
-                    b'%',
-                    HEX[usize::from(b >> 4)],
-                    HEX[usize::from(b & 15)],
-                ]);
+        let fits = |b: u8| b == b' ' || b.is_ascii_graphic();
+        if value.bytes().all(fits) {
+            // Nearly always: the value is written as it is.
+            self.buf.extend_from_slice(value.as_bytes());
+        } else {
+            for &b in value.as_bytes() {
+                if fits(b) {
+                    self.buf.push(b);
+                } else {
+                    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                    self.buf.extend_from_slice(&[
+                        b'%',
+                        HEX[usize::from(b >> 4)],
+                        HEX[usize::from(b & 15)],
+                    ]);
+                }
             }
         }
         self.buf.extend_from_slice(b"\r\n");

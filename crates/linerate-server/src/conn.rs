@@ -124,8 +124,8 @@ pub(crate) struct Conn {
     /// It is on the worker's run list (so it is put there once).
     pub on_run_list: bool,
     /// Slot in the worker and a serial unique in it, for the helpers' answers.
-    pub slot: usize,
-    pub serial: u64,
+    pub slot: u32,
+    pub serial: u32,
     /// Why the last `drive` gave up on the connection, if it failed.
     pub cut: Option<Cut>,
     /// The driver receives and sends the bytes ([`Driver::ring_io`]).
@@ -145,8 +145,8 @@ pub(crate) struct Conn {
     /// its socket full of a response).
     pub body_clock: Option<Instant>,
     /// The tick its deadline entry is armed for in the worker's timers (an entry that
-    /// fires with another tick is stale), and the instant it was armed for.
-    pub armed: Option<(linerate_event::Tick, Instant)>,
+    /// fires with another tick is stale).
+    pub armed: Option<linerate_event::Tick>,
     /// It is counted among the worker's idle connections.
     pub counted_idle: bool,
     /// The TLS session of an HTTPS connection (boxed: a plain one stays small).
@@ -208,8 +208,10 @@ impl Conn {
             last_activity: now,
             yielded: false,
             on_run_list: false,
-            slot,
-            serial,
+            // A worker holds far fewer than 2^32 connections; the serial is unique
+            // among the recent ones (its token keeps 30 bits of it).
+            slot: slot as u32,
+            serial: serial as u32,
             cut: None,
             body_clock: None,
             armed: None,
@@ -625,8 +627,8 @@ impl Conn {
             disk: site.disk.as_ref(),
             stats: &site.stats,
             sending: &site.sending,
-            slot: self.slot,
-            serial: self.serial,
+            slot: self.slot as usize,
+            serial: u64::from(self.serial),
             unix: self.peer == Peer::Unix,
         };
         loop {
@@ -726,7 +728,9 @@ impl Conn {
                                 None => buf.copy(p.bytes),
                             }
                         }
-                        driver.send(self.token, buf, more).map_err(TxError::Io)?;
+                        driver
+                            .send(self.sock.as_fd(), buf, more)
+                            .map_err(TxError::Io)?;
                         self.sending = true;
                         return Ok(true);
                     }
@@ -835,7 +839,9 @@ impl Conn {
         }
         let mut buf = driver.send_buf();
         buf.copy(&t.records);
-        driver.send(self.token, buf, false).map_err(TxError::Io)?;
+        driver
+            .send(self.sock.as_fd(), buf, false)
+            .map_err(TxError::Io)?;
         self.sending = true;
         Ok(true)
     }
@@ -911,15 +917,16 @@ mod tests {
     use super::*;
 
     /// An idle connection's state is what every held connection costs (issue 28: it
-    /// had grown back to 544 bytes unnoticed). The output queue, the TLS records and
-    /// the body skipper are boxed and let go when idle; the limits are shared.
+    /// had grown back to 544 bytes unnoticed; 312 now). The output queue, the TLS
+    /// records and the body skipper are boxed and let go when idle; the limits are
+    /// shared; the deadline entry is its tick alone.
     #[test]
     fn an_idle_connection_is_kept_small() {
         let (conn, http) = (
             std::mem::size_of::<Conn>(),
             std::mem::size_of::<Connection>(),
         );
-        assert!(conn <= 336, "Conn is {conn} bytes");
+        assert!(conn <= 320, "Conn is {conn} bytes");
         assert!(http <= 144, "http::Connection is {http} bytes");
     }
     use std::io::{Read, Write};

@@ -1075,7 +1075,7 @@ impl<D: Driver> Worker<D> {
                             .get(idx)
                             .and_then(Option::as_ref)
                             .is_some_and(|c| {
-                                Token::conn(idx, c.serial) == Token::Conn(idx, serial)
+                                Token::conn(idx, u64::from(c.serial)) == Token::Conn(idx, serial)
                             });
                         if !meant {
                             // Closed earlier in this turn (or meant for the connection
@@ -1413,11 +1413,11 @@ impl<D: Driver> Worker<D> {
         }
         let at = deadline(c, &self.cfg).at.min(after(now, self.check_every));
         // Mostly the deadline moved later (or not at all): no tick to work out.
-        let earlier = c
-            .armed
-            .is_none_or(|(tick, when)| at < when && self.timers.tick_for(at) < tick);
+        // (A tick earlier than the armed one is an earlier deadline: ticks only move
+        // on, so the armed tick is its deadline's own.)
+        let earlier = c.armed.is_none_or(|tick| self.timers.tick_for(at) < tick);
         if earlier {
-            c.armed = Some((self.timers.arm(c.token, at), at));
+            c.armed = Some(self.timers.arm(c.token, at));
         }
     }
 
@@ -1428,7 +1428,11 @@ impl<D: Driver> Worker<D> {
         };
         if conn.input_on != conn.wants_input() {
             conn.input_on = !conn.input_on;
-            if self.driver.set_input(conn.token, conn.input_on).is_err() {
+            if self
+                .driver
+                .set_input(conn.sock.as_fd(), conn.input_on)
+                .is_err()
+            {
                 self.close(idx, After::Close, Cut::Error);
             }
         }
@@ -1474,7 +1478,7 @@ impl<D: Driver> Worker<D> {
                 .get_mut(done.conn)
                 .and_then(Option::as_mut)
                 .is_some_and(|c| {
-                    c.serial == done.serial && c.disk_ready(done.offset, done.len, now)
+                    u64::from(c.serial) == done.serial && c.disk_ready(done.offset, done.len, now)
                 });
             if waiting {
                 self.event(done.conn, false, false, now);
@@ -1512,6 +1516,8 @@ impl<D: Driver> Worker<D> {
             d.epoch += 1;
         }
         if self.driver.ring_io() {
+            // A ring quiet for a tick gives its receive buffers' pages back.
+            let _ = self.driver.release_idle();
             // The ring's accepts hold the descriptor limit of when they were armed; one
             // lowered (or raised) at run time, by `prlimit`, holds from the next tick.
             let limit = linerate_sys::fs::nofile_limit().ok();
@@ -1547,14 +1553,14 @@ impl<D: Driver> Worker<D> {
             let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
                 continue;
             };
-            if c.token != token || c.armed.map(|(t, _)| t) != Some(tick) {
+            if c.token != token || c.armed != Some(tick) {
                 // Closed, or armed again since.
                 continue;
             }
             let d = deadline(c, &self.cfg);
             if d.at > now {
                 let at = d.at.min(after(now, self.check_every));
-                c.armed = Some((self.timers.arm(token, at), at));
+                c.armed = Some(self.timers.arm(token, at));
                 continue;
             }
             c.armed = None;

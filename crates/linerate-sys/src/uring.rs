@@ -29,6 +29,10 @@ use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 /// The tag of cancellations, whose completions are not reported.
 const REMOVAL: u64 = u64::MAX;
+/// Set in the user data of a receive (never in a caller's tag): its last completion
+/// is counted off [`Ring::receiving`] without a set of tags (one fewer map entry per
+/// connection).
+const RECEIVE: u64 = 1 << 63;
 /// The provided-buffer group of the receives.
 const GROUP: u16 = 0;
 
@@ -236,6 +240,22 @@ impl Buffers {
         tail.store(self.tail, Ordering::Release);
     }
 
+    /// Gives the buffers' pages back (`MADV_DONTNEED`): the next write into one finds a
+    /// zeroed page.
+    fn release(&self) -> io::Result<()> {
+        // SAFETY: the range is the buffers' own private anonymous mapping, made in `new`
+        // and alive while `self` is. No slice into it is alive (`slice` borrows `self`,
+        // and this is reached through `&mut Ring`), and the kernel writes into it only
+        // in completion work run inside the owning thread's waits (the caller checks
+        // `DEFER_TASKRUN`), not during this call; after it, a write faults a zeroed
+        // page in, so no receive loses a byte.
+        let r = unsafe { libc::madvise(self.mem.cast(), self.mem_bytes, libc::MADV_DONTNEED) };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
     fn slice(&self, id: u16, len: usize) -> &[u8] {
         assert!(id < self.count && len <= self.size, "a buffer of the ring");
         // SAFETY: the buffer lies inside the mapping (checked above). The kernel wrote
@@ -265,8 +285,8 @@ pub struct Ring {
     /// Sends in flight, by tag.
     sends: HashMap<u64, SendBuf>,
     spare: Vec<SendBuf>,
-    /// Tags of the receives armed and not yet ended (their memory is the buffers').
-    receiving: std::collections::HashSet<u64>,
+    /// Receives armed and not yet ended (their memory is the buffers').
+    receiving: usize,
     /// Tags of the multishot accepts armed and not yet ended, with how many are armed
     /// under each (one being cancelled while its successor is armed: two).
     accepting: HashMap<u64, u32>,
@@ -275,6 +295,15 @@ pub struct Ring {
     /// Tags whose last completion a reap read (kept for its buffer).
     ended: Vec<u64>,
     counts: RingCounts,
+    /// Completion work runs only inside this thread's waits (`DEFER_TASKRUN`): between
+    /// them no receive writes into the buffers, so their pages can be given back.
+    deferred: bool,
+    /// Buffers handed out in completions and not yet recycled.
+    lent: u32,
+    /// A receive completed since the last [`Ring::release_idle_buffers`].
+    received: bool,
+    /// The buffers may hold resident pages (written since they were last given back).
+    touched: bool,
 }
 
 impl std::fmt::Debug for Ring {
@@ -300,21 +329,23 @@ impl Ring {
     /// (`IORING_SETUP_DEFER_TASKRUN`, Linux 6.1; before it, `COOP_TASKRUN`): a request
     /// that completes while the worker is busy does not interrupt it.
     pub fn new(entries: u32) -> io::Result<Ring> {
-        let ring = match IoUring::builder()
+        let (ring, deferred) = match IoUring::builder()
             .setup_single_issuer()
             .setup_defer_taskrun()
             .setup_cqsize(entries * 8)
             .build(entries)
         {
-            Ok(r) => r,
+            Ok(r) => (r, true),
             Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                 match IoUring::builder()
                     .setup_coop_taskrun()
                     .setup_cqsize(entries * 8)
                     .build(entries)
                 {
-                    Ok(r) => r,
-                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => IoUring::new(entries)?,
+                    Ok(r) => (r, false),
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                        (IoUring::new(entries)?, false)
+                    }
                     Err(e) => return Err(e),
                 }
             }
@@ -365,11 +396,15 @@ impl Ring {
             buffers: Some(buffers),
             sends: HashMap::new(),
             spare: Vec::new(),
-            receiving: Default::default(),
+            receiving: 0,
             accepting: Default::default(),
             accepted: Vec::new(),
             ended: Vec::new(),
             counts: RingCounts::default(),
+            deferred,
+            lent: 0,
+            received: false,
+            touched: false,
         };
         r.check_multishot_receive()?;
         r.counts = RingCounts::default();
@@ -390,9 +425,9 @@ impl Ring {
             self.wait(Duration::from_millis(100), &mut out)?;
         }
         let got = out.first().copied();
-        self.cancel(1)?;
+        self.cancel_receive(1)?;
         drop(a);
-        while !self.receiving.is_empty() && Instant::now() < deadline {
+        while self.receiving > 0 && Instant::now() < deadline {
             let mut rest = Vec::new();
             self.wait(Duration::from_millis(100), &mut rest)?;
             out.extend(rest);
@@ -459,11 +494,12 @@ impl Ring {
     /// buffer, until one without `more` (the peer closed: result 0; an error; or no
     /// buffer was free: `-ENOBUFS`, arm it again once some are given back).
     pub fn recv(&mut self, fd: RawFd, tag: u64) -> io::Result<()> {
+        debug_assert!(tag & RECEIVE == 0, "a tag with the receive bit");
         let entry = opcode::RecvMulti::new(types::Fd(fd), GROUP)
             .build()
-            .user_data(tag);
+            .user_data(tag | RECEIVE);
         self.push(entry)?;
-        self.receiving.insert(tag);
+        self.receiving += 1;
         Ok(())
     }
 
@@ -558,8 +594,28 @@ impl Ring {
             if id < b.count {
                 b.put(id);
                 b.publish();
+                self.lent = self.lent.saturating_sub(1);
             }
         }
+    }
+
+    /// Gives the receive buffers' pages back to the system when the ring has been idle
+    /// since the last call (no receive completed, none of the buffers handed out) and
+    /// they were written since they were last given back; true if it did. Called once
+    /// per tick, it costs an idle server one `madvise` after its last request, and
+    /// keeps what idle connections cost from including pages that only a burst of
+    /// requests touched (each buffer's first page, 1 MiB per ring, is otherwise held for
+    /// ever). Only when completion work runs in this thread's waits alone
+    /// (`DEFER_TASKRUN`): then no receive writes into a buffer during the call.
+    pub fn release_idle_buffers(&mut self) -> io::Result<bool> {
+        if std::mem::take(&mut self.received) || !self.deferred || self.lent > 0 || !self.touched {
+            return Ok(false);
+        }
+        if let Some(b) = self.buffers.as_ref() {
+            b.release()?;
+        }
+        self.touched = false;
+        Ok(true)
     }
 
     /// Queues the close of `fd`, after every request queued before it (which named the
@@ -584,6 +640,11 @@ impl Ring {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Cancels the receive queued under `tag` ([`Ring::recv`]).
+    pub fn cancel_receive(&mut self, tag: u64) -> io::Result<()> {
+        self.cancel(tag | RECEIVE)
     }
 
     /// Queues the cancellation of the request tagged `tag` (its last completion
@@ -647,19 +708,30 @@ impl Ring {
             if cqe.user_data() == REMOVAL {
                 continue;
             }
+            let receive = cqe.user_data() & RECEIVE != 0;
+            let tag = cqe.user_data() & !RECEIVE;
             let more = cqueue::more(cqe.flags());
             let buffer = cqueue::buffer_select(cqe.flags());
-            if cqe.result() >= 0 && self.accepting.contains_key(&cqe.user_data()) {
+            if buffer.is_some() {
+                self.lent += 1;
+                self.received = true;
+                self.touched = true;
+            }
+            if cqe.result() >= 0 && !receive && self.accepting.contains_key(&tag) {
                 // SAFETY: an accept's result is a descriptor the kernel has just made
                 // for us; nothing else owns it.
                 let fd = unsafe { OwnedFd::from_raw_fd(cqe.result()) };
-                self.accepted.push((cqe.user_data(), fd));
+                self.accepted.push((tag, fd));
             }
             if !more {
-                ended.push(cqe.user_data());
+                if receive {
+                    self.receiving -= 1;
+                } else {
+                    ended.push(tag);
+                }
             }
             out.push(Completion {
-                tag: cqe.user_data(),
+                tag,
                 result: cqe.result(),
                 more,
                 buffer,
@@ -669,7 +741,6 @@ impl Ring {
             match self.sends.remove(&tag) {
                 Some(buf) => self.give_back(buf),
                 None => {
-                    self.receiving.remove(&tag);
                     if let Some(n) = self.accepting.get_mut(&tag) {
                         *n -= 1;
                         if *n == 0 {
@@ -692,7 +763,7 @@ impl Drop for Ring {
         // Requests naming our memory (sends, receives) are cancelled and their last
         // completions read before the memory goes; if that does not finish, the memory
         // is leaked rather than freed under the kernel.
-        if self.sends.is_empty() && self.receiving.is_empty() {
+        if self.sends.is_empty() && self.receiving == 0 {
             return;
         }
         let all = types::CancelBuilder::any();
@@ -700,13 +771,13 @@ impl Drop for Ring {
         let _ = self.push(entry);
         let deadline = Instant::now() + Duration::from_secs(2);
         let mut out = Vec::new();
-        while (!self.sends.is_empty() || !self.receiving.is_empty()) && Instant::now() < deadline {
+        while (!self.sends.is_empty() || self.receiving > 0) && Instant::now() < deadline {
             out.clear();
             if self.wait(Duration::from_millis(50), &mut out).is_err() {
                 break;
             }
         }
-        if !self.sends.is_empty() || !self.receiving.is_empty() {
+        if !self.sends.is_empty() || self.receiving > 0 {
             std::mem::forget(std::mem::take(&mut self.sends));
             std::mem::forget(self.buffers.take());
         }
@@ -846,7 +917,7 @@ mod tests {
             (0, false, None),
             "the end"
         );
-        assert!(r.receiving.is_empty());
+        assert_eq!(r.receiving, 0);
     }
 
     #[test]
