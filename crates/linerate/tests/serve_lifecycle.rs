@@ -1354,3 +1354,44 @@ fn a_full_disk_under_the_access_log_drops_whole_lines_counted_and_said() {
         "{said}"
     );
 }
+
+/// Regression (issue 28): after a reload that changed the root and added a listen
+/// address, the start line for the new address named the root before. It names the
+/// root the new address serves, as an absolute path.
+#[test]
+fn a_reload_announces_a_new_address_with_the_new_root() {
+    let (a, b, dir) = (docroot(), docroot(), docroot());
+    put(a.path(), "which.txt", b"a\n");
+    put(b.path(), "which.txt", b"b\n");
+    let conf = dir.path().join("linerate.toml");
+    let write = |root: &Path, listen: &str| {
+        fs::write(
+            &conf,
+            format!(
+                "root = {:?}\nlisten = [{listen}]\naccess-log = \"off\"\nerror-log-level = \"info\"\n",
+                root.to_str().unwrap()
+            ),
+        )
+        .unwrap();
+    };
+    write(a.path(), "\"127.0.0.1:0\"");
+    let server = LINERATE.spawn(&["serve", "--config", conf.to_str().unwrap()]);
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let second = free.local_addr().unwrap();
+    drop(free);
+    write(b.path(), &format!("\"127.0.0.1:0\", \"{second}\""));
+    server.signal("HUP");
+    let told = server.wait_stderr(&format!("at http://{second}/"));
+    let line = told
+        .lines()
+        .find(|l| l.contains(&format!("at http://{second}/")))
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        line,
+        format!("serving {} at http://{second}/", b.path().display())
+    );
+    let r = fetch(second, "/which.txt", "");
+    assert_eq!(r.body, b"b\n");
+    server.signal("TERM");
+}

@@ -755,3 +755,92 @@ fn reloads_after_an_upgrade_lose_no_connection_under(driver: &str) {
     }
     stop_and_wait_gone(new_pid);
 }
+
+/// The listening sockets of `port` in this network namespace (`/proc/net/tcp` lists
+/// each member of a `SO_REUSEPORT` group).
+fn listening_sockets(port: u16) -> usize {
+    let text = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let me = format!(":{port:04X}");
+    text.lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1].ends_with(&me) && f[3] == "0A"
+        })
+        .count()
+}
+
+/// Regression (issue 28): after a binary upgrade the passed group was taken as
+/// systemd's sockets: shared by every worker and never grown, so a reload to more
+/// workers left them sharing two sockets. Upgrade, reload to 4 workers, upgrade again:
+/// one listening socket per worker each time, and every request answered.
+#[test]
+fn upgrades_and_reloads_keep_one_listening_socket_per_worker() {
+    let (root, dir) = (docroot(), docroot());
+    put(root.path(), "f.txt", b"F\n");
+    let conf = dir.path().join("linerate.toml");
+    let write_conf = |workers: u32| {
+        std::fs::write(
+            &conf,
+            format!("workers = {workers}\naccess-log = \"off\"\nerror-log-level = \"info\"\n"),
+        )
+        .unwrap();
+    };
+    write_conf(2);
+    let mut old = LINERATE
+        .command()
+        .args(["serve", root.path().to_str().unwrap(), "--config"])
+        .arg(&conf)
+        .args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = piped_lines(Box::new(old.stdout.take().unwrap()));
+    let err = piped_lines(Box::new(old.stderr.take().unwrap()));
+    let first = wait_for(&out, "listening on ");
+    let addr: std::net::SocketAddr = first["listening on ".len()..].parse().unwrap();
+    assert_eq!(listening_sockets(addr.port()), 2);
+    signal(&old, "USR2");
+    let pid = upgraded_pid(&err);
+    wait_for(&out, "listening on ");
+    signal(&old, "QUIT");
+    assert!(old.wait().unwrap().success());
+    assert_eq!(listening_sockets(addr.port()), 2, "after the upgrade");
+    write_conf(4);
+    let kill = |sig: &str, pid: u32| {
+        Command::new("kill")
+            .args([&format!("-{sig}"), &pid.to_string()])
+            .status()
+            .unwrap();
+    };
+    kill("HUP", pid);
+    wait_for(&err, "SIGHUP: reloaded");
+    assert_eq!(
+        listening_sockets(addr.port()),
+        4,
+        "after a reload to 4 workers"
+    );
+    for _ in 0..20 {
+        assert_eq!(fetch(addr, "/f.txt", "").status, 200);
+    }
+    kill("USR2", pid);
+    let pid2 = upgraded_pid(&err);
+    wait_for(&out, "listening on ");
+    kill("QUIT", pid);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .is_ok_and(|s| !s.contains("State:\tZ"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first upgrade did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(listening_sockets(addr.port()), 4, "after a second upgrade");
+    for _ in 0..20 {
+        assert_eq!(fetch(addr, "/f.txt", "").status, 200);
+    }
+    stop_and_wait_gone(pid2);
+}
