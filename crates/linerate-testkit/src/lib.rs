@@ -53,7 +53,7 @@ pub use proc::{
 };
 pub use server::{Linerate, Server};
 pub use tls::{curl_tls, rsa_tls_files, tls_files, tls_files_for};
-pub use tools::{assert_no_netns_left, headless_chromium, installed};
+pub use tools::{assert_no_netns_left, expect_clean_bench, headless_chromium, installed};
 
 /// Flags that make small files and file ranges go by the transmit strategy: by default
 /// files up to 16 KiB are served from memory and ranges up to 16 KiB are read into the

@@ -49,3 +49,21 @@ pub fn assert_no_netns_left(pid: u32) {
         "namespaces left behind: {ns}"
     );
 }
+
+/// A `bench http --json` report of a run that lost nothing: no error of any kind, no
+/// request sent again, some requests made (`what` names the run in a failure). The
+/// report, for more checks.
+pub fn expect_clean_bench(report: &str, what: &str) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(report)
+        .unwrap_or_else(|e| panic!("{what}: not a bench report ({e}): {report}"));
+    let errors: u64 = v["errors"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{what}: no errors in {v}"))
+        .values()
+        .filter_map(serde_json::Value::as_u64)
+        .sum();
+    assert_eq!(errors, 0, "{what}: {v}");
+    assert_eq!(v["retried"], 0, "{what}: requests sent again: {v}");
+    assert!(v["requests"].as_u64().unwrap_or(0) > 0, "{what}: {v}");
+    v
+}
