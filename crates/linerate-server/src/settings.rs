@@ -1768,7 +1768,7 @@ mod contrib {
             .collect();
         let s = Settings::parse(&blocks).unwrap();
         assert_eq!(s.sites.len(), 3, "{blocks}");
-        assert_eq!(s.rules.len(), 4, "{blocks}");
+        assert_eq!(s.rules.len(), 5, "{blocks}");
         let mut cfg = Config::new(PathBuf::from("."));
         s.apply(&mut cfg);
         assert_eq!(
