@@ -3,7 +3,7 @@
 DRIVER=$1; OUT=$2; mkdir -p $OUT; rm -f $OUT/*
 for i in $(seq ${ROUNDS:-5}); do
   for v in old new; do
-    if [ $v = old ]; then BIN=${OLD:-/tmp/old-target/release/linerate}; else BIN=/work/main/target/release/linerate; fi
+    if [ $v = old ]; then BIN=${OLD:-/tmp/old-target/release/linerate}; else BIN=${NEW:-/work/main/target/release/linerate}; fi
     PORT=$((30000 + RANDOM % 10000))
     env $ENVX taskset -c 1 $BIN serve /tmp/www --listen 127.0.0.1:$PORT --workers 1 --access-log off --driver $DRIVER >/dev/null 2>/tmp/ab-server.err &
     S=$!; sleep 0.4

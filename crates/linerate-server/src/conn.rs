@@ -104,9 +104,9 @@ pub(crate) struct Conn {
     tx: Option<Box<TxSocket>>,
     /// The input side: requests, bodies, when to read, how the connection ends.
     pub http: Connection,
-    /// The output side: responses queued and on their way out (boxed, made at the
-    /// first response and let go when the connection is idle: an idle keep-alive
-    /// connection holds none).
+    /// The output side: responses queued and on their way out (boxed, taken from the
+    /// worker's spares at the first response and given back when the connection is
+    /// idle: an idle keep-alive connection holds none).
     out: Option<Box<Output>>,
     /// A read may find bytes: a readable edge came, or the last read filled its buffer.
     /// After a short read the socket is drained and the next edge says when to read.
@@ -377,12 +377,18 @@ impl Conn {
         !self.busy() && self.http.is_idle() && self.handshake_since().is_none()
     }
 
-    fn release_buffers(&mut self) {
+    /// An idle connection lets its buffers go, and its output queue too: to the
+    /// worker's spares (a keep-alive connection takes one again at its next response,
+    /// with no allocation), or freed when there are enough spares.
+    fn release_buffers(&mut self, site: &mut Site) {
         self.http.release_buffer();
-        match self.out.as_mut() {
-            Some(o) if o.is_empty() => self.out = None,
-            Some(o) => o.release(),
-            None => {}
+        if let Some(o) = self.out.as_mut() {
+            o.release();
+        }
+        if self.out.as_ref().is_some_and(|o| o.is_empty()) {
+            if let Some(o) = self.out.take() {
+                site.spare_output(o);
+            }
         }
     }
 
@@ -466,7 +472,7 @@ impl Conn {
         if self.is_idle() {
             // An idle keep-alive connection holds no buffers: memory scales with the
             // work in flight, not with the connections open.
-            self.release_buffers();
+            self.release_buffers(site);
         }
         match self.http.ending() {
             Ending::KeepOpen => After::Keep,
@@ -608,7 +614,9 @@ impl Conn {
             };
             let mut r = r;
             r.head_bytes = r.parts.front().map_or(0, Part::len);
-            self.out.get_or_insert_with(Box::default).push(r);
+            self.out
+                .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default())
+                .push(r);
             queued = true;
         }
     }
@@ -657,7 +665,11 @@ impl Conn {
             } else if self.sending {
                 return Ok(true);
             } else {
-                let out = self.out.get_or_insert_with(Box::default);
+                let Some(out) = self.out.as_deref_mut() else {
+                    // No queue: nothing was ever queued, or all of it went.
+                    self.log_finished(log);
+                    return Ok(false);
+                };
                 match out.poll(self.tx.as_deref_mut(), &ctx)? {
                     // What the last step finished is logged before the queue rests.
                     OutNext::Empty => {
@@ -762,7 +774,10 @@ impl Conn {
                 }
                 return Ok(true);
             }
-            let out = self.out.get_or_insert_with(Box::default);
+            // A completion is of a step the queue gave, so the queue is there.
+            let Some(out) = self.out.as_deref_mut() else {
+                return Ok(false);
+            };
             let (flow, moved) = out.complete(self.tx.as_deref_mut(), r, &site.stats)?;
             if moved {
                 self.last_activity = now;

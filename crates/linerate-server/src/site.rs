@@ -172,7 +172,18 @@ impl Router {
     }
 }
 
+/// Spare output queues a worker keeps (136 bytes each): as many as connections that
+/// answer at once in a busy turn, not as many as are open.
+const SPARE_OUTPUTS: usize = 256;
+
 pub(crate) struct Site {
+    /// Output queues idle connections gave back, for the next ones that answer (a
+    /// keep-alive connection's queue goes and comes with each request: reused, not
+    /// allocated; at most [`SPARE_OUTPUTS`]).
+    // Boxes, not the queues themselves: a connection holds its queue boxed, and one
+    // moves between a connection and this list without a copy or an allocation.
+    #[allow(clippy::vec_box)]
+    pub spare_outputs: Vec<Box<crate::output::Output>>,
     cfg: Arc<Config>,
     /// The request limits every connection of the worker reads.
     limits: std::rc::Rc<linerate_http::request::Limits>,
@@ -242,6 +253,7 @@ impl Site {
             ..cfg.limits
         });
         Site {
+            spare_outputs: Vec::new(),
             logging,
             limits,
             sending: cfg.sending(),
@@ -341,6 +353,14 @@ impl Site {
             cache,
         }];
         Site::new(Arc::new(cfg), hosts, stats, board, None)
+    }
+
+    /// Keeps an idle connection's (empty) output queue for the next, up to
+    /// [`SPARE_OUTPUTS`]; frees it past that.
+    pub fn spare_output(&mut self, o: Box<crate::output::Output>) {
+        if self.spare_outputs.len() < SPARE_OUTPUTS {
+            self.spare_outputs.push(o);
+        }
     }
 
     /// The response to `req`.

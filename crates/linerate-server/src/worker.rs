@@ -1105,7 +1105,6 @@ impl<D: Driver> Worker<D> {
                 }
                 self.event(idx, false, false, now);
             }
-            self.adopt_orphans(now);
             if now >= self.timers.next_due() {
                 self.tick(now);
                 self.count_ring();
@@ -1145,6 +1144,8 @@ impl<D: Driver> Worker<D> {
                         self.sync_input(i);
                     }
                 }
+                // Nothing the ring accepted ahead is left unserved at the end.
+                self.adopt_orphans(now);
                 if self.conns.iter().all(Option::is_none) {
                     if let Some(l) = self.log.as_mut() {
                         Stats::add(&self.stats.log_lines_dropped, l.flush());
@@ -1515,6 +1516,9 @@ impl<D: Driver> Worker<D> {
         if let Some(d) = self.site.disk.as_mut() {
             d.epoch += 1;
         }
+        // What the ring accepted for a listener whose watch ended after the worker
+        // last looked (a pause, a stop) is served within a tick.
+        self.adopt_orphans(now);
         if self.driver.ring_io() {
             // A ring quiet for a tick gives its receive buffers' pages back.
             let _ = self.driver.release_idle();
