@@ -539,6 +539,11 @@ impl UringDriver {
                 self.orphans.push_back((token, fd));
             }
         }
+        // An ended listener's accepts are all over once the ring no longer counts one
+        // armed under its tag: nothing more can come for it.
+        let ring = &self.ring;
+        self.ended_listeners
+            .retain(|id, _| ring.accepting(id * KINDS + ACCEPT));
     }
 
     fn arm_input(&mut self, id: u64) -> io::Result<()> {

@@ -67,6 +67,19 @@ pub fn valid_target(to: &str) -> bool {
 pub fn build(to: &str, rest: &[u8], query: Option<&str>) -> String {
     let mut out = String::with_capacity(to.len() + rest.len() + 16);
     out.push_str(to);
+    // An absolute target with no path (`https://example.com`) gets its `/` first:
+    // what follows must never extend the host (`.evil.net`), add user information
+    // (`@evil.net`) or a port.
+    if let Some(authority) = to.find("://").map(|i| i + 3) {
+        let end = to[authority..]
+            .find(['/', '?'])
+            .map_or(to.len(), |i| authority + i);
+        if !to[end..].starts_with('/') {
+            out.insert(end, '/');
+        }
+    }
+    let to = out.clone();
+    let to = to.as_str();
     let rest = if to.ends_with('/') {
         let start = rest.iter().position(|&b| b != b'/').unwrap_or(rest.len());
         &rest[start..]
@@ -118,6 +131,30 @@ mod tests {
     fn the_query_is_kept_as_sent_but_for_what_cannot_be_in_a_field() {
         assert_eq!(build("/n", b"", Some("a=%20b&c=d")), "/n?a=%20b&c=d");
         assert_eq!(build("/n?x=1", b"", Some("a\\b#c")), "/n?x=1&a%5Cb%23c");
+    }
+
+    #[test]
+    fn an_absolute_target_without_a_path_keeps_its_host() {
+        assert_eq!(
+            build("https://example.com", b".evil.net/x", None),
+            "https://example.com/.evil.net/x"
+        );
+        assert_eq!(
+            build("https://example.com", b"@evil.net", None),
+            "https://example.com/@evil.net"
+        );
+        assert_eq!(
+            build("https://example.com:8443", b":1234", None),
+            "https://example.com:8443/:1234"
+        );
+        assert_eq!(
+            build("https://example.com?a=1", b"", Some("b")),
+            "https://example.com/?a=1&b"
+        );
+        assert_eq!(
+            build("https://example.com/", b"/x", None),
+            "https://example.com/x"
+        );
     }
 
     #[test]

@@ -171,6 +171,9 @@ impl AccessLines {
 fn append_whole_lines(mut f: &File, buf: &[u8]) -> (u64, Option<io::Error>) {
     use std::io::Seek;
     let lines = |b: &[u8]| b.iter().filter(|&&c| c == b'\n').count() as u64;
+    // Where the file ended before: a torn tail is cut off only if nothing else was
+    // appended since (another process's lines, during an upgrade, stay whole).
+    let before = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
     let mut done = 0;
     let error = loop {
         if done == buf.len() {
@@ -189,8 +192,8 @@ fn append_whole_lines(mut f: &File, buf: &[u8]) -> (u64, Option<io::Error>) {
         .map_or(0, |k| k + 1);
     let torn = (done - whole) as u64;
     if torn > 0 {
-        if let Ok(m) = f.metadata() {
-            if m.is_file() && m.len() >= torn {
+        if let (Some(before), Ok(m)) = (before, f.metadata()) {
+            if m.len() == before + done as u64 {
                 let _ = f.set_len(m.len() - torn);
                 let _ = f.seek(io::SeekFrom::End(0));
             }

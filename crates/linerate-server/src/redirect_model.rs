@@ -6,8 +6,9 @@
 //! - every line of every head holds visible ASCII and spaces only (no byte the client
 //!   sent can end a field or start another);
 //! - every `Location` resolves, under the WHATWG URL rules (the `url` crate, as
-//!   browsers), to the site's own origin, unless it starts with the absolute URL a
-//!   rule names.
+//!   browsers), to the site's own origin, or, when it starts with the absolute URL a
+//!   rule names, to that URL's origin (a bare host is never extended: `.evil.net`,
+//!   `@evil.net`, a port).
 //!
 //! The property test of `site.rs` and the `redirects` fuzz target both run it.
 
@@ -20,8 +21,10 @@ use linerate_http::request::{parse, Parse};
 use crate::config::Config;
 use crate::site::{Part, Site};
 
-/// The one target that may leave the site: a rule's own absolute URL.
+/// The targets that may leave the site: rules' own absolute URLs (one with a path, one
+/// a bare host that nothing from the request may extend).
 const ELSEWHERE: &str = "https://other.example/new/";
+const BARE_HOST: &str = "https://bare.example";
 
 fn rules() -> String {
     format!(
@@ -55,6 +58,10 @@ redirect = "/x"
 path = "/far/"
 redirect = "{ELSEWHERE}"
 redirect-code = 308
+
+[[rule]]
+path = "/bare"
+redirect = "{BARE_HOST}"
 
 [[rule]]
 path = "=/exact"
@@ -123,13 +130,16 @@ impl Model {
             let Some(loc) = line.strip_prefix("Location: ") else {
                 continue;
             };
-            if loc.starts_with(ELSEWHERE) {
-                continue;
-            }
             let to = site.join(loc).expect("a Location a browser reads");
+            // A rule's own absolute target is the origin it names; anything else the
+            // site's.
+            let own = [ELSEWHERE, BARE_HOST]
+                .into_iter()
+                .find(|t| loc.starts_with(t))
+                .map_or(site.clone(), |t| url::Url::parse(t).expect("a URL"));
             assert_eq!(
                 to.origin(),
-                site.origin(),
+                own.origin(),
                 "{:?} -> {loc}",
                 String::from_utf8_lossy(target)
             );

@@ -49,13 +49,17 @@ pub fn activated_listeners() -> std::io::Result<Vec<(Socket, Option<Kind>)>> {
         Ok(s)
     };
     if let Some(list) = std::env::var_os(UPGRADE_FDS) {
-        // Handed over by the process before this one (SIGUSR2).
+        // Handed over by the process before this one (SIGUSR2), with what each served
+        // (none from a process before the kinds were passed).
+        let kinds = std::env::var(UPGRADE_KINDS).unwrap_or_default();
         std::env::remove_var(UPGRADE_FDS);
+        std::env::remove_var(UPGRADE_KINDS);
+        let mut kinds = kinds.split(',');
         return list
             .to_string_lossy()
             .split(',')
-            .map(|entry| {
-                let (n, kind) = entry.split_once(':').unwrap_or((entry, ""));
+            .map(|n| {
+                let kind = kinds.next().unwrap_or("");
                 let fd: i32 = n.parse().map_err(|_| {
                     std::io::Error::other(format!("{UPGRADE_FDS}: '{n}' is not a descriptor"))
                 })?;
@@ -96,6 +100,9 @@ pub fn activated_listeners() -> std::io::Result<Vec<(Socket, Option<Kind>)>> {
 /// hands to the new process.
 const UPGRADE_FDS: &str = "LINERATE_LISTEN_FDS";
 
+/// What each of those descriptors served (`plain`, `tls`, `redirect`), in their order.
+const UPGRADE_KINDS: &str = "LINERATE_LISTEN_KINDS";
+
 /// SIGUSR2: starts this program again (`argv[0]`, so a binary replaced on disk is the
 /// one started) with the same arguments, handing it `sockets` (they stay open here
 /// too). Both serve until the operator stops this one; the new one finds the sockets
@@ -112,13 +119,16 @@ pub fn upgrade(sockets: &[(&Socket, Kind)]) -> std::io::Result<std::process::Chi
     };
     let fds: Vec<String> = sockets
         .iter()
-        .map(|(s, kind)| {
-            let kind = match kind {
-                Kind::Plain => "plain",
-                Kind::Tls => "tls",
-                Kind::Redirect => "redirect",
-            };
-            format!("{}:{kind}", s.as_raw_fd())
+        .map(|(s, _)| s.as_raw_fd().to_string())
+        .collect();
+    // Apart from the descriptors, so a binary from before the kinds were passed can
+    // still be started this way (a rollback) and read the descriptors.
+    let kinds: Vec<&str> = sockets
+        .iter()
+        .map(|(_, kind)| match kind {
+            Kind::Plain => "plain",
+            Kind::Tls => "tls",
+            Kind::Redirect => "redirect",
         })
         .collect();
     for (s, _) in sockets {
@@ -127,6 +137,7 @@ pub fn upgrade(sockets: &[(&Socket, Kind)]) -> std::io::Result<std::process::Chi
     let child = std::process::Command::new(&program)
         .args(args)
         .env(UPGRADE_FDS, fds.join(","))
+        .env(UPGRADE_KINDS, kinds.join(","))
         // The service manager's sockets and notifications are this process's.
         .env_remove("LISTEN_FDS")
         .env_remove("LISTEN_PID")

@@ -338,13 +338,14 @@ impl Ending {
     /// A reload retires the generation.
     fn retire(&self) {
         self.gently.store(true, Ordering::Relaxed);
-        self.now.store(true, Ordering::Relaxed);
+        // Release: a worker that sees `now` sees `gently` as it was set before it.
+        self.now.store(true, Ordering::Release);
     }
 
     /// The server stops: idle connections end now.
     fn stop(&self) {
         self.gently.store(false, Ordering::Relaxed);
-        self.now.store(true, Ordering::Relaxed);
+        self.now.store(true, Ordering::Release);
     }
 }
 
@@ -1109,7 +1110,7 @@ impl<D: Driver> Worker<D> {
                 self.tick(now);
                 self.count_ring();
             }
-            if shutdown_deadline.is_none() && stop.now.load(Ordering::Relaxed) {
+            if shutdown_deadline.is_none() && stop.now.load(Ordering::Acquire) {
                 shutdown_began = Some(now);
                 shutdown_deadline = Some(now + self.cfg.shutdown_timeout);
                 self.begin_shutdown(stop.gently.load(Ordering::Relaxed), now);

@@ -245,10 +245,12 @@ impl Buffers {
     fn release(&self) -> io::Result<()> {
         // SAFETY: the range is the buffers' own private anonymous mapping, made in `new`
         // and alive while `self` is. No slice into it is alive (`slice` borrows `self`,
-        // and this is reached through `&mut Ring`), and the kernel writes into it only
-        // in completion work run inside the owning thread's waits (the caller checks
-        // `DEFER_TASKRUN`), not during this call; after it, a write faults a zeroed
-        // page in, so no receive loses a byte.
+        // and this is reached through `&mut Ring`). The kernel writes into it only in
+        // completion work run inside the owning thread's waits (the caller checks
+        // `DEFER_TASKRUN`) or when this thread submits a receive whose data is there
+        // already (the caller checks that every such completion was read and its buffer
+        // given back): not during this call, and nothing written before it is unread;
+        // after it, a write faults a zeroed page in, so no receive loses a byte.
         let r = unsafe { libc::madvise(self.mem.cast(), self.mem_bytes, libc::MADV_DONTNEED) };
         if r != 0 {
             return Err(io::Error::last_os_error());
@@ -304,6 +306,9 @@ pub struct Ring {
     received: bool,
     /// The buffers may hold resident pages (written since they were last given back).
     touched: bool,
+    /// Requests were submitted outside a wait and their completions not read yet: a
+    /// receive issued at submission may already have written into a buffer.
+    unreaped: bool,
 }
 
 impl std::fmt::Debug for Ring {
@@ -405,6 +410,7 @@ impl Ring {
             lent: 0,
             received: false,
             touched: false,
+            unreaped: false,
         };
         r.check_multishot_receive()?;
         r.counts = RingCounts::default();
@@ -606,9 +612,16 @@ impl Ring {
     /// keeps what idle connections cost from including pages that only a burst of
     /// requests touched (each buffer's first page, 1 MiB per ring, is otherwise held for
     /// ever). Only when completion work runs in this thread's waits alone
-    /// (`DEFER_TASKRUN`): then no receive writes into a buffer during the call.
+    /// (`DEFER_TASKRUN`) and every completion of what was submitted outside a wait has
+    /// been read (a receive issued at submission writes at once): then no receive has
+    /// written into a buffer that is not accounted for, and none writes during the call.
     pub fn release_idle_buffers(&mut self) -> io::Result<bool> {
-        if std::mem::take(&mut self.received) || !self.deferred || self.lent > 0 || !self.touched {
+        if std::mem::take(&mut self.received)
+            || !self.deferred
+            || self.lent > 0
+            || !self.touched
+            || self.unreaped
+        {
             return Ok(false);
         }
         if let Some(b) = self.buffers.as_ref() {
@@ -668,6 +681,7 @@ impl Ring {
         self.counts.enters += 1;
         let n = self.ring.submit()?;
         self.counts.submitted += n as u64;
+        self.unreaped |= n > 0;
         Ok(n)
     }
 
@@ -702,6 +716,9 @@ impl Ring {
 
     /// Reads the completion queue.
     fn reap(&mut self, out: &mut Vec<Completion>) {
+        // Everything submitted so far has posted what it wrote by now (a receive
+        // issued at submission posts its completion at once): read below.
+        self.unreaped = false;
         let mut ended = std::mem::take(&mut self.ended);
         for cqe in self.ring.completion() {
             self.counts.completed += 1;
