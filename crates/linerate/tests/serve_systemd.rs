@@ -237,6 +237,16 @@ fn socket_activation_serves_a_passed_unix_socket() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+    // The file appears at bind(2), before the socket listens: until it does, a connect
+    // is refused (seen once in CI on a loaded machine).
+    while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never listened",
+            sock.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     for _ in 0..10 {
         let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
