@@ -382,15 +382,9 @@ impl Watches {
     }
 }
 
-const POLLIN: u32 = 0x1;
-const POLLOUT: u32 = 0x4;
-const POLLERR: u32 = 0x8;
-const POLLHUP: u32 = 0x10;
-const POLLRDHUP: u32 = 0x2000;
-const ECANCELED: i32 = 125;
-const EBADF: i32 = 9;
-const ENOENT: i32 = 2;
-const ENOBUFS: i32 = 105;
+use linerate_sys::errno::{
+    EBADF, ECANCELED, ENOBUFS, ENOENT, POLLERR, POLLHUP, POLLIN, POLLOUT, POLLRDHUP,
+};
 
 /// The kinds of request a watch makes, in the low bits of their tags.
 const POLL: u64 = 0;

@@ -32,7 +32,7 @@ use crate::output::{Ctx, OutNext, OutOp, Output};
 use crate::site::{Part, Response};
 use crate::stats::Stats;
 
-const ECONNRESET: i32 = 104;
+use linerate_sys::errno::ECONNRESET;
 
 /// Bytes of the file the file parts are ranges of.
 const FILE_BYTES: usize = 1 << 20;

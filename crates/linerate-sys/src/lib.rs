@@ -19,6 +19,7 @@
 pub mod cache;
 pub mod cpu;
 pub mod epoll;
+pub mod errno;
 pub mod fs;
 pub mod ktls;
 pub mod net;

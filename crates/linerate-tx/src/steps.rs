@@ -30,8 +30,7 @@ const PIPE_POOL_MAX: usize = 16;
 /// Largest window of a file mapped at once for zero-copy sends.
 const ZC_MAP_WINDOW_BYTES: usize = 8 << 20;
 
-const ENOBUFS: i32 = 105;
-const EFAULT: i32 = 14;
+use linerate_sys::errno::{EFAULT, ENOBUFS};
 
 /// The bytes of one transmit and how many the socket has accepted.
 #[derive(Debug)]

@@ -129,9 +129,7 @@ impl From<io::Error> for TxError {
 }
 
 fn is_peer_gone(errno: i32) -> bool {
-    const EPIPE: i32 = 32;
-    const ECONNRESET: i32 = 104;
-    const ENOTCONN: i32 = 107;
+    use linerate_sys::errno::{ECONNRESET, ENOTCONN, EPIPE};
     matches!(errno, EPIPE | ECONNRESET | ENOTCONN)
 }
 
@@ -385,8 +383,7 @@ mod tests {
     use super::*;
     use crate::Op;
 
-    const ECONNRESET: i32 = 104;
-    const EFAULT: i32 = 14;
+    use linerate_sys::errno::{ECONNRESET, EFAULT};
 
     fn file_of(len: usize) -> (tempfile::NamedTempFile, Arc<File>, Vec<u8>) {
         let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
@@ -659,7 +656,7 @@ mod tests {
         let buf: Arc<[u8]> = vec![1u8; 40_000].into();
         let mut t = Transmit::new(Source::memory(buf));
         assert_eq!(next(&mut t, &mut s), ("send-zerocopy", 0, 40_000, false));
-        const ENOBUFS: i32 = 105;
+        use linerate_sys::errno::ENOBUFS;
         let r = t.complete(&mut s, Err(io::Error::from_raw_os_error(ENOBUFS)));
         assert_eq!(r.unwrap(), Flow::Continue);
         assert_eq!(next(&mut t, &mut s).0, "reap");
