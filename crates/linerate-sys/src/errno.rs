@@ -11,6 +11,7 @@ pub const ENOBUFS: i32 = libc::ENOBUFS;
 pub const ECANCELED: i32 = libc::ECANCELED;
 pub const EBADF: i32 = libc::EBADF;
 pub const ENOENT: i32 = libc::ENOENT;
+pub const ENXIO: i32 = libc::ENXIO;
 
 /// Poll event bits, as a poll request's result carries them.
 pub const POLLIN: u32 = libc::POLLIN as u32;
