@@ -356,7 +356,7 @@ fn client(
         sock.set_nonblocking(true)?;
         match sock.connect(&SockAddr::from(target)) {
             Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(linerate_sys::net::EINPROGRESS) => {}
+            Err(e) if linerate_sys::Errno::INPROGRESS.is(&e) => {}
             Err(source) => {
                 return Err(StreamError::Connect {
                     addr: target,

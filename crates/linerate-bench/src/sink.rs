@@ -417,10 +417,9 @@ impl<'a> Worker<'a> {
             };
             let sock = TcpStream::from(fd);
             let looked = (|| -> io::Result<_> {
-                let rcvbuf = linerate_sys::net::getsockopt_int(
+                let rcvbuf = linerate_sys::net::get_option(
                     sock.as_fd(),
-                    linerate_sys::net::SOL_SOCKET,
-                    linerate_sys::net::SO_RCVBUF,
+                    linerate_sys::net::SockOpt::ReceiveBuffer,
                 )?;
                 Ok((sock.peer_addr()?, rcvbuf.max(0) as usize))
             })();
@@ -580,7 +579,7 @@ fn discard(c: &mut Conn, drain: &mut Drain) -> io::Result<Turn> {
                 w.as_fd(),
                 None,
                 SPLICE_BYTES,
-                pipe::SPLICE_F_MOVE | pipe::SPLICE_F_NONBLOCK,
+                pipe::SpliceFlags::MOVE | pipe::SpliceFlags::NONBLOCK,
             ),
         };
         match got {
@@ -608,7 +607,14 @@ fn discard(c: &mut Conn, drain: &mut Drain) -> io::Result<Turn> {
 fn empty_pipe(r: &OwnedFd, null: &std::fs::File, mut n: usize) -> io::Result<()> {
     use linerate_sys::pipe;
     while n > 0 {
-        match pipe::splice(r.as_fd(), None, null.as_fd(), None, n, pipe::SPLICE_F_MOVE) {
+        match pipe::splice(
+            r.as_fd(),
+            None,
+            null.as_fd(),
+            None,
+            n,
+            pipe::SpliceFlags::MOVE,
+        ) {
             Ok(0) => return Err(io::Error::other("the pipe ran dry")),
             Ok(m) => n -= m,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -481,7 +481,8 @@ fn send(
     netns_path: Option<&Path>,
     stop: &StopFlag,
 ) -> Result<StreamResult, StreamError> {
-    use linerate_sys::net::{poll_one, POLLERR, POLLOUT};
+    use linerate_sys::net::poll_one;
+    use linerate_sys::Events;
     if let Some(p) = netns_path {
         linerate_sys::ns::enter_net_namespace(p)?;
     }
@@ -531,8 +532,8 @@ fn send(
                     break;
                 }
                 Progress::Blocked => {
-                    let ev = poll_one(fd, POLLOUT, 200)?;
-                    if ev & POLLERR != 0 {
+                    let ev = poll_one(fd, Events::OUT, 200)?;
+                    if ev.any(Events::ERR) {
                         txs.reap(fd)?;
                     }
                 }
@@ -542,8 +543,8 @@ fn send(
     // Zero-copy buffers are released only by their completions.
     let drain_deadline = Instant::now() + Duration::from_secs(10);
     while txs.completions_owed() > 0 && Instant::now() < drain_deadline && !crate::stopped(stop) {
-        let ev = poll_one(fd, 0, 100)?;
-        if ev & POLLERR != 0 {
+        let ev = poll_one(fd, Events::NONE, 100)?;
+        if ev.any(Events::ERR) {
             txs.reap(fd)?;
         }
     }
@@ -569,11 +570,7 @@ fn send(
             )));
         }
     }
-    let sndbuf = linerate_sys::net::getsockopt_int(
-        fd,
-        linerate_sys::net::SOL_SOCKET,
-        linerate_sys::net::SO_SNDBUF,
-    )?;
+    let sndbuf = linerate_sys::net::get_option(fd, linerate_sys::net::SockOpt::SendBuffer)?;
     let c = *txs.counters();
     let mb = sent as f64 / (1u64 << 20) as f64;
     let per = |x: u64| if mb > 0.0 { x as f64 / mb } else { 0.0 };

@@ -55,10 +55,10 @@ pub enum Io {
     /// Bytes received into a buffer of the driver's: read them with
     /// [`Driver::input`], then give the buffer back with [`Driver::recycle`].
     Received { buffer: u16, len: u32 },
-    /// The input ended: 0 when the peer closed, else `-errno`.
-    InputEnded(i32),
-    /// The send queued with [`Driver::send`] completed: bytes sent, or `-errno`.
-    Sent(i32),
+    /// The input ended: `Ok` when the peer closed, else the error.
+    InputEnded(Result<(), Errno>),
+    /// The send queued with [`Driver::send`] completed: bytes sent, or the error.
+    Sent(Result<u32, Errno>),
 }
 
 /// The event-loop driver.
@@ -264,7 +264,7 @@ struct Watch {
     fd: RawFd,
     /// Its generation in its slot (see [`Watches`]).
     generation: u32,
-    events: u32,
+    events: Events,
     /// Level-triggered: a one-shot poll armed again after each report.
     level: bool,
     /// A connection: the ring receives and sends its bytes.
@@ -382,9 +382,7 @@ impl Watches {
     }
 }
 
-use linerate_sys::errno::{
-    EBADF, ECANCELED, ENOBUFS, ENOENT, POLLERR, POLLHUP, POLLIN, POLLOUT, POLLRDHUP,
-};
+use linerate_sys::{Errno, Events};
 
 /// The kinds of request a watch makes, in the low bits of their tags.
 const POLL: u64 = 0;
@@ -425,7 +423,7 @@ pub struct UringDriver {
     merged: HashMap<u64, usize>,
     /// Connections accepted by a listener's watch, not yet taken; and the error that
     /// ended its accept, if one did.
-    accepted: HashMap<u64, (VecDeque<OwnedFd>, Option<i32>)>,
+    accepted: HashMap<u64, (VecDeque<OwnedFd>, Option<Errno>)>,
     /// Listeners' accepts to arm again before the next wait.
     rearm_accept: Vec<u64>,
     /// The tokens of listeners whose watch ended, by watch: what their accepts still
@@ -558,7 +556,7 @@ impl UringDriver {
         let w = self.watches.get_mut(id)?;
         let bytes = c.buffer.map(|b| Io::Received {
             buffer: b,
-            len: c.result.max(0) as u32,
+            len: c.result.unwrap_or(0),
         });
         if c.more {
             return bytes;
@@ -569,14 +567,20 @@ impl UringDriver {
         match c.result {
             // Out of buffers, or ended with bytes (a full completion queue ends a
             // multishot request): armed again.
-            r if r > 0 || r == -ENOBUFS => {
+            Ok(n) if n > 0 => {
+                if !self.rearm_input.contains(&id) {
+                    self.rearm_input.push(id);
+                }
+                bytes
+            }
+            Err(Errno::NOBUFS) => {
                 if !self.rearm_input.contains(&id) {
                     self.rearm_input.push(id);
                 }
                 bytes
             }
             // Paused by the owner (armed again if it asked for it meanwhile).
-            r if r == -ECANCELED => {
+            Err(Errno::CANCELED) => {
                 if w.want_input && !self.rearm_input.contains(&id) {
                     self.rearm_input.push(id);
                 }
@@ -584,7 +588,7 @@ impl UringDriver {
             }
             r => {
                 w.input_over = true;
-                Some(Io::InputEnded(r))
+                Some(Io::InputEnded(r.map(|_| ())))
             }
         }
     }
@@ -593,8 +597,8 @@ impl UringDriver {
 impl Driver for UringDriver {
     fn register(&mut self, fd: BorrowedFd<'_>, token: u64, interest: Interest) -> io::Result<()> {
         let (events, level, stream) = match interest {
-            Interest::Readable | Interest::Listener => (POLLIN, true, false),
-            Interest::Connection => (POLLOUT | POLLERR, false, true),
+            Interest::Readable | Interest::Listener => (Events::IN, true, false),
+            Interest::Connection => (Events::OUT | Events::ERR, false, true),
         };
         let listener = interest == Interest::Listener;
         let fd = fd.as_raw_fd();
@@ -631,7 +635,7 @@ impl Driver for UringDriver {
             self.ring.accept(fd, id * KINDS + ACCEPT)
         } else {
             self.ring
-                .poll_add(fd, events, id * KINDS + POLL, !level)
+                .poll_add(fd, events.bits(), id * KINDS + POLL, !level)
                 .and_then(|()| self.arm_input(id))
         }
         // A connection's requests go with the turn's one submission: it is closed only
@@ -673,7 +677,7 @@ impl Driver for UringDriver {
     fn send(&mut self, fd: BorrowedFd<'_>, buf: SendBuf, more: bool) -> io::Result<()> {
         let fd = fd.as_raw_fd();
         let Some(id) = self.watches.of_fd(fd) else {
-            return Err(io::Error::from_raw_os_error(ENOENT));
+            return Err(io::Error::from(Errno::NOENT));
         };
         self.ring.send(fd, buf, more, id * KINDS + SEND)
     }
@@ -697,7 +701,7 @@ impl Driver for UringDriver {
             return Ok(fd);
         }
         match error.take() {
-            Some(e) => Err(io::Error::from_raw_os_error(e)),
+            Some(e) => Err(e.into()),
             None => Err(io::Error::from(io::ErrorKind::WouldBlock)),
         }
     }
@@ -759,7 +763,7 @@ impl Driver for UringDriver {
 
     fn deregister(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
         let Some(id) = self.watches.of_fd(fd.as_raw_fd()) else {
-            return Err(io::Error::from_raw_os_error(ENOENT));
+            return Err(io::Error::from(Errno::NOENT));
         };
         self.end(id)
     }
@@ -771,7 +775,7 @@ impl Driver for UringDriver {
         for &id in &rearm {
             if let Some(w) = self.watches.get(id) {
                 self.ring
-                    .poll_add(w.fd, w.events, id * KINDS + POLL, !w.level)?;
+                    .poll_add(w.fd, w.events.bits(), id * KINDS + POLL, !w.level)?;
             }
         }
         rearm.clear();
@@ -830,14 +834,14 @@ impl Driver for UringDriver {
                     continue;
                 }
                 ACCEPT => {
-                    if c.result == -ECANCELED {
+                    if c.result == Err(Errno::CANCELED) {
                         continue;
                     }
                     // An error (out of descriptors, say): the owner hears of it from
                     // `accept`. If it ended the accept, the accept is armed again (a
                     // listener the owner pauses is deregistered first).
-                    if c.result < 0 {
-                        self.accepted.entry(id).or_default().1 = Some(-c.result);
+                    if let Err(e) = c.result {
+                        self.accepted.entry(id).or_default().1 = Some(e);
                     }
                     // (Not if another is armed already: `limit_changed` armed one behind
                     // this, which was read earlier.)
@@ -857,10 +861,10 @@ impl Driver for UringDriver {
                 }
                 _ => {}
             }
-            if c.result == -ECANCELED {
+            if c.result == Err(Errno::CANCELED) {
                 continue;
             }
-            if c.result == -EBADF {
+            if c.result == Err(Errno::BADF) {
                 // The descriptor was closed under a live watch: reported once, as an
                 // error, and never armed again.
                 self.ended_bad.push(id);
@@ -876,18 +880,17 @@ impl Driver for UringDriver {
             }
             // A failed poll is reported as everything, so the owner's next call finds
             // out what is wrong.
-            let ev = if c.result < 0 {
-                POLLIN | POLLOUT | POLLERR
-            } else {
-                c.result as u32
+            let ev = match c.result {
+                Ok(bits) => Events::from_bits(bits),
+                Err(_) => Events::IN | Events::OUT | Events::ERR,
             };
             let ready = Ready {
                 token: w.token,
                 // A connection's input comes from its receive, not from readiness.
-                readable: !w.stream && ev & (POLLIN | POLLRDHUP | POLLHUP) != 0,
-                hangup: !w.stream && ev & (POLLRDHUP | POLLHUP) != 0,
-                writable: ev & (POLLOUT | POLLHUP) != 0,
-                error: ev & POLLERR != 0,
+                readable: !w.stream && ev.any(Events::IN | Events::RDHUP | Events::HUP),
+                hangup: !w.stream && ev.any(Events::RDHUP | Events::HUP),
+                writable: ev.any(Events::OUT | Events::HUP),
+                error: ev.any(Events::ERR),
                 io: Io::None,
             };
             if w.level || !c.more {
@@ -1010,12 +1013,12 @@ mod tests {
         let mut buf = d.send_buf();
         buf.copy(b"answer");
         d.send(a.as_fd(), buf, false).unwrap();
-        wait_until(&mut d, |_, e| e.io == Io::Sent(6));
+        wait_until(&mut d, |_, e| e.io == Io::Sent(Ok(6)));
         let mut answer = [0u8; 6];
         std::io::Read::read_exact(&mut b, &mut answer).unwrap();
         assert_eq!(&answer, b"answer");
         drop(b);
-        wait_until(&mut d, |_, e| e.io == Io::InputEnded(0));
+        wait_until(&mut d, |_, e| e.io == Io::InputEnded(Ok(())));
         d.deregister(a.as_fd()).unwrap();
         assert!(wait(&mut d, 20).is_empty());
     }
@@ -1162,7 +1165,7 @@ mod tests {
             token,
             fd,
             generation: 0,
-            events: 0,
+            events: Events::NONE,
             level: false,
             stream: true,
             want_input: true,

@@ -27,6 +27,7 @@ use std::time::{Instant, SystemTime};
 use linerate_http::connection::{Connection, Ending, Event};
 use linerate_http::request::Limits;
 use linerate_sys::net::{self, SendFlags};
+use linerate_sys::Errno;
 use linerate_tx::{Flow, TxError, TxSocket};
 
 use crate::listen::Peer;
@@ -135,7 +136,7 @@ pub(crate) struct Conn {
     /// A gather handed to the driver has not completed.
     sending: bool,
     /// The result of that gather, to be taken in by the next `drive`.
-    sent: Option<i32>,
+    sent: Option<Result<u32, Errno>>,
     /// Whether the driver was last told to receive for it.
     pub input_on: bool,
     /// The driver's receive ended: nothing more comes in.
@@ -280,9 +281,9 @@ impl Conn {
     }
 
     /// The driver's receive ended: the peer closed (`Ok`), or an error.
-    pub fn input_ended(&mut self, r: i32) -> After {
+    pub fn input_ended(&mut self, r: Result<(), Errno>) -> After {
         self.input_done = true;
-        if r == 0 {
+        if r.is_ok() {
             self.http.peer_closed();
             if self.draining_since.is_some() {
                 return After::Close;
@@ -294,8 +295,8 @@ impl Conn {
         }
     }
 
-    /// The gather handed to the driver completed with `r` (bytes, or `-errno`).
-    pub fn sent(&mut self, r: i32) {
+    /// The gather handed to the driver completed with `r` (bytes, or the error).
+    pub fn sent(&mut self, r: Result<u32, Errno>) {
         self.sending = false;
         self.sent = Some(r);
     }
@@ -500,7 +501,7 @@ impl Conn {
                 let _ = t.send(self.sock.as_fd());
             } else if self.kernel_tls {
                 // The same alert, sealed by the kernel.
-                let _ = linerate_sys::ktls::send_alert(self.sock.as_fd(), 1, 0);
+                let _ = linerate_sys::ktls::send_close_notify(self.sock.as_fd());
             }
             // A call of its own under the ring too: see `Ring::close`.
             let _ = self.sock.shutdown(Shutdown::Write);
@@ -541,8 +542,7 @@ impl Conn {
         use linerate_sys::ktls::{recv, Received};
         match recv(self.sock.as_fd(), buf)? {
             Received::Data(n) => Ok(n),
-            // An alert whose description is close_notify (0); TLS 1.3 ignores the level.
-            Received::Other { kind: 21, n: 2 } if buf[1] == 0 => Ok(0),
+            Received::CloseNotify => Ok(0),
             Received::Other { kind, .. } => Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 format!("a TLS record of type {kind} after the handoff"),
@@ -657,11 +657,7 @@ impl Conn {
             let fd = self.sock.as_fd();
             let r = if let Some(r) = self.sent.take() {
                 // The driver's gather completed.
-                if r >= 0 {
-                    Ok(r as usize)
-                } else {
-                    Err(io::Error::from_raw_os_error(-r))
-                }
+                r.map(|n| n as usize).map_err(io::Error::from)
             } else if self.sending {
                 return Ok(true);
             } else {
@@ -762,10 +758,9 @@ impl Conn {
                         linerate_tx::op::execute(fd, tx, &mut op)?
                     }
                     // nginx's `tcp_nopush` for a file body.
-                    OutNext::Op(OutOp::Cork(on)) => retry(|| {
-                        net::setsockopt_int(fd, net::IPPROTO_TCP, net::TCP_CORK, i32::from(on))
-                            .map(|()| 0)
-                    }),
+                    OutNext::Op(OutOp::Cork(on)) => {
+                        retry(|| net::set_option(fd, net::SockOpt::Cork, i32::from(on)).map(|()| 0))
+                    }
                 }
             };
             if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
@@ -835,10 +830,8 @@ impl Conn {
             };
         }
         if let Some(r) = self.sent.take() {
-            if r < 0 {
-                return Err(TxError::from(io::Error::from_raw_os_error(-r)));
-            }
-            t.records.drain(..(r as usize).min(t.records.len()));
+            let n = r.map_err(|e| TxError::from(io::Error::from(e)))?;
+            t.records.drain(..(n as usize).min(t.records.len()));
             self.last_activity = now;
         }
         if self.sending {

@@ -509,7 +509,7 @@ pub(crate) fn steer(bound: &[Bound], on: bool, workers: usize, cpus: &[usize]) {
         // Passed sockets are shared by every worker: nothing to steer, and a program
         // left on them (by the process before a binary upgrade) is taken off.
         if !on || b.passed {
-            off(first.as_fd());
+            linerate_sys::steer::take_off(first.as_fd());
             continue;
         }
         let mut routes: Vec<(u32, u32)> = Vec::new();
@@ -527,25 +527,6 @@ pub(crate) fn steer(bound: &[Bound], on: bool, workers: usize, cpus: &[usize]) {
             tracing::warn!("{addr}: --steer: {e}; the kernel's hash picks the worker");
         }
     }
-}
-
-/// Takes a group's program off. A kernel before 5.3 has no option for that: there a
-/// program that names no listener (the hash picks) takes its place.
-fn off(fd: std::os::fd::BorrowedFd<'_>) {
-    use linerate_sys::steer::{attach, cpu_program, detach};
-    if let Err(e) = detach(fd) {
-        if e.raw_os_error() == Some(libc_enoprotoopt()) {
-            if let Some(p) = cpu_program(&[]) {
-                let _ = attach(fd, &p);
-            }
-        }
-        // ENOENT: it had none.
-    }
-}
-
-/// `ENOPROTOOPT`.
-fn libc_enoprotoopt() -> i32 {
-    linerate_sys::steer::ENOPROTOOPT
 }
 
 /// Adds sockets to `addr`'s `SO_REUSEPORT` group until there is one per worker.

@@ -79,7 +79,7 @@ impl LogFile {
 
 fn open(path: &Path) -> io::Result<File> {
     linerate_sys::fs::open_append(path).map_err(|e| {
-        if e.raw_os_error() == Some(linerate_sys::errno::ENXIO) {
+        if linerate_sys::Errno::NXIO.is(&e) {
             // ENXIO from a non-blocking open: a FIFO with no reader.
             io::Error::new(e.kind(), "a FIFO that nobody reads")
         } else {

@@ -32,7 +32,7 @@ use crate::output::{Ctx, OutNext, OutOp, Output};
 use crate::site::{Part, Response};
 use crate::stats::Stats;
 
-use linerate_sys::errno::ECONNRESET;
+use linerate_sys::Errno;
 
 /// Bytes of the file the file parts are ranges of.
 const FILE_BYTES: usize = 1 << 20;
@@ -236,9 +236,7 @@ pub fn run(input: &[u8]) {
                 o.would_block();
                 continue;
             }
-            OutNext::Op(_) if sends && matches!(a, Answer::Reset) => {
-                Err(std::io::Error::from_raw_os_error(ECONNRESET))
-            }
+            OutNext::Op(_) if sends && matches!(a, Answer::Reset) => Err(Errno::CONNRESET.io()),
             OutNext::Op(OutOp::Gather { pieces, .. }) => {
                 let total: usize = pieces.iter().map(|p| p.bytes.len()).sum();
                 assert!(total > 0, "an empty gather");

@@ -949,7 +949,7 @@ mod tests {
                 "{name}"
             );
             // ... and seals what the server sends: two records, then close_notify
-            // (what `ktls::send_alert(fd, 1, 0)` asks of it).
+            // (what `ktls::send_close_notify` asks of it).
             let mut kernel_tx = Kernel::new(&tx);
             let mut down = kernel_tx.seal(0x17, b"HTTP/1.1 200 OK\r\n");
             down.extend(kernel_tx.seal(0x17, b"Content-Length: 0\r\n\r\n"));

@@ -17,7 +17,7 @@
 //! GCM. TLS 1.2 connections stay in user space.
 //!
 //! Messages that are not application data (the close_notify alert) are written with
-//! [`send_alert`]: one `sendmsg` carrying the record type in a control message.
+//! [`send_close_notify`]: one `sendmsg` carrying the record type in a control message.
 
 use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -200,10 +200,19 @@ pub fn set_keys(fd: BorrowedFd<'_>, dir: Direction, keys: &Keys) -> io::Result<(
     Ok(())
 }
 
+/// The alert description close_notify, and the warning level it is sent at.
+const CLOSE_NOTIFY: u8 = 0;
+const WARNING: u8 = 1;
+
+/// Writes the close_notify alert on a socket that encrypts records in the kernel.
+pub fn send_close_notify(fd: BorrowedFd<'_>) -> io::Result<()> {
+    send_alert(fd, WARNING, CLOSE_NOTIFY)
+}
+
 /// Writes one alert record (`level`, `description`) on a socket that encrypts records
 /// in the kernel: a `sendmsg` of the two bytes with the record type as a control
-/// message. `send_alert(fd, 1, 0)` is close_notify.
-pub fn send_alert(fd: BorrowedFd<'_>, level: u8, description: u8) -> io::Result<()> {
+/// message.
+fn send_alert(fd: BorrowedFd<'_>, level: u8, description: u8) -> io::Result<()> {
     let mut body = [level, description];
     let mut iov = libc::iovec {
         iov_base: body.as_mut_ptr().cast(),
@@ -250,6 +259,8 @@ pub fn send_alert(fd: BorrowedFd<'_>, level: u8, description: u8) -> io::Result<
 pub enum Received {
     /// `n` bytes of application data (0: the peer closed the connection).
     Data(usize),
+    /// The peer's close_notify alert: the end of its stream.
+    CloseNotify,
     /// A record of another type (an alert, a handshake message such as KeyUpdate):
     /// its type and the first `n` bytes of its body in the buffer.
     Other {
@@ -293,10 +304,11 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Received> {
             c = libc::CMSG_NXTHDR(&msg, c);
         }
     }
-    Ok(if kind == APPLICATION_DATA {
-        Received::Data(n)
-    } else {
-        Received::Other { kind, n }
+    Ok(match kind {
+        APPLICATION_DATA => Received::Data(n),
+        // TLS 1.3 ignores an alert's level; its description is the second byte.
+        ALERT if n == 2 && buf[1] == CLOSE_NOTIFY => Received::CloseNotify,
+        _ => Received::Other { kind, n },
     })
 }
 
@@ -453,7 +465,7 @@ mod tests {
         assert!(set_keys(s.as_fd(), Direction::Transmit, &k).is_err());
         // On a plain socket the control message is refused or ignored; either way no
         // panic, and the socket still carries bytes.
-        let _ = send_alert(s.as_fd(), 1, 0);
+        let _ = send_close_notify(s.as_fd());
         drop(c);
         // recv on a plain socket (a fresh pair: the one above saw a reset): data, and
         // the end.

@@ -5,6 +5,7 @@
 use std::io::{self, IoSlice};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
+use crate::errno::Events;
 use crate::{cvt, cvt_size};
 
 /// Flags for [`send`] and [`sendv`]. `MSG_NOSIGNAL` is always added.
@@ -65,9 +66,6 @@ pub fn recv_discard(fd: BorrowedFd<'_>, scratch: &mut [u8]) -> io::Result<usize>
     })
 }
 
-/// `EINPROGRESS`: a non-blocking `connect` has started.
-pub const EINPROGRESS: i32 = libc::EINPROGRESS;
-
 /// The kernel's limit on buffers per `sendmsg`/`writev` (`UIO_MAXIOV`).
 pub const IOV_MAX: usize = 1024;
 
@@ -83,27 +81,42 @@ fn ioctl_int(fd: BorrowedFd<'_>, req: libc::Ioctl) -> io::Result<usize> {
     Ok(n.max(0) as usize)
 }
 
-/// `SOL_SOCKET`, for [`getsockopt_int`]/[`setsockopt_int`].
-pub const SOL_SOCKET: libc::c_int = libc::SOL_SOCKET;
-/// `IPPROTO_TCP`, for [`getsockopt_int`]/[`setsockopt_int`].
-pub const IPPROTO_TCP: libc::c_int = libc::IPPROTO_TCP;
-/// `SO_SNDBUF` (the kernel reports twice what was set: it counts its own overhead).
-pub const SO_SNDBUF: libc::c_int = libc::SO_SNDBUF;
-/// `SO_RCVBUF`.
-pub const SO_RCVBUF: libc::c_int = libc::SO_RCVBUF;
-/// `TCP_NOTSENT_LOWAT`: the socket reports writable only while fewer unsent bytes than
-/// this are queued, and a send stops queueing once that many are unsent.
-pub const TCP_NOTSENT_LOWAT: libc::c_int = libc::TCP_NOTSENT_LOWAT;
-/// `TCP_CORK`: while set, partial segments are held until full or until it is cleared
-/// (which sends them at once), whatever `TCP_NODELAY` says.
-pub const TCP_CORK: libc::c_int = libc::TCP_CORK;
+/// An integer socket option, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SockOpt {
+    /// `SO_SNDBUF` (the kernel reports twice what was set: it counts its own overhead).
+    SendBuffer,
+    /// `SO_RCVBUF`.
+    ReceiveBuffer,
+    /// `TCP_NOTSENT_LOWAT`: the socket reports writable only while fewer unsent bytes
+    /// than this are queued, and a send stops queueing once that many are unsent.
+    NotSentLowat,
+    /// `TCP_CORK`: while set (1), partial segments are held until full or until it is
+    /// cleared (0, which sends them at once), whatever `TCP_NODELAY` says.
+    Cork,
+    /// `SO_ZEROCOPY`: `MSG_ZEROCOPY` sends are allowed.
+    ZeroCopy,
+    /// `SO_INCOMING_CPU`: the CPU that processed the socket's last packet.
+    IncomingCpu,
+}
+
+impl SockOpt {
+    /// Its level and name.
+    fn level_name(self) -> (libc::c_int, libc::c_int) {
+        match self {
+            SockOpt::SendBuffer => (libc::SOL_SOCKET, libc::SO_SNDBUF),
+            SockOpt::ReceiveBuffer => (libc::SOL_SOCKET, libc::SO_RCVBUF),
+            SockOpt::NotSentLowat => (libc::IPPROTO_TCP, libc::TCP_NOTSENT_LOWAT),
+            SockOpt::Cork => (libc::IPPROTO_TCP, libc::TCP_CORK),
+            SockOpt::ZeroCopy => (libc::SOL_SOCKET, libc::SO_ZEROCOPY),
+            SockOpt::IncomingCpu => (libc::SOL_SOCKET, libc::SO_INCOMING_CPU),
+        }
+    }
+}
 
 /// Reads an integer socket option.
-pub fn getsockopt_int(
-    fd: BorrowedFd<'_>,
-    level: libc::c_int,
-    name: libc::c_int,
-) -> io::Result<i32> {
+pub fn get_option(fd: BorrowedFd<'_>, opt: SockOpt) -> io::Result<i32> {
+    let (level, name) = opt.level_name();
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `v` and `len` are live locals sized for an int option.
@@ -137,12 +150,8 @@ pub fn set_tcp_ulp(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
 }
 
 /// Sets an integer socket option.
-pub fn setsockopt_int(
-    fd: BorrowedFd<'_>,
-    level: libc::c_int,
-    name: libc::c_int,
-    value: i32,
-) -> io::Result<()> {
+pub fn set_option(fd: BorrowedFd<'_>, opt: SockOpt, value: i32) -> io::Result<()> {
+    let (level, name) = opt.level_name();
     // SAFETY: the kernel reads one int from a live local.
     cvt(unsafe {
         libc::setsockopt(
@@ -159,25 +168,16 @@ pub fn setsockopt_int(
 /// Waits up to `timeout_ms` (negative: forever) for any of `events` (`POLLIN`, `POLLOUT`)
 /// on one descriptor; returns the events the kernel reported (0 on timeout; `POLLERR` and
 /// `POLLHUP` are always reported). `EINTR` is returned as 0 so callers re-check their state.
-pub fn poll_one(fd: BorrowedFd<'_>, events: i16, timeout_ms: i32) -> io::Result<i16> {
+pub fn poll_one(fd: BorrowedFd<'_>, events: Events, timeout_ms: i32) -> io::Result<Events> {
     let mut pfd = libc::pollfd {
         fd: fd.as_raw_fd(),
-        events,
+        events: events.bits() as i16,
         revents: 0,
     };
     // SAFETY: one live pollfd, count 1.
     match cvt(unsafe { libc::poll(&mut pfd, 1, timeout_ms) }) {
-        Ok(_) => Ok(pfd.revents),
-        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(0),
+        Ok(_) => Ok(Events::from_bits(pfd.revents as u16 as u32)),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(Events::NONE),
         Err(e) => Err(e),
     }
 }
-
-/// `POLLIN`.
-pub const POLLIN: i16 = libc::POLLIN;
-/// `POLLOUT`.
-pub const POLLOUT: i16 = libc::POLLOUT;
-/// `POLLERR`: for a zero-copy socket, also "completions are waiting on the error queue".
-pub const POLLERR: i16 = libc::POLLERR;
-/// `POLLHUP`.
-pub const POLLHUP: i16 = libc::POLLHUP;

@@ -5,12 +5,35 @@ use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use crate::{cvt, cvt_size, to_off64};
 
-/// `SPLICE_F_MOVE`: a hint; pages are moved where the kernel can.
-pub const SPLICE_F_MOVE: u32 = libc::SPLICE_F_MOVE;
-/// `SPLICE_F_NONBLOCK`: do not block on the pipe.
-pub const SPLICE_F_NONBLOCK: u32 = libc::SPLICE_F_NONBLOCK;
-/// `SPLICE_F_MORE`: more data follows (like `MSG_MORE`).
-pub const SPLICE_F_MORE: u32 = libc::SPLICE_F_MORE;
+/// Flags of a `splice(2)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpliceFlags(u32);
+
+impl SpliceFlags {
+    /// `SPLICE_F_MOVE`: a hint; pages are moved where the kernel can.
+    pub const MOVE: SpliceFlags = SpliceFlags(libc::SPLICE_F_MOVE);
+    /// `SPLICE_F_NONBLOCK`: do not block on the pipe.
+    pub const NONBLOCK: SpliceFlags = SpliceFlags(libc::SPLICE_F_NONBLOCK);
+    /// `SPLICE_F_MORE`: more data follows (like `MSG_MORE`).
+    pub const MORE: SpliceFlags = SpliceFlags(libc::SPLICE_F_MORE);
+
+    /// Both sets of flags.
+    pub const fn union(self, other: SpliceFlags) -> SpliceFlags {
+        SpliceFlags(self.0 | other.0)
+    }
+
+    /// The bits, as the kernel takes them.
+    pub const fn bits(self) -> u32 {
+        self.0
+    }
+}
+
+impl std::ops::BitOr for SpliceFlags {
+    type Output = SpliceFlags;
+    fn bitor(self, other: SpliceFlags) -> SpliceFlags {
+        self.union(other)
+    }
+}
 
 /// Creates a non-blocking, close-on-exec pipe: `(read end, write end)`.
 pub fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
@@ -39,7 +62,7 @@ pub fn splice(
     fd_out: BorrowedFd<'_>,
     off_out: Option<&mut u64>,
     len: usize,
-    flags: u32,
+    flags: SpliceFlags,
 ) -> io::Result<usize> {
     let mut oin = match &off_in {
         Some(o) => Some(to_off64(**o)?),
@@ -58,7 +81,14 @@ pub fn splice(
     // SAFETY: the descriptors are borrowed for the call; each offset pointer is null or
     // points at a live local that the kernel may update.
     let n = cvt_size(unsafe {
-        libc::splice(fd_in.as_raw_fd(), pin, fd_out.as_raw_fd(), pout, len, flags)
+        libc::splice(
+            fd_in.as_raw_fd(),
+            pin,
+            fd_out.as_raw_fd(),
+            pout,
+            len,
+            flags.bits(),
+        )
     })?;
     if let (Some(o), Some(v)) = (off_in, oin) {
         *o = v as u64;

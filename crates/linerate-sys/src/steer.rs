@@ -15,10 +15,9 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 
 use crate::cvt;
 
-/// `SO_ATTACH_REUSEPORT_CBPF`, `SO_DETACH_REUSEPORT_BPF` and `SO_INCOMING_CPU`.
+/// `SO_ATTACH_REUSEPORT_CBPF` and `SO_DETACH_REUSEPORT_BPF`.
 const SO_ATTACH_REUSEPORT_CBPF: libc::c_int = 51;
 const SO_DETACH_REUSEPORT_BPF: libc::c_int = 68;
-const SO_INCOMING_CPU: libc::c_int = 49;
 /// Classic BPF opcodes and the ancillary CPU load.
 const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JEQ_K: u16 = 0x15;
@@ -27,8 +26,6 @@ const SKF_AD_OFF: i32 = -0x1000;
 const SKF_AD_CPU: i32 = 36;
 /// An index no group has: the kernel falls back to the hash.
 const NO_INDEX: u32 = u32::MAX;
-/// `ENOPROTOOPT`: the kernel (before 5.3) has no `SO_DETACH_REUSEPORT_BPF`.
-pub const ENOPROTOOPT: i32 = libc::ENOPROTOOPT;
 /// Classic BPF programs hold at most this many instructions (`BPF_MAXINSNS`).
 const MAX_INSNS: usize = 4096;
 
@@ -73,6 +70,19 @@ pub fn attach(fd: BorrowedFd<'_>, program: &[libc::sock_filter]) -> io::Result<(
     Ok(())
 }
 
+/// Takes a group's program off, best effort. A kernel before 5.3 has no option for
+/// that (`ENOPROTOOPT`): there a program that names no listener (the hash picks) takes
+/// its place. A group with none (`ENOENT`) is left as it is.
+pub fn take_off(fd: BorrowedFd<'_>) {
+    if let Err(e) = detach(fd) {
+        if e.raw_os_error() == Some(libc::ENOPROTOOPT) {
+            if let Some(p) = cpu_program(&[]) {
+                let _ = attach(fd, &p);
+            }
+        }
+    }
+}
+
 /// Takes the group's program away (`ENOENT` when there is none).
 pub fn detach(fd: BorrowedFd<'_>) -> io::Result<()> {
     let zero: libc::c_int = 0;
@@ -93,7 +103,7 @@ pub fn detach(fd: BorrowedFd<'_>) -> io::Result<()> {
 /// connection just accepted, the one that processed its handshake. `None` when the
 /// kernel has not recorded one.
 pub fn incoming_cpu(fd: BorrowedFd<'_>) -> io::Result<Option<usize>> {
-    let v = crate::net::getsockopt_int(fd, libc::SOL_SOCKET, SO_INCOMING_CPU)?;
+    let v = crate::net::get_option(fd, crate::net::SockOpt::IncomingCpu)?;
     Ok(usize::try_from(v).ok())
 }
 
@@ -106,7 +116,6 @@ mod tests {
     fn the_constants_are_the_kernels() {
         assert_eq!(libc::SO_ATTACH_REUSEPORT_CBPF, SO_ATTACH_REUSEPORT_CBPF);
         assert_eq!(libc::SO_DETACH_REUSEPORT_BPF, SO_DETACH_REUSEPORT_BPF);
-        assert_eq!(libc::SO_INCOMING_CPU, SO_INCOMING_CPU);
         assert_eq!(libc::SKF_AD_OFF, SKF_AD_OFF);
         assert_eq!(libc::SKF_AD_CPU, SKF_AD_CPU);
         assert_eq!(

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::Errno;
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 
 /// The tag of cancellations, whose completions are not reported.
@@ -42,8 +43,9 @@ const GROUP: u16 = 0;
 pub struct Completion {
     /// The tag given when the request was queued.
     pub tag: u64,
-    /// Poll events (`POLLIN` …) or bytes moved on success, `-errno` on failure.
-    pub result: i32,
+    /// Poll events (`POLLIN` …, as [`crate::Events::from_bits`] reads them) or bytes
+    /// moved on success; the error on failure.
+    pub result: Result<u32, Errno>,
     /// A multishot request is still armed.
     pub more: bool,
     /// The buffer a receive filled (`result` bytes of it): read it with
@@ -444,13 +446,10 @@ impl Ring {
             }
         }
         match got {
-            Some(c) if c.result == 1 && c.more => Ok(()),
-            Some(c) if c.result < 0 => Err(io::Error::new(
+            Some(c) if c.result == Ok(1) && c.more => Ok(()),
+            Some(Completion { result: Err(e), .. }) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
-                format!(
-                    "the kernel's io_uring has no multishot receives (Linux 6.0): {}",
-                    io::Error::from_raw_os_error(-c.result)
-                ),
+                format!("the kernel's io_uring has no multishot receives (Linux 6.0): {e}"),
             )),
             _ => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
@@ -749,7 +748,7 @@ impl Ring {
             }
             out.push(Completion {
                 tag,
-                result: cqe.result(),
+                result: Errno::result(cqe.result()),
                 more,
                 buffer,
             });
@@ -835,7 +834,9 @@ mod tests {
         r.wait(Duration::from_secs(5), &mut out).unwrap();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].tag, 7);
-        assert!(out[0].result as i16 & libc::POLLIN != 0 && out[0].more);
+        assert!(
+            crate::Events::from_bits(out[0].result.unwrap()).any(crate::Events::IN) && out[0].more
+        );
         out.clear();
         b.write_all(b"y").unwrap();
         r.wait(Duration::from_secs(5), &mut out).unwrap();
@@ -882,7 +883,7 @@ mod tests {
         let mut out = Vec::new();
         r.wait(Duration::from_secs(5), &mut out).unwrap();
         assert_eq!(out.len(), 1);
-        assert_eq!(out[0].result, -libc::EBADF);
+        assert_eq!(out[0].result, Err(Errno::BADF));
     }
 
     #[test]
@@ -905,7 +906,7 @@ mod tests {
             for c in &out {
                 assert!(c.more, "{c:?}");
                 let id = c.buffer.expect("a buffer");
-                got.extend_from_slice(r.buffer(id, c.result as usize));
+                got.extend_from_slice(r.buffer(id, c.result.unwrap() as usize));
                 r.recycle(id);
             }
         }
@@ -921,7 +922,7 @@ mod tests {
             r.wait(Duration::from_millis(100), &mut out).unwrap();
             for c in &out {
                 let id = c.buffer.expect("a buffer");
-                got.extend_from_slice(r.buffer(id, c.result as usize));
+                got.extend_from_slice(r.buffer(id, c.result.unwrap() as usize));
                 r.recycle(id);
             }
         }
@@ -931,7 +932,7 @@ mod tests {
         wait_for(&mut r, &mut out, 5);
         assert_eq!(
             (out[0].result, out[0].more, out[0].buffer),
-            (0, false, None),
+            (Ok(0), false, None),
             "the end"
         );
         assert_eq!(r.receiving, 0);
@@ -952,7 +953,7 @@ mod tests {
         drop(shared); // the ring holds its own reference
         let mut out = Vec::new();
         wait_for(&mut r, &mut out, 9);
-        assert_eq!(out[0].result, 14);
+        assert_eq!(out[0].result, Ok(14));
         let mut got = [0u8; 14];
         b.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"head body tail");
@@ -987,7 +988,7 @@ mod tests {
         if first.is_none() {
             wait_for(&mut r, &mut out, 1);
         }
-        let sent = out.iter().find(|c| c.tag == 1).unwrap().result;
+        let sent = out.iter().find(|c| c.tag == 1).unwrap().result.unwrap();
         assert!(sent > 0, "{out:?}");
         drop(a);
         drop(r);
@@ -1008,7 +1009,7 @@ mod tests {
             assert!(Instant::now() < deadline, "{} of 3", got.len());
             let mut out = Vec::new();
             r.wait(Duration::from_millis(100), &mut out).unwrap();
-            assert!(out.iter().all(|c| c.tag == 4 && c.more && c.result >= 0));
+            assert!(out.iter().all(|c| c.tag == 4 && c.more && c.result.is_ok()));
             got.extend(r.accepted());
         }
         // Each is a connection of ours: what a client writes arrives there.

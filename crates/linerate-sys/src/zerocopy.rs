@@ -27,7 +27,6 @@ use std::sync::Arc;
 use crate::net::SendFlags;
 use crate::{cvt_size, to_off64};
 
-const SO_ZEROCOPY: libc::c_int = 60;
 const MSG_ZEROCOPY: libc::c_int = 0x400_0000;
 const SO_EE_ORIGIN_ZEROCOPY: u8 = 5;
 const SO_EE_CODE_ZEROCOPY_COPIED: u8 = 1;
@@ -38,7 +37,7 @@ const IPV6_RECVERR: libc::c_int = 25;
 
 /// Turns `SO_ZEROCOPY` on or off for a socket ([`ZeroCopy::new`] turns it on).
 pub fn set_zerocopy(fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
-    crate::net::setsockopt_int(fd, libc::SOL_SOCKET, SO_ZEROCOPY, i32::from(on))
+    crate::net::set_option(fd, crate::net::SockOpt::ZeroCopy, i32::from(on))
 }
 
 /// A read-only shared mapping of a file range, only ever read by the kernel.

@@ -264,11 +264,6 @@ pub fn expect_range(
 /// Sets `SO_RCVBUF` of a connected socket (which fixes it: no autotuning).
 pub fn set_rcvbuf(s: &TcpStream, bytes: i32) {
     use std::os::fd::AsFd;
-    linerate_sys::net::setsockopt_int(
-        s.as_fd(),
-        linerate_sys::net::SOL_SOCKET,
-        linerate_sys::net::SO_RCVBUF,
-        bytes,
-    )
-    .expect("SO_RCVBUF");
+    linerate_sys::net::set_option(s.as_fd(), linerate_sys::net::SockOpt::ReceiveBuffer, bytes)
+        .expect("SO_RCVBUF");
 }

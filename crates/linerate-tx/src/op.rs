@@ -20,8 +20,8 @@ use std::io;
 use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd};
 
-use linerate_sys::net::{self, SendFlags};
-use linerate_sys::pipe;
+use linerate_sys::net::{self, SendFlags, SockOpt};
+use linerate_sys::pipe::{self, SpliceFlags};
 use linerate_sys::sendfile::sendfile;
 use linerate_sys::zerocopy::{Pinned, ZeroCopy};
 
@@ -181,13 +181,13 @@ pub fn execute(
                     *w,
                     None,
                     *len,
-                    pipe::SPLICE_F_MOVE | pipe::SPLICE_F_NONBLOCK,
+                    SpliceFlags::MOVE | SpliceFlags::NONBLOCK,
                 )
             }
             Op::SpliceOut { pipe: r, len, more } => {
-                let mut f = pipe::SPLICE_F_MOVE | pipe::SPLICE_F_NONBLOCK;
+                let mut f = SpliceFlags::MOVE | SpliceFlags::NONBLOCK;
                 if *more {
-                    f |= pipe::SPLICE_F_MORE;
+                    f = f | SpliceFlags::MORE;
                 }
                 pipe::splice(*r, None, fd, None, *len, f)
             }
@@ -209,7 +209,7 @@ pub fn execute(
             } => ZeroCopy::send_copy(fd, region, range.clone(), flags(*more)),
             Op::QueuedBytes => net::send_queue_bytes(fd),
             Op::SendBufferSize => {
-                net::getsockopt_int(fd, net::SOL_SOCKET, net::SO_SNDBUF).map(|n| n.max(0) as usize)
+                net::get_option(fd, SockOpt::SendBuffer).map(|n| n.max(0) as usize)
             }
             Op::Reap => unreachable!("reaped above"),
         };

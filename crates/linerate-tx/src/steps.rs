@@ -30,7 +30,7 @@ const PIPE_POOL_MAX: usize = 16;
 /// Largest window of a file mapped at once for zero-copy sends.
 const ZC_MAP_WINDOW_BYTES: usize = 8 << 20;
 
-use linerate_sys::errno::{EFAULT, ENOBUFS};
+use linerate_sys::Errno;
 
 /// The bytes of one transmit and how many the socket has accepted.
 #[derive(Debug)]
@@ -684,7 +684,7 @@ impl Zerocopy {
                 }
                 return Ok(Flow::Continue);
             }
-            (ZcPending::SendZerocopy, Err(e)) if e.raw_os_error() == Some(ENOBUFS) => {
+            (ZcPending::SendZerocopy, Err(e)) if Errno::NOBUFS.is(&e) => {
                 // Too many completions owed (optmem), or the pages cannot be pinned
                 // (RLIMIT_MEMLOCK without CAP_IPC_LOCK): collect the completions and
                 // copy this one.
@@ -692,9 +692,7 @@ impl Zerocopy {
                 self.reap_then_copy = true;
                 return Ok(Flow::Continue);
             }
-            (ZcPending::SendZerocopy | ZcPending::SendCopy, Err(e))
-                if e.raw_os_error() == Some(EFAULT) =>
-            {
+            (ZcPending::SendZerocopy | ZcPending::SendCopy, Err(e)) if Errno::FAULT.is(&e) => {
                 return Err(cur.efault(e));
             }
             (ZcPending::SendZerocopy, r) => {

@@ -7,6 +7,7 @@ use std::os::fd::BorrowedFd;
 
 use linerate_sys::net;
 use linerate_sys::zerocopy::ZeroCopy;
+use linerate_sys::Errno;
 
 use crate::op::{execute, Flow, Next};
 use crate::steps::{Cursor, Machine};
@@ -121,16 +122,11 @@ pub enum TxError {
 
 impl From<io::Error> for TxError {
     fn from(e: io::Error) -> Self {
-        match e.raw_os_error() {
-            Some(libc_errno) if is_peer_gone(libc_errno) => TxError::PeerGone(e),
+        match Errno::of(&e) {
+            Some(Errno::PIPE | Errno::CONNRESET | Errno::NOTCONN) => TxError::PeerGone(e),
             _ => TxError::Io(e),
         }
     }
-}
-
-fn is_peer_gone(errno: i32) -> bool {
-    use linerate_sys::errno::{ECONNRESET, ENOTCONN, EPIPE};
-    matches!(errno, EPIPE | ECONNRESET | ENOTCONN)
 }
 
 /// What a call to [`Transmit::advance`] achieved.
@@ -166,7 +162,7 @@ impl TxSocket {
     /// and [`Counters::zc_disabled`] says so.
     pub fn new(fd: BorrowedFd<'_>, config: TxConfig) -> Result<TxSocket, TxError> {
         linerate_sys::ignore_sigpipe();
-        let sndbuf = net::getsockopt_int(fd, net::SOL_SOCKET, net::SO_SNDBUF)?;
+        let sndbuf = net::get_option(fd, net::SockOpt::SendBuffer)?;
         let mut sock = TxSocket {
             config,
             counters: Counters::default(),
@@ -179,7 +175,7 @@ impl TxSocket {
             if lowat > 0 {
                 sock.counters.syscalls += 1;
                 let lowat = i32::try_from(lowat).unwrap_or(i32::MAX);
-                net::setsockopt_int(fd, net::IPPROTO_TCP, net::TCP_NOTSENT_LOWAT, lowat)?;
+                net::set_option(fd, net::SockOpt::NotSentLowat, lowat)?;
             }
         }
         if sock.config.strategy == Strategy::Zerocopy && sock.config.zerocopy {
@@ -382,8 +378,6 @@ mod tests {
 
     use super::*;
     use crate::Op;
-
-    use linerate_sys::errno::{ECONNRESET, EFAULT};
 
     fn file_of(len: usize) -> (tempfile::NamedTempFile, Arc<File>, Vec<u8>) {
         let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
@@ -656,8 +650,7 @@ mod tests {
         let buf: Arc<[u8]> = vec![1u8; 40_000].into();
         let mut t = Transmit::new(Source::memory(buf));
         assert_eq!(next(&mut t, &mut s), ("send-zerocopy", 0, 40_000, false));
-        use linerate_sys::errno::ENOBUFS;
-        let r = t.complete(&mut s, Err(io::Error::from_raw_os_error(ENOBUFS)));
+        let r = t.complete(&mut s, Err(Errno::NOBUFS.io()));
         assert_eq!(r.unwrap(), Flow::Continue);
         assert_eq!(next(&mut t, &mut s).0, "reap");
         ok(&mut t, &mut s, 0);
@@ -678,7 +671,7 @@ mod tests {
         // The window starts at the page below the range.
         assert_eq!(next(&mut t, &mut s), ("send-pinned", 904, 40_000, false));
         t0.as_file().set_len(10_000).unwrap();
-        match t.complete(&mut s, Err(io::Error::from_raw_os_error(EFAULT))) {
+        match t.complete(&mut s, Err(Errno::FAULT.io())) {
             Err(TxError::Truncated { file_len, .. }) => assert_eq!(file_len, 10_000),
             other => panic!("{other:?}"),
         }
@@ -691,7 +684,7 @@ mod tests {
         let mut t = file_tx(&f, 0, 10_000);
         next(&mut t, &mut s);
         assert!(matches!(
-            t.complete(&mut s, Err(io::Error::from_raw_os_error(ECONNRESET))),
+            t.complete(&mut s, Err(Errno::CONNRESET.io())),
             Err(TxError::PeerGone(_))
         ));
         let mut t = file_tx(&f, 0, 10_000);

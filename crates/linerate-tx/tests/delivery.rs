@@ -10,7 +10,8 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use linerate_sys::net::{poll_one, POLLERR, POLLOUT};
+use linerate_sys::net::poll_one;
+use linerate_sys::Events;
 use linerate_tx::{Counters, Progress, Source, Strategy, Transmit, TxConfig, TxError, TxSocket};
 
 const STRATEGIES: [Strategy; 6] = [
@@ -85,8 +86,8 @@ fn drive(conn: &TcpStream, sock: &mut TxSocket, tx: &mut Transmit) -> Result<(),
         match tx.advance(conn.as_fd(), sock)? {
             Progress::Done => break,
             Progress::Blocked => {
-                let ev = poll_one(conn.as_fd(), POLLOUT, 1000).unwrap();
-                if ev & POLLERR != 0 {
+                let ev = poll_one(conn.as_fd(), Events::OUT, 1000).unwrap();
+                if ev.any(Events::ERR) {
                     sock.reap(conn.as_fd())?;
                 }
             }
@@ -98,8 +99,8 @@ fn drive(conn: &TcpStream, sock: &mut TxSocket, tx: &mut Transmit) -> Result<(),
             Instant::now() < deadline,
             "zero-copy completions never came"
         );
-        let ev = poll_one(conn.as_fd(), 0, 1000).unwrap();
-        if ev & POLLERR != 0 {
+        let ev = poll_one(conn.as_fd(), Events::NONE, 1000).unwrap();
+        if ev.any(Events::ERR) {
             sock.reap(conn.as_fd())?;
         }
     }
@@ -391,8 +392,8 @@ fn file_truncated_mid_send_stops_with_an_exact_prefix() {
                             .unwrap();
                         truncated = true;
                     }
-                    let ev = poll_one(tx_conn.as_fd(), POLLOUT, 1000).unwrap();
-                    if ev & POLLERR != 0 {
+                    let ev = poll_one(tx_conn.as_fd(), Events::OUT, 1000).unwrap();
+                    if ev.any(Events::ERR) {
                         sock.reap(tx_conn.as_fd()).unwrap();
                     }
                 }
@@ -401,7 +402,10 @@ fn file_truncated_mid_send_stops_with_an_exact_prefix() {
         };
         let sent = tx.sent();
         while sock.completions_owed() > 0 {
-            if poll_one(tx_conn.as_fd(), 0, 1000).unwrap() & POLLERR != 0 {
+            if poll_one(tx_conn.as_fd(), Events::NONE, 1000)
+                .unwrap()
+                .any(Events::ERR)
+            {
                 sock.reap(tx_conn.as_fd()).unwrap();
             }
         }

@@ -395,7 +395,7 @@ impl Thread<'_> {
         };
         match sock.connect(&SockAddr::from(self.shared.target)) {
             Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(linerate_sys::net::EINPROGRESS) => {}
+            Err(e) if linerate_sys::Errno::INPROGRESS.is(&e) => {}
             Err(e) => {
                 let target = self.shared.target;
                 self.connect_failed(i, now, format!("connecting to {target}: {e}"));
