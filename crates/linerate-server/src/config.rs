@@ -8,8 +8,6 @@ use std::time::Duration;
 use linerate_http::request::Limits;
 use linerate_tx::Strategy;
 
-use crate::listen::{Endpoint, UnixFile};
-
 /// Where the access log goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AccessLog {
@@ -173,7 +171,7 @@ pub struct Config {
     /// A path answering with the counters as OpenMetrics text (None: no metrics).
     pub metrics_path: Option<String>,
     /// Clients that may read the metrics (empty: every client).
-    pub metrics_allow: Vec<crate::settings::Cidr>,
+    pub metrics_allow: Vec<Cidr>,
     /// File ranges up to this size are read and gathered with the bytes around them
     /// into one `sendmsg` (seed 001's collapse; 0: each goes by the transmit strategy).
     pub collapse_bytes: u64,
@@ -431,5 +429,95 @@ impl std::fmt::Display for Steer {
             Steer::Auto => "auto",
             Steer::Cpu => "cpu",
         })
+    }
+}
+
+/// Where the server listens.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// An address and port (port 0: a free port).
+    Ip(SocketAddr),
+    /// A Unix stream socket at this path.
+    Unix(PathBuf),
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Endpoint::Ip(a) => write!(f, "{a}"),
+            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
+}
+
+impl From<SocketAddr> for Endpoint {
+    fn from(a: SocketAddr) -> Endpoint {
+        Endpoint::Ip(a)
+    }
+}
+
+/// The file of a Unix socket the server makes: its permissions and owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnixFile {
+    /// Permission bits (connecting needs write permission): 0666 by default, as nginx
+    /// sets them.
+    pub mode: u32,
+    /// `USER`, `USER:GROUP` or `:GROUP` (names or numbers); none: who binds it.
+    pub owner: Option<String>,
+}
+
+impl Default for UnixFile {
+    fn default() -> Self {
+        UnixFile {
+            mode: 0o666,
+            owner: None,
+        }
+    }
+}
+
+/// Clients: a network (`127.0.0.0/8`, `::1/128`), one address, or `unix:` (every
+/// client of a Unix socket, as nginx's `allow unix:`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cidr {
+    /// Clients with an address in this network.
+    Net(ipnet::IpNet),
+    /// Clients of a Unix socket.
+    Unix,
+}
+
+impl Cidr {
+    /// Whether a client at `peer` (none: on a Unix socket) is one of these.
+    pub fn admits(&self, peer: Option<std::net::IpAddr>) -> bool {
+        match (self, peer) {
+            // An IPv4 client of an IPv6 socket arrives as ::ffff:a.b.c.d.
+            (Cidr::Net(n), Some(ip)) => n.contains(&ip.to_canonical()),
+            (Cidr::Unix, None) => true,
+            _ => false,
+        }
+    }
+}
+
+impl std::str::FromStr for Cidr {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Cidr, String> {
+        let t = s.trim();
+        if t == "unix:" {
+            return Ok(Cidr::Unix);
+        }
+        if let Ok(n) = t.parse::<ipnet::IpNet>() {
+            return Ok(Cidr::Net(n));
+        }
+        t.parse::<std::net::IpAddr>()
+            .map(|a| Cidr::Net(ipnet::IpNet::from(a)))
+            .map_err(|_| format!("'{s}' is not an address, a network or unix: (127.0.0.1/32, ::1)"))
+    }
+}
+
+impl std::fmt::Display for Cidr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cidr::Net(n) => write!(f, "{n}"),
+            Cidr::Unix => f.write_str("unix:"),
+        }
     }
 }

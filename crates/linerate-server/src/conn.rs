@@ -32,7 +32,8 @@ use linerate_tx::{Flow, TxError, TxSocket};
 
 use crate::listen::Peer;
 use crate::output::{Ctx, OutNext, OutOp, Output, Piece};
-use crate::site::{Part, Response, Site};
+use crate::response::{Part, Response};
+use crate::site::Site;
 use crate::tls::{Handoff, Refused, Session};
 use linerate_event::Driver;
 
@@ -324,13 +325,17 @@ impl Conn {
             .unwrap_or_default();
         let mut n = 0;
         for (i, r) in queue.iter().enumerate() {
-            let sent = if i == 0 { r.sent + front_sent } else { r.sent };
+            let sent = if i == 0 {
+                r.progress.sent + front_sent
+            } else {
+                r.progress.sent
+            };
             log(
                 self,
                 r,
                 Some(Aborted {
                     cut,
-                    body_sent: sent.saturating_sub(r.head_bytes),
+                    body_sent: sent.saturating_sub(r.progress.head_bytes),
                     nothing_sent: sent == 0,
                 }),
             );
@@ -600,8 +605,8 @@ impl Conn {
                         None => site.respond(&request, self.peer.ip(), t),
                     };
                     // The loop's clock: no clock read of its own per request.
-                    r.started = Some(now);
-                    if r.close {
+                    r.record.started = Some(now);
+                    if r.plan.close {
                         // An answer that closes (a 400 the path earned, say).
                         self.http.close_after_last();
                     }
@@ -613,7 +618,7 @@ impl Conn {
                 }
             };
             let mut r = r;
-            r.head_bytes = r.parts.front().map_or(0, Part::len);
+            r.progress.head_bytes = r.plan.parts.front().map_or(0, Part::len);
             self.out
                 .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default())
                 .push(r);
@@ -989,7 +994,7 @@ mod tests {
                 true,
                 false,
                 Instant::now(),
-                &mut |_, r, a| log.push((r.request_line.clone(), r.status.code(), a)),
+                &mut |_, r, a| log.push((r.record.request_line.clone(), r.record.status.code(), a)),
             );
             loop {
                 match client.read(&mut buf) {
@@ -1100,14 +1105,14 @@ mod tests {
                 true,
                 false,
                 Instant::now(),
-                &mut |_, r, a| log.push((r.request_line.clone(), r.status.code(), a)),
+                &mut |_, r, a| log.push((r.record.request_line.clone(), r.record.status.code(), a)),
             );
             assert_eq!(after, After::Keep);
             std::thread::sleep(Duration::from_millis(2));
         }
         assert!(c.busy());
         let n = c.abort(Cut::Client, &mut |_, r, a| {
-            log.push((r.request_line.clone(), r.status.code(), a))
+            log.push((r.record.request_line.clone(), r.record.status.code(), a))
         });
         assert_eq!(n, 2, "both responses were cut");
         let huge = log.iter().find(|(l, _, _)| l.contains("huge")).unwrap();

@@ -27,6 +27,8 @@ mod output;
 mod output_model;
 #[cfg(any(test, feature = "fuzzing"))]
 mod redirect_model;
+mod response;
+mod router;
 pub mod rules;
 pub mod settings;
 mod site;
@@ -35,9 +37,10 @@ pub mod systemd;
 pub mod tls;
 pub mod worker;
 
+pub use config::Endpoint;
 pub use config::{AccessLog, Config, LogFormat};
 pub use control::Control;
-pub use listen::{Endpoint, Kind};
+pub use listen::Kind;
 pub use logs::ErrorLog;
 pub use settings::Settings;
 pub use worker::{serve, ServeError};

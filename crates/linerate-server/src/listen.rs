@@ -17,31 +17,7 @@ use std::sync::Arc;
 
 use socket2::{Domain, SockAddr, Socket, Type};
 
-use crate::config::Config;
-
-/// Where the server listens.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Endpoint {
-    /// An address and port (port 0: a free port).
-    Ip(SocketAddr),
-    /// A Unix stream socket at this path.
-    Unix(PathBuf),
-}
-
-impl fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Endpoint::Ip(a) => write!(f, "{a}"),
-            Endpoint::Unix(p) => write!(f, "unix:{}", p.display()),
-        }
-    }
-}
-
-impl From<SocketAddr> for Endpoint {
-    fn from(a: SocketAddr) -> Endpoint {
-        Endpoint::Ip(a)
-    }
-}
+use crate::config::{Config, Endpoint, UnixFile};
 
 impl Endpoint {
     /// The endpoint a bound socket has.
@@ -93,25 +69,6 @@ impl fmt::Display for Peer {
         match self {
             Peer::Ip(a) => write!(f, "{a}"),
             Peer::Unix => f.write_str("unix:"),
-        }
-    }
-}
-
-/// The file of a Unix socket the server makes: its permissions and owner.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct UnixFile {
-    /// Permission bits (connecting needs write permission): 0666 by default, as nginx
-    /// sets them.
-    pub mode: u32,
-    /// `USER`, `USER:GROUP` or `:GROUP` (names or numbers); none: who binds it.
-    pub owner: Option<String>,
-}
-
-impl Default for UnixFile {
-    fn default() -> Self {
-        UnixFile {
-            mode: 0o666,
-            owner: None,
         }
     }
 }

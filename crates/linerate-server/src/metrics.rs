@@ -498,11 +498,22 @@ mod tests {
 
     #[test]
     fn counters_of_all_workers_are_summed_into_openmetrics_text() {
+        use linerate_http::request::Method;
         let a = Arc::new(Stats::default());
         let b = Arc::new(Stats::default());
-        a.record(0, 200, 100, Some(std::time::Duration::from_micros(300)));
-        b.record(0, 404, 10, Some(std::time::Duration::from_millis(20)));
-        b.record(1, 200, 0, None);
+        a.record(
+            Some(Method::Get),
+            200,
+            100,
+            Some(std::time::Duration::from_micros(300)),
+        );
+        b.record(
+            Some(Method::Get),
+            404,
+            10,
+            Some(std::time::Duration::from_millis(20)),
+        );
+        b.record(Some(Method::Head), 200, 0, None);
         Stats::add(&b.timeouts[1], 2);
         let text = render(&Board::of(vec![a, b]), "sendfile".into(), "epoll", true);
         for want in [

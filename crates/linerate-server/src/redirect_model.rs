@@ -19,7 +19,8 @@ use std::time::SystemTime;
 use linerate_http::request::{parse, Parse};
 
 use crate::config::Config;
-use crate::site::{Part, Site};
+use crate::response::Part;
+use crate::site::Site;
 
 /// The targets that may leave the site: rules' own absolute URLs (one with a path, one
 /// a bare host that nothing from the request may extend).
@@ -110,7 +111,7 @@ impl Model {
             _ => return,
         };
         let r = self.site.respond(&req, None, SystemTime::UNIX_EPOCH);
-        let Some(Part::Bytes(head)) = r.parts.front() else {
+        let Some(Part::Bytes(head)) = r.plan.parts.front() else {
             panic!("a response starts with its head");
         };
         let end = head
@@ -161,4 +162,67 @@ thread_local! {
 /// checks its head; panics on a violation.
 pub fn run(target: &[u8]) {
     MODEL.with(|m| m.borrow_mut().get_or_insert_with(Model::new).check(target));
+}
+
+#[cfg(test)]
+mod tests {
+    proptest::proptest! {
+        /// Issue 28: request paths against redirect, fallback and error-page rules never
+        /// yield a header value with a control byte or a Location off the site (the
+        /// checks of this model, which the `redirects` fuzz target runs too).
+        #[test]
+        fn no_request_path_writes_a_field_or_leaves_the_site(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::strategy::Just("/".to_string()),
+                    proptest::strategy::Just("//".to_string()),
+                    proptest::strategy::Just("\\".to_string()),
+                    proptest::strategy::Just("%5c".to_string()),
+                    proptest::strategy::Just("%2f".to_string()),
+                    proptest::strategy::Just("%0d%0a".to_string()),
+                    proptest::strategy::Just("%09".to_string()),
+                    proptest::strategy::Just("..".to_string()),
+                    proptest::strategy::Just("go".to_string()),
+                    proptest::strategy::Just("old".to_string()),
+                    proptest::strategy::Just("x".to_string()),
+                    proptest::strategy::Just("far".to_string()),
+                    proptest::strategy::Just("bare".to_string()),
+                    proptest::strategy::Just("@".to_string()),
+                    proptest::strategy::Just(".evil.net".to_string()),
+                    proptest::strategy::Just("app".to_string()),
+                    proptest::strategy::Just("evil.example".to_string()),
+                    proptest::strategy::Just("a.php".to_string()),
+                    proptest::strategy::Just("?".to_string()),
+                    "%[0-9a-fA-F]{2}",
+                    "[ -~]{0,3}",
+                ],
+                0..10,
+            )
+        ) {
+            let target = format!("/{}", parts.concat());
+            super::run(target.as_bytes());
+        }
+    }
+
+    #[test]
+    fn the_redirect_model_checks_what_it_says() {
+        for target in [
+            "/go/%0d%0aSet-Cookie:x=1",
+            "/old/%5cevil.example",
+            "/old//evil.example",
+            "/old%2f%2fevil.example",
+            "//evil.example",
+            "/far/anything",
+            "/x/%09y?q=%0a",
+            "/exact?a=b",
+            "/a/b.php",
+            "/bare.evil.net/x",
+            "/bare@evil.net",
+            "/bare:1234",
+            "/app/assets/missing.js",
+            "/app/deep/link",
+        ] {
+            super::run(target.as_bytes());
+        }
+    }
 }

@@ -17,8 +17,7 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::config::{AccessLog, Config, KernelTls, LogFormat, SiteConfig, Steer};
-use crate::listen::Endpoint;
+use crate::config::{AccessLog, Cidr, Config, Endpoint, KernelTls, LogFormat, SiteConfig, Steer};
 use crate::logs::ErrorLog;
 use crate::rules::{Fallback, PathMatch, Redirect, Rule};
 use std::collections::BTreeMap;
@@ -854,53 +853,6 @@ impl fmt::Display for ListenAddr {
 }
 
 as_text!(ListenAddr);
-
-/// Clients: a network (`127.0.0.0/8`, `::1/128`), one address, or `unix:` (every
-/// client of a Unix socket, as nginx's `allow unix:`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cidr {
-    /// Clients with an address in this network.
-    Net(ipnet::IpNet),
-    /// Clients of a Unix socket.
-    Unix,
-}
-
-impl Cidr {
-    /// Whether a client at `peer` (none: on a Unix socket) is one of these.
-    pub fn admits(&self, peer: Option<std::net::IpAddr>) -> bool {
-        match (self, peer) {
-            // An IPv4 client of an IPv6 socket arrives as ::ffff:a.b.c.d.
-            (Cidr::Net(n), Some(ip)) => n.contains(&ip.to_canonical()),
-            (Cidr::Unix, None) => true,
-            _ => false,
-        }
-    }
-}
-
-impl FromStr for Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Cidr, String> {
-        let t = s.trim();
-        if t == "unix:" {
-            return Ok(Cidr::Unix);
-        }
-        if let Ok(n) = t.parse::<ipnet::IpNet>() {
-            return Ok(Cidr::Net(n));
-        }
-        t.parse::<std::net::IpAddr>()
-            .map(|a| Cidr::Net(ipnet::IpNet::from(a)))
-            .map_err(|_| format!("'{s}' is not an address, a network or unix: (127.0.0.1/32, ::1)"))
-    }
-}
-
-impl fmt::Display for Cidr {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Cidr::Net(n) => write!(f, "{n}"),
-            Cidr::Unix => f.write_str("unix:"),
-        }
-    }
-}
 
 as_text!(Cidr);
 

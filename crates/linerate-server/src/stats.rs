@@ -131,13 +131,19 @@ impl Stats {
     /// bytes that left, and how long it took.
     pub fn record(
         &self,
-        method: u8,
+        method: Option<linerate_http::request::Method>,
         status: u16,
         body_bytes: u64,
         took: Option<std::time::Duration>,
     ) {
         let class = (status / 100).clamp(1, 5) as usize - 1;
-        Stats::add(&self.responses[(method as usize).min(2)][class], 1);
+        use linerate_http::request::Method;
+        let method = match method {
+            Some(Method::Get) => 0,
+            Some(Method::Head) => 1,
+            _ => 2,
+        };
+        Stats::add(&self.responses[method][class], 1);
         Stats::add(&self.body_bytes, body_bytes);
         if let Some(t) = took {
             let secs = t.as_secs_f64();
@@ -363,7 +369,6 @@ impl Board {
                 "ring_enters": sum(|s| &s.ring_enters),
             },
             "tls": {
-                "kernel_tls": crate::tls::path_note(),
                 "handshakes": sum(|s| &s.tls_handshakes),
                 "path_user": sum(|s| &s.tls_handshakes).saturating_sub(sum(|s| &s.tls_kernel)),
                 "path_kernel": sum(|s| &s.tls_kernel),

@@ -102,7 +102,7 @@ pub fn check(cfg: &Config) -> Result<(), String> {
     let ip_tls = cfg
         .tls_listen
         .iter()
-        .any(|e| matches!(e, crate::listen::Endpoint::Ip(_)));
+        .any(|e| matches!(e, crate::config::Endpoint::Ip(_)));
     if !cfg.redirect_listen.is_empty() && !ip_tls {
         return Err(
             "--redirect-listen needs --tls-listen with an IP address (the port it sends clients to)"
@@ -201,7 +201,7 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
         keys.push(key);
     }
     let resolver = BySite {
-        router: crate::site::Router::new(&sites),
+        router: crate::router::Router::new(&sites),
         keys,
     };
     let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
@@ -243,7 +243,7 @@ fn certified(
 /// The certificate of the site a ClientHello's name (SNI) routes to.
 #[derive(Debug)]
 struct BySite {
-    router: crate::site::Router,
+    router: crate::router::Router,
     /// One per site, in the router's order.
     keys: Vec<Arc<rustls::sign::CertifiedKey>>,
 }
@@ -707,7 +707,7 @@ mod tests {
         std::fs::write(&cert, made.cert.pem()).unwrap();
         std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
         let mut cfg = Config::new(".".into());
-        cfg.tls_listen = vec![crate::listen::Endpoint::Ip(([127, 0, 0, 1], 0).into())];
+        cfg.tls_listen = vec![crate::config::Endpoint::Ip(([127, 0, 0, 1], 0).into())];
         cfg.tls_cert = Some(cert);
         cfg.tls_key = Some(key);
         let mut server_cfg = (*load(&cfg).unwrap().unwrap()).clone();

@@ -9,16 +9,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::config::Endpoint;
 use crate::config::{AccessLog, Config, LogFormat, SiteConfig};
 use crate::conn::{Aborted, After, Conn, Cut};
 use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Disk, Inbox, Job};
 use crate::files::FileCache;
-use crate::listen::{
-    bind_all, hand_out, status_line, BindError, Bound, Endpoint, Kind, Listener, Peer,
-};
+use crate::listen::{bind_all, hand_out, status_line, BindError, Bound, Kind, Listener, Peer};
 use crate::logs::{more, AccessLines, AccessTarget, LogFile, RateLimit};
-use crate::site::{Host, Response, Site};
+use crate::response::Response;
+use crate::site::{Host, Site};
 use crate::stats::{Board, Earlier, Stats};
 use linerate_event::{
     Driver, DriverChoice, EpollDriver, Interest, Io, Ready, Tick, Timers, UringDriver,
@@ -1597,12 +1597,12 @@ fn write_access(
     r: &Response,
     aborted: Option<Aborted>,
 ) {
-    let body = aborted.map_or(r.body_bytes, |a| a.body_sent);
+    let body = aborted.map_or(r.record.body_bytes, |a| a.body_sent);
     stats.record(
-        r.method,
-        r.status.code(),
+        r.record.method,
+        r.record.status.code(),
         body,
-        r.started.map(|t| t.elapsed()),
+        r.record.started.map(|t| t.elapsed()),
     );
     if let Some(l) = log.as_mut() {
         let line = log_line(style, c.peer, r, aborted, SystemTime::now());
@@ -1627,24 +1627,24 @@ fn log_line(
     use std::fmt::Write as _;
     let (status, body_bytes) = match aborted {
         Some(a) if a.nothing_sent && a.cut == Cut::Client => (499, 0),
-        Some(a) => (r.status.code(), a.body_sent),
-        None => (r.status.code(), r.body_bytes),
+        Some(a) => (r.record.status.code(), a.body_sent),
+        None => (r.record.status.code(), r.record.body_bytes),
     };
     if style.format == LogFormat::Json {
-        let mut words = r.request_line.splitn(3, ' ');
+        let mut words = r.record.request_line.splitn(3, ' ');
         let (method, path) = (words.next(), words.next());
         let mut v = serde_json::json!({
             "time": humantime::format_rfc3339_micros(t).to_string(),
             "remote": peer.remote(),
-            "host": r.host,
-            "request": r.request_line,
+            "host": r.record.host,
+            "request": r.record.request_line,
             "method": method,
             "path": path,
             "status": status,
             "bytes": body_bytes,
-            "duration_us": r.started.map(|s| s.elapsed().as_micros() as u64),
-            "user_agent": r.user_agent.as_deref().map(json_text),
-            "referer": r.referer.as_deref().map(json_text),
+            "duration_us": r.record.started.map(|s| s.elapsed().as_micros() as u64),
+            "user_agent": r.record.user_agent.as_deref().map(json_text),
+            "referer": r.record.referer.as_deref().map(json_text),
             "transmit": style.transmit,
         });
         if let Some(a) = aborted {
@@ -1654,9 +1654,9 @@ fn log_line(
         line.push('\n');
         return line;
     }
-    let mut line = String::with_capacity(80 + r.request_line.len());
+    let mut line = String::with_capacity(80 + r.record.request_line.len());
     let _ = write!(line, "{} - - [{}] \"", peer.remote(), clf_date(t));
-    clf_escape(&mut line, r.request_line.as_bytes());
+    clf_escape(&mut line, r.record.request_line.as_bytes());
     let _ = write!(line, "\" {status} ");
     match body_bytes {
         0 => line.push('-'),
@@ -1665,7 +1665,7 @@ fn log_line(
         }
     }
     if style.format == LogFormat::Combined {
-        for field in [&r.referer, &r.user_agent] {
+        for field in [&r.record.referer, &r.record.user_agent] {
             match field {
                 Some(v) => {
                     line.push_str(" \"");
@@ -1760,7 +1760,7 @@ mod tests {
 
     fn response(line: &str, host: Option<&str>, status: Status, bytes: u64) -> Response {
         let mut r = Response::new(Default::default(), status, true, line.into(), bytes);
-        r.host = host.map(str::to_string);
+        r.record.host = host.map(str::to_string);
         r
     }
 
@@ -1815,7 +1815,7 @@ mod tests {
         );
         // Combined: CLF, then the Referer and the User-Agent, escaped, "-" when absent.
         let mut r = response("GET / HTTP/1.1", None, Status::Ok, 5);
-        r.user_agent = Some(b"curl/8 \"x\" \xff".to_vec());
+        r.record.user_agent = Some(b"curl/8 \"x\" \xff".to_vec());
         assert_eq!(
             log_line(&COMBINED, peer, &r, None, t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl/8 \\x22x\\x22 \\xFF\"\n"

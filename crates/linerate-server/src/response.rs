@@ -1,0 +1,123 @@
+//! A response as the output queue takes it: the plan of what to send ([`Plan`]: its
+//! parts, head first, and whether the connection closes after it), what the access log
+//! and the metrics say of it ([`Record`]), and how much of it has left ([`Progress`],
+//! the queue's to keep). Built by [`crate::site`], sent by [`crate::output`], logged by
+//! the worker.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::sync::Arc;
+use std::time::Instant;
+
+use linerate_http::request::Method;
+use linerate_http::Status;
+
+use crate::disk::Residency;
+
+/// A byte range of an open file, sent by the configured strategy.
+pub(crate) struct FileRange {
+    pub file: Arc<File>,
+    /// Where the range starts in the file.
+    pub offset: u64,
+    pub len: u64,
+    /// What is known of its pages' residency.
+    pub residency: Residency,
+}
+
+/// A piece of a response body or head.
+pub(crate) enum Part {
+    /// Owned bytes (heads, error bodies, listings).
+    Bytes(Vec<u8>),
+    /// `start..end` of cached file contents.
+    Shared {
+        buf: Arc<[u8]>,
+        start: usize,
+        end: usize,
+    },
+    /// A range of an open file.
+    File(FileRange),
+}
+
+impl Part {
+    pub fn len(&self) -> u64 {
+        match self {
+            Part::Bytes(b) => b.len() as u64,
+            Part::Shared { start, end, .. } => (end - start) as u64,
+            Part::File(f) => f.len,
+        }
+    }
+}
+
+/// What to send.
+pub(crate) struct Plan {
+    /// The head, then the body's parts.
+    pub parts: VecDeque<Part>,
+    /// Close the connection after it.
+    pub close: bool,
+}
+
+/// What the access log and the metrics say of a response.
+pub(crate) struct Record {
+    pub status: Status,
+    /// The request line as the log writes it (`-` for no request).
+    pub request_line: String,
+    /// The request's authority (absolute-form target, else `Host`).
+    pub host: Option<String>,
+    /// Body bytes the response has.
+    pub body_bytes: u64,
+    /// The request's method (none: an answer to no request, such as a 400).
+    pub method: Option<Method>,
+    /// When the request was complete, by the worker loop's clock (None: an answer to no
+    /// request; set by the connection).
+    pub started: Option<Instant>,
+    /// `User-Agent` and `Referer` as sent, kept for an access log that writes them.
+    pub user_agent: Option<Vec<u8>>,
+    pub referer: Option<Vec<u8>>,
+}
+
+/// How much of a response has left.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Progress {
+    /// Bytes of the head (the first part), set when the response is queued.
+    pub head_bytes: u64,
+    /// Bytes of parts sent whole and taken off the front.
+    pub sent: u64,
+}
+
+/// A response on its way out.
+pub(crate) struct Response {
+    pub plan: Plan,
+    pub record: Record,
+    pub progress: Progress,
+}
+
+impl Response {
+    /// A response of `parts` (its head first) with `status`, for a request whose line
+    /// the log writes as `request_line`; `body_bytes` of body; closing after it unless
+    /// `keep_alive`.
+    pub fn new(
+        parts: VecDeque<Part>,
+        status: Status,
+        keep_alive: bool,
+        request_line: String,
+        body_bytes: u64,
+    ) -> Response {
+        Response {
+            plan: Plan {
+                parts,
+                close: !keep_alive,
+            },
+            record: Record {
+                status,
+                request_line,
+                host: None,
+                body_bytes,
+                method: None,
+                started: None,
+                user_agent: None,
+                referer: None,
+            },
+            progress: Progress::default(),
+        }
+    }
+}
