@@ -4,10 +4,12 @@
 //! and the HTTP load generator (wrk's role).
 //!
 //! Benchmarks return plain data (serde-serializable results) and leave statistics to
-//! `linerate stat`; the binary prints them.
+//! `linerate stat`; [`cli`] is their command lines (`linerate bench …`, `linerate
+//! sink`) and prints them, human or `--json`, for the binary to dispatch to.
 
 #![forbid(unsafe_code)]
 
+pub mod cli;
 pub mod cold;
 pub mod compare;
 pub mod conns;

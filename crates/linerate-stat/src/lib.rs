@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod command;
 mod format;
 mod input;
 pub mod paired;

@@ -1,15 +1,15 @@
-//! `linerate bench stream --table`: the command line of [`linerate_bench::table`].
+//! `linerate bench stream --table`: the command line of [`crate::table`].
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use linerate_bench::stream::Limit;
-use linerate_bench::table::{self, Event, Grid, TableConfig};
+use crate::stream::Limit;
+use crate::table::{self, Event, Grid, TableConfig};
 use linerate_tx::format_size;
 
-use crate::{stop_flag, stream_config, usage_error, StreamArgs};
+use super::{stop_flag, stream_config, usage_error, StreamArgs};
 
 /// Runs per cell without -i.
 const DEFAULT_ROUNDS: u32 = 5;

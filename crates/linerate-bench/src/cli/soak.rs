@@ -1,4 +1,4 @@
-//! `linerate bench soak`: the command line over `linerate_bench::soak`, and the server
+//! `linerate bench soak`: the command line over `crate::soak`, and the server
 //! it starts when none is given.
 
 use std::io::{BufRead, BufReader};
@@ -7,11 +7,11 @@ use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::soak::{self, SoakConfig, SoakReport};
 use anyhow::Context;
 use clap::Args;
-use linerate_bench::soak::{self, SoakConfig, SoakReport};
 
-use crate::{parse_seconds, stop_flag, usage_error};
+use super::{parse_seconds, stop_flag, usage_error};
 
 #[derive(Args, Debug, Clone)]
 pub struct SoakArgs {
@@ -67,7 +67,7 @@ pub fn run_soak(a: SoakArgs) -> anyhow::Result<ExitCode> {
                     "-- SERVE-FLAGS: only for the server the soak starts",
                 ));
             }
-            let (target, host, _) = match crate::http_cmd::parse_url(url) {
+            let (target, host, _) = match super::http::parse_url(url) {
                 Ok(t) => t,
                 Err(e) => return Ok(usage_error(&format!("URL {e}"))),
             };
@@ -193,7 +193,7 @@ fn stop_server(s: &mut Started) -> Option<i32> {
 }
 
 fn print_soak(r: &SoakReport, exit: Option<Option<i32>>) {
-    let statuses = crate::http_cmd::by_status(&r.statuses);
+    let statuses = super::http::by_status(&r.statuses);
     println!(
         "soak: {:.0} s, {} requests sent, {} answered ({}); {} resets, {} slow readers, {} file changes",
         r.seconds,

@@ -1,15 +1,15 @@
-//! `linerate bench conns`: tcpp's many-connection test on [`linerate_bench::conns`].
+//! `linerate bench conns`: tcpp's many-connection test on [`crate::conns`].
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use crate::conns::{self, ConnsConfig, ConnsResult, Direction};
+use crate::stream::NetnsSettings;
 use anyhow::Context;
 use clap::{Args, Parser};
-use linerate_bench::conns::{self, ConnsConfig, ConnsResult, Direction};
-use linerate_bench::stream::NetnsSettings;
 
-use crate::{parse_confidence, parse_on_off, parse_positive_size_u64, usage_error};
+use super::{parse_confidence, parse_on_off, parse_positive_size_u64, usage_error};
 
 #[derive(Args, Debug)]
 pub struct ConnsArgs {
@@ -96,7 +96,7 @@ struct ConnsOnly {
 fn config(a: &ConnsArgs) -> Result<ConnsConfig, String> {
     let allowed = linerate_sys::cpu::allowed_cpus().unwrap_or_default();
     for &c in &a.cpu_client {
-        linerate_bench::cpu::check_cpu("--cpu-client", c)?;
+        crate::cpu::check_cpu("--cpu-client", c)?;
         if !allowed.is_empty() && !allowed.contains(&c) {
             return Err(format!(
                 "--cpu-client: CPU {c} is not one this process may use ({allowed:?})"
@@ -104,9 +104,9 @@ fn config(a: &ConnsArgs) -> Result<ConnsConfig, String> {
         }
     }
     if let Some(c) = a.cpu_sink {
-        linerate_bench::cpu::check_cpu("--cpu-sink", c)?;
+        crate::cpu::check_cpu("--cpu-sink", c)?;
     }
-    let pin = !a.no_pin && linerate_bench::cpu::online_cpus() >= 2;
+    let pin = !a.no_pin && crate::cpu::online_cpus() >= 2;
     let client_cpus = match (&a.cpu_client[..], pin) {
         ([], true) => vec![0],
         (list, _) => list.to_vec(),
@@ -155,7 +155,7 @@ pub fn run(a: ConnsArgs) -> anyhow::Result<ExitCode> {
         Ok(c) => c,
         Err(e) => return Ok(usage_error(&e)),
     };
-    let stop = crate::stop_flag()?;
+    let stop = super::stop_flag()?;
     if a.compare.is_none() && a.iterations == 1 {
         let r = conns::run(&base, &stop)?;
         if a.json {
@@ -170,7 +170,7 @@ pub fn run(a: ConnsArgs) -> anyhow::Result<ExitCode> {
             "-i: statistics need at least 3 runs per variant",
         ));
     }
-    let labels = match crate::variant_labels(a.compare.as_deref(), "run") {
+    let labels = match super::variant_labels(a.compare.as_deref(), "run") {
         Ok(l) => l,
         Err(e) => return Ok(usage_error(&e)),
     };
@@ -178,33 +178,28 @@ pub fn run(a: ConnsArgs) -> anyhow::Result<ExitCode> {
         vec![base.clone()]
     } else {
         let words = |l: &str| l.split_whitespace().map(str::to_string).collect();
-        match crate::variant_configs("conns", &labels, words, |p: ConnsOnly| p.args, config) {
+        match super::variant_configs("conns", &labels, words, |p: ConnsOnly| p.args, config) {
             Ok(c) => c,
             Err(e) => return Ok(usage_error(&e)),
         }
     };
     let total = a.iterations as usize * configs.len();
     let mut done = 0;
-    let runs = linerate_bench::series::interleave(
-        &configs,
-        a.iterations as usize,
-        &stop,
-        |cfg, round| {
-            let r = conns::run(cfg, &stop)?;
-            done += 1;
-            if !a.json {
-                eprintln!(
+    let runs = crate::series::interleave(&configs, a.iterations as usize, &stop, |cfg, round| {
+        let r = conns::run(cfg, &stop)?;
+        done += 1;
+        if !a.json {
+            eprintln!(
                     "[{done}/{total}] round {}: {:.2} 10^6bits/s, {:.1} connections/s, client {:.3} us/KB",
                     round + 1,
                     r.throughput_mbps,
                     r.connections_per_second,
                     r.client.service_demand_us_per_kb
                 );
-            }
-            Ok::<_, linerate_bench::stream::StreamError>(r)
-        },
-    )?;
-    let judged = linerate_bench::series::judge_metrics(
+        }
+        Ok::<_, crate::stream::StreamError>(r)
+    })?;
+    let judged = crate::series::judge_metrics(
         &conns::METRICS,
         &labels,
         &runs,
@@ -213,7 +208,7 @@ pub fn run(a: ConnsArgs) -> anyhow::Result<ExitCode> {
     )
     .context("--out: writing the samples")?;
     let runs = serde_json::to_value(&runs)?;
-    crate::print_judged(&judged, &labels, a.iterations, a.confidence, runs, a.json)?;
+    super::print_judged(&judged, &labels, a.iterations, a.confidence, runs, a.json)?;
     Ok(ExitCode::SUCCESS)
 }
 

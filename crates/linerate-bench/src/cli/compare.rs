@@ -1,16 +1,16 @@
-//! `linerate bench compare`: the command line over `linerate_bench::compare`.
+//! `linerate bench compare`: the command line over `crate::compare`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use crate::compare::{self, report, Client, CompareConfig, Event, Peer, ServerSpec};
+use crate::http::Workload;
 use anyhow::Context;
 use clap::Args;
-use linerate_bench::compare::{self, report, Client, CompareConfig, Event, Peer, ServerSpec};
-use linerate_bench::http::Workload;
 
-use crate::http_cmd::{format_us, run_line, FileSetArgs, LoadArgs};
-use crate::{parse_confidence, stop_flag, usage_error};
+use super::http::{format_us, run_line, FileSetArgs, LoadArgs};
+use super::{parse_confidence, stop_flag, usage_error};
 
 #[derive(Args, Debug)]
 pub struct CompareArgs {
@@ -38,7 +38,7 @@ pub struct CompareArgs {
     #[arg(long)]
     netns: bool,
     /// With --netns: TSO and GSO on the veth pair.
-    #[arg(long, default_value = "on", value_parser = crate::parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
+    #[arg(long, default_value = "on", value_parser = super::parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
     tso: bool,
     /// Runs per server and workload (at least 3); servers are interleaved.
     #[arg(short = 'i', long = "iterations", value_name = "N", default_value = "5", value_parser = clap::value_parser!(u32).range(3..=1000))]
@@ -62,7 +62,7 @@ pub struct CompareArgs {
     /// the peers compress each response (nginx gzip on, lighttpd mod_deflate, h2o
     /// compress; needs --client wrk) while linerate still sends the .gz.
     #[arg(long, value_name = "static|dynamic")]
-    gzip: Option<linerate_bench::compare::peers::Gzip>,
+    gzip: Option<crate::compare::peers::Gzip>,
     /// HTTPS: every server (nginx, lighttpd with mod_openssl, h2o, linerate) with one
     /// self-signed ECDSA P-256 certificate made for the run, TLS 1.3 and 1.2, the
     /// client offering AES-128-GCM alone; with --close each request is a full handshake.
@@ -109,7 +109,7 @@ impl ServerSetArgs {
         exe: &std::path::Path,
         default: &[Peer],
     ) -> Result<Vec<ServerSpec>, String> {
-        let common = crate::words(self.linerate_args.as_deref());
+        let common = super::words(self.linerate_args.as_deref());
         compare::server_specs(&compare::Lineup {
             peers: self.servers.as_deref().unwrap_or(default),
             variants: &self.variants,
@@ -159,17 +159,17 @@ fn parse_bin(s: &str) -> Result<(String, PathBuf), String> {
     Ok((variant_name(name)?, PathBuf::from(path)))
 }
 
-pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
+pub fn run_compare(a: CompareArgs, build: crate::machine::Build) -> anyhow::Result<ExitCode> {
     if let Err(e) = a.load.check() {
         return Ok(usage_error(&e));
     }
     if let Some(Err(e)) = a
         .server_cpu
-        .map(|c| linerate_bench::cpu::check_cpu("--server-cpu", c))
+        .map(|c| crate::cpu::check_cpu("--server-cpu", c))
     {
         return Ok(usage_error(&e));
     }
-    let cpus = linerate_bench::cpu::online_cpus();
+    let cpus = crate::cpu::online_cpus();
     let (sizes, mix) = if a.set.sizes.is_empty() && a.set.mix.is_none() {
         // wrk asks for one URL per run: by default it runs the sizes only.
         (
@@ -205,7 +205,7 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         server_cpu,
         netns: a
             .netns
-            .then_some(linerate_bench::netns::NetnsSettings { tso: a.tso }),
+            .then_some(crate::netns::NetnsSettings { tso: a.tso }),
         connections: a.load.connections.iter().map(|&c| c as usize).collect(),
         iterations: a.iterations as usize,
         warmup: a.warmup as usize,
@@ -213,7 +213,7 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         out: Some(a.out.join("samples")),
         gzip: a.gzip,
         tls: a.tls,
-        build: crate::build(),
+        build,
     };
     if let Err(e) = compare::check(&cfg) {
         return Ok(usage_error(&e));
@@ -299,7 +299,7 @@ pub fn run_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         for (metric, unit, text) in &w.judged.reports {
             println!("{metric} ({unit}):\n{text}");
         }
-        crate::print_verdicts(&w.judged.verdicts);
+        super::print_verdicts(&w.judged.verdicts);
         println!();
     }
     println!(
@@ -325,10 +325,10 @@ pub struct ColdArgs {
     #[arg(long, value_name = "N", default_value = "24", value_parser = clap::value_parser!(u32).range(1..=10_000))]
     files: u32,
     /// Bytes of each cold file.
-    #[arg(long, value_name = "BYTES", default_value = "16M", value_parser = crate::parse_positive_size)]
+    #[arg(long, value_name = "BYTES", default_value = "16M", value_parser = super::parse_positive_size)]
     size: usize,
     /// Seconds of the hot load per run.
-    #[arg(short = 'd', long = "duration", value_name = "SECONDS", default_value = "3", value_parser = crate::parse_seconds)]
+    #[arg(short = 'd', long = "duration", value_name = "SECONDS", default_value = "3", value_parser = super::parse_seconds)]
     duration: std::time::Duration,
     /// Keep-alive connections of the hot load.
     #[arg(short = 'c', long = "connections", value_name = "N", default_value = "8", value_parser = clap::value_parser!(u32).range(1..=10_000))]
@@ -356,11 +356,11 @@ pub struct ColdArgs {
 /// `linerate bench cold`.
 pub fn run_cold(a: ColdArgs) -> anyhow::Result<ExitCode> {
     for &c in a.cpu.iter().chain(a.server_cpu.iter()) {
-        if let Err(e) = linerate_bench::cpu::check_cpu("--cpu/--server-cpu", c) {
+        if let Err(e) = crate::cpu::check_cpu("--cpu/--server-cpu", c) {
             return Ok(usage_error(&e));
         }
     }
-    let cpus = linerate_bench::cpu::online_cpus();
+    let cpus = crate::cpu::online_cpus();
     if let Some(p) = a
         .set_of
         .servers
@@ -390,16 +390,16 @@ pub fn run_cold(a: ColdArgs) -> anyhow::Result<ExitCode> {
     } else {
         a.cpu.clone()
     };
-    let hot = linerate_bench::http::HttpConfig {
+    let hot = crate::http::HttpConfig {
         target: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         host: String::new(),
-        workload: Arc::new(linerate_bench::http::Workload::List(Vec::new())),
+        workload: Arc::new(crate::http::Workload::List(Vec::new())),
         connections: a.connections as usize,
         threads: 1,
         pipeline: 1,
         close: false,
         rate: None,
-        limit: linerate_bench::http::Limit::Time(a.duration),
+        limit: crate::http::Limit::Time(a.duration),
         checksum: false,
         timeout: std::time::Duration::from_secs(10),
         headers: Vec::new(),
@@ -409,7 +409,7 @@ pub fn run_cold(a: ColdArgs) -> anyhow::Result<ExitCode> {
         seed: 1,
         tls: None,
     };
-    let cfg = linerate_bench::cold::ColdConfig {
+    let cfg = crate::cold::ColdConfig {
         servers,
         dir: a.dir.clone(),
         files: a.files as usize,
@@ -422,7 +422,7 @@ pub fn run_cold(a: ColdArgs) -> anyhow::Result<ExitCode> {
     };
     let stop = stop_flag()?;
     let quiet = a.json;
-    let r = linerate_bench::cold::run(&cfg, &stop, &mut |round, name, r| {
+    let r = crate::cold::run(&cfg, &stop, &mut |round, name, r| {
         if !quiet {
             eprintln!(
                 "round {round} {name}: hot p99 {}, p99.9 {}, max {}, {:.0} req/s; cold {:.0} MB/s",
@@ -441,7 +441,7 @@ pub fn run_cold(a: ColdArgs) -> anyhow::Result<ExitCode> {
     for (metric, unit, text) in &r.judged.reports {
         println!("{metric} ({unit}):\n{text}");
     }
-    crate::print_verdicts(&r.judged.verdicts);
+    super::print_verdicts(&r.judged.verdicts);
     println!("samples under {}", a.out.display());
     Ok(ExitCode::SUCCESS)
 }

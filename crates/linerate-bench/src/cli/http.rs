@@ -1,5 +1,5 @@
 //! `linerate bench http` and `linerate bench files`: the command lines over
-//! `linerate_bench::http`.
+//! `crate::http`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
@@ -7,13 +7,13 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::compare;
+use crate::http::{self, workload, HttpConfig, HttpResult, Limit, Workload};
+use crate::series;
 use anyhow::Context;
 use clap::{Args, Parser};
-use linerate_bench::compare;
-use linerate_bench::http::{self, workload, HttpConfig, HttpResult, Limit, Workload};
-use linerate_bench::series;
 
-use crate::{parse_confidence, parse_seconds, parse_size_u64, stop_flag, usage_error};
+use super::{parse_confidence, parse_seconds, parse_size_u64, stop_flag, usage_error};
 
 #[derive(Args, Debug, Clone)]
 pub struct HttpArgs {
@@ -72,7 +72,7 @@ pub struct HttpArgs {
     #[arg(long, conflicts_with_all = ["urls", "urls_file", "server_pid", "compare"])]
     netns: bool,
     /// With --netns: TSO and GSO on the veth pair.
-    #[arg(long, default_value = "on", value_parser = crate::parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
+    #[arg(long, default_value = "on", value_parser = super::parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
     tso: bool,
     /// With --netns: the server's CPU (default: 1 when there are two CPUs or more; the
     /// load then defaults to CPU 0).
@@ -176,7 +176,7 @@ impl LoadArgs {
             return Err("--connections: a count is named twice".into());
         }
         for &c in &self.cpu {
-            linerate_bench::cpu::check_cpu("--cpu", c)?;
+            crate::cpu::check_cpu("--cpu", c)?;
         }
         Ok(())
     }
@@ -497,11 +497,11 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
     // --cpu was checked with the other load flags above.
     if let Some(Err(e)) = a
         .server_cpu
-        .map(|c| linerate_bench::cpu::check_cpu("--server-cpu", c))
+        .map(|c| crate::cpu::check_cpu("--server-cpu", c))
     {
         return Ok(usage_error(&e));
     }
-    let cpus = linerate_bench::cpu::online_cpus();
+    let cpus = crate::cpu::online_cpus();
     let queues = match a.queues {
         None => Vec::new(),
         Some(n) => {
@@ -527,17 +527,17 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
             queues.clone()
         };
     }
-    let status_path = crate::words(a.linerate_args.as_deref())
+    let status_path = super::words(a.linerate_args.as_deref())
         .windows(2)
         .find(|w| w[0] == "--status-path")
         .map(|w| w[1].clone());
     let hosted = compare::Hosted::start(&compare::HostedConfig {
         exe: std::env::current_exe().context("finding the linerate binary")?,
-        args: crate::words(a.linerate_args.as_deref()),
+        args: super::words(a.linerate_args.as_deref()),
         root: a.root.clone(),
         sizes: a.set.sizes.clone(),
         mix_dirs: a.set.mix.is_some().then_some(a.set.dirs as usize),
-        netns: linerate_bench::netns::NetnsSettings { tso: a.tso },
+        netns: crate::netns::NetnsSettings { tso: a.tso },
         client_cpu: a.load.cpu.first().copied(),
         server_cpu,
         queues: queues.clone(),
@@ -553,9 +553,9 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
     a.server_pid = Some(hosted.pid());
     let ns = hosted.client_ns().to_string();
     let addr = hosted.addr();
-    let code = linerate_bench::netns::within(Some(&ns), move || run_http_on(a, server_cpu))??;
+    let code = crate::netns::within(Some(&ns), move || run_http_on(a, server_cpu))??;
     if let (false, Some(path)) = (queues.is_empty(), status_path) {
-        let got = linerate_bench::netns::within(Some(&ns), move || status_of(addr, &path))?;
+        let got = crate::netns::within(Some(&ns), move || status_of(addr, &path))?;
         match got {
             Ok(v) => eprintln!(
                 "server: {} connections taken on their receive CPU, {} elsewhere (steer: {})",
@@ -627,8 +627,8 @@ fn run_http_on(a: HttpArgs, server_core: Option<usize>) -> anyhow::Result<ExitCo
     }
     // Variants: the command line with the variant's words last (they win); a variant
     // that starts with a URL replaces the command line's URLs.
-    let given = crate::words_after("http");
-    let labels = match crate::variant_labels(a.compare.as_deref(), "run") {
+    let given = super::words_after("http");
+    let labels = match super::variant_labels(a.compare.as_deref(), "run") {
         Ok(l) => l,
         Err(e) => return Ok(usage_error(&e)),
     };
@@ -703,7 +703,7 @@ fn run_http_on(a: HttpArgs, server_core: Option<usize>) -> anyhow::Result<ExitCo
             for (metric, unit, text) in &judged.reports {
                 println!("{metric} ({unit}):\n{text}");
             }
-            crate::print_verdicts(&judged.verdicts);
+            super::print_verdicts(&judged.verdicts);
         }
         out.push(serde_json::json!({
             "workload": workload,
@@ -890,7 +890,7 @@ pub struct IdleArgs {
     /// with --workers workers and a 600 s keep-alive), compared by memory per
     /// connection against the first.
     #[command(flatten)]
-    set_of: crate::compare_cmd::ServerSetArgs,
+    set_of: super::compare::ServerSetArgs,
     /// With --servers: rounds, servers interleaved in each (at least 3).
     #[arg(short = 'i', long = "iterations", value_name = "N", default_value = "5", value_parser = clap::value_parser!(u32).range(3..=1000))]
     iterations: u32,
@@ -913,14 +913,11 @@ fn run_idle_servers(a: IdleArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let exe = std::env::current_exe().context("finding the linerate binary")?;
-    let servers = match a
-        .set_of
-        .specs(&exe, &[linerate_bench::compare::Peer::Linerate])
-    {
+    let servers = match a.set_of.specs(&exe, &[crate::compare::Peer::Linerate]) {
         Ok(s) => s,
         Err(e) => return Ok(usage_error(&e)),
     };
-    let cfg = linerate_bench::idle::IdleCompareConfig {
+    let cfg = crate::idle::IdleCompareConfig {
         servers,
         rounds: a.iterations as usize,
         connections: a.connections.unwrap_or(10_000) as usize,
@@ -931,7 +928,7 @@ fn run_idle_servers(a: IdleArgs) -> anyhow::Result<ExitCode> {
     };
     let stop = stop_flag()?;
     let quiet = a.json;
-    let r = linerate_bench::idle::compare(&cfg, &stop, &mut |round, name, r| {
+    let r = crate::idle::compare(&cfg, &stop, &mut |round, name, r| {
         if !quiet {
             eprintln!(
                 "round {round} {name}: {} connections held, {:.0} bytes each",
@@ -950,7 +947,7 @@ fn run_idle_servers(a: IdleArgs) -> anyhow::Result<ExitCode> {
     if let Some(text) = &r.report {
         println!("server memory per idle connection, bytes:\n{text}");
     }
-    crate::print_verdicts(&r.verdicts);
+    super::print_verdicts(&r.verdicts);
     println!("samples under {}", a.out.display());
     Ok(ExitCode::SUCCESS)
 }
@@ -966,11 +963,11 @@ pub fn run_idle(a: IdleArgs) -> anyhow::Result<ExitCode> {
         Err(e) => return Ok(usage_error(&format!("URL {e}"))),
     };
     if let Some(pid) = a.server_pid {
-        if linerate_bench::procs::Usage::of_tree(pid).is_none() {
+        if crate::procs::Usage::of_tree(pid).is_none() {
             return Ok(usage_error(&format!("--server-pid {pid}: no such process")));
         }
     }
-    let cfg = linerate_bench::idle::IdleConfig {
+    let cfg = crate::idle::IdleConfig {
         target,
         host,
         path,
@@ -978,7 +975,7 @@ pub fn run_idle(a: IdleArgs) -> anyhow::Result<ExitCode> {
         hold: a.hold.unwrap_or(Duration::ZERO),
         server_pid: a.server_pid,
     };
-    let r = linerate_bench::idle::run(&cfg).with_context(|| url.to_string())?;
+    let r = crate::idle::run(&cfg).with_context(|| url.to_string())?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
     } else {
@@ -1000,7 +997,7 @@ pub(crate) fn by_status(statuses: &std::collections::BTreeMap<u16, u64>) -> Vec<
     statuses.iter().map(|(s, n)| format!("{n} × {s}")).collect()
 }
 
-fn print_idle(r: &linerate_bench::idle::IdleReport) {
+fn print_idle(r: &crate::idle::IdleReport) {
     let statuses = by_status(&r.statuses);
     println!(
         "idle connections: {} of {} held ({:.1} s to open), answers {}",
