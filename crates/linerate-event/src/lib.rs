@@ -26,6 +26,7 @@
 #![forbid(unsafe_code)]
 
 pub mod driver;
+pub mod exec;
 pub mod timer;
 
 pub use driver::{Driver, DriverChoice, EpollDriver, Interest, Io, Ready, UringDriver};

@@ -5,7 +5,9 @@
 //! pipelines without reading cannot grow the server's memory. The socket is registered
 //! edge-triggered, so each call reads and writes until the kernel says `EAGAIN` (or the
 //! engine says the buffer is full). The output queue makes no call itself: `flush`
-//! here is its executor.
+//! hands each operation it asks for to an executor (the TLS session as a filter on an
+//! HTTPS connection, the driver for a gather under the ring, else
+//! `linerate_event::exec::now`).
 //!
 //! Under a driver that does the connection's I/O on its ring ([`Driver::ring_io`]),
 //! the connection reads nothing itself: the bytes come from the driver
@@ -26,12 +28,12 @@ use std::time::{Instant, SystemTime};
 
 use linerate_http::connection::{Connection, Ending, Event};
 use linerate_http::request::Limits;
-use linerate_sys::net::{self, SendFlags};
+use linerate_sys::op::Op;
 use linerate_sys::Errno;
 use linerate_tx::{Flow, TxError, TxSocket};
 
 use crate::listen::Peer;
-use crate::output::{Ctx, OutNext, OutOp, Output, Piece};
+use crate::output::{Ctx, OutNext, Output};
 use crate::response::{Part, Response};
 use crate::site::Site;
 use crate::tls::{Handoff, Refused, Session};
@@ -662,7 +664,7 @@ impl Conn {
             let fd = self.sock.as_fd();
             let r = if let Some(r) = self.sent.take() {
                 // The driver's gather completed.
-                r.map(|n| n as usize).map_err(io::Error::from)
+                r.map(|n| n as usize)
             } else if self.sending {
                 return Ok(true);
             } else {
@@ -714,24 +716,7 @@ impl Conn {
                         self.tx = Some(Box::new(TxSocket::new(fd, config)?));
                         continue;
                     }
-                    OutNext::Op(OutOp::Gather { pieces, .. }) if self.tls.is_some() => {
-                        let Some(t) = self.tls.as_deref_mut() else {
-                            unreachable!("checked above")
-                        };
-                        t.write_pieces(pieces.iter().map(|p| p.bytes), now)
-                    }
-                    OutNext::Op(OutOp::Transmit(op)) if self.tls.is_some() => {
-                        let (Some(t), Some(tx)) = (self.tls.as_deref_mut(), self.tx.as_deref_mut())
-                        else {
-                            unreachable!("a transmit's operation comes after PrepareSocket")
-                        };
-                        match op {
-                            // The copy strategy's sends go into the session.
-                            linerate_tx::Op::Send { data, .. } => t.write(data, now),
-                            mut op => linerate_tx::op::execute(fd, tx, &mut op)?,
-                        }
-                    }
-                    OutNext::Op(OutOp::Gather { pieces, more }) if self.ring => {
+                    OutNext::Op(Op::Gather { pieces, more }) if self.ring && self.tls.is_none() => {
                         // Handed to the driver, which owns what it sends (a copy of owned
                         // bytes, a reference to cached ones) until its completion.
                         let mut buf = driver.send_buf();
@@ -747,30 +732,26 @@ impl Conn {
                         self.sending = true;
                         return Ok(true);
                     }
-                    OutNext::Op(OutOp::Gather { pieces, more }) => {
-                        let flags = if more {
-                            SendFlags::MORE
-                        } else {
-                            SendFlags::NONE
-                        };
-                        let slices = Piece::slices(&pieces);
-                        retry(|| net::sendv(fd, &slices, flags))
-                    }
-                    OutNext::Op(OutOp::Transmit(mut op)) => {
-                        let Some(tx) = self.tx.as_deref_mut() else {
-                            unreachable!("a transmit's operation comes after PrepareSocket")
-                        };
-                        linerate_tx::op::execute(fd, tx, &mut op)?
-                    }
-                    // nginx's `tcp_nopush` for a file body.
-                    OutNext::Op(OutOp::Cork(on)) => {
-                        retry(|| net::set_option(fd, net::SockOpt::Cork, i32::from(on)).map(|()| 0))
-                    }
+                    OutNext::Op(mut op) => match (&op, self.tls.as_deref_mut()) {
+                        // TLS as a filter: what the queue sends goes into the session as
+                        // plaintext, and its records leave above (`push_records`); the
+                        // `copy` strategy's file reads are made as anywhere.
+                        (Op::Gather { pieces, .. }, Some(t)) => t
+                            .write_pieces(pieces.iter().map(|p| p.bytes), now)
+                            .map_err(|e| Errno::from_io(&e)),
+                        (Op::Send { data, .. }, Some(t)) => {
+                            t.write(data, now).map_err(|e| Errno::from_io(&e))
+                        }
+                        _ => {
+                            let zc = self.tx.as_deref_mut().and_then(TxSocket::zero_copy);
+                            linerate_event::exec::now(fd, &mut op, zc)
+                        }
+                    },
                 }
             };
-            if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+            if r == Err(Errno::AGAIN) {
                 if let Some(o) = self.out.as_mut() {
-                    o.would_block();
+                    o.would_block(self.tx.as_deref_mut());
                 }
                 return Ok(true);
             }
@@ -867,16 +848,6 @@ impl Conn {
         for r in &out.take_finished() {
             self.http.sent();
             log(self, r, None);
-        }
-    }
-}
-
-/// Makes a call again while it is interrupted.
-fn retry(mut f: impl FnMut() -> io::Result<usize>) -> io::Result<usize> {
-    loop {
-        match f() {
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            r => return r,
         }
     }
 }

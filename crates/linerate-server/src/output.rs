@@ -26,12 +26,13 @@
 //! helpers if it is not resident, so a cold file's reads overlap its sends.
 
 use std::collections::VecDeque;
-use std::io::{self, IoSlice};
+use std::io;
 use std::os::fd::AsFd;
 use std::sync::Arc;
 
-use linerate_sys::net::IOV_MAX;
-use linerate_tx::{Flow, Next, Op, Source, Transmit, TxError, TxSocket};
+use linerate_sys::net::{SockOpt, IOV_MAX};
+use linerate_sys::op::{Completion, Op, Piece};
+use linerate_tx::{Flow, Next, Source, Transmit, TxError, TxSocket};
 
 use crate::config::Sending;
 use crate::disk::{Disk, Job, Residency};
@@ -56,36 +57,10 @@ pub(crate) struct Ctx<'a> {
     pub unix: bool,
 }
 
-/// A call on the connection's socket.
-pub(crate) enum OutOp<'a> {
-    /// `sendmsg` of these buffers, with `MSG_MORE` when a file part follows.
-    Gather { pieces: Vec<Piece<'a>>, more: bool },
-    /// The transmit engine's operation for the front file part.
-    Transmit(Op<'a>),
-    /// `TCP_CORK` on or off.
-    Cork(bool),
-}
-
-/// One buffer of a gather: its bytes, and the shared buffer they lie in (a cached
-/// file's contents) with their offset there, so that an executor that must own what
-/// it sends until the kernel is done (the ring) can hold a reference instead of a copy.
-#[derive(Clone, Copy)]
-pub(crate) struct Piece<'a> {
-    pub bytes: &'a [u8],
-    pub shared: Option<(&'a Arc<[u8]>, usize)>,
-}
-
-impl Piece<'_> {
-    /// The gather as `sendmsg` takes it.
-    pub fn slices<'a>(pieces: &[Piece<'a>]) -> Vec<IoSlice<'a>> {
-        pieces.iter().map(|p| IoSlice::new(p.bytes)).collect()
-    }
-}
-
 /// What the queue wants next.
 pub(crate) enum OutNext<'a> {
     /// Make this call, then [`Output::complete`] with its result.
-    Op(OutOp<'a>),
+    Op(Op<'a>),
     /// A file part is next and the socket has no transmit state yet: make it
     /// ([`TxSocket::new`]) and poll again.
     PrepareSocket,
@@ -221,7 +196,10 @@ impl Output {
             Step::PrepareSocket => Ok(OutNext::PrepareSocket),
             Step::Cork(on) => {
                 self.pending = Pending::Cork(on);
-                Ok(OutNext::Op(OutOp::Cork(on)))
+                Ok(OutNext::Op(Op::SetOption {
+                    opt: SockOpt::Cork,
+                    value: i32::from(on),
+                }))
             }
             Step::Gather => {
                 self.pending = Pending::Gather;
@@ -238,7 +216,7 @@ impl Output {
                 match t.poll_op(tx)? {
                     Next::Op(op) => {
                         self.pending = Pending::Transmit;
-                        Ok(OutNext::Op(OutOp::Transmit(op)))
+                        Ok(OutNext::Op(op))
                     }
                     Next::Done => unreachable!("a transmit with bytes left is not done"),
                 }
@@ -248,10 +226,10 @@ impl Output {
 
     /// The call [`Output::poll`] gave last would block: it is forgotten (the next poll
     /// asks again, from measurements made then).
-    pub fn would_block(&mut self) {
+    pub fn would_block(&mut self, tx: Option<&mut TxSocket>) {
         if std::mem::take(&mut self.pending) == Pending::Transmit {
-            if let Some(t) = self.transmit.as_mut() {
-                t.would_block();
+            if let (Some(t), Some(tx)) = (self.transmit.as_mut(), tx) {
+                t.would_block(tx);
             }
         }
     }
@@ -261,7 +239,7 @@ impl Output {
     pub fn complete(
         &mut self,
         tx: Option<&mut TxSocket>,
-        r: io::Result<usize>,
+        r: Completion,
         stats: &Stats,
     ) -> Result<(Flow, bool), TxError> {
         match std::mem::take(&mut self.pending) {
@@ -397,7 +375,7 @@ impl Output {
 
     /// The byte parts from the front of the queue, across pipelined responses, up to a
     /// file part. Past `IOV_MAX - 2` buffers the rest is copied into one, the last.
-    fn gather(&mut self, stats: &Stats) -> OutOp<'_> {
+    fn gather(&mut self, stats: &Stats) -> Op<'_> {
         let Output {
             queue,
             front_sent,
@@ -442,7 +420,7 @@ impl Output {
                 shared: None,
             });
         }
-        OutOp::Gather {
+        Op::Gather {
             pieces,
             more: file_follows,
         }
@@ -728,16 +706,14 @@ mod tests {
     /// ("cork", on, _) or the state's name.
     fn next(o: &mut Output, tx: Option<&mut TxSocket>, c: &Ctx<'_>) -> (String, u64, bool) {
         match o.poll(tx, c).unwrap() {
-            OutNext::Op(OutOp::Gather { pieces, more }) => (
+            OutNext::Op(Op::Gather { pieces, more }) => (
                 format!("gather/{}", pieces.len()),
                 pieces.iter().map(|s| s.bytes.len() as u64).sum(),
                 more,
             ),
-            OutNext::Op(OutOp::Transmit(Op::Sendfile { len, .. })) => {
-                ("sendfile".into(), len as u64, false)
-            }
-            OutNext::Op(OutOp::Transmit(op)) => (op.name().into(), 0, false),
-            OutNext::Op(OutOp::Cork(on)) => ("cork".into(), u64::from(on), false),
+            OutNext::Op(Op::Sendfile { len, .. }) => ("sendfile".into(), len as u64, false),
+            OutNext::Op(Op::SetOption { value, .. }) => ("cork".into(), value as u64, false),
+            OutNext::Op(op) => (op.name().into(), 0, false),
             OutNext::PrepareSocket => ("prepare".into(), 0, false),
             OutNext::Empty => ("empty".into(), 0, false),
             OutNext::DiskWait => ("disk-wait".into(), 0, false),

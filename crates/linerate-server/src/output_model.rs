@@ -24,11 +24,12 @@ use std::os::unix::fs::FileExt;
 use std::sync::{Arc, OnceLock};
 
 use linerate_http::Status;
-use linerate_tx::{Op, Sizing, Strategy, TxConfig, TxError, TxSocket};
+use linerate_sys::op::{Completion, Op};
+use linerate_tx::{Sizing, Strategy, TxConfig, TxError, TxSocket};
 
 use crate::config::Sending;
 use crate::disk::Residency;
-use crate::output::{Ctx, OutNext, OutOp, Output};
+use crate::output::{Ctx, OutNext, Output};
 use crate::response::{FileRange, Part, Response};
 use crate::stats::Stats;
 
@@ -218,12 +219,11 @@ pub fn run(input: &[u8]) {
         let sends = matches!(
             next,
             OutNext::Op(
-                OutOp::Gather { .. }
-                    | OutOp::Transmit(Op::Sendfile { .. } | Op::Send { .. } | Op::SpliceOut { .. })
+                Op::Gather { .. } | Op::Sendfile { .. } | Op::Send { .. } | Op::SpliceOut { .. }
             )
         );
         i += usize::from(sends);
-        let result: std::io::Result<usize> = match next {
+        let result: Completion = match next {
             OutNext::Empty => break,
             OutNext::DiskWait => panic!("a disk wait with no helpers"),
             OutNext::Yield => {
@@ -235,13 +235,13 @@ pub fn run(input: &[u8]) {
                 have_tx = true;
                 continue;
             }
-            OutNext::Op(OutOp::Cork(_)) => Ok(0),
+            OutNext::Op(Op::SetOption { .. }) => Ok(0),
             OutNext::Op(_) if sends && matches!(a, Answer::WouldBlock) => {
-                o.would_block();
+                o.would_block(have_tx.then_some(&mut txs));
                 continue;
             }
-            OutNext::Op(_) if sends && matches!(a, Answer::Reset) => Err(Errno::CONNRESET.io()),
-            OutNext::Op(OutOp::Gather { pieces, .. }) => {
+            OutNext::Op(_) if sends && matches!(a, Answer::Reset) => Err(Errno::CONNRESET),
+            OutNext::Op(Op::Gather { pieces, .. }) => {
                 let total: usize = pieces.iter().map(|p| p.bytes.len()).sum();
                 assert!(total > 0, "an empty gather");
                 let take = match a {
@@ -256,7 +256,7 @@ pub fn run(input: &[u8]) {
                 }
                 Ok(take)
             }
-            OutNext::Op(OutOp::Transmit(op)) => match (op, a) {
+            OutNext::Op(op) => match (op, a) {
                 (Op::Sendfile { .. }, Answer::Shrunk) => Ok(0),
                 (Op::Sendfile { file, at, len }, Answer::Take(n)) => {
                     assert!(len > 0, "an empty sendfile");

@@ -33,10 +33,28 @@ impl Errno {
     pub const AGAIN: Errno = Errno(libc::EAGAIN);
     /// `EINTR`: interrupted by a signal.
     pub const INTR: Errno = Errno(libc::EINTR);
+    /// `EINVAL`: an invalid argument.
+    pub const INVAL: Errno = Errno(libc::EINVAL);
+    /// `EIO`: an I/O error.
+    pub const IO: Errno = Errno(libc::EIO);
 
     /// The error an `io::Error` carries, if it came from the kernel.
     pub fn of(e: &io::Error) -> Option<Errno> {
         e.raw_os_error().map(Errno)
+    }
+
+    /// The error an `io::Error` stands for: the kernel's number, or for one made in
+    /// user space the nearest (`EINVAL` for a bad argument, `EAGAIN` for would-block,
+    /// else `EIO`).
+    pub fn from_io(e: &io::Error) -> Errno {
+        match Errno::of(e) {
+            Some(n) => n,
+            None => match e.kind() {
+                io::ErrorKind::InvalidInput => Errno::INVAL,
+                io::ErrorKind::WouldBlock => Errno::AGAIN,
+                _ => Errno::IO,
+            },
+        }
     }
 
     /// Whether `e` is this error.

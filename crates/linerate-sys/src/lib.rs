@@ -26,6 +26,7 @@ pub mod ktls;
 pub mod net;
 pub mod notify;
 pub mod ns;
+pub mod op;
 pub mod pipe;
 pub mod seccomp;
 pub mod sendfile;

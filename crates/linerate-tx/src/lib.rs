@@ -5,11 +5,11 @@
 //! Each strategy is a small I/O-free state machine: [`Transmit::poll_op`] says which
 //! system call comes next (an [`Op`]: a `sendfile` range, a gather send with or without
 //! `MSG_MORE`, a splice into or out of a pipe, a zero-copy send of a mapped window, a
-//! send-queue measurement) and [`Transmit::complete`] takes its result. Something else
-//! makes the call: [`Transmit::advance`] is the readiness executor, which makes each
-//! call at once on each writable event, stops on `EAGAIN` ([`Progress::Blocked`]) and
-//! resumes when called again; a completion executor (io_uring) submits the same
-//! operations. So the strategies are tested one completion at a time, with short
+//! send-queue measurement) and [`Transmit::complete`] takes its result. An executor of
+//! `linerate-event` makes the call: [`Transmit::advance`] drives one transmit by the
+//! readiness executor, making each call at once on each writable event, stopping on
+//! `EAGAIN` ([`Progress::Blocked`]) and resuming when called again; a completion
+//! executor (io_uring) submits the same operations. So the strategies are tested one completion at a time, with short
 //! counts, errors and truncation, and with no socket at all.
 //!
 //! Per-socket state that outlives one transmit (zero-copy completions still owed, the

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use linerate_sys::pipe;
 use linerate_sys::zerocopy::{self, Mmap, Pinned};
 
-use crate::op::{Flow, Next, Op};
+use crate::op::{Completion, Flow, Next, Op};
 use crate::transmit::{Sizing, TxSocket};
 use crate::{Source, TxError};
 
@@ -81,10 +81,10 @@ impl Cursor {
     }
 
     /// `EFAULT` from a mapped file means the file shrank under the mapping.
-    fn efault(&self, e: io::Error) -> TxError {
+    fn efault(&self) -> TxError {
         match &self.source {
             Source::File { .. } => self.truncated(),
-            Source::Memory { .. } => TxError::Io(e),
+            Source::Memory { .. } => TxError::from(Errno::FAULT),
         }
     }
 }
@@ -148,7 +148,7 @@ impl Machine {
         &mut self,
         cur: &mut Cursor,
         sock: &mut TxSocket,
-        r: io::Result<usize>,
+        r: Completion,
     ) -> Result<Flow, TxError> {
         match self {
             Machine::CopyFile(m) => m.complete(cur, sock, r),
@@ -169,6 +169,11 @@ impl Machine {
             Machine::Zerocopy(m) => m.budget.space = None,
             _ => {}
         }
+    }
+
+    /// The pending operation is a reap (counted as the reads it made).
+    pub fn reaping(&self) -> bool {
+        matches!(self, Machine::Zerocopy(z) if z.pending == ZcPending::Reap)
     }
 
     /// Bytes a splice pipe holds (read from the file, not yet on the socket).
@@ -273,7 +278,7 @@ impl CopyFile {
         &mut self,
         cur: &mut Cursor,
         sock: &mut TxSocket,
-        r: io::Result<usize>,
+        r: Completion,
     ) -> Result<Flow, TxError> {
         let n = r?;
         if self.start == self.end {
@@ -317,7 +322,7 @@ impl CopyMemory {
         &mut self,
         cur: &mut Cursor,
         sock: &mut TxSocket,
-        r: io::Result<usize>,
+        r: Completion,
     ) -> Result<Flow, TxError> {
         cur.took(sock, r?, self.want);
         Ok(Flow::Continue)
@@ -358,7 +363,7 @@ impl SendfileFixed {
         &mut self,
         cur: &mut Cursor,
         sock: &mut TxSocket,
-        r: io::Result<usize>,
+        r: Completion,
     ) -> Result<Flow, TxError> {
         match r? {
             0 => Err(cur.truncated()),
@@ -407,7 +412,7 @@ impl SendfileBatched {
         &mut self,
         cur: &mut Cursor,
         sock: &mut TxSocket,
-        r: io::Result<usize>,
+        r: Completion,
     ) -> Result<Flow, TxError> {
         let n = r?;
         if self.measuring {
@@ -525,7 +530,7 @@ impl Splice {
         &mut self,
         cur: &mut Cursor,
         sock: &mut TxSocket,
-        r: io::Result<usize>,
+        r: Completion,
     ) -> Result<Flow, TxError> {
         let n = r?;
         if self.measuring {
@@ -661,7 +666,7 @@ impl Zerocopy {
         &mut self,
         cur: &mut Cursor,
         sock: &mut TxSocket,
-        r: io::Result<usize>,
+        r: Completion,
     ) -> Result<Flow, TxError> {
         let pending = std::mem::take(&mut self.pending);
         self.region = None;
@@ -671,7 +676,7 @@ impl Zerocopy {
                 return Ok(Flow::Continue);
             }
             (ZcPending::Reap, r) => {
-                r?;
+                sock.reaped(r)?;
                 self.reap_then_copy = false;
                 self.copy_next = true;
                 // Nothing was owed, so no zero-copy send of this size can succeed:
@@ -684,7 +689,7 @@ impl Zerocopy {
                 }
                 return Ok(Flow::Continue);
             }
-            (ZcPending::SendZerocopy, Err(e)) if Errno::NOBUFS.is(&e) => {
+            (ZcPending::SendZerocopy, Err(Errno::NOBUFS)) => {
                 // Too many completions owed (optmem), or the pages cannot be pinned
                 // (RLIMIT_MEMLOCK without CAP_IPC_LOCK): collect the completions and
                 // copy this one.
@@ -692,8 +697,8 @@ impl Zerocopy {
                 self.reap_then_copy = true;
                 return Ok(Flow::Continue);
             }
-            (ZcPending::SendZerocopy | ZcPending::SendCopy, Err(e)) if Errno::FAULT.is(&e) => {
-                return Err(cur.efault(e));
+            (ZcPending::SendZerocopy | ZcPending::SendCopy, Err(Errno::FAULT)) => {
+                return Err(cur.efault());
             }
             (ZcPending::SendZerocopy, r) => {
                 let n = r?;

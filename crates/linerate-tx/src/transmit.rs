@@ -9,7 +9,7 @@ use linerate_sys::net;
 use linerate_sys::zerocopy::ZeroCopy;
 use linerate_sys::Errno;
 
-use crate::op::{execute, Flow, Next};
+use crate::op::{Completion, Flow, Next, Op};
 use crate::steps::{Cursor, Machine};
 use crate::{Counters, Source, Strategy};
 
@@ -129,6 +129,12 @@ impl From<io::Error> for TxError {
     }
 }
 
+impl From<Errno> for TxError {
+    fn from(e: Errno) -> Self {
+        TxError::from(e.io())
+    }
+}
+
 /// What a call to [`Transmit::advance`] achieved.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Progress {
@@ -227,18 +233,31 @@ impl TxSocket {
     }
 
     /// Reads zero-copy completions (call on `POLLERR`), releasing their buffers, and
-    /// turns zero-copy off for the socket when most sends were copied anyway.
+    /// turns zero-copy off for the socket when most sends were copied anyway: the
+    /// readiness executor's [`Op::Reap`], then [`TxSocket::reaped`].
     pub fn reap(&mut self, fd: BorrowedFd<'_>) -> Result<(), TxError> {
-        let Some(zc) = self.zc.as_mut() else {
+        let r = linerate_event::exec::now(fd, &mut Op::Reap, self.zc.as_mut());
+        self.reaped(r)
+    }
+
+    /// The socket's zero-copy tracker, which an executor's zero-copy sends and reaps
+    /// use (none: zero-copy is off for the socket).
+    pub fn zero_copy(&mut self) -> Option<&mut ZeroCopy> {
+        self.zc.as_mut()
+    }
+
+    /// Takes the result of an [`Op::Reap`] (the number of reads it made): counts the
+    /// completions read, and turns zero-copy off for the socket when most sends were
+    /// copied anyway.
+    pub fn reaped(&mut self, r: Completion) -> Result<(), TxError> {
+        let Some(zc) = self.zc.as_ref() else {
             return Ok(());
         };
-        let before = zc.totals();
-        let r = zc.reap(fd);
-        let after = zc.totals();
         // Count what was read even when a later read failed.
-        self.counters.zc_completions += after.completed - before.completed;
-        self.counters.zc_copied += after.copied - before.copied;
-        self.counters.syscalls += r.as_ref().map_or(1, |reads| *reads);
+        let totals = zc.totals();
+        self.counters.zc_completions = totals.completed;
+        self.counters.zc_copied = totals.copied;
+        self.counters.syscalls += r.map_or(1, |reads| reads as u64);
         r?;
         if self.counters.zc_disabled == 0
             && self.counters.zc_completions >= ZC_PROBE_SENDS
@@ -324,20 +343,27 @@ impl Transmit {
     }
 
     /// Takes the result of the operation [`Transmit::poll_op`] gave last (never
-    /// `EINTR` or `EAGAIN`: those are the executor's).
-    pub fn complete(&mut self, sock: &mut TxSocket, r: io::Result<usize>) -> Result<Flow, TxError> {
+    /// `EINTR` or `EAGAIN`: those are the executor's). Each is counted as a call (a
+    /// reap as the reads it made).
+    pub fn complete(&mut self, sock: &mut TxSocket, r: Completion) -> Result<Flow, TxError> {
         let Some(machine) = self.machine.as_mut() else {
             return Err(TxError::Io(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a result for a transmit that asked for nothing",
             )));
         };
+        if !machine.reaping() {
+            sock.counters.syscalls += 1;
+        }
         machine.complete(&mut self.cur, sock, r)
     }
 
     /// The operation [`Transmit::poll_op`] gave last would block and is forgotten: what
-    /// was measured for it (the free send space) is measured again for the next.
-    pub fn would_block(&mut self) {
+    /// was measured for it (the free send space) is measured again for the next. The
+    /// call is counted, and its `EAGAIN`.
+    pub fn would_block(&mut self, sock: &mut TxSocket) {
+        sock.counters.syscalls += 1;
+        sock.counters.eagain += 1;
         if let Some(m) = self.machine.as_mut() {
             m.would_block();
         }
@@ -354,10 +380,13 @@ impl Transmit {
         loop {
             let r = match self.poll_op(sock)? {
                 Next::Done => return Ok(Progress::Done),
-                Next::Op(mut op) => execute(fd, sock, &mut op)?,
+                Next::Op(mut op) => {
+                    let zc = sock.zc.as_mut();
+                    linerate_event::exec::now(fd, &mut op, zc)
+                }
             };
-            if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
-                self.would_block();
+            if r == Err(Errno::AGAIN) {
+                self.would_block(sock);
                 return Ok(Progress::Blocked);
             }
             if self.complete(sock, r)? == Flow::Blocked {
@@ -414,7 +443,7 @@ mod tests {
                     Op::SendZerocopy { range, more, .. } | Op::SendPinned { range, more, .. } => {
                         (name, range.start as u64, range.len(), more)
                     }
-                    Op::QueuedBytes | Op::SendBufferSize | Op::Reap => (name, 0, 0, false),
+                    _ => (name, 0, 0, false),
                 }
             }
         }
@@ -435,8 +464,9 @@ mod tests {
         ok(&mut t, &mut s, 6_000);
         assert_eq!(next(&mut t, &mut s).0, "done");
         assert_eq!((t.sent(), t.remaining()), (9_000, 0));
+        // Each completion is a call, whoever made it.
         let c = s.counters();
-        assert_eq!((c.bytes, c.short_sends, c.syscalls), (9_000, 1, 0));
+        assert_eq!((c.bytes, c.short_sends, c.syscalls), (9_000, 1, 2));
     }
 
     #[test]
@@ -500,7 +530,7 @@ mod tests {
         // writable event measures again.
         ok(&mut t, &mut s, 60_000);
         assert_eq!(next(&mut t, &mut s), ("sendfile", 7_384, 5_536, false));
-        t.would_block();
+        t.would_block(&mut s);
         assert_eq!(next(&mut t, &mut s).0, "queued-bytes");
     }
 
@@ -650,7 +680,7 @@ mod tests {
         let buf: Arc<[u8]> = vec![1u8; 40_000].into();
         let mut t = Transmit::new(Source::memory(buf));
         assert_eq!(next(&mut t, &mut s), ("send-zerocopy", 0, 40_000, false));
-        let r = t.complete(&mut s, Err(Errno::NOBUFS.io()));
+        let r = t.complete(&mut s, Err(Errno::NOBUFS));
         assert_eq!(r.unwrap(), Flow::Continue);
         assert_eq!(next(&mut t, &mut s).0, "reap");
         ok(&mut t, &mut s, 0);
@@ -671,7 +701,7 @@ mod tests {
         // The window starts at the page below the range.
         assert_eq!(next(&mut t, &mut s), ("send-pinned", 904, 40_000, false));
         t0.as_file().set_len(10_000).unwrap();
-        match t.complete(&mut s, Err(Errno::FAULT.io())) {
+        match t.complete(&mut s, Err(Errno::FAULT)) {
             Err(TxError::Truncated { file_len, .. }) => assert_eq!(file_len, 10_000),
             other => panic!("{other:?}"),
         }
@@ -684,13 +714,13 @@ mod tests {
         let mut t = file_tx(&f, 0, 10_000);
         next(&mut t, &mut s);
         assert!(matches!(
-            t.complete(&mut s, Err(Errno::CONNRESET.io())),
+            t.complete(&mut s, Err(Errno::CONNRESET)),
             Err(TxError::PeerGone(_))
         ));
         let mut t = file_tx(&f, 0, 10_000);
         next(&mut t, &mut s);
         assert!(matches!(
-            t.complete(&mut s, Err(io::Error::other("disk"))),
+            t.complete(&mut s, Err(Errno::IO)),
             Err(TxError::Io(_))
         ));
     }

@@ -1,0 +1,147 @@
+//! The one vocabulary of what a connection's output asks of the kernel: each [`Op`] is
+//! one call's worth of work on a socket, as data. The producers (the transmit
+//! strategies of `linerate-tx`, the server's output queue) only hand these out and take
+//! a [`Completion`]; an executor of `linerate-event` makes the call (readiness: at once,
+//! on a writable socket) or submits it (completion: on the ring). Nothing here makes a
+//! call.
+//!
+//! The memory an operation names is borrowed from its producer and stays put until the
+//! completion: the producer is not polled again, nor dropped, in between (an executor
+//! that must own what it sends past that, the ring, takes a reference or a copy).
+
+use std::fs::File;
+use std::ops::Range;
+use std::os::fd::BorrowedFd;
+use std::sync::Arc;
+
+use crate::errno::Errno;
+use crate::net::SockOpt;
+use crate::zerocopy::Pinned;
+
+/// What an operation gave back: bytes moved (or the value it measured), or the error.
+/// `EINTR` never comes back (the executor calls again); `EAGAIN` does
+/// ([`Errno::AGAIN`]): the socket is full, and the producer is told with its
+/// `would_block`.
+pub type Completion = Result<usize, Errno>;
+
+/// One buffer of a gather: its bytes, and the shared buffer they lie in (a cached
+/// file's contents) with their offset there, so that an executor that must own what
+/// it sends until the kernel is done (the ring) can hold a reference instead of a copy.
+#[derive(Clone, Copy, Debug)]
+pub struct Piece<'a> {
+    /// The bytes.
+    pub bytes: &'a [u8],
+    /// The shared buffer they lie in, and where.
+    pub shared: Option<(&'a Arc<[u8]>, usize)>,
+}
+
+/// One call's worth of work on a connection's socket.
+#[derive(Debug)]
+pub enum Op<'a> {
+    /// `sendmsg` of these buffers (at most `IOV_MAX`), with `MSG_MORE` when `more`.
+    Gather {
+        /// The buffers, in order.
+        pieces: Vec<Piece<'a>>,
+        /// More of this response follows at once (a file part).
+        more: bool,
+    },
+    /// `send` of `data`, with `MSG_MORE` when `more`.
+    Send {
+        /// The bytes.
+        data: &'a [u8],
+        /// More of this response follows at once.
+        more: bool,
+    },
+    /// `pread` of `buf.len()` bytes of `file` at `at` (the `copy` strategy).
+    Read {
+        /// The file.
+        file: &'a File,
+        /// Offset in the file.
+        at: u64,
+        /// Where the bytes go.
+        buf: &'a mut [u8],
+    },
+    /// `sendfile` of `len` bytes of `file` from `at`.
+    Sendfile {
+        /// The file.
+        file: &'a File,
+        /// Offset in the file.
+        at: u64,
+        /// Bytes asked for.
+        len: usize,
+    },
+    /// `splice` of `len` bytes of `file` from `at` into the write end of a pipe.
+    SpliceIn {
+        /// The file.
+        file: &'a File,
+        /// Offset in the file.
+        at: u64,
+        /// The pipe's write end.
+        pipe: BorrowedFd<'a>,
+        /// Bytes asked for.
+        len: usize,
+    },
+    /// `splice` of `len` bytes from the read end of a pipe onto the socket.
+    SpliceOut {
+        /// The pipe's read end.
+        pipe: BorrowedFd<'a>,
+        /// Bytes the pipe holds.
+        len: usize,
+        /// More of this response follows at once (`SPLICE_F_MORE`).
+        more: bool,
+    },
+    /// `MSG_ZEROCOPY` send of `range` of `region`; the socket's tracker holds a handle
+    /// to the region until the kernel's completion for it is read.
+    SendZerocopy {
+        /// The pinned memory.
+        region: &'a Pinned,
+        /// The bytes of it.
+        range: Range<usize>,
+        /// More follows at once.
+        more: bool,
+    },
+    /// A plain, copying `send` of `range` of `region`.
+    SendPinned {
+        /// The memory.
+        region: &'a Pinned,
+        /// The bytes of it.
+        range: Range<usize>,
+        /// More follows at once.
+        more: bool,
+    },
+    /// Bytes in the socket's send queue (`SIOCOUTQ`), for free-space sizing.
+    QueuedBytes,
+    /// The socket's `SO_SNDBUF`, which autotuning may have grown.
+    SendBufferSize,
+    /// Read the zero-copy completions waiting on the socket's error queue; completes
+    /// with the number of reads it made.
+    Reap,
+    /// Sets an integer socket option (`TCP_CORK` on or off for a file body, as nginx's
+    /// `tcp_nopush`); completes with 0.
+    SetOption {
+        /// The option.
+        opt: SockOpt,
+        /// Its value.
+        value: i32,
+    },
+}
+
+impl Op<'_> {
+    /// A short name, for traces and test failures.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Gather { .. } => "gather",
+            Op::Send { .. } => "send",
+            Op::Read { .. } => "read",
+            Op::Sendfile { .. } => "sendfile",
+            Op::SpliceIn { .. } => "splice-in",
+            Op::SpliceOut { .. } => "splice-out",
+            Op::SendZerocopy { .. } => "send-zerocopy",
+            Op::SendPinned { .. } => "send-pinned",
+            Op::QueuedBytes => "queued-bytes",
+            Op::SendBufferSize => "send-buffer-size",
+            Op::Reap => "reap",
+            Op::SetOption { .. } => "set-option",
+        }
+    }
+}
