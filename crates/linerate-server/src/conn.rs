@@ -713,7 +713,7 @@ impl Conn {
                                 ..site.sending.tx.clone()
                             },
                         };
-                        self.tx = Some(Box::new(TxSocket::new(fd, config)?));
+                        self.tx = Some(Box::new(TxSocket::unset(config)));
                         continue;
                     }
                     OutNext::Op(Op::Gather { pieces, more }) if self.ring && self.tls.is_none() => {

@@ -62,7 +62,7 @@ pub(crate) enum OutNext<'a> {
     /// Make this call, then [`Output::complete`] with its result.
     Op(Op<'a>),
     /// A file part is next and the socket has no transmit state yet: make it
-    /// ([`TxSocket::new`]) and poll again.
+    /// ([`TxSocket::unset`], no call) and poll again; its setup's operations come next.
     PrepareSocket,
     /// Nothing is queued.
     Empty,
@@ -78,9 +78,27 @@ enum Step {
     Gather,
     Cork(bool),
     PrepareSocket,
+    SetUp,
     Empty,
     DiskWait,
     Yield,
+}
+
+/// What the connection has of the transmit state of its socket.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Have {
+    None,
+    Unset,
+    Ready,
+}
+
+/// A result for a call the queue did not ask for, or a poll out of turn: the
+/// executor's fault, refused.
+fn asked_for_nothing() -> TxError {
+    TxError::Io(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "a result for an output queue that asked for nothing",
+    ))
 }
 
 /// The call [`Output::poll`] gave last.
@@ -91,6 +109,7 @@ enum Pending {
     Gather,
     Transmit,
     Cork(bool),
+    SetUp,
 }
 
 /// The responses of one connection on their way out.
@@ -189,11 +208,23 @@ impl Output {
         tx: Option<&mut TxSocket>,
         ctx: &Ctx<'_>,
     ) -> Result<OutNext<'a>, TxError> {
-        match self.step(tx.is_some(), ctx)? {
+        let have_tx = match tx.as_deref() {
+            None => Have::None,
+            Some(t) if !t.is_set_up() => Have::Unset,
+            Some(_) => Have::Ready,
+        };
+        match self.step(have_tx, ctx)? {
             Step::Empty => Ok(OutNext::Empty),
             Step::DiskWait => Ok(OutNext::DiskWait),
             Step::Yield => Ok(OutNext::Yield),
             Step::PrepareSocket => Ok(OutNext::PrepareSocket),
+            Step::SetUp => match tx.and_then(|t| t.setup_op()) {
+                Some(op) => {
+                    self.pending = Pending::SetUp;
+                    Ok(OutNext::Op(op))
+                }
+                None => Err(asked_for_nothing()),
+            },
             Step::Cork(on) => {
                 self.pending = Pending::Cork(on);
                 Ok(OutNext::Op(Op::SetOption {
@@ -206,8 +237,9 @@ impl Output {
                 Ok(OutNext::Op(self.gather(ctx.stats)))
             }
             Step::Transmit => {
+                // A transmit and its socket's state, as `step` found them.
                 let (Some(t), Some(tx)) = (self.transmit.as_mut(), tx) else {
-                    unreachable!("a transmit and its socket state, checked by step")
+                    return Err(asked_for_nothing());
                 };
                 if !self.resumed {
                     self.resumed = true;
@@ -218,7 +250,8 @@ impl Output {
                         self.pending = Pending::Transmit;
                         Ok(OutNext::Op(op))
                     }
-                    Next::Done => unreachable!("a transmit with bytes left is not done"),
+                    // A transmit with bytes left is not done.
+                    Next::Done => Err(asked_for_nothing()),
                 }
             }
         }
@@ -250,7 +283,7 @@ impl Output {
             }
             Pending::Transmit => {
                 let (Some(t), Some(tx)) = (self.transmit.as_mut(), tx) else {
-                    unreachable!("a transmit's result comes with its socket state")
+                    return Err(asked_for_nothing());
                 };
                 let before = t.sent();
                 let flow = t.complete(tx, r)?;
@@ -262,16 +295,20 @@ impl Output {
                 Stats::add(if on { &stats.corked } else { &stats.uncorked }, 1);
                 Ok((Flow::Continue, false))
             }
-            Pending::None => Err(TxError::Io(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "a result for an output queue that asked for nothing",
-            ))),
+            Pending::SetUp => {
+                let Some(tx) = tx else {
+                    return Err(asked_for_nothing());
+                };
+                tx.setup_complete(r)?;
+                Ok((Flow::Continue, false))
+            }
+            Pending::None => Err(asked_for_nothing()),
         }
     }
 
     /// Moves the queue on to its next call, doing the bookkeeping on the way: a file
     /// part's slice and window, the probe, the collapse.
-    fn step(&mut self, have_tx: bool, ctx: &Ctx<'_>) -> Result<Step, TxError> {
+    fn step(&mut self, have_tx: Have, ctx: &Ctx<'_>) -> Result<Step, TxError> {
         if self.disk_wait {
             return Ok(Step::DiskWait);
         }
@@ -280,10 +317,10 @@ impl Output {
         loop {
             if let Some(t) = &self.transmit {
                 if t.remaining() > 0 {
-                    return Ok(if have_tx {
-                        Step::Transmit
-                    } else {
-                        Step::PrepareSocket
+                    return Ok(match have_tx {
+                        Have::Ready => Step::Transmit,
+                        Have::Unset => Step::SetUp,
+                        Have::None => Step::PrepareSocket,
                     });
                 }
                 self.transmit = None;
@@ -694,12 +731,18 @@ mod tests {
         )
     }
 
-    /// Transmit state for a socket nobody writes to (only `TxSocket::new` needs one).
-    fn tx_socket() -> (std::net::TcpStream, TxSocket) {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let tx = TxSocket::new(c.as_fd(), linerate_tx::TxConfig::default()).unwrap();
-        (c, tx)
+    /// Transmit state set up as a socket would answer its setup.
+    fn tx_socket() -> TxSocket {
+        let mut tx = TxSocket::unset(linerate_tx::TxConfig::default());
+        while let Some(op) = tx.setup_op() {
+            let r = if matches!(op, Op::SendBufferSize) {
+                65_536
+            } else {
+                0
+            };
+            tx.setup_complete(Ok(r)).unwrap();
+        }
+        tx
     }
 
     /// The next call, described: ("gather", bytes, more), ("sendfile", len, _),
@@ -712,7 +755,10 @@ mod tests {
                 more,
             ),
             OutNext::Op(Op::Sendfile { len, .. }) => ("sendfile".into(), len as u64, false),
-            OutNext::Op(Op::SetOption { value, .. }) => ("cork".into(), value as u64, false),
+            OutNext::Op(Op::SetOption {
+                opt: SockOpt::Cork,
+                value,
+            }) => ("cork".into(), value as u64, false),
             OutNext::Op(op) => (op.name().into(), 0, false),
             OutNext::PrepareSocket => ("prepare".into(), 0, false),
             OutNext::Empty => ("empty".into(), 0, false),
@@ -760,9 +806,15 @@ mod tests {
         o.push(response(vec![bytes(b"head\r\n\r\n"), part], "f"));
         assert_eq!(next(&mut o, None, &c), ("gather/1".into(), 8, true));
         o.complete(None, Ok(8), &stats).unwrap();
-        // No transmit state yet: the executor makes it first.
+        // No transmit state yet: the connection makes it, and the queue asks for its
+        // setup's calls first (no call of its own).
         assert_eq!(next(&mut o, None, &c).0, "prepare");
-        let (_sock, mut tx) = tx_socket();
+        let mut tx = TxSocket::unset(linerate_tx::TxConfig::default());
+        assert_eq!(next(&mut o, Some(&mut tx), &c).0, "send-buffer-size");
+        o.complete(Some(&mut tx), Ok(65_536), &stats).unwrap();
+        assert_eq!(next(&mut o, Some(&mut tx), &c).0, "set-option");
+        o.complete(Some(&mut tx), Ok(0), &stats).unwrap();
+        assert!(tx.is_set_up());
         assert_eq!(
             next(&mut o, Some(&mut tx), &c),
             ("sendfile".into(), 100_000, false)
@@ -791,7 +843,7 @@ mod tests {
         let (stats, s) = (Stats::default(), sending(256 << 10, 1 << 20));
         let c = ctx(&stats, &s);
         let (_f, part) = file_part(600 << 10);
-        let (_sock, mut tx) = tx_socket();
+        let mut tx = tx_socket();
         let mut o = Output::default();
         // Below --send-slice-min nothing is sliced: this one is 1 MiB.
         let (_g, big) = file_part(1 << 20);
@@ -853,7 +905,7 @@ mod tests {
         let (stats, s) = (Stats::default(), sending(0, 0));
         let c = ctx(&stats, &s);
         let (_f, part) = file_part(100_000);
-        let (_sock, mut tx) = tx_socket();
+        let mut tx = tx_socket();
         let mut o = Output::default();
         o.push(response(vec![bytes(b"head\r\n\r\n"), part], "f"));
         o.push(response(vec![bytes(b"next")], "n"));

@@ -19,7 +19,6 @@
 use std::collections::VecDeque;
 use std::fs::File;
 use std::io::Write;
-use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::sync::{Arc, OnceLock};
 
@@ -44,18 +43,15 @@ fn file_byte(i: usize) -> u8 {
     (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8
 }
 
-/// The shared file, and a connected socket for the transmit state, made once per
-/// process.
-fn fixtures() -> &'static (File, std::net::TcpStream, std::net::TcpListener) {
-    static F: OnceLock<(File, std::net::TcpStream, std::net::TcpListener)> = OnceLock::new();
+/// The shared file, made once per process (the queue needs no socket: the model answers
+/// every operation, the transmit state's setup included).
+fn fixture() -> &'static File {
+    static F: OnceLock<File> = OnceLock::new();
     F.get_or_init(|| {
         let mut t = tempfile::tempfile().expect("a temporary file");
         let b: Vec<u8> = (0..FILE_BYTES).map(file_byte).collect();
         t.write_all(&b).expect("the model's file written");
-        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback listener");
-        let c = std::net::TcpStream::connect(l.local_addr().expect("its address"))
-            .expect("a loopback connection");
-        (t, c, l)
+        t
     })
 }
 
@@ -104,7 +100,7 @@ fn answer(b: u8, faults: bool) -> Answer {
 /// Runs the model on `input`; panics (with what was wrong) if the queue breaks a rule.
 pub fn run(input: &[u8]) {
     let mut r = Bytes(input);
-    let (file, sock, _listener) = fixtures();
+    let file = fixture();
     let file = Arc::new(file.try_clone().expect("the model's file"));
 
     let setup = r.u8();
@@ -194,7 +190,8 @@ pub fn run(input: &[u8]) {
     let mut answers: Vec<Answer> = r.0.iter().take(512).map(|&b| answer(b, faults)).collect();
     answers.push(Answer::Take(70_000));
 
-    let mut txs = TxSocket::new(sock.as_fd(), s.tx.clone()).expect("transmit state");
+    // Set up by the queue's own operations, which the model answers: no socket.
+    let mut txs = TxSocket::unset(s.tx.clone());
     let mut have_tx = false;
     let mut got: Vec<u8> = Vec::new();
     let mut done: Vec<String> = Vec::new();

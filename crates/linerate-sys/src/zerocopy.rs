@@ -177,15 +177,27 @@ impl ZeroCopy {
     /// it before the socket's first zero-copy send.
     pub fn new(fd: BorrowedFd<'_>) -> io::Result<ZeroCopy> {
         set_zerocopy(fd, true)?;
-        Ok(ZeroCopy {
-            fd: fd.as_raw_fd(),
+        let mut zc = ZeroCopy::tracker();
+        zc.fd = fd.as_raw_fd();
+        Ok(zc)
+    }
+
+    /// A tracker for a socket whose `SO_ZEROCOPY` was turned on by other means (an
+    /// executor's socket-option operation); it takes the first socket it is used with
+    /// as its own.
+    pub fn tracker() -> ZeroCopy {
+        ZeroCopy {
+            fd: -1,
             base_seq: 0,
             in_flight: VecDeque::new(),
             totals: Reaped::default(),
-        })
+        }
     }
 
-    fn check_fd(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
+    fn check_fd(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
+        if self.fd < 0 {
+            self.fd = fd.as_raw_fd();
+        }
         if fd.as_raw_fd() == self.fd {
             Ok(())
         } else {

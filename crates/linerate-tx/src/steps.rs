@@ -44,18 +44,20 @@ impl Cursor {
         self.source.len() - self.sent
     }
 
-    /// The file, the offset of the range and its length.
-    fn file(&self) -> (&Arc<File>, u64, u64) {
+    /// The file, the offset of the range and its length (file strategies are only
+    /// chosen for file sources: memory here is refused).
+    fn file(&self) -> Result<(&Arc<File>, u64, u64), TxError> {
         match &self.source {
-            Source::File { file, offset, len } => (file, *offset, *len),
-            Source::Memory { .. } => {
-                unreachable!("file strategies are only chosen for file sources")
-            }
+            Source::File { file, offset, len } => Ok((file, *offset, *len)),
+            Source::Memory { .. } => Err(wrong_source()),
         }
     }
 
     fn truncated(&self) -> TxError {
-        let (file, _, len) = self.file();
+        let (file, len) = match self.file() {
+            Ok((file, _, len)) => (file, len),
+            Err(e) => return e,
+        };
         let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
         TxError::Truncated {
             sent: self.sent,
@@ -87,6 +89,14 @@ impl Cursor {
             Source::Memory { .. } => TxError::from(Errno::FAULT),
         }
     }
+}
+
+/// A strategy driven with a source it was not chosen for.
+fn wrong_source() -> TxError {
+    TxError::Io(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "a strategy driven with a source it was not chosen for",
+    ))
 }
 
 /// The strategy a transmit runs, chosen from the socket's configuration and the source
@@ -136,9 +146,9 @@ impl Machine {
     ) -> Result<Next<'a>, TxError> {
         match self {
             Machine::CopyFile(m) => m.poll(cur, sock),
-            Machine::CopyMemory(m) => Ok(m.poll(cur, sock)),
-            Machine::SendfileFixed(m) => Ok(m.poll(cur, sock)),
-            Machine::SendfileBatched(m) => Ok(m.poll(cur, sock)),
+            Machine::CopyMemory(m) => m.poll(cur, sock),
+            Machine::SendfileFixed(m) => m.poll(cur, sock),
+            Machine::SendfileBatched(m) => m.poll(cur, sock),
             Machine::Splice(m) => m.poll(cur, sock),
             Machine::Zerocopy(m) => m.poll(cur, sock),
         }
@@ -255,7 +265,7 @@ impl CopyFile {
             self.buf = vec![0; cap];
         }
         if self.start == self.end {
-            let (file, offset, len) = cur.file();
+            let (file, offset, len) = cur.file()?;
             let unread = len - cur.sent;
             if unread == 0 {
                 return Ok(Next::Done);
@@ -302,20 +312,20 @@ pub(crate) struct CopyMemory {
 }
 
 impl CopyMemory {
-    fn poll<'a>(&mut self, cur: &'a Cursor, sock: &TxSocket) -> Next<'a> {
+    fn poll<'a>(&mut self, cur: &'a Cursor, sock: &TxSocket) -> Result<Next<'a>, TxError> {
         let Source::Memory { buf, offset, len } = &cur.source else {
-            unreachable!("memory strategies are only chosen for memory sources")
+            return Err(wrong_source());
         };
         let start = offset + cur.sent as usize;
         let end = offset + len;
         if start == end {
-            return Next::Done;
+            return Ok(Next::Done);
         }
         self.want = (end - start).min(sock.cap(COPY_BUFFER_BYTES));
-        Next::Op(Op::Send {
+        Ok(Next::Op(Op::Send {
             data: &buf[start..start + self.want],
             more: end - start > self.want,
-        })
+        }))
     }
 
     fn complete(
@@ -339,12 +349,12 @@ pub(crate) struct SendfileFixed {
 }
 
 impl SendfileFixed {
-    fn poll<'a>(&mut self, cur: &'a Cursor, sock: &TxSocket) -> Next<'a> {
+    fn poll<'a>(&mut self, cur: &'a Cursor, sock: &TxSocket) -> Result<Next<'a>, TxError> {
         let chunk = self.chunk.min(sock.cap(usize::MAX)).max(1) as u64;
-        let (file, offset, len) = cur.file();
+        let (file, offset, len) = cur.file()?;
         let rem = len - cur.sent;
         if rem == 0 {
-            return Next::Done;
+            return Ok(Next::Done);
         }
         let at = offset + cur.sent;
         let mut want = rem.min(chunk);
@@ -352,11 +362,11 @@ impl SendfileFixed {
             want = want.min(PAGE_BYTES as u64 - at % PAGE_BYTES as u64);
         }
         self.want = want as usize;
-        Next::Op(Op::Sendfile {
+        Ok(Next::Op(Op::Sendfile {
             file,
             at,
             len: self.want,
-        })
+        }))
     }
 
     fn complete(
@@ -387,25 +397,25 @@ pub(crate) struct SendfileBatched {
 }
 
 impl SendfileBatched {
-    fn poll<'a>(&mut self, cur: &'a Cursor, sock: &TxSocket) -> Next<'a> {
-        let (file, offset, len) = cur.file();
+    fn poll<'a>(&mut self, cur: &'a Cursor, sock: &TxSocket) -> Result<Next<'a>, TxError> {
+        let (file, offset, len) = cur.file()?;
         let rem = len - cur.sent;
         if rem == 0 {
-            return Next::Done;
+            return Ok(Next::Done);
         }
         if let Some(op) = self.budget.before_send(sock) {
             self.measuring = true;
-            return Next::Op(op);
+            return Ok(Next::Op(op));
         }
         self.measuring = false;
         self.want = rem
             .min(self.budget.space() as u64)
             .min(sock.cap(usize::MAX) as u64) as usize;
-        Next::Op(Op::Sendfile {
+        Ok(Next::Op(Op::Sendfile {
             file,
             at: offset + cur.sent,
             len: self.want,
-        })
+        }))
     }
 
     fn complete(
@@ -490,14 +500,15 @@ impl Drop for Splice {
 
 impl Splice {
     fn poll<'a>(&'a mut self, cur: &'a Cursor, sock: &mut TxSocket) -> Result<Next<'a>, TxError> {
-        if self.pipe.is_none() {
-            sock.counters.syscalls += 1;
-            self.pipe = Some(take_pipe()?);
-        }
-        let Some(p) = self.pipe.as_ref() else {
-            unreachable!("the pipe was taken above")
+        let p = match self.pipe.take() {
+            Some(p) => p,
+            None => {
+                sock.counters.syscalls += 1;
+                take_pipe()?
+            }
         };
-        let (file, offset, len) = cur.file();
+        let p = self.pipe.insert(p);
+        let (file, offset, len) = cur.file()?;
         let rem = len - cur.sent;
         if self.held > 0 {
             self.measuring = false;
@@ -597,27 +608,30 @@ impl Zerocopy {
             Source::File { file, offset, len } => {
                 let pos = offset + cur.sent;
                 let end = offset + len;
-                let covered = matches!(&self.window, Some((_, base, limit)) if pos >= *base && pos < *base + *limit as u64);
-                if !covered {
-                    // The bytes of a mapping past the end of the file read as zeros up to
-                    // the page's end: map only what the file holds now, so a file that
-                    // shrank is reported, never padded.
-                    let file_len = file.metadata().map_err(TxError::Io)?.len();
-                    if file_len <= pos {
-                        return Err(cur.truncated());
+                let (w, base, limit) = match self.window.take() {
+                    Some((w, base, limit)) if pos >= base && pos < base + limit as u64 => {
+                        (w, base, limit)
                     }
-                    let page = zerocopy::page_size() as u64;
-                    let base = pos - pos % page;
-                    let wlen = (end.min(file_len) - base).min(ZC_MAP_WINDOW_BYTES as u64) as usize;
-                    let map = Mmap::map(file.as_fd(), base, wlen)?;
-                    self.window = Some((Pinned::Map(Arc::new(map)), base, wlen));
-                }
-                let Some((w, base, limit)) = &self.window else {
-                    unreachable!("the window was mapped above")
+                    _ => {
+                        // The bytes of a mapping past the end of the file read as zeros up to
+                        // the page's end: map only what the file holds now, so a file that
+                        // shrank is reported, never padded.
+                        let file_len = file.metadata().map_err(TxError::Io)?.len();
+                        if file_len <= pos {
+                            return Err(cur.truncated());
+                        }
+                        let page = zerocopy::page_size() as u64;
+                        let base = pos - pos % page;
+                        let wlen =
+                            (end.min(file_len) - base).min(ZC_MAP_WINDOW_BYTES as u64) as usize;
+                        let map = Mmap::map(file.as_fd(), base, wlen)?;
+                        (Pinned::Map(Arc::new(map)), base, wlen)
+                    }
                 };
                 let start = (pos - base) as usize;
-                let stop = ((end - base) as usize).min(*limit);
-                Ok((w.clone(), start, stop))
+                let stop = ((end - base) as usize).min(limit);
+                self.window = Some((w.clone(), base, limit));
+                Ok((w, start, stop))
             }
         }
     }
@@ -713,7 +727,7 @@ impl Zerocopy {
         if cur.remaining() == 0 && self.window.take().is_some() {
             // A shrink after the last window was mapped may have sent a zeroed page
             // tail: say so rather than report success.
-            let (file, offset, len) = cur.file();
+            let (file, offset, len) = cur.file()?;
             if file.metadata().map_err(TxError::Io)?.len() < offset + len {
                 return Err(cur.truncated());
             }

@@ -5,7 +5,7 @@
 use std::io;
 use std::os::fd::BorrowedFd;
 
-use linerate_sys::net;
+use linerate_sys::net::SockOpt;
 use linerate_sys::zerocopy::ZeroCopy;
 use linerate_sys::Errno;
 
@@ -153,48 +153,121 @@ pub struct TxSocket {
     /// `SO_SNDBUF` as the kernel reports it: the ceiling of queued payload.
     pub(crate) sndbuf_bytes: usize,
     pub(crate) zc: Option<ZeroCopy>,
+    /// The next step of the socket's setup.
+    setup: Setup,
+}
+
+/// The socket's setup, one operation at a time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Setup {
+    /// Read `SO_SNDBUF`.
+    SendBuffer,
+    /// Set `TCP_NOTSENT_LOWAT` to this.
+    Lowat(i32),
+    /// Turn `SO_ZEROCOPY` on.
+    ZeroCopy,
+    /// Set up.
+    Ready,
 }
 
 impl TxSocket {
-    /// Prepares a connected, non-blocking socket for transmits with `config`.
+    /// The state of a socket to be set up for transmits with `config`, with no call
+    /// made: [`TxSocket::setup_op`] hands out the operations that set it up, and
+    /// [`TxSocket::setup_complete`] takes their results.
     ///
-    /// For the batched strategies this sets `TCP_NOTSENT_LOWAT` to the send buffer size
-    /// unless configured otherwise. The kernel then reports the socket writable only
-    /// when fewer than half that many bytes wait unsent (`tcp_stream_memory_free` with
-    /// its wake shift of 1) and a third of the buffer is free (`sk_stream_min_wspace`):
-    /// the "sleep until 50% free" of seed 000, so each wake-up has a large batch to send.
+    /// For the batched strategies the setup sets `TCP_NOTSENT_LOWAT` to the send buffer
+    /// size unless configured otherwise. The kernel then reports the socket writable
+    /// only when fewer than half that many bytes wait unsent (`tcp_stream_memory_free`
+    /// with its wake shift of 1) and a third of the buffer is free
+    /// (`sk_stream_min_wspace`): the "sleep until 50% free" of seed 000, so each
+    /// wake-up has a large batch to send.
     ///
     /// For `zerocopy` it sets `SO_ZEROCOPY`; if the kernel refuses, the socket copies
     /// and [`Counters::zc_disabled`] says so.
-    pub fn new(fd: BorrowedFd<'_>, config: TxConfig) -> Result<TxSocket, TxError> {
-        linerate_sys::ignore_sigpipe();
-        let sndbuf = net::get_option(fd, net::SockOpt::SendBuffer)?;
-        let mut sock = TxSocket {
+    pub fn unset(config: TxConfig) -> TxSocket {
+        TxSocket {
             config,
             counters: Counters::default(),
-            sndbuf_bytes: sndbuf.max(0) as usize,
+            sndbuf_bytes: 0,
             zc: None,
-        };
-        sock.counters.syscalls += 1;
-        if sock.config.strategy.is_batched() {
-            let lowat = sock.config.notsent_lowat.unwrap_or(sock.sndbuf_bytes);
-            if lowat > 0 {
-                sock.counters.syscalls += 1;
-                let lowat = i32::try_from(lowat).unwrap_or(i32::MAX);
-                net::set_option(fd, net::SockOpt::NotSentLowat, lowat)?;
-            }
+            setup: Setup::SendBuffer,
         }
-        if sock.config.strategy == Strategy::Zerocopy && sock.config.zerocopy {
-            sock.counters.syscalls += 1;
-            match ZeroCopy::new(fd) {
-                Ok(zc) => sock.zc = Some(zc),
-                Err(e) => {
-                    tracing::info!("SO_ZEROCOPY refused ({e}); this socket copies");
-                    sock.counters.zc_disabled = 1;
-                }
-            }
+    }
+
+    /// Sets up a connected, non-blocking socket for transmits with `config` now, by
+    /// the readiness executor (see [`TxSocket::unset`]).
+    pub fn new(fd: BorrowedFd<'_>, config: TxConfig) -> Result<TxSocket, TxError> {
+        linerate_sys::ignore_sigpipe();
+        let mut sock = TxSocket::unset(config);
+        while let Some(mut op) = sock.setup_op() {
+            let r = linerate_event::exec::now(fd, &mut op, None);
+            sock.setup_complete(r)?;
         }
         Ok(sock)
+    }
+
+    /// The next operation of the socket's setup; none once it is set up.
+    pub fn setup_op(&self) -> Option<Op<'static>> {
+        match self.setup {
+            Setup::SendBuffer => Some(Op::SendBufferSize),
+            Setup::Lowat(value) => Some(Op::SetOption {
+                opt: SockOpt::NotSentLowat,
+                value,
+            }),
+            Setup::ZeroCopy => Some(Op::SetOption {
+                opt: SockOpt::ZeroCopy,
+                value: 1,
+            }),
+            Setup::Ready => None,
+        }
+    }
+
+    /// Whether the setup is done.
+    pub fn is_set_up(&self) -> bool {
+        self.setup == Setup::Ready
+    }
+
+    /// Takes the result of [`TxSocket::setup_op`]'s operation.
+    pub fn setup_complete(&mut self, r: Completion) -> Result<(), TxError> {
+        self.counters.syscalls += 1;
+        let zerocopy = self.config.strategy == Strategy::Zerocopy && self.config.zerocopy;
+        let after_lowat = if zerocopy {
+            Setup::ZeroCopy
+        } else {
+            Setup::Ready
+        };
+        self.setup = match self.setup {
+            Setup::SendBuffer => {
+                self.sndbuf_bytes = r?;
+                let lowat = self.config.notsent_lowat.unwrap_or(self.sndbuf_bytes);
+                if self.config.strategy.is_batched() && lowat > 0 {
+                    Setup::Lowat(i32::try_from(lowat).unwrap_or(i32::MAX))
+                } else {
+                    after_lowat
+                }
+            }
+            Setup::Lowat(_) => {
+                r?;
+                after_lowat
+            }
+            Setup::ZeroCopy => {
+                match r {
+                    Ok(_) => self.zc = Some(ZeroCopy::tracker()),
+                    Err(e) => {
+                        tracing::info!("SO_ZEROCOPY refused ({e}); this socket copies");
+                        self.counters.zc_disabled = 1;
+                    }
+                }
+                Setup::Ready
+            }
+            Setup::Ready => {
+                return Err(TxError::Io(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a setup result for a socket set up",
+                )))
+            }
+        };
+        Ok(())
     }
 
     /// A socket's state with no socket behind it, for driving transmits one completion
@@ -202,10 +275,9 @@ impl TxSocket {
     #[cfg(test)]
     pub(crate) fn detached(config: TxConfig, sndbuf_bytes: usize) -> TxSocket {
         TxSocket {
-            config,
-            counters: Counters::default(),
             sndbuf_bytes,
-            zc: None,
+            setup: Setup::Ready,
+            ..TxSocket::unset(config)
         }
     }
 
