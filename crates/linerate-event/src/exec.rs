@@ -9,6 +9,7 @@
 use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, BorrowedFd};
 
+use linerate_sys::cache;
 use linerate_sys::net::{self, SendFlags, SockOpt};
 use linerate_sys::op::{Completion, Op};
 use linerate_sys::pipe::{self, SpliceFlags};
@@ -43,7 +44,16 @@ fn call(fd: BorrowedFd<'_>, op: &mut Op<'_>, zc: Option<&mut ZeroCopy>) -> io::R
             net::sendv(fd, &slices, flags(*more))
         }
         Op::Send { data, more } => net::send(fd, data, flags(*more)),
-        Op::Read { file, at, buf } => std::os::unix::fs::FileExt::read_at(*file, buf, *at),
+        Op::Read {
+            file,
+            at,
+            buf,
+            nowait: false,
+        } => std::os::unix::fs::FileExt::read_at(*file, buf, *at),
+        Op::Read { file, at, buf, .. } => cache::read_at_nowait(file.as_fd(), buf, *at),
+        Op::Probe { file, at, len } => cache::resident(file.as_fd(), *at, *len).map(usize::from),
+        // No helpers here: not handed, and the producer sends inline.
+        Op::Warm { .. } => Ok(0),
         Op::Sendfile { file, at, len } => {
             let mut at = *at;
             sendfile(fd, file.as_fd(), &mut at, *len)

@@ -642,8 +642,6 @@ impl Conn {
             disk: site.disk.as_ref(),
             stats: &site.stats,
             sending: &site.sending,
-            slot: self.slot as usize,
-            serial: u64::from(self.serial),
             unix: self.peer == Peer::Unix,
         };
         loop {
@@ -742,6 +740,21 @@ impl Conn {
                         (Op::Send { data, .. }, Some(t)) => {
                             t.write(data, now).map_err(|e| Errno::from_io(&e))
                         }
+                        // The disk helpers are the worker's, not the kernel's.
+                        (Op::Warm { file, at, len }, _) => {
+                            Ok(usize::from(site.disk.as_ref().is_some_and(|d| {
+                                d.jobs
+                                    .send(crate::disk::Job {
+                                        file: std::sync::Arc::clone(file),
+                                        offset: *at,
+                                        len: *len,
+                                        conn: self.slot as usize,
+                                        serial: u64::from(self.serial),
+                                        inbox: std::sync::Arc::clone(&d.inbox),
+                                    })
+                                    .is_ok()
+                            })))
+                        }
                         _ => {
                             let zc = self.tx.as_deref_mut().and_then(TxSocket::zero_copy);
                             linerate_event::exec::now(fd, &mut op, zc)
@@ -749,12 +762,6 @@ impl Conn {
                     },
                 }
             };
-            if r == Err(Errno::AGAIN) {
-                if let Some(o) = self.out.as_mut() {
-                    o.would_block(self.tx.as_deref_mut());
-                }
-                return Ok(true);
-            }
             // A completion is of a step the queue gave, so the queue is there.
             let Some(out) = self.out.as_deref_mut() else {
                 return Ok(false);

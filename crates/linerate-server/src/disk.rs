@@ -53,6 +53,7 @@ use linerate_sys::cache::EventFd;
 
 use crate::stats::Stats;
 use linerate_sys::sendfile::sendfile;
+use linerate_sys::Errno;
 
 /// Bytes a helper reads per call.
 const READ_CHUNK: usize = 1 << 20;
@@ -214,17 +215,39 @@ impl Whole {
     /// is never probed whole; one larger than a window and found short is not probed
     /// again until the epoch ends (its windows are, as they go).
     pub fn resident(&self, d: &Disk, f: &File, stats: &Stats) -> bool {
-        if self.size > WHOLE_PROBE.max(d.window) || !d.usable.get() {
-            return false;
-        }
-        if self.resident.load(Ordering::Relaxed) == d.epoch {
-            return true;
-        }
-        if self.size > d.window && self.missing.load(Ordering::Relaxed) == d.epoch {
-            return false;
+        if let Some(known) = self.known(d) {
+            return known;
         }
         Stats::add(&stats.probes, 1);
-        match linerate_sys::cache::resident(f.as_fd(), 0, self.size) {
+        let probe = linerate_sys::cache::resident(f.as_fd(), 0, self.size);
+        self.found(d, probe.map_err(|e| Errno::from_io(&e)))
+    }
+
+    /// What is known without a probe in this epoch: resident, or not worth probing
+    /// (too large, found short already, or no probing here); none when a probe of the
+    /// whole file ([`Whole::size`] bytes from 0) must say.
+    pub fn known(&self, d: &Disk) -> Option<bool> {
+        if self.size > WHOLE_PROBE.max(d.window) || !d.usable.get() {
+            return Some(false);
+        }
+        if self.resident.load(Ordering::Relaxed) == d.epoch {
+            return Some(true);
+        }
+        if self.size > d.window && self.missing.load(Ordering::Relaxed) == d.epoch {
+            return Some(false);
+        }
+        None
+    }
+
+    /// The file's size, what a probe of it whole asks about.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Takes what a probe of the whole file found (1: every page there), for this
+    /// epoch; whether the file is resident.
+    pub fn found(&self, d: &Disk, probe: Result<bool, Errno>) -> bool {
+        match probe {
             Ok(true) => {
                 self.resident.store(d.epoch, Ordering::Relaxed);
                 true

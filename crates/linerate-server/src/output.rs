@@ -26,16 +26,17 @@
 //! helpers if it is not resident, so a cold file's reads overlap its sends.
 
 use std::collections::VecDeque;
+use std::fs::File;
 use std::io;
-use std::os::fd::AsFd;
 use std::sync::Arc;
 
 use linerate_sys::net::{SockOpt, IOV_MAX};
 use linerate_sys::op::{Completion, Op, Piece};
+use linerate_sys::Errno;
 use linerate_tx::{Flow, Next, Source, Transmit, TxError, TxSocket};
 
 use crate::config::Sending;
-use crate::disk::{Disk, Job, Residency};
+use crate::disk::{Disk, Residency};
 use crate::response::{FileRange, Part, Response};
 use crate::stats::Stats;
 
@@ -50,9 +51,6 @@ pub(crate) struct Ctx<'a> {
     pub disk: Option<&'a Disk>,
     pub stats: &'a Stats,
     pub sending: &'a Sending,
-    /// The connection's slot and serial, for the helpers' answers.
-    pub slot: usize,
-    pub serial: u64,
     /// A Unix socket: no `TCP_CORK`.
     pub unix: bool,
 }
@@ -79,10 +77,95 @@ enum Step {
     Cork(bool),
     PrepareSocket,
     SetUp,
+    Ask,
     Empty,
     DiskWait,
     Yield,
 }
+
+/// A question of the file side the queue asks before it sends; its answer comes back
+/// through [`Output::complete`] ([`Op::Probe`], [`Op::Read`], [`Op::Warm`]).
+enum Question {
+    /// Are `len` bytes from `at` all in the page cache?
+    Resident { file: Arc<File>, at: u64, len: u64 },
+    /// The bytes of a file range, for a collapse (from the page cache only, `nowait`):
+    /// the queue's `part`th part from the front (pipelined requests for the same range
+    /// are different questions).
+    Read {
+        file: Arc<File>,
+        at: u64,
+        len: u64,
+        nowait: bool,
+        part: usize,
+    },
+    /// Hand a window to the disk helpers.
+    Warm { file: Arc<File>, at: u64, len: u64 },
+}
+
+impl Question {
+    fn same(&self, other: &Question) -> bool {
+        use Question::*;
+        match (self, other) {
+            (
+                Resident { file, at, len },
+                Resident {
+                    file: f,
+                    at: a,
+                    len: l,
+                },
+            )
+            | (
+                Warm { file, at, len },
+                Warm {
+                    file: f,
+                    at: a,
+                    len: l,
+                },
+            ) => Arc::ptr_eq(file, f) && at == a && len == l,
+            (
+                Read {
+                    file,
+                    at,
+                    len,
+                    nowait,
+                    part,
+                },
+                Read {
+                    file: f,
+                    at: a,
+                    len: l,
+                    nowait: n,
+                    part: p,
+                },
+            ) => Arc::ptr_eq(file, f) && at == a && len == l && nowait == n && part == p,
+            _ => false,
+        }
+    }
+}
+
+/// What a question was answered.
+enum Answer {
+    Resident(Result<bool, Errno>),
+    /// The bytes, whole (none: a short read, or taken already by this step).
+    Read(Result<Option<Vec<u8>>, Errno>),
+    /// Handed to the helpers.
+    Warm(bool),
+}
+
+impl Answer {
+    /// The answer, its bytes taken out (a second look finds none).
+    fn take(&mut self) -> Answer {
+        match self {
+            Answer::Resident(r) => Answer::Resident(*r),
+            Answer::Read(Ok(b)) => Answer::Read(Ok(b.take())),
+            Answer::Read(Err(e)) => Answer::Read(Err(*e)),
+            Answer::Warm(w) => Answer::Warm(*w),
+        }
+    }
+}
+
+/// The step asked a question and waits for its answer.
+struct Asking;
 
 /// What the connection has of the transmit state of its socket.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -110,6 +193,7 @@ enum Pending {
     Transmit,
     Cork(bool),
     SetUp,
+    Ask,
 }
 
 /// The responses of one connection on their way out.
@@ -137,6 +221,12 @@ pub(crate) struct Output {
     disk_wait: bool,
     /// The file offset of the window the helpers are reading for this connection.
     job_at: Option<u64>,
+    /// The question asked and not answered yet, and the buffer a read lands in.
+    asking: Option<(Question, Vec<u8>)>,
+    /// The answers the step in progress was given.
+    answers: Vec<(Question, Answer)>,
+    /// Parts the collapse of the step in progress looked at already.
+    collapse_seen: usize,
     /// The defrag copy of a pending gather: its buffers past `IOV_MAX - 2`.
     tail: Vec<u8>,
     pending: Pending,
@@ -165,6 +255,7 @@ impl Output {
             && !self.corked
             && !self.disk_wait
             && self.job_at.is_none()
+            && self.asking.is_none()
     }
 
     /// Gives back the memory of an idle queue.
@@ -172,6 +263,7 @@ impl Output {
         self.queue = VecDeque::new();
         self.finished = Vec::new();
         self.tail = Vec::new();
+        self.answers = Vec::new();
     }
 
     /// A new turn (a writable event, a drive): the transmit in progress counts a
@@ -218,6 +310,32 @@ impl Output {
             Step::DiskWait => Ok(OutNext::DiskWait),
             Step::Yield => Ok(OutNext::Yield),
             Step::PrepareSocket => Ok(OutNext::PrepareSocket),
+            Step::Ask => {
+                let Some((q, buf)) = self.asking.as_mut() else {
+                    return Err(asked_for_nothing());
+                };
+                self.pending = Pending::Ask;
+                Ok(OutNext::Op(match q {
+                    Question::Resident { file, at, len } => Op::Probe {
+                        file,
+                        at: *at,
+                        len: *len,
+                    },
+                    Question::Read {
+                        file, at, nowait, ..
+                    } => Op::Read {
+                        file,
+                        at: *at,
+                        buf: &mut buf[..],
+                        nowait: *nowait,
+                    },
+                    Question::Warm { file, at, len } => Op::Warm {
+                        file,
+                        at: *at,
+                        len: *len,
+                    },
+                }))
+            }
             Step::SetUp => match tx.and_then(|t| t.setup_op()) {
                 Some(op) => {
                     self.pending = Pending::SetUp;
@@ -259,7 +377,7 @@ impl Output {
 
     /// The call [`Output::poll`] gave last would block: it is forgotten (the next poll
     /// asks again, from measurements made then).
-    pub fn would_block(&mut self, tx: Option<&mut TxSocket>) {
+    fn would_block(&mut self, tx: Option<&mut TxSocket>) {
         if std::mem::take(&mut self.pending) == Pending::Transmit {
             if let (Some(t), Some(tx)) = (self.transmit.as_mut(), tx) {
                 t.would_block(tx);
@@ -267,15 +385,45 @@ impl Output {
         }
     }
 
-    /// Takes the result of the call [`Output::poll`] gave last (never `EINTR` or
-    /// `EAGAIN`: those are the caller's). The second value: bytes left.
+    /// Takes the result of the call [`Output::poll`] gave last (never `EINTR`). A send
+    /// that would block (`EAGAIN`) is forgotten and says [`Flow::Blocked`]: the next
+    /// poll, on the next writable edge, asks for it again. The second value: bytes
+    /// left.
     pub fn complete(
         &mut self,
         tx: Option<&mut TxSocket>,
         r: Completion,
         stats: &Stats,
     ) -> Result<(Flow, bool), TxError> {
+        if r == Err(Errno::AGAIN) && self.pending != Pending::Ask {
+            // The socket is full: the call is forgotten, and asked for again on the
+            // next writable edge.
+            self.would_block(tx);
+            return Ok((Flow::Blocked, false));
+        }
         match std::mem::take(&mut self.pending) {
+            Pending::Ask => {
+                let Some((q, buf)) = self.asking.take() else {
+                    return Err(asked_for_nothing());
+                };
+                let a = match &q {
+                    Question::Resident { .. } => {
+                        Stats::add(&stats.probes, 1);
+                        Answer::Resident(r.map(|n| n > 0))
+                    }
+                    // A short read (the file shrank, or a page not in memory) is not
+                    // collapsed.
+                    Question::Read { len, .. } => {
+                        Answer::Read(r.map(|n| (n as u64 == *len).then_some(buf)))
+                    }
+                    Question::Warm { .. } => {
+                        Stats::add(&stats.misses, 1);
+                        Answer::Warm(r.is_ok_and(|n| n > 0))
+                    }
+                };
+                self.answers.push((q, a));
+                Ok((Flow::Continue, false))
+            }
             Pending::Gather => {
                 let n = r?;
                 self.consume(n);
@@ -307,8 +455,19 @@ impl Output {
     }
 
     /// Moves the queue on to its next call, doing the bookkeeping on the way: a file
-    /// part's slice and window, the probe, the collapse.
+    /// part's slice and window, the probe, the collapse. A question for the file side
+    /// ends it ([`Step::Ask`]); it is made again, from the start, with the answer, and
+    /// the answers of one step are forgotten when it ends.
     fn step(&mut self, have_tx: Have, ctx: &Ctx<'_>) -> Result<Step, TxError> {
+        let r = self.step_through(have_tx, ctx);
+        if !matches!(r, Ok(Step::Ask)) {
+            self.answers.clear();
+            self.collapse_seen = 0;
+        }
+        r
+    }
+
+    fn step_through(&mut self, have_tx: Have, ctx: &Ctx<'_>) -> Result<Step, TxError> {
         if self.disk_wait {
             return Ok(Step::DiskWait);
         }
@@ -352,7 +511,9 @@ impl Output {
                 continue;
             }
             self.retire_sent();
-            self.collapse(sending.collapse, nowait, ctx.stats);
+            if self.collapse(sending.collapse, nowait, ctx.stats).is_err() {
+                return Ok(Step::Ask);
+            }
             let Some(front) = self.queue.front_mut() else {
                 return Ok(Step::Empty);
             };
@@ -383,11 +544,12 @@ impl Output {
             };
             self.yield_at_end = n < rest;
             if let Some(d) = ctx.disk.filter(|d| d.usable.get()) {
-                let Some(until) =
-                    self.resident_ahead(d, ctx, &f, (start, off + len), residency, start == off)
-                else {
-                    return Ok(Step::DiskWait);
-                };
+                let until =
+                    match self.resident_ahead(d, &f, (start, off + len), residency, start == off) {
+                        Ok(Some(until)) => until,
+                        Ok(None) => return Ok(Step::DiskWait),
+                        Err(Asking) => return Ok(Step::Ask),
+                    };
                 if until < start + n {
                     n = until - start;
                     self.yield_at_end = false;
@@ -498,19 +660,22 @@ impl Output {
     fn resident_ahead(
         &mut self,
         d: &Disk,
-        ctx: &Ctx<'_>,
-        f: &Arc<std::fs::File>,
+        f: &Arc<File>,
         (start, end): (u64, u64),
         known: Residency,
         first: bool,
-    ) -> Option<u64> {
+    ) -> Result<Option<u64>, Asking> {
         if let Residency::Whole(w) = &known {
             if self.on_whole || self.resident_until <= start {
-                if w.resident(d, f, ctx.stats) {
+                let all = match w.known(d) {
+                    Some(all) => all,
+                    None => w.found(d, self.resident(f, 0, w.size())?),
+                };
+                if all {
                     // Every page of the file is there in this epoch.
                     self.resident_until = end;
                     self.on_whole = true;
-                    return Some(end);
+                    return Ok(Some(end));
                 }
                 if std::mem::take(&mut self.on_whole) {
                     // They were; some have gone since: a window at a time from here.
@@ -524,16 +689,13 @@ impl Output {
             if self.job_at == Some(start) {
                 // The helpers are reading this window already.
                 self.disk_wait = true;
-                return None;
+                return Ok(None);
             }
             let w = (end - start).min(d.window);
             let probe = match known {
                 Residency::Missing => Ok(false),
                 // Unknown, or its whole file no longer all there.
-                Residency::Unknown | Residency::Whole(_) => {
-                    Stats::add(&ctx.stats.probes, 1);
-                    linerate_sys::cache::resident(f.as_fd(), start, w)
-                }
+                Residency::Unknown | Residency::Whole(_) => self.resident(f, start, w)?,
             };
             match probe {
                 Ok(true) => self.resident_until = start + w,
@@ -541,9 +703,9 @@ impl Output {
                     // The connection waits for this read, so it is kept short; the
                     // rest of the window comes in while it goes out.
                     let first = w.min(WAITED_READ);
-                    if self.job_at.is_none() && self.read_ahead(d, ctx, f, start, first) {
+                    if self.job_at.is_none() && self.read_ahead(f, start, first)? {
                         self.disk_wait = true;
-                        return None;
+                        return Ok(None);
                     }
                     // No helpers left (shutting down): send inline.
                     self.resident_until = start + w;
@@ -559,73 +721,111 @@ impl Output {
         let next = self.resident_until;
         if next < end && self.job_at.is_none() && next - start <= d.window {
             let w = (end - next).min(d.window);
-            Stats::add(&ctx.stats.probes, 1);
-            match linerate_sys::cache::resident(f.as_fd(), next, w) {
+            match self.resident(f, next, w)? {
                 Ok(true) => self.resident_until = next + w,
                 Ok(false) => {
-                    self.read_ahead(d, ctx, f, next, w);
+                    self.read_ahead(f, next, w)?;
                 }
                 Err(_) => d.usable.set(false),
             }
         }
-        Some(self.resident_until)
+        Ok(Some(self.resident_until))
+    }
+
+    /// Whether `len` bytes of `file` from `at` are all in the page cache.
+    fn resident(
+        &mut self,
+        file: &Arc<File>,
+        at: u64,
+        len: u64,
+    ) -> Result<Result<bool, Errno>, Asking> {
+        match self.ask(Question::Resident {
+            file: Arc::clone(file),
+            at,
+            len,
+        })? {
+            Answer::Resident(r) => Ok(r),
+            _ => Ok(Ok(false)),
+        }
     }
 
     /// Hands `len` bytes of `file` from `offset` to the helpers; false if there are
-    /// none left (shutting down).
-    fn read_ahead(
-        &mut self,
-        d: &Disk,
-        ctx: &Ctx<'_>,
-        file: &Arc<std::fs::File>,
-        offset: u64,
-        len: u64,
-    ) -> bool {
-        Stats::add(&ctx.stats.misses, 1);
-        let job = Job {
-            file: Arc::clone(file),
-            offset,
-            len,
-            conn: ctx.slot,
-            serial: ctx.serial,
-            inbox: Arc::clone(&d.inbox),
-        };
-        if d.jobs.send(job).is_err() {
-            return false;
+    /// none (shutting down, or none here).
+    fn read_ahead(&mut self, file: &Arc<File>, offset: u64, len: u64) -> Result<bool, Asking> {
+        let handed = matches!(
+            self.ask(Question::Warm {
+                file: Arc::clone(file),
+                at: offset,
+                len,
+            })?,
+            Answer::Warm(true)
+        );
+        if handed {
+            self.job_at = Some(offset);
         }
-        self.job_at = Some(offset);
-        true
+        Ok(handed)
+    }
+
+    /// The answer to `q` if this step has it; else `q` is asked (the step then ends,
+    /// and is made again once the answer came).
+    fn ask(&mut self, q: Question) -> Result<Answer, Asking> {
+        if let Some((_, a)) = self.answers.iter_mut().find(|(k, _)| k.same(&q)) {
+            return Ok(a.take());
+        }
+        let buf = match &q {
+            Question::Read { len, .. } => vec![0u8; *len as usize],
+            _ => Vec::new(),
+        };
+        self.asking = Some((q, buf));
+        Err(Asking)
     }
 
     /// Seed 001's collapse: the file ranges of at most `max` bytes that the next gather
     /// reaches are read into bytes (only from the page cache with `nowait`). It stops at
     /// the first range it cannot take, where the gather stops too.
-    fn collapse(&mut self, max: u64, nowait: bool, stats: &Stats) {
+    fn collapse(&mut self, max: u64, nowait: bool, stats: &Stats) -> Result<(), Asking> {
         if max == 0 {
-            return;
+            return Ok(());
         }
         // The front part may be half sent, or have the helpers reading for it.
         let front_busy = self.front_sent > 0 || self.job_at.is_some();
+        // Parts this step looked at already (its answers made again) are passed over.
         let mut seen = 0usize;
-        for (ri, resp) in self.queue.iter_mut().enumerate() {
-            for (pi, part) in resp.plan.parts.iter_mut().enumerate() {
+        for ri in 0..self.queue.len() {
+            for pi in 0..self.queue[ri].plan.parts.len() {
                 seen += 1;
                 if seen > IOV_MAX {
-                    return;
+                    return Ok(());
+                }
+                if seen <= self.collapse_seen {
+                    continue;
                 }
                 let Part::File(FileRange {
                     file, offset, len, ..
-                }) = part
+                }) = &self.queue[ri].plan.parts[pi]
                 else {
                     continue;
                 };
-                let (offset, len) = (*offset, *len);
+                let (file, offset, len) = (Arc::clone(file), *offset, *len);
                 let front = ri == 0 && pi == 0;
                 if len > max || (front && front_busy) {
-                    return;
+                    return Ok(());
                 }
-                let Some(bytes) = crate::files::read_range(file, offset, len, nowait) else {
-                    return;
+                self.collapse_seen = seen - 1;
+                let read = |nowait| Question::Read {
+                    file: Arc::clone(&file),
+                    at: offset,
+                    len,
+                    nowait,
+                    part: seen,
+                };
+                let mut got = self.ask(read(nowait))?;
+                if nowait && matches!(got, Answer::Read(Err(Errno::OPNOTSUPP))) {
+                    // A file system that cannot say (tmpfs): read it as it is.
+                    got = self.ask(read(false))?;
+                }
+                let Answer::Read(Ok(Some(bytes))) = got else {
+                    return Ok(());
                 };
                 if front {
                     // What was known of this range's residency goes with it.
@@ -634,9 +834,10 @@ impl Output {
                 }
                 Stats::add(&stats.collapsed, 1);
                 Stats::add(&stats.collapsed_bytes, len);
-                *part = Part::Bytes(bytes);
+                self.queue[ri].plan.parts[pi] = Part::Bytes(bytes);
             }
         }
+        Ok(())
     }
 
     /// Marks `n` sent bytes off the front of the queue; finished responses move to
@@ -699,8 +900,6 @@ mod tests {
             disk: None,
             stats,
             sending,
-            slot: 0,
-            serial: 1,
             unix: false,
         }
     }

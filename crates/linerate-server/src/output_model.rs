@@ -132,8 +132,6 @@ pub fn run(input: &[u8]) {
         disk: None,
         stats: &stats,
         sending: &s,
-        slot: 0,
-        serial: 1,
         unix: false,
     };
 
@@ -233,10 +231,7 @@ pub fn run(input: &[u8]) {
                 continue;
             }
             OutNext::Op(Op::SetOption { .. }) => Ok(0),
-            OutNext::Op(_) if sends && matches!(a, Answer::WouldBlock) => {
-                o.would_block(have_tx.then_some(&mut txs));
-                continue;
-            }
+            OutNext::Op(_) if sends && matches!(a, Answer::WouldBlock) => Err(Errno::AGAIN),
             OutNext::Op(_) if sends && matches!(a, Answer::Reset) => Err(Errno::CONNRESET),
             OutNext::Op(Op::Gather { pieces, .. }) => {
                 let total: usize = pieces.iter().map(|p| p.bytes.len()).sum();
@@ -263,7 +258,7 @@ pub fn run(input: &[u8]) {
                     got.extend_from_slice(&b);
                     Ok(n)
                 }
-                (Op::Read { file, at, buf }, a) => {
+                (Op::Read { file, at, buf, .. }, a) => {
                     // The file's answer, not the socket's: whole, or nothing when the
                     // next answer says the file shrank.
                     if matches!(a, Answer::Shrunk) {

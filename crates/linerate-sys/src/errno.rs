@@ -35,6 +35,8 @@ impl Errno {
     pub const INTR: Errno = Errno(libc::EINTR);
     /// `EINVAL`: an invalid argument.
     pub const INVAL: Errno = Errno(libc::EINVAL);
+    /// `EOPNOTSUPP`: not supported here (`RWF_NOWAIT` on tmpfs).
+    pub const OPNOTSUPP: Errno = Errno(libc::EOPNOTSUPP);
     /// `EIO`: an I/O error.
     pub const IO: Errno = Errno(libc::EIO);
 

@@ -52,7 +52,9 @@ pub enum Op<'a> {
         /// More of this response follows at once.
         more: bool,
     },
-    /// `pread` of `buf.len()` bytes of `file` at `at` (the `copy` strategy).
+    /// `pread` of `buf.len()` bytes of `file` at `at` (the `copy` strategy, a
+    /// collapse); with `nowait`, from the page cache only (`RWF_NOWAIT`: `EAGAIN` when
+    /// a page is not there, `EOPNOTSUPP` where the file system cannot say).
     Read {
         /// The file.
         file: &'a File,
@@ -60,6 +62,30 @@ pub enum Op<'a> {
         at: u64,
         /// Where the bytes go.
         buf: &'a mut [u8],
+        /// Only what is in the page cache.
+        nowait: bool,
+    },
+    /// Whether `len` bytes of `file` from `at` are all in the page cache (`cachestat`):
+    /// completes with 1 if they are, 0 if not (`ENOSYS` before Linux 6.5).
+    Probe {
+        /// The file.
+        file: &'a File,
+        /// Offset in the file.
+        at: u64,
+        /// Bytes asked about.
+        len: u64,
+    },
+    /// Hands `len` bytes of `file` from `at` to disk helpers that read them into the
+    /// page cache off the event loop (seed 003). Made by whoever owns the helpers (the
+    /// server's connection), not by a kernel executor: one without helpers completes
+    /// with 0 (not handed), and the producer then sends inline; handed, 1.
+    Warm {
+        /// The file.
+        file: &'a Arc<File>,
+        /// Offset in the file.
+        at: u64,
+        /// Bytes to read in.
+        len: u64,
     },
     /// `sendfile` of `len` bytes of `file` from `at`.
     Sendfile {
@@ -133,6 +159,8 @@ impl Op<'_> {
             Op::Gather { .. } => "gather",
             Op::Send { .. } => "send",
             Op::Read { .. } => "read",
+            Op::Probe { .. } => "probe",
+            Op::Warm { .. } => "warm",
             Op::Sendfile { .. } => "sendfile",
             Op::SpliceIn { .. } => "splice-in",
             Op::SpliceOut { .. } => "splice-out",

@@ -275,6 +275,7 @@ impl CopyFile {
                 file,
                 at: offset + cur.sent,
                 buf: &mut self.buf[..self.want],
+                nowait: false,
             }));
         }
         self.want = self.end - self.start;
