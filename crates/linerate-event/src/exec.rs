@@ -14,7 +14,7 @@ use linerate_sys::net::{self, SendFlags, SockOpt};
 use linerate_sys::op::{Completion, Op};
 use linerate_sys::pipe::{self, SpliceFlags};
 use linerate_sys::sendfile::sendfile;
-use linerate_sys::zerocopy::ZeroCopy;
+use linerate_sys::zerocopy::{Mmap, ZeroCopy};
 use linerate_sys::Errno;
 
 fn flags(more: bool) -> SendFlags {
@@ -52,6 +52,24 @@ fn call(fd: BorrowedFd<'_>, op: &mut Op<'_>, zc: Option<&mut ZeroCopy>) -> io::R
         } => std::os::unix::fs::FileExt::read_at(*file, buf, *at),
         Op::Read { file, at, buf, .. } => cache::read_at_nowait(file.as_fd(), buf, *at),
         Op::Probe { file, at, len } => cache::resident(file.as_fd(), *at, *len).map(usize::from),
+        Op::Pipe { slot, capacity } => {
+            **slot = Some(pipe::Pipe::take(*capacity)?);
+            Ok(0)
+        }
+        Op::Map {
+            file,
+            at,
+            len,
+            slot,
+        } => {
+            let file_len = file.metadata()?.len();
+            let n = (*len as u64).min(file_len.saturating_sub(*at)) as usize;
+            if n > 0 {
+                **slot = Some(Mmap::map(file.as_fd(), *at, n)?);
+            }
+            Ok(n)
+        }
+        Op::FileSize { file } => Ok(file.metadata()?.len() as usize),
         // No helpers here: not handed, and the producer sends inline.
         Op::Warm { .. } => Ok(0),
         Op::Sendfile { file, at, len } => {

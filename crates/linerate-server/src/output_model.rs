@@ -299,6 +299,14 @@ pub fn run(input: &[u8]) {
                     got.extend(pipe.drain(..n));
                     Ok(n)
                 }
+                // The splice strategy's pipe: a real one (the model's pipe bytes are its
+                // own, below), from the thread's spares.
+                (Op::Pipe { slot, capacity }, _) => {
+                    *slot = Some(linerate_sys::pipe::Pipe::take(capacity).expect("a pipe"));
+                    Ok(0)
+                }
+                // The file never really shrinks: a short answer only says it did.
+                (Op::FileSize { .. }, _) => Ok(FILE_BYTES),
                 (Op::QueuedBytes, Answer::Take(n)) => Ok(n % 50_000),
                 (Op::QueuedBytes, _) => Ok(0),
                 (Op::SendBufferSize, _) => Ok(100_000),

@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use crate::errno::Errno;
 use crate::net::SockOpt;
-use crate::zerocopy::Pinned;
+use crate::pipe::Pipe;
+use crate::zerocopy::{Mmap, Pinned};
 
 /// What an operation gave back: bytes moved (or the value it measured), or the error.
 /// `EINTR` never comes back (the executor calls again); `EAGAIN` does
@@ -74,6 +75,33 @@ pub enum Op<'a> {
         at: u64,
         /// Bytes asked about.
         len: u64,
+    },
+    /// A pipe for a splice into `slot`: one of the thread's spares, or a new one asked
+    /// to hold `capacity` bytes; completes with 0.
+    Pipe {
+        /// Where the pipe goes.
+        slot: &'a mut Option<Pipe>,
+        /// Bytes it is asked to hold.
+        capacity: usize,
+    },
+    /// Maps `len` bytes of `file` from `at` (a page boundary) for zero-copy sends, into
+    /// `slot`, no further than the file's end now (the bytes of a mapping past it would
+    /// read as zeros): completes with the bytes mapped, 0 when the file ends at or
+    /// before `at`.
+    Map {
+        /// The file.
+        file: &'a File,
+        /// Offset in the file, a multiple of the page size.
+        at: u64,
+        /// Bytes asked for.
+        len: usize,
+        /// Where the mapping goes.
+        slot: &'a mut Option<Mmap>,
+    },
+    /// The size of `file` now (`fstat`), as a transmit that found it shorter reports it.
+    FileSize {
+        /// The file.
+        file: &'a File,
     },
     /// Hands `len` bytes of `file` from `at` to disk helpers that read them into the
     /// page cache off the event loop (seed 003). Made by whoever owns the helpers (the
@@ -160,6 +188,9 @@ impl Op<'_> {
             Op::Send { .. } => "send",
             Op::Read { .. } => "read",
             Op::Probe { .. } => "probe",
+            Op::Pipe { .. } => "pipe",
+            Op::Map { .. } => "map",
+            Op::FileSize { .. } => "file-size",
             Op::Warm { .. } => "warm",
             Op::Sendfile { .. } => "sendfile",
             Op::SpliceIn { .. } => "splice-in",

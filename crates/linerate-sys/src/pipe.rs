@@ -1,7 +1,7 @@
 //! Pipes and `splice(2)`: file → pipe → socket without a copy through user memory.
 
 use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use crate::{cvt, cvt_size, to_off64};
 
@@ -32,6 +32,55 @@ impl std::ops::BitOr for SpliceFlags {
     type Output = SpliceFlags;
     fn bitor(self, other: SpliceFlags) -> SpliceFlags {
         self.union(other)
+    }
+}
+
+/// A pipe a splice moves bytes through (file → pipe → socket).
+#[derive(Debug)]
+pub struct Pipe {
+    r: OwnedFd,
+    w: OwnedFd,
+}
+
+/// Pipes kept per thread for reuse.
+const POOL_MAX: usize = 16;
+
+thread_local! {
+    static POOL: std::cell::RefCell<Vec<Pipe>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+impl Pipe {
+    /// One of this thread's spare pipes, or a new one asked to hold `capacity` bytes
+    /// (a smaller pipe still works; only the batch size suffers).
+    pub fn take(capacity: usize) -> io::Result<Pipe> {
+        if let Some(p) = POOL.with(|p| p.borrow_mut().pop()) {
+            return Ok(p);
+        }
+        let (r, w) = pipe()?;
+        let _ = set_pipe_size(w.as_fd(), capacity);
+        Ok(Pipe { r, w })
+    }
+
+    /// Keeps an empty pipe for this thread's next [`Pipe::take`] (closed when the pool
+    /// is full). A pipe still holding bytes must be dropped instead: its bytes would go
+    /// out on the next connection.
+    pub fn recycle(self) {
+        POOL.with(|pool| {
+            let mut pool = pool.borrow_mut();
+            if pool.len() < POOL_MAX {
+                pool.push(self);
+            }
+        });
+    }
+
+    /// The read end.
+    pub fn read_end(&self) -> BorrowedFd<'_> {
+        self.r.as_fd()
+    }
+
+    /// The write end.
+    pub fn write_end(&self) -> BorrowedFd<'_> {
+        self.w.as_fd()
     }
 }
 

@@ -7,13 +7,11 @@
 //! Between a `poll` and its `complete` the state does not change, so `complete` knows
 //! what was asked from the `pending` it recorded.
 
-use std::cell::RefCell;
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
-use linerate_sys::pipe;
+use linerate_sys::pipe::Pipe;
 use linerate_sys::zerocopy::{self, Mmap, Pinned};
 
 use crate::op::{Completion, Flow, Next, Op};
@@ -25,8 +23,6 @@ pub(crate) const PAGE_BYTES: usize = 4096;
 pub(crate) const COPY_BUFFER_BYTES: usize = 64 * 1024;
 /// Capacity asked of each splice pipe (the default `pipe-max-size` allows it).
 pub(crate) const PIPE_BYTES: usize = 1 << 20;
-/// Pipes kept per thread for reuse.
-const PIPE_POOL_MAX: usize = 16;
 /// Largest window of a file mapped at once for zero-copy sends.
 const ZC_MAP_WINDOW_BYTES: usize = 8 << 20;
 
@@ -46,23 +42,24 @@ impl Cursor {
 
     /// The file, the offset of the range and its length (file strategies are only
     /// chosen for file sources: memory here is refused).
-    fn file(&self) -> Result<(&Arc<File>, u64, u64), TxError> {
+    pub(crate) fn file(&self) -> Result<(&Arc<File>, u64, u64), TxError> {
         match &self.source {
             Source::File { file, offset, len } => Ok((file, *offset, *len)),
             Source::Memory { .. } => Err(wrong_source()),
         }
     }
 
+    /// The file ended early; its size now is asked by the transmit before the error
+    /// is given ([`crate::Transmit`]).
     fn truncated(&self) -> TxError {
-        let (file, len) = match self.file() {
-            Ok((file, _, len)) => (file, len),
+        let len = match self.file() {
+            Ok((_, _, len)) => len,
             Err(e) => return e,
         };
-        let file_len = file.metadata().map(|m| m.len()).unwrap_or(0);
         TxError::Truncated {
             sent: self.sent,
             expected: len,
-            file_len,
+            file_len: 0,
         }
     }
 
@@ -446,41 +443,13 @@ impl SendfileBatched {
     }
 }
 
-/// A pipe of the `splice` strategy.
-#[derive(Debug)]
-pub(crate) struct Pipe {
-    r: OwnedFd,
-    w: OwnedFd,
-}
-
-thread_local! {
-    static PIPES: RefCell<Vec<Pipe>> = const { RefCell::new(Vec::new()) };
-}
-
-fn take_pipe() -> io::Result<Pipe> {
-    if let Some(p) = PIPES.with(|p| p.borrow_mut().pop()) {
-        return Ok(p);
-    }
-    let (r, w) = pipe::pipe()?;
-    // A smaller pipe still works; only the batch size suffers.
-    let _ = pipe::set_pipe_size(w.as_fd(), PIPE_BYTES);
-    Ok(Pipe { r, w })
-}
-
-fn give_back_pipe(p: Pipe) {
-    PIPES.with(|pool| {
-        let mut pool = pool.borrow_mut();
-        if pool.len() < PIPE_POOL_MAX {
-            pool.push(p);
-        }
-    });
-}
-
 /// File → pipe → socket, sized like [`SendfileBatched`]. Bytes left in the pipe by a
 /// full socket stay there for the next call.
 #[derive(Debug, Default)]
 pub(crate) struct Splice {
     pipe: Option<Pipe>,
+    /// The pending operation asks for the pipe.
+    asking_pipe: bool,
     /// Bytes the pipe holds: read from the file, not yet sent.
     held: usize,
     budget: Budget,
@@ -493,7 +462,7 @@ impl Drop for Splice {
         // reused: its bytes would go out on the next connection.
         if let Some(p) = self.pipe.take() {
             if self.held == 0 {
-                give_back_pipe(p);
+                p.recycle();
             }
         }
     }
@@ -501,20 +470,22 @@ impl Drop for Splice {
 
 impl Splice {
     fn poll<'a>(&'a mut self, cur: &'a Cursor, sock: &mut TxSocket) -> Result<Next<'a>, TxError> {
-        let p = match self.pipe.take() {
-            Some(p) => p,
-            None => {
-                sock.counters.syscalls += 1;
-                take_pipe()?
-            }
+        let Splice {
+            pipe, asking_pipe, ..
+        } = self;
+        let Some(p) = pipe else {
+            *asking_pipe = true;
+            return Ok(Next::Op(Op::Pipe {
+                slot: pipe,
+                capacity: PIPE_BYTES,
+            }));
         };
-        let p = self.pipe.insert(p);
         let (file, offset, len) = cur.file()?;
         let rem = len - cur.sent;
         if self.held > 0 {
             self.measuring = false;
             return Ok(Next::Op(Op::SpliceOut {
-                pipe: p.r.as_fd(),
+                pipe: p.read_end(),
                 len: self.held,
                 more: rem > self.held as u64,
             }));
@@ -533,7 +504,7 @@ impl Splice {
         Ok(Next::Op(Op::SpliceIn {
             file,
             at: offset + cur.sent,
-            pipe: p.w.as_fd(),
+            pipe: p.write_end(),
             len: want,
         }))
     }
@@ -545,6 +516,12 @@ impl Splice {
         r: Completion,
     ) -> Result<Flow, TxError> {
         let n = r?;
+        if std::mem::take(&mut self.asking_pipe) {
+            return match self.pipe {
+                Some(_) => Ok(Flow::Continue),
+                None => Err(wrong_source()),
+            };
+        }
         if self.measuring {
             self.budget.complete(sock, n);
             return Ok(Flow::Continue);
@@ -579,6 +556,8 @@ enum ZcPending {
     Reap,
     SendZerocopy,
     SendCopy,
+    Map,
+    CheckSize,
 }
 
 /// Seed 002: `MSG_ZEROCOPY` sends, each buffer held until its completion; copies below
@@ -590,6 +569,11 @@ pub(crate) struct Zerocopy {
     window: Option<(Pinned, u64, usize)>,
     /// The memory the pending send comes from.
     region: Option<Pinned>,
+    /// Where a window asked for is mapped, and the file offset it starts at.
+    mapped: Option<Mmap>,
+    map_base: u64,
+    /// The last send of a mapped file went with these bytes, not yet counted.
+    last: Option<usize>,
     budget: Budget,
     want: usize,
     pending: ZcPending,
@@ -599,41 +583,20 @@ pub(crate) struct Zerocopy {
 }
 
 impl Zerocopy {
-    /// The pinned memory the next send comes from, and the range in it.
-    fn region(&mut self, cur: &Cursor) -> Result<(Pinned, usize, usize), TxError> {
-        match &cur.source {
-            Source::Memory { buf, offset, len } => {
+    /// The pinned memory the next send comes from, and the range in it (of a file, the
+    /// window mapped for it).
+    fn region(&self, cur: &Cursor) -> Result<(Pinned, usize, usize), TxError> {
+        match (&cur.source, &self.window) {
+            (Source::Memory { buf, offset, len }, _) => {
                 let start = offset + cur.sent as usize;
                 Ok((Pinned::Memory(Arc::clone(buf)), start, offset + len))
             }
-            Source::File { file, offset, len } => {
-                let pos = offset + cur.sent;
-                let end = offset + len;
-                let (w, base, limit) = match self.window.take() {
-                    Some((w, base, limit)) if pos >= base && pos < base + limit as u64 => {
-                        (w, base, limit)
-                    }
-                    _ => {
-                        // The bytes of a mapping past the end of the file read as zeros up to
-                        // the page's end: map only what the file holds now, so a file that
-                        // shrank is reported, never padded.
-                        let file_len = file.metadata().map_err(TxError::Io)?.len();
-                        if file_len <= pos {
-                            return Err(cur.truncated());
-                        }
-                        let page = zerocopy::page_size() as u64;
-                        let base = pos - pos % page;
-                        let wlen =
-                            (end.min(file_len) - base).min(ZC_MAP_WINDOW_BYTES as u64) as usize;
-                        let map = Mmap::map(file.as_fd(), base, wlen)?;
-                        (Pinned::Map(Arc::new(map)), base, wlen)
-                    }
-                };
-                let start = (pos - base) as usize;
-                let stop = ((end - base) as usize).min(limit);
-                self.window = Some((w.clone(), base, limit));
-                Ok((w, start, stop))
+            (Source::File { offset, len, .. }, Some((w, base, limit))) => {
+                let start = (offset + cur.sent - base) as usize;
+                let stop = ((offset + len - base) as usize).min(*limit);
+                Ok((w.clone(), start, stop))
             }
+            (Source::File { .. }, None) => Err(wrong_source()),
         }
     }
 
@@ -642,8 +605,34 @@ impl Zerocopy {
             self.pending = ZcPending::Reap;
             return Ok(Next::Op(Op::Reap));
         }
+        if let (Some(_), Source::File { file, .. }) = (self.last, &cur.source) {
+            // The last send of a mapped file went: the file's size says whether a
+            // shrink sent a zeroed page tail.
+            self.pending = ZcPending::CheckSize;
+            return Ok(Next::Op(Op::FileSize { file }));
+        }
         if cur.remaining() == 0 {
             return Ok(Next::Done);
+        }
+        if let Source::File { file, offset, len } = &cur.source {
+            let pos = offset + cur.sent;
+            let covered = matches!(&self.window, Some((_, base, limit)) if pos >= *base && pos < *base + *limit as u64);
+            if !covered {
+                // Mapped no further than the file's end now: the bytes of a mapping past
+                // it read as zeros up to the page's end, so a file that shrank is
+                // reported, never padded.
+                self.window = None;
+                let page = zerocopy::page_size() as u64;
+                let base = pos - pos % page;
+                self.map_base = base;
+                self.pending = ZcPending::Map;
+                return Ok(Next::Op(Op::Map {
+                    file,
+                    at: base,
+                    len: (offset + len - base).min(ZC_MAP_WINDOW_BYTES as u64) as usize,
+                    slot: &mut self.mapped,
+                }));
+            }
         }
         let (region, start, stop) = self.region(cur)?;
         if let Some(op) = self.budget.before_send(sock) {
@@ -686,6 +675,28 @@ impl Zerocopy {
         let pending = std::mem::take(&mut self.pending);
         self.region = None;
         let n = match (pending, r) {
+            (ZcPending::Map, r) => {
+                let n = r?;
+                let pos = cur.file()?.1 + cur.sent;
+                return match self.mapped.take() {
+                    Some(m) if self.map_base + n as u64 > pos => {
+                        self.window = Some((Pinned::Map(Arc::new(m)), self.map_base, n));
+                        Ok(Flow::Continue)
+                    }
+                    _ => Err(cur.truncated()),
+                };
+            }
+            (ZcPending::CheckSize, r) => {
+                let size = r? as u64;
+                let n = self.last.take().unwrap_or(0);
+                self.window = None;
+                cur.took(sock, n, self.want);
+                let (_, offset, len) = cur.file()?;
+                if size < offset + len {
+                    return Err(cur.truncated());
+                }
+                return Ok(Flow::Continue);
+            }
             (ZcPending::Measure, r) => {
                 self.budget.complete(sock, r?);
                 return Ok(Flow::Continue);
@@ -724,15 +735,14 @@ impl Zerocopy {
         };
         // Measured again before the next send (no `SO_SNDBUF` refresh here).
         self.budget.space = None;
-        let short = cur.took(sock, n, self.want);
-        if cur.remaining() == 0 && self.window.take().is_some() {
-            // A shrink after the last window was mapped may have sent a zeroed page
-            // tail: say so rather than report success.
-            let (file, offset, len) = cur.file()?;
-            if file.metadata().map_err(TxError::Io)?.len() < offset + len {
-                return Err(cur.truncated());
-            }
+        if self.window.is_some() && n as u64 == cur.remaining() {
+            // The last bytes of a mapped file: counted once its size is checked (a
+            // shrink after the last window was mapped may have sent a zeroed page
+            // tail: said rather than reported as success).
+            self.last = Some(n);
+            return Ok(Flow::Continue);
         }
+        let short = cur.took(sock, n, self.want);
         if short {
             return Ok(Flow::Blocked);
         }

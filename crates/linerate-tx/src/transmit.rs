@@ -364,6 +364,9 @@ pub struct Transmit {
     /// The strategy's state machine, chosen at the first poll from the socket's
     /// configuration.
     machine: Option<Machine>,
+    /// The file ended early, these bytes of those asked sent: its size now is asked
+    /// ([`Op::FileSize`]) before the error is given.
+    shrank: Option<(u64, u64)>,
 }
 
 impl std::fmt::Debug for Transmit {
@@ -385,6 +388,7 @@ impl Transmit {
         Transmit {
             cur: Cursor { source, sent: 0 },
             machine: None,
+            shrank: None,
         }
     }
 
@@ -406,12 +410,29 @@ impl Transmit {
     /// It says [`Next::Done`] exactly when [`Transmit::remaining`] is 0, so a caller
     /// can tell a finished transmit without polling it.
     pub fn poll_op<'a>(&'a mut self, sock: &mut TxSocket) -> Result<Next<'a>, TxError> {
+        if self.shrank.is_some() {
+            return Ok(Next::Op(Op::FileSize {
+                file: self.cur.file()?.0,
+            }));
+        }
         if self.cur.remaining() == 0 {
             return Ok(Next::Done);
         }
-        let Transmit { cur, machine } = self;
+        let Transmit {
+            cur,
+            machine,
+            shrank,
+        } = self;
         let machine = machine.get_or_insert_with(|| Machine::choose(cur, sock));
-        machine.poll(cur, sock)
+        match machine.poll(cur, sock) {
+            Err(TxError::Truncated { sent, expected, .. }) => {
+                *shrank = Some((sent, expected));
+                Ok(Next::Op(Op::FileSize {
+                    file: cur.file()?.0,
+                }))
+            }
+            r => r,
+        }
     }
 
     /// Takes the result of the operation [`Transmit::poll_op`] gave last (never
@@ -427,7 +448,20 @@ impl Transmit {
         if !machine.reaping() {
             sock.counters.syscalls += 1;
         }
-        machine.complete(&mut self.cur, sock, r)
+        if let Some((sent, expected)) = self.shrank.take() {
+            return Err(TxError::Truncated {
+                sent,
+                expected,
+                file_len: r.unwrap_or(0) as u64,
+            });
+        }
+        match machine.complete(&mut self.cur, sock, r) {
+            Err(TxError::Truncated { sent, expected, .. }) => {
+                self.shrank = Some((sent, expected));
+                Ok(Flow::Continue)
+            }
+            r => r,
+        }
     }
 
     /// The operation [`Transmit::poll_op`] gave last would block and is forgotten: what
@@ -479,6 +513,7 @@ mod tests {
 
     use super::*;
     use crate::Op;
+    use std::os::fd::AsFd;
 
     fn file_of(len: usize) -> (tempfile::NamedTempFile, Arc<File>, Vec<u8>) {
         let bytes: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
@@ -521,6 +556,18 @@ mod tests {
         }
     }
 
+    /// Answers the pending resource operation (a pipe, a mapping, a size) as the
+    /// readiness executor does; its result.
+    fn resource(t: &mut Transmit, s: &mut TxSocket, f: &File) -> Completion {
+        let r = match t.poll_op(s).unwrap() {
+            // The socket is not used by these operations.
+            Next::Op(mut op) => linerate_event::exec::now(f.as_fd(), &mut op, None),
+            Next::Done => panic!("done"),
+        };
+        t.complete(s, r).unwrap();
+        r
+    }
+
     fn ok(t: &mut Transmit, s: &mut TxSocket, n: usize) -> Flow {
         t.complete(s, Ok(n)).unwrap()
     }
@@ -555,7 +602,10 @@ mod tests {
             next(&mut t, &mut s);
             ok(&mut t, &mut s, 1_000);
             next(&mut t, &mut s);
-            match t.complete(&mut s, Ok(0)) {
+            // The end of the file: its size is asked, then the error given.
+            assert_eq!(ok(&mut t, &mut s, 0), Flow::Continue);
+            assert_eq!(next(&mut t, &mut s).0, "file-size");
+            match t.complete(&mut s, Ok(5_000)) {
                 Err(TxError::Truncated {
                     sent,
                     expected,
@@ -656,8 +706,10 @@ mod tests {
         let mut s = sock(Strategy::Copy);
         let mut t = file_tx(&f, 0, 2_000);
         assert_eq!(next(&mut t, &mut s), ("read", 0, 2_000, false));
+        ok(&mut t, &mut s, 0);
+        assert_eq!(next(&mut t, &mut s).0, "file-size");
         assert!(matches!(
-            t.complete(&mut s, Ok(0)),
+            t.complete(&mut s, Ok(1_000)),
             Err(TxError::Truncated {
                 file_len: 1_000,
                 ..
@@ -697,6 +749,9 @@ mod tests {
         let (_t, f, _) = file_of(3 << 20);
         let mut s = sock(Strategy::Splice);
         let mut t = file_tx(&f, 0, 3 << 20);
+        // The pipe first, from the executor (the thread's spares, or a new one).
+        assert_eq!(next(&mut t, &mut s).0, "pipe");
+        assert_eq!(resource(&mut t, &mut s, &f), Ok(0));
         // At most a pipe's worth per splice in.
         assert_eq!(next(&mut t, &mut s), ("splice-in", 0, 1 << 20, false));
         ok(&mut t, &mut s, 600_000);
@@ -770,10 +825,18 @@ mod tests {
         let (t0, f, _) = file_of(50_000);
         let mut s = TxSocket::detached(TxConfig::new(Strategy::Zerocopy), 1 << 20);
         let mut t = file_tx(&f, 5_000, 40_000);
-        // The window starts at the page below the range.
+        // The window starts at the page below the range, mapped by the executor no
+        // further than the file's end.
+        assert_eq!(next(&mut t, &mut s).0, "map");
+        assert_eq!(resource(&mut t, &mut s, &f), Ok(45_000 - 4_096));
         assert_eq!(next(&mut t, &mut s), ("send-pinned", 904, 40_000, false));
         t0.as_file().set_len(10_000).unwrap();
-        match t.complete(&mut s, Err(Errno::FAULT)) {
+        assert_eq!(
+            t.complete(&mut s, Err(Errno::FAULT)).unwrap(),
+            Flow::Continue
+        );
+        assert_eq!(next(&mut t, &mut s).0, "file-size");
+        match t.complete(&mut s, Ok(10_000)) {
             Err(TxError::Truncated { file_len, .. }) => assert_eq!(file_len, 10_000),
             other => panic!("{other:?}"),
         }
