@@ -111,7 +111,18 @@ fn cold_files_are_read_by_the_helpers_and_served_whole() {
     assert_eq!(r.status, 200, "{r:?}");
     assert!(r.body == s.small, "the cold small body differs");
 
-    let after = status(addr);
+    // Each window handed to the helpers is counted as read when the worker takes their
+    // answer, which can come after the response: the page-cache check of a later
+    // window (a new epoch's whole-file probe) may find pages a helper has read before
+    // the worker heard from it. Asked again until it has (bounded).
+    let mut after = status(addr);
+    for _ in 0..50 {
+        if disk(&after, "misses") == disk(&after, "helper_reads") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        after = status(addr);
+    }
     let d = |k| disk(&after, k) - disk(&before, k);
     // The small file may be in by the time its range is gathered (its failed
     // RWF_NOWAIT read started the kernel's read-ahead); the big one's first window
@@ -139,7 +150,11 @@ fn cold_files_are_read_by_the_helpers_and_served_whole() {
         disk(&last, "small_file_misses"),
         disk(&after, "small_file_misses")
     );
-    assert_eq!(disk(&last, "probes"), disk(&after, "probes") + 1, "{last}");
+    // One whole-file probe when the response is made; a second when an epoch (a
+    // 100 ms tick) ends before its queue looks again, which a loaded machine makes
+    // likely: never a window's.
+    let probes = disk(&last, "probes") - disk(&after, "probes");
+    assert!((1..=2).contains(&probes), "{probes} probes: {last}");
 
     // A range deep in a cold file: the window starts at the range. (The probe's
     // "resident" of the request before holds until its epoch, a 100 ms tick, ends.)
