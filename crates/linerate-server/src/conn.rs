@@ -112,12 +112,10 @@ pub(crate) struct Conn {
     /// worker's spares at the first response and given back when the connection is
     /// idle: an idle keep-alive connection holds none).
     out: Option<Box<Output>>,
-    /// A read may find bytes: a readable edge came, or the last read filled its buffer.
-    /// After a short read the socket is drained and the next edge says when to read.
-    may_read: bool,
-    /// The peer shut its side down (seen in an event): once the socket is drained,
-    /// its input has ended, and no later edge will say so.
-    peer_hup: bool,
+    /// How its bytes are sealed: not, by a TLS session here, or by the kernel.
+    transport: Transport,
+    /// Who moves its bytes: the connection on readiness edges, or the driver's ring.
+    io: Io,
     /// Our side was shut down; input is being drained before the close.
     pub draining_since: Option<Instant>,
     /// Last time bytes moved either way.
@@ -132,18 +130,8 @@ pub(crate) struct Conn {
     pub serial: u32,
     /// Why the last `drive` gave up on the connection, if it failed.
     pub cut: Option<Cut>,
-    /// The driver receives and sends the bytes ([`Driver::ring_io`]).
-    ring: bool,
     /// Its token with the driver.
     pub token: u64,
-    /// A gather handed to the driver has not completed.
-    sending: bool,
-    /// The result of that gather, to be taken in by the next `drive`.
-    sent: Option<Result<u32, Errno>>,
-    /// Whether the driver was last told to receive for it.
-    pub input_on: bool,
-    /// The driver's receive ended: nothing more comes in.
-    input_done: bool,
     /// Since when a request body has been awaited with nothing owed to the client (the
     /// body deadline's clock: it does not run while the server itself is not reading,
     /// its socket full of a response).
@@ -153,21 +141,64 @@ pub(crate) struct Conn {
     pub armed: Option<linerate_event::Tick>,
     /// It is counted among the worker's idle connections.
     pub counted_idle: bool,
-    /// The TLS session of an HTTPS connection (boxed: a plain one stays small).
-    tls: Option<Box<Session>>,
     /// The session refused the peer's bytes: the connection ends.
     refused: bool,
     /// The TLS session refused what the peer sent (counted when it closes).
     pub tls_refused: bool,
     /// Its TLS handshake finished and has not been counted yet.
     pub handshake_done: bool,
-    /// Its TLS session went to the kernel (kernel TLS): the socket seals and opens the
-    /// records, and the connection sends and reads plaintext as a plain one does.
-    kernel_tls: bool,
-    /// It went to the kernel and has not been counted yet.
+    /// Its TLS session went to the kernel and has not been counted yet.
     pub handed_off: bool,
     /// Accepted on a redirect listener: every request is sent to HTTPS on this port.
     pub redirect: Option<u16>,
+}
+
+/// How a connection's bytes are sealed.
+enum Transport {
+    /// Plaintext.
+    Plain,
+    /// By a TLS session here (boxed: a plain connection stays small): what is read goes
+    /// through it before the HTTP input sees it, and what the queue sends goes into it
+    /// (a filter: plaintext in, records out).
+    Tls(Box<Session>),
+    /// By the kernel (kernel TLS, after a handoff): the connection reads and sends
+    /// plaintext as a plain one does; its alerts are records of their own.
+    Kernel,
+}
+
+/// Who moves a connection's bytes.
+enum Io {
+    /// The connection itself, on the driver's readiness edges.
+    Ready {
+        /// A read may find bytes: a readable edge came, or the last read filled its
+        /// buffer. After a short read the socket is drained and the next edge says
+        /// when to read.
+        may_read: bool,
+        /// The peer shut its side down (seen in an event): once the socket is drained,
+        /// its input has ended, and no later edge will say so.
+        peer_hup: bool,
+    },
+    /// The driver's ring ([`Driver::ring_io`]): a receive brings the bytes, and its
+    /// gathers are handed to it one at a time.
+    Ring {
+        /// The gather handed to the driver.
+        send: RingSend,
+        /// Whether the driver was last told to receive for it.
+        input_on: bool,
+        /// The driver's receive ended: nothing more comes in.
+        input_done: bool,
+    },
+}
+
+/// A gather handed to the ring.
+#[derive(Clone, Copy)]
+enum RingSend {
+    /// None.
+    Idle,
+    /// On its way.
+    InFlight,
+    /// Completed with this, to be taken in by the next `drive`.
+    Done(Result<u32, Errno>),
 }
 
 /// The answer to plain HTTP on a TLS port (the first bytes were a request line, not a
@@ -191,14 +222,28 @@ impl Conn {
         now: Instant,
     ) -> Conn {
         Conn {
-            tls: tls.map(|mut t| {
-                t.handshake_since = Some(now);
-                t
-            }),
+            transport: match tls {
+                Some(mut t) => {
+                    t.handshake_since = Some(now);
+                    Transport::Tls(t)
+                }
+                None => Transport::Plain,
+            },
+            io: if ring {
+                Io::Ring {
+                    send: RingSend::Idle,
+                    input_on: true,
+                    input_done: false,
+                }
+            } else {
+                Io::Ready {
+                    may_read: true,
+                    peer_hup: false,
+                }
+            },
             refused: false,
             tls_refused: false,
             handshake_done: false,
-            kernel_tls: false,
             handed_off: false,
             redirect: None,
             sock,
@@ -206,8 +251,6 @@ impl Conn {
             tx: None,
             http: Connection::new(limits, MAX_QUEUED),
             out: None,
-            may_read: !ring,
-            peer_hup: false,
             draining_since: None,
             last_activity: now,
             yielded: false,
@@ -220,12 +263,7 @@ impl Conn {
             body_clock: None,
             armed: None,
             counted_idle: false,
-            ring,
             token,
-            sending: false,
-            sent: None,
-            input_on: ring,
-            input_done: false,
         }
     }
 
@@ -245,7 +283,7 @@ impl Conn {
     /// Bytes from the socket: to the HTTP input, through the TLS session if there is
     /// one. A session that refuses them has its alert (if any) written at once.
     fn take_in(&mut self, bytes: &[u8]) -> io::Result<()> {
-        let Some(t) = self.tls.as_deref_mut() else {
+        let Transport::Tls(t) = &mut self.transport else {
             self.http.receive(bytes);
             return Ok(());
         };
@@ -260,7 +298,13 @@ impl Conn {
                 tracing::debug!("{}: {refused}", self.peer);
                 // Best effort: the alert says why, then the connection closes (not
                 // while records are on their way by the ring: it would cut in).
-                let queued = self.sending || !t.records.is_empty();
+                let queued = matches!(
+                    self.io,
+                    Io::Ring {
+                        send: RingSend::InFlight,
+                        ..
+                    }
+                ) || !t.records.is_empty();
                 if matches!(refused, Refused::Protocol(_)) && !queued {
                     let _ = t.send(self.sock.as_fd());
                 }
@@ -285,7 +329,9 @@ impl Conn {
 
     /// The driver's receive ended: the peer closed (`Ok`), or an error.
     pub fn input_ended(&mut self, r: Result<(), Errno>) -> After {
-        self.input_done = true;
+        if let Io::Ring { input_done, .. } = &mut self.io {
+            *input_done = true;
+        }
         if r.is_ok() {
             self.http.peer_closed();
             if self.draining_since.is_some() {
@@ -300,8 +346,23 @@ impl Conn {
 
     /// The gather handed to the driver completed with `r` (bytes, or the error).
     pub fn sent(&mut self, r: Result<u32, Errno>) {
-        self.sending = false;
-        self.sent = Some(r);
+        if let Io::Ring { send, .. } = &mut self.io {
+            *send = RingSend::Done(r);
+        }
+    }
+
+    /// Under the ring: whether the driver's receive must be turned on (`Some(true)`)
+    /// or off (`Some(false)`) to follow what the connection can take (see
+    /// [`Conn::wants_input`]); none when it already does.
+    pub fn input_change(&mut self) -> Option<bool> {
+        let wants = self.wants_input();
+        match &mut self.io {
+            Io::Ring { input_on, .. } if *input_on != wants => {
+                *input_on = wants;
+                Some(wants)
+            }
+            _ => None,
+        }
     }
 
     /// Whether the driver should receive for it: a request may come, or input is being
@@ -363,15 +424,19 @@ impl Conn {
 
     /// The peer shut its side down (an event said so).
     pub fn peer_hung_up(&mut self) {
-        self.peer_hup = true;
+        if let Io::Ready { peer_hup, .. } = &mut self.io {
+            *peer_hup = true;
+        }
     }
 
     /// The socket is drained: reading waits for the next edge, unless the peer has shut
     /// its side, in which case the input has ended (a read would return 0).
     fn drained(&mut self) {
-        self.may_read = false;
-        if self.peer_hup {
-            self.http.peer_closed();
+        if let Io::Ready { may_read, peer_hup } = &mut self.io {
+            *may_read = false;
+            if *peer_hup {
+                self.http.peer_closed();
+            }
         }
     }
 
@@ -402,16 +467,16 @@ impl Conn {
 
     /// Since when its TLS handshake has been awaited, if it is.
     pub fn handshake_since(&self) -> Option<Instant> {
-        self.tls.as_deref().and_then(|t| t.handshake_since)
+        match &self.transport {
+            Transport::Tls(t) => t.handshake_since,
+            _ => None,
+        }
     }
 
     /// Responses queued or being sent (a TLS connection's records included).
     pub fn busy(&self) -> bool {
         self.out.as_ref().is_some_and(|o| o.busy())
-            || self
-                .tls
-                .as_deref()
-                .is_some_and(|t| !t.records.is_empty() || t.pending())
+            || matches!(&self.transport, Transport::Tls(t) if !t.records.is_empty() || t.pending())
     }
 
     /// Called on readiness (and after shutdown starts): reads, answers, writes.
@@ -425,8 +490,8 @@ impl Conn {
         now: Instant,
         log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>),
     ) -> After {
-        if readable {
-            self.may_read = true;
+        if let (true, Io::Ready { may_read, .. }) = (readable, &mut self.io) {
+            *may_read = true;
         }
         if error_event {
             if let Some(tx) = self.tx.as_mut() {
@@ -455,7 +520,8 @@ impl Conn {
             if self.process(site, now) {
                 continue;
             }
-            if !self.may_read || !self.http.wants_bytes() {
+            let may_read = matches!(self.io, Io::Ready { may_read: true, .. });
+            if !may_read || !self.http.wants_bytes() {
                 break;
             }
             match self.read_some(scratch, now) {
@@ -499,14 +565,14 @@ impl Conn {
     /// after [`crate::worker`]'s drain deadline.
     pub fn linger(&mut self, now: Instant) -> After {
         if self.draining_since.is_none() {
-            if let Some(t) = self.tls.as_deref_mut() {
+            if let Transport::Tls(t) = &mut self.transport {
                 // close_notify, best effort: nothing is owed, so the socket has room
                 // unless the last records filled it exactly; then the client sees the
                 // FIN without it (every response carries its length, so nothing is
                 // taken for truncated).
                 t.close();
                 let _ = t.send(self.sock.as_fd());
-            } else if self.kernel_tls {
+            } else if let Transport::Kernel = self.transport {
                 // The same alert, sealed by the kernel.
                 let _ = linerate_sys::ktls::send_close_notify(self.sock.as_fd());
             }
@@ -518,9 +584,9 @@ impl Conn {
     }
 
     fn drain_input(&mut self) -> After {
-        if self.ring {
+        if let Io::Ring { input_done, .. } = self.io {
             // The driver's receive discards what comes and reports the end (or has).
-            return if self.input_done {
+            return if input_done {
                 After::Close
             } else {
                 After::Keep
@@ -543,7 +609,7 @@ impl Conn {
     /// read with its type: the client's close_notify is the end of its stream (0), and
     /// any other (another alert, a KeyUpdate this server does not follow) an error.
     fn read_plain(&self, buf: &mut [u8]) -> io::Result<usize> {
-        if !self.kernel_tls {
+        if !matches!(self.transport, Transport::Kernel) {
             return (&self.sock).read(buf);
         }
         use linerate_sys::ktls::{recv, Received};
@@ -646,24 +712,30 @@ impl Conn {
         };
         loop {
             self.log_finished(log);
-            if self.tls.is_some() && self.push_records(driver, now)? {
+            if matches!(self.transport, Transport::Tls(_)) && self.push_records(driver, now)? {
                 return Ok(true);
             }
             // Under the ring a receive may be in flight, its ciphertext not yet taken:
             // only a connection that reads for itself is handed over.
-            if !self.ring
-                && self
-                    .tls
-                    .as_deref_mut()
-                    .is_some_and(|t| t.records.is_empty() && t.kernel_ready())
-            {
+            let ready = match (&mut self.transport, &self.io) {
+                (Transport::Tls(t), Io::Ready { .. }) => t.records.is_empty() && t.kernel_ready(),
+                _ => false,
+            };
+            if ready {
                 self.hand_off()?;
             }
             let fd = self.sock.as_fd();
-            let r = if let Some(r) = self.sent.take() {
+            let ring_send = match &mut self.io {
+                Io::Ring { send, .. } => std::mem::replace(send, RingSend::Idle),
+                Io::Ready { .. } => RingSend::Idle,
+            };
+            let r = if let RingSend::Done(r) = ring_send {
                 // The driver's gather completed.
                 r.map(|n| n as usize)
-            } else if self.sending {
+            } else if let RingSend::InFlight = ring_send {
+                if let Io::Ring { send, .. } = &mut self.io {
+                    *send = RingSend::InFlight;
+                }
                 return Ok(true);
             } else {
                 let Some(out) = self.out.as_deref_mut() else {
@@ -692,16 +764,20 @@ impl Conn {
                         // them.
                         let config = match self.peer {
                             // Every byte of a TLS connection passes through the session.
-                            _ if self.tls.is_some() => linerate_tx::TxConfig {
-                                strategy: linerate_tx::Strategy::Copy,
-                                zerocopy: false,
-                                ..site.sending.tx.clone()
-                            },
+                            _ if matches!(self.transport, Transport::Tls(_)) => {
+                                linerate_tx::TxConfig {
+                                    strategy: linerate_tx::Strategy::Copy,
+                                    zerocopy: false,
+                                    ..site.sending.tx.clone()
+                                }
+                            }
                             // The kernel's TLS takes no MSG_ZEROCOPY sends.
-                            Peer::Ip(_) if self.kernel_tls => linerate_tx::TxConfig {
-                                zerocopy: false,
-                                ..site.sending.tx.clone()
-                            },
+                            Peer::Ip(_) if matches!(self.transport, Transport::Kernel) => {
+                                linerate_tx::TxConfig {
+                                    zerocopy: false,
+                                    ..site.sending.tx.clone()
+                                }
+                            }
                             Peer::Ip(_) => site.sending.tx.clone(),
                             // A Unix socket has neither an unsent-bytes mark nor zero-copy
                             // sends.
@@ -714,7 +790,10 @@ impl Conn {
                         self.tx = Some(Box::new(TxSocket::unset(config)));
                         continue;
                     }
-                    OutNext::Op(Op::Gather { pieces, more }) if self.ring && self.tls.is_none() => {
+                    OutNext::Op(Op::Gather { pieces, more })
+                        if matches!(self.io, Io::Ring { .. })
+                            && !matches!(self.transport, Transport::Tls(_)) =>
+                    {
                         // Handed to the driver, which owns what it sends (a copy of owned
                         // bytes, a reference to cached ones) until its completion.
                         let mut buf = driver.send_buf();
@@ -727,17 +806,19 @@ impl Conn {
                         driver
                             .send(self.sock.as_fd(), buf, more)
                             .map_err(TxError::Io)?;
-                        self.sending = true;
+                        if let Io::Ring { send, .. } = &mut self.io {
+                            *send = RingSend::InFlight;
+                        }
                         return Ok(true);
                     }
-                    OutNext::Op(mut op) => match (&op, self.tls.as_deref_mut()) {
+                    OutNext::Op(mut op) => match (&op, &mut self.transport) {
                         // TLS as a filter: what the queue sends goes into the session as
                         // plaintext, and its records leave above (`push_records`); the
                         // `copy` strategy's file reads are made as anywhere.
-                        (Op::Gather { pieces, .. }, Some(t)) => t
+                        (Op::Gather { pieces, .. }, Transport::Tls(t)) => t
                             .write_pieces(pieces.iter().map(|p| p.bytes), now)
                             .map_err(|e| Errno::from_io(&e)),
-                        (Op::Send { data, .. }, Some(t)) => {
+                        (Op::Send { data, .. }, Transport::Tls(t)) => {
                             t.write(data, now).map_err(|e| Errno::from_io(&e))
                         }
                         // The disk helpers are the worker's, not the kernel's.
@@ -781,18 +862,22 @@ impl Conn {
     /// once they are out of the session, loses the connection. Either refusal stops
     /// later sessions from trying (said once).
     fn hand_off(&mut self) -> Result<(), TxError> {
-        let Some(t) = self.tls.take() else {
-            return Ok(());
+        let t = match std::mem::replace(&mut self.transport, Transport::Plain) {
+            Transport::Tls(t) => t,
+            other => {
+                self.transport = other;
+                return Ok(());
+            }
         };
         match t.hand_off(self.sock.as_fd()) {
             Handoff::Kernel => {
-                self.kernel_tls = true;
+                self.transport = Transport::Kernel;
                 self.handed_off = true;
                 Ok(())
             }
             Handoff::Stayed(t, refusal) => {
                 crate::tls::kernel_refused(&refusal);
-                self.tls = Some(t);
+                self.transport = Transport::Tls(t);
                 Ok(())
             }
             Handoff::Lost(refusal) => {
@@ -807,10 +892,10 @@ impl Conn {
     /// wait for the socket or the driver: the queue gives the session no more until
     /// they are gone.
     fn push_records(&mut self, driver: &mut dyn Driver, now: Instant) -> Result<bool, TxError> {
-        let Some(t) = self.tls.as_deref_mut() else {
+        let Transport::Tls(t) = &mut self.transport else {
             return Ok(false);
         };
-        if !self.ring {
+        let Io::Ring { send, .. } = &mut self.io else {
             return match t.send(self.sock.as_fd()) {
                 Ok((written, all)) => {
                     // Progress is bytes that left, as for a plain connection.
@@ -821,14 +906,16 @@ impl Conn {
                 }
                 Err(e) => Err(TxError::from(e)),
             };
-        }
-        if let Some(r) = self.sent.take() {
-            let n = r.map_err(|e| TxError::from(io::Error::from(e)))?;
-            t.records.drain(..(n as usize).min(t.records.len()));
-            self.last_activity = now;
-        }
-        if self.sending {
-            return Ok(true);
+        };
+        match *send {
+            RingSend::Done(r) => {
+                *send = RingSend::Idle;
+                let n = r.map_err(|e| TxError::from(io::Error::from(e)))?;
+                t.records.drain(..(n as usize).min(t.records.len()));
+                self.last_activity = now;
+            }
+            RingSend::InFlight => return Ok(true),
+            RingSend::Idle => {}
         }
         if t.records.is_empty() {
             let mut records = std::mem::take(&mut t.records);
@@ -843,7 +930,7 @@ impl Conn {
         driver
             .send(self.sock.as_fd(), buf, false)
             .map_err(TxError::Io)?;
-        self.sending = true;
+        *send = RingSend::InFlight;
         Ok(true)
     }
 

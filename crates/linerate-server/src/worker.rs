@@ -1428,13 +1428,8 @@ impl<D: Driver> Worker<D> {
         let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
             return;
         };
-        if conn.input_on != conn.wants_input() {
-            conn.input_on = !conn.input_on;
-            if self
-                .driver
-                .set_input(conn.sock.as_fd(), conn.input_on)
-                .is_err()
-            {
+        if let Some(on) = conn.input_change() {
+            if self.driver.set_input(conn.sock.as_fd(), on).is_err() {
                 self.close(idx, After::Close, Cut::Error);
             }
         }
