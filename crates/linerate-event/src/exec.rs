@@ -10,6 +10,7 @@ use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, BorrowedFd};
 
 use linerate_sys::cache;
+use linerate_sys::ktls;
 use linerate_sys::net::{self, SendFlags, SockOpt};
 use linerate_sys::op::{Completion, Op};
 use linerate_sys::pipe::{self, SpliceFlags};
@@ -70,6 +71,10 @@ fn call(fd: BorrowedFd<'_>, op: &mut Op<'_>, zc: Option<&mut ZeroCopy>) -> io::R
             Ok(n)
         }
         Op::FileSize { file } => Ok(file.metadata()?.len() as usize),
+        Op::Shutdown => net::shutdown_write(fd).map(|()| 0),
+        Op::CloseNotify => ktls::send_close_notify(fd).map(|()| 0),
+        Op::KernelTls => net::set_tcp_ulp(fd, "tls").map(|()| 0),
+        Op::TlsKeys { direction, keys } => ktls::set_keys(fd, *direction, keys).map(|()| 0),
         // No helpers here: not handed, and the producer sends inline.
         Op::Warm { .. } => Ok(0),
         Op::Sendfile { file, at, len } => {

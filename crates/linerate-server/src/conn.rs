@@ -22,10 +22,10 @@
 //! the driver). Its file bodies go by the `copy` strategy.
 
 use std::io::{self, Read};
-use std::net::Shutdown;
 use std::os::fd::AsFd;
 use std::time::{Instant, SystemTime};
 
+use linerate_event::exec;
 use linerate_http::connection::{Connection, Ending, Event};
 use linerate_http::request::Limits;
 use linerate_sys::op::Op;
@@ -305,17 +305,18 @@ impl Conn {
                         ..
                     }
                 ) || !t.records.is_empty();
+                let fd = self.sock.as_fd();
                 if matches!(refused, Refused::Protocol(_)) && !queued {
-                    let _ = t.send(self.sock.as_fd());
+                    let _ = t.send(&mut |op| exec::now(fd, op, None));
                 }
                 if matches!(refused, Refused::NotTls) && looks_like_http(bytes) {
                     // As nginx: a person who typed http:// for an https:// port is
                     // told so, not given an empty close.
-                    let _ = linerate_sys::net::send(
-                        self.sock.as_fd(),
-                        PLAIN_HTTP_TO_TLS,
-                        linerate_sys::net::SendFlags::DONTWAIT,
-                    );
+                    let mut answer = Op::Send {
+                        data: PLAIN_HTTP_TO_TLS,
+                        more: false,
+                    };
+                    let _ = exec::now(fd, &mut answer, None);
                 }
                 self.cut = Some(Cut::Client);
                 self.tls_refused = true;
@@ -571,13 +572,14 @@ impl Conn {
                 // FIN without it (every response carries its length, so nothing is
                 // taken for truncated).
                 t.close();
-                let _ = t.send(self.sock.as_fd());
+                let fd = self.sock.as_fd();
+                let _ = t.send(&mut |op| exec::now(fd, op, None));
             } else if let Transport::Kernel = self.transport {
                 // The same alert, sealed by the kernel.
-                let _ = linerate_sys::ktls::send_close_notify(self.sock.as_fd());
+                let _ = exec::now(self.sock.as_fd(), &mut Op::CloseNotify, None);
             }
-            // A call of its own under the ring too: see `Ring::close`.
-            let _ = self.sock.shutdown(Shutdown::Write);
+            // Made at once under the ring too: see `Ring::close`.
+            let _ = exec::now(self.sock.as_fd(), &mut Op::Shutdown, None);
             self.draining_since = Some(now);
         }
         self.drain_input()
@@ -838,7 +840,7 @@ impl Conn {
                         }
                         _ => {
                             let zc = self.tx.as_deref_mut().and_then(TxSocket::zero_copy);
-                            linerate_event::exec::now(fd, &mut op, zc)
+                            exec::now(fd, &mut op, zc)
                         }
                     },
                 }
@@ -869,7 +871,8 @@ impl Conn {
                 return Ok(());
             }
         };
-        match t.hand_off(self.sock.as_fd()) {
+        let fd = self.sock.as_fd();
+        match t.hand_off(&mut |op| exec::now(fd, op, None)) {
             Handoff::Kernel => {
                 self.transport = Transport::Kernel;
                 self.handed_off = true;
@@ -896,7 +899,8 @@ impl Conn {
             return Ok(false);
         };
         let Io::Ring { send, .. } = &mut self.io else {
-            return match t.send(self.sock.as_fd()) {
+            let fd = self.sock.as_fd();
+            return match t.send(&mut |op| exec::now(fd, op, None)) {
                 Ok((written, all)) => {
                     // Progress is bytes that left, as for a plain connection.
                     if written > 0 {

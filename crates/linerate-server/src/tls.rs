@@ -26,13 +26,15 @@
 //! entries, shared the same way.
 
 use std::io::{self, Read, Write};
-use std::os::fd::BorrowedFd;
+
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use linerate_http::connection::Connection;
 use linerate_sys::ktls::Keys;
+use linerate_sys::op::{Completion, Op, Piece};
+use linerate_sys::Errno;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::ServerConfig;
@@ -501,10 +503,11 @@ impl Session {
         self.conn.wants_write()
     }
 
-    /// Writes the waiting records to the socket until they are gone or it is full:
-    /// (bytes written, all gone).
-    pub fn send(&mut self, fd: BorrowedFd<'_>) -> io::Result<(usize, bool)> {
-        let mut sock = SocketWriter(fd);
+    /// Writes the waiting records until they are gone or the socket is full: each write
+    /// is a gather operation (`Op::Gather` of the records as the session holds them,
+    /// no copy) that `run`, an executor, makes. (Bytes written, all gone.)
+    pub fn send(&mut self, run: Run<'_>) -> io::Result<(usize, bool)> {
+        let mut sock = Records(run);
         let mut written = 0;
         while self.conn.wants_write() {
             match self.conn.write_tls(&mut sock) {
@@ -554,11 +557,12 @@ impl Session {
         !self.conn.wants_write() && self.boundary.between()
     }
 
-    /// Hands the session's keys to the socket `fd` (kernel TLS): from now on the
-    /// socket takes and gives plaintext and the kernel seals and opens the records.
-    pub fn hand_off(self: Box<Self>, fd: BorrowedFd<'_>) -> Handoff {
-        use linerate_sys::ktls::{is_unsupported, set_keys, Direction};
-        if let Err(e) = linerate_sys::net::set_tcp_ulp(fd, "tls") {
+    /// Hands the session's keys to the socket (kernel TLS): from now on the socket
+    /// takes and gives plaintext and the kernel seals and opens the records. The calls
+    /// are operations `run`, an executor, makes (`Op::KernelTls`, `Op::TlsKeys`).
+    pub fn hand_off(self: Box<Self>, run: Run<'_>) -> Handoff {
+        use linerate_sys::ktls::{is_unsupported, Direction};
+        if let Err(e) = run(&mut Op::KernelTls).map_err(Errno::io) {
             let mut me = self;
             me.kernel = false;
             let why = format!("setsockopt TCP_ULP \"tls\": {e}");
@@ -575,7 +579,11 @@ impl Session {
             }
         };
         for (dir, keys) in [(Direction::Transmit, &tx), (Direction::Receive, &rx)] {
-            if let Err(e) = set_keys(fd, dir, keys) {
+            let set = run(&mut Op::TlsKeys {
+                direction: dir,
+                keys,
+            });
+            if let Err(e) = set.map_err(Errno::io) {
                 return Handoff::Lost(Refusal {
                     why: format!("setsockopt SOL_TLS ({dir:?}, {}): {e}", keys.cipher_name()),
                     kernel_cannot: is_unsupported(&e),
@@ -659,20 +667,31 @@ fn take_front<'a>(parts: &[&'a [u8]], mut skip: usize, len: usize) -> Vec<io::Io
     out
 }
 
-/// A socket as rustls writes to it: `writev` of its records, non-blocking.
-struct SocketWriter<'a>(BorrowedFd<'a>);
+/// An executor of a connection's operations, as the session asks for its calls.
+pub type Run<'a> = &'a mut dyn FnMut(&mut Op<'_>) -> Completion;
 
-impl Write for SocketWriter<'_> {
+/// The socket as rustls writes its records to it: each write a gather the executor
+/// makes (a would-block comes back as `WouldBlock`).
+struct Records<'a, 'b>(&'a mut (dyn FnMut(&mut Op<'_>) -> Completion + 'b));
+
+impl Write for Records<'_, '_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        linerate_sys::net::sendv(
-            self.0,
-            &[io::IoSlice::new(buf)],
-            linerate_sys::net::SendFlags::NONE,
-        )
+        self.write_vectored(&[io::IoSlice::new(buf)])
     }
 
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        linerate_sys::net::sendv(self.0, bufs, linerate_sys::net::SendFlags::NONE)
+        let pieces = bufs
+            .iter()
+            .map(|b| Piece {
+                bytes: b,
+                shared: None,
+            })
+            .collect();
+        (self.0)(&mut Op::Gather {
+            pieces,
+            more: false,
+        })
+        .map_err(Errno::io)
     }
 
     fn flush(&mut self) -> io::Result<()> {

@@ -132,6 +132,13 @@ pub fn get_option(fd: BorrowedFd<'_>, opt: SockOpt) -> io::Result<i32> {
     Ok(v)
 }
 
+/// `shutdown(SHUT_WR)`: ends our side of the connection (a FIN after what is queued).
+pub fn shutdown_write(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: the descriptor is borrowed for the call; no memory is passed.
+    cvt(unsafe { libc::shutdown(fd.as_raw_fd(), libc::SHUT_WR) })?;
+    Ok(())
+}
+
 /// `setsockopt(IPPROTO_TCP, TCP_ULP, name)`: attaches an upper-layer protocol ("tls",
 /// kernel TLS) to an established TCP socket. `ENOENT` when the kernel has no such
 /// protocol.

@@ -15,6 +15,7 @@ use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 use crate::errno::Errno;
+use crate::ktls::{Direction, Keys};
 use crate::net::SockOpt;
 use crate::pipe::Pipe;
 use crate::zerocopy::{Mmap, Pinned};
@@ -103,6 +104,19 @@ pub enum Op<'a> {
         /// The file.
         file: &'a File,
     },
+    /// Ends our side of the connection (`shutdown(SHUT_WR)`: a FIN after what is queued).
+    Shutdown,
+    /// The close_notify alert on a socket whose TLS records the kernel seals.
+    CloseNotify,
+    /// Attaches kernel TLS to the socket (`TCP_ULP` "tls"), before its keys.
+    KernelTls,
+    /// Gives one direction's TLS keys to a socket with kernel TLS attached.
+    TlsKeys {
+        /// Which records they seal or open.
+        direction: Direction,
+        /// The keys (with the record sequence number to start from).
+        keys: &'a Keys,
+    },
     /// Hands `len` bytes of `file` from `at` to disk helpers that read them into the
     /// page cache off the event loop (seed 003). Made by whoever owns the helpers (the
     /// server's connection), not by a kernel executor: one without helpers completes
@@ -188,6 +202,10 @@ impl Op<'_> {
             Op::Send { .. } => "send",
             Op::Read { .. } => "read",
             Op::Probe { .. } => "probe",
+            Op::Shutdown => "shutdown",
+            Op::CloseNotify => "close-notify",
+            Op::KernelTls => "kernel-tls",
+            Op::TlsKeys { .. } => "tls-keys",
             Op::Pipe { .. } => "pipe",
             Op::Map { .. } => "map",
             Op::FileSize { .. } => "file-size",
