@@ -12,7 +12,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::time::Duration;
 
 use linerate_sys::epoll::{self, Epoll};
+use linerate_sys::op::Op;
 use linerate_sys::uring::{Completion, Ring, RingCounts, SendBuf};
+use linerate_sys::zerocopy::ZeroCopy;
 
 /// What a registration is interested in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +63,15 @@ pub enum Io {
     Sent(Result<u32, Errno>),
 }
 
+/// What [`Driver::execute`] did with an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Submitted {
+    /// Made now: its completion.
+    Done(linerate_sys::op::Completion),
+    /// On the ring: its completion comes as [`Io::Sent`].
+    Pending,
+}
+
 /// The event-loop driver.
 pub trait Driver {
     /// Watches `fd` under `token`.
@@ -89,14 +100,19 @@ pub trait Driver {
     }
     /// Gives a receive buffer back.
     fn recycle(&mut self, _buffer: u16) {}
-    /// An empty buffer for [`Driver::send`].
-    fn send_buf(&mut self) -> SendBuf {
-        SendBuf::default()
-    }
-    /// Sends `buf` on the connection `fd` (`MSG_MORE` if `more`); its result comes as
-    /// [`Io::Sent`] under its token. One send in flight per connection.
-    fn send(&mut self, _fd: BorrowedFd<'_>, _buf: SendBuf, _more: bool) -> io::Result<()> {
-        Err(io::Error::from(io::ErrorKind::Unsupported))
+    /// Runs one of a connection's output operations: this driver's executor. Under
+    /// epoll every operation is made at once ([`crate::exec::now`]). Under io_uring a
+    /// gather goes on the ring, which owns what it sends until its completion (a copy
+    /// of owned bytes, a reference to shared ones) and reports it as [`Io::Sent`] under
+    /// the connection's token, one in flight per connection; the rest is made at once.
+    /// `zc` is the socket's zero-copy tracker, for the operations that need it.
+    fn execute(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        op: &mut Op<'_>,
+        zc: Option<&mut ZeroCopy>,
+    ) -> Submitted {
+        Submitted::Done(crate::exec::now(fd, op, zc))
     }
     /// A connection the driver accepted for a listener whose watch has ended since
     /// (io_uring's accepts run ahead of the owner), with the token the listener was
@@ -435,6 +451,16 @@ pub struct UringDriver {
 }
 
 impl UringDriver {
+    /// Sends `buf` on the connection `fd` (`MSG_MORE` if `more`); its result comes as
+    /// [`Io::Sent`] under its token. One send in flight per connection.
+    fn send(&mut self, fd: BorrowedFd<'_>, buf: SendBuf, more: bool) -> io::Result<()> {
+        let fd = fd.as_raw_fd();
+        let Some(id) = self.watches.of_fd(fd) else {
+            return Err(io::Error::from(Errno::NOENT));
+        };
+        self.ring.send(fd, buf, more, id * KINDS + SEND)
+    }
+
     /// A driver on a ring of 256 entries, or why io_uring cannot serve here.
     pub fn new() -> io::Result<UringDriver> {
         Ok(UringDriver {
@@ -670,16 +696,26 @@ impl Driver for UringDriver {
         self.ring.recycle(buffer);
     }
 
-    fn send_buf(&mut self) -> SendBuf {
-        self.ring.send_buf()
-    }
-
-    fn send(&mut self, fd: BorrowedFd<'_>, buf: SendBuf, more: bool) -> io::Result<()> {
-        let fd = fd.as_raw_fd();
-        let Some(id) = self.watches.of_fd(fd) else {
-            return Err(io::Error::from(Errno::NOENT));
+    fn execute(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        op: &mut Op<'_>,
+        zc: Option<&mut ZeroCopy>,
+    ) -> Submitted {
+        let Op::Gather { pieces, more } = op else {
+            return Submitted::Done(crate::exec::now(fd, op, zc));
         };
-        self.ring.send(fd, buf, more, id * KINDS + SEND)
+        let mut buf = self.ring.send_buf();
+        for p in pieces.iter() {
+            match p.shared {
+                Some((data, at)) => buf.share(data, at, at + p.bytes.len()),
+                None => buf.copy(p.bytes),
+            }
+        }
+        match self.send(fd, buf, *more) {
+            Ok(()) => Submitted::Pending,
+            Err(e) => Submitted::Done(Err(Errno::from_io(&e))),
+        }
     }
 
     fn take_orphan(&mut self) -> Option<(u64, OwnedFd)> {
@@ -1010,9 +1046,14 @@ mod tests {
             got == b"three"
         });
         // A gather sent by the ring.
-        let mut buf = d.send_buf();
-        buf.copy(b"answer");
-        d.send(a.as_fd(), buf, false).unwrap();
+        let mut gather = Op::Gather {
+            pieces: vec![linerate_sys::op::Piece {
+                bytes: b"answer",
+                shared: None,
+            }],
+            more: false,
+        };
+        assert_eq!(d.execute(a.as_fd(), &mut gather, None), Submitted::Pending);
         wait_until(&mut d, |_, e| e.io == Io::Sent(Ok(6)));
         let mut answer = [0u8; 6];
         std::io::Read::read_exact(&mut b, &mut answer).unwrap();

@@ -29,5 +29,5 @@ pub mod driver;
 pub mod exec;
 pub mod timer;
 
-pub use driver::{Driver, DriverChoice, EpollDriver, Interest, Io, Ready, UringDriver};
+pub use driver::{Driver, DriverChoice, EpollDriver, Interest, Io, Ready, Submitted, UringDriver};
 pub use timer::{Tick, Timers};

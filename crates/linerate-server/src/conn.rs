@@ -5,16 +5,16 @@
 //! pipelines without reading cannot grow the server's memory. The socket is registered
 //! edge-triggered, so each call reads and writes until the kernel says `EAGAIN` (or the
 //! engine says the buffer is full). The output queue makes no call itself: `flush`
-//! hands each operation it asks for to an executor (the TLS session as a filter on an
-//! HTTPS connection, the driver for a gather under the ring, else
-//! `linerate_event::exec::now`).
+//! hands each operation it asks for to whoever runs it: the TLS session, a filter on
+//! an HTTPS connection (plaintext in, records out); the worker's disk helpers for a
+//! window to read in; else the driver's executor ([`Driver::execute`]).
 //!
 //! Under a driver that does the connection's I/O on its ring ([`Driver::ring_io`]),
 //! the connection reads nothing itself: the bytes come from the driver
-//! ([`Conn::received`]), and its gathers are handed to the driver to send, one at a
-//! time, their results coming back in a later turn ([`Conn::sent`]). A file body's
-//! calls (`sendfile`, `splice`, zero-copy sends) and `TCP_CORK` are still made here,
-//! on the driver's writable edges.
+//! ([`Conn::received`]), and its gathers go on the ring, one at a time, their results
+//! coming back in a later turn ([`Conn::sent`]). The driver's executor still makes a
+//! file body's operations (`sendfile`, `splice`, zero-copy sends) and `TCP_CORK` at
+//! once, on the ring's writable edges.
 //!
 //! On an HTTPS listener the connection holds a TLS session ([`crate::tls`]): what it
 //! reads goes through the session before its HTTP input sees it, and what its queue
@@ -25,10 +25,10 @@ use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::time::{Instant, SystemTime};
 
-use linerate_event::exec;
+use linerate_event::{exec, Submitted};
 use linerate_http::connection::{Connection, Ending, Event};
 use linerate_http::request::Limits;
-use linerate_sys::op::Op;
+use linerate_sys::op::{Op, Piece};
 use linerate_sys::Errno;
 use linerate_tx::{Flow, TxError, TxSocket};
 
@@ -792,27 +792,6 @@ impl Conn {
                         self.tx = Some(Box::new(TxSocket::unset(config)));
                         continue;
                     }
-                    OutNext::Op(Op::Gather { pieces, more })
-                        if matches!(self.io, Io::Ring { .. })
-                            && !matches!(self.transport, Transport::Tls(_)) =>
-                    {
-                        // Handed to the driver, which owns what it sends (a copy of owned
-                        // bytes, a reference to cached ones) until its completion.
-                        let mut buf = driver.send_buf();
-                        for p in &pieces {
-                            match p.shared {
-                                Some((data, at)) => buf.share(data, at, at + p.bytes.len()),
-                                None => buf.copy(p.bytes),
-                            }
-                        }
-                        driver
-                            .send(self.sock.as_fd(), buf, more)
-                            .map_err(TxError::Io)?;
-                        if let Io::Ring { send, .. } = &mut self.io {
-                            *send = RingSend::InFlight;
-                        }
-                        return Ok(true);
-                    }
                     OutNext::Op(mut op) => match (&op, &mut self.transport) {
                         // TLS as a filter: what the queue sends goes into the session as
                         // plaintext, and its records leave above (`push_records`); the
@@ -840,7 +819,16 @@ impl Conn {
                         }
                         _ => {
                             let zc = self.tx.as_deref_mut().and_then(TxSocket::zero_copy);
-                            exec::now(fd, &mut op, zc)
+                            match driver.execute(fd, &mut op, zc) {
+                                Submitted::Done(r) => r,
+                                // On the ring (a gather): its result comes back later.
+                                Submitted::Pending => {
+                                    if let Io::Ring { send, .. } = &mut self.io {
+                                        *send = RingSend::InFlight;
+                                    }
+                                    return Ok(true);
+                                }
+                            }
                         }
                     },
                 }
@@ -929,13 +917,26 @@ impl Conn {
         if t.records.is_empty() {
             return Ok(false);
         }
-        let mut buf = driver.send_buf();
-        buf.copy(&t.records);
-        driver
-            .send(self.sock.as_fd(), buf, false)
-            .map_err(TxError::Io)?;
-        *send = RingSend::InFlight;
-        Ok(true)
+        let mut gather = Op::Gather {
+            pieces: vec![Piece {
+                bytes: &t.records,
+                shared: None,
+            }],
+            more: false,
+        };
+        match driver.execute(self.sock.as_fd(), &mut gather, None) {
+            Submitted::Pending => {
+                *send = RingSend::InFlight;
+                Ok(true)
+            }
+            // Made at once (a driver that sends nothing itself).
+            Submitted::Done(r) => {
+                let n = r.map_err(|e| TxError::from(io::Error::from(e)))?;
+                t.records.drain(..n.min(t.records.len()));
+                self.last_activity = now;
+                Ok(!t.records.is_empty())
+            }
+        }
     }
 
     /// Logs the responses sent whole, in order.

@@ -536,6 +536,9 @@ pub fn serve(
     on_listen: &dyn Fn(&Endpoint, Kind, &Config),
     reload: &dyn Fn() -> Result<Config, String>,
 ) -> Result<(), ServeError> {
+    // A splice or sendfile to a peer that has gone raises SIGPIPE (they take no
+    // MSG_NOSIGNAL): ignored for the process, whoever embeds the server.
+    linerate_sys::ignore_sigpipe();
     let roots = open_roots(&cfg)?;
     // The error log first, so what follows can be reported.
     let error_log =

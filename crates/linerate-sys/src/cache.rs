@@ -85,14 +85,9 @@ pub fn read_at_nowait(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Re
         iov_len: buf.len(),
     };
     // SAFETY: `iov` describes `buf`, live and writable for its length, for this call.
+    // A file system that cannot say (tmpfs) gives EOPNOTSUPP, kept as the kernel's
+    // number (its kind is `Unsupported`), so callers can tell it from a miss.
     cvt_size(unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, to_off64(offset)?, libc::RWF_NOWAIT) })
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::EOPNOTSUPP) => io::Error::new(
-                io::ErrorKind::Unsupported,
-                "this file system does not take RWF_NOWAIT",
-            ),
-            _ => e,
-        })
 }
 
 /// Drops the clean cached pages of `fd` (`POSIX_FADV_DONTNEED`): the next read goes to

@@ -515,13 +515,14 @@ impl Splice {
         sock: &mut TxSocket,
         r: Completion,
     ) -> Result<Flow, TxError> {
-        let n = r?;
         if std::mem::take(&mut self.asking_pipe) {
+            r?;
             return match self.pipe {
                 Some(_) => Ok(Flow::Continue),
                 None => Err(wrong_source()),
             };
         }
+        let n = r?;
         if self.measuring {
             self.budget.complete(sock, n);
             return Ok(Flow::Continue);

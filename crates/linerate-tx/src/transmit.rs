@@ -397,9 +397,10 @@ impl Transmit {
         self.cur.sent
     }
 
-    /// Bytes still to send.
+    /// Bytes still to send; at least 1 while a truncation waits to be reported (the
+    /// file's size is asked first), so a transmit is done exactly when this is 0.
     pub fn remaining(&self) -> u64 {
-        self.cur.remaining()
+        self.cur.remaining().max(u64::from(self.shrank.is_some()))
     }
 
     /// The operation that comes next by the socket's strategy, or [`Next::Done`] when
@@ -838,6 +839,32 @@ mod tests {
         assert_eq!(next(&mut t, &mut s).0, "file-size");
         match t.complete(&mut s, Ok(10_000)) {
             Err(TxError::Truncated { file_len, .. }) => assert_eq!(file_len, 10_000),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_shrink_after_the_last_window_is_reported_and_the_transmit_not_done() {
+        let (t0, f, _) = file_of(50_000);
+        let mut s = TxSocket::detached(TxConfig::new(Strategy::Zerocopy), 1 << 20);
+        let mut t = file_tx(&f, 0, 50_000);
+        assert_eq!(next(&mut t, &mut s).0, "map");
+        assert_eq!(resource(&mut t, &mut s, &f), Ok(50_000));
+        assert_eq!(next(&mut t, &mut s), ("send-pinned", 0, 50_000, false));
+        // All of it went; the file shrank meanwhile, so a zeroed page tail may have.
+        t0.as_file().set_len(10_000).unwrap();
+        ok(&mut t, &mut s, 50_000);
+        assert_eq!(next(&mut t, &mut s).0, "file-size");
+        assert_eq!(ok(&mut t, &mut s, 10_000), Flow::Continue);
+        // Not done: the error is still owed, after the size of the file now.
+        assert!(t.remaining() > 0);
+        assert_eq!(next(&mut t, &mut s).0, "file-size");
+        match t.complete(&mut s, Ok(10_000)) {
+            Err(TxError::Truncated {
+                sent,
+                expected,
+                file_len,
+            }) => assert_eq!((sent, expected, file_len), (50_000, 50_000, 10_000)),
             other => panic!("{other:?}"),
         }
     }

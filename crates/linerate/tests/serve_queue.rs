@@ -92,6 +92,25 @@ fn small_ranges_of_a_large_file_are_collapsed_into_the_gather() {
     }
 }
 
+/// Rules: docs/http.md F2. On tmpfs a page-cache-only read (`RWF_NOWAIT`) is refused
+/// with `EOPNOTSUPP`: the collapse reads the range as it is instead of giving up.
+#[test]
+fn ranges_are_collapsed_on_a_file_system_that_cannot_read_without_waiting() {
+    let dir = tempfile::tempdir_in("/dev/shm").expect("tmpfs at /dev/shm");
+    let file = pattern(2 << 20, 1);
+    std::fs::write(dir.path().join("big.bin"), &file).unwrap();
+    let srv = LINERATE.start(dir.path(), &["--status-path", "/_status"]);
+    let req = format!(
+        "GET /big.bin HTTP/1.1\r\nHost: t\r\nRange: {}\r\nConnection: close\r\n\r\n",
+        range_header()
+    );
+    let rs = parse_all(&raw(srv.addr, req.as_bytes(), false), &[]);
+    assert_eq!(rs.len(), 1, "{rs:?}");
+    check_multipart(&rs[0], &file);
+    let v = status(srv.addr);
+    assert_eq!(queue(&v, "collapsed"), 16, "{v}");
+}
+
 /// Rules: docs/http.md F2.
 #[test]
 fn a_queue_too_fragmented_for_one_sendmsg_is_defragmented_and_arrives_whole() {
