@@ -50,11 +50,14 @@ fn call(fd: BorrowedFd<'_>, op: &mut Op<'_>, zc: Option<&mut ZeroCopy>) -> io::R
             at,
             buf,
             nowait: false,
-        } => std::os::unix::fs::FileExt::read_at(*file, buf, *at),
+        } => {
+            let file: &std::fs::File = file;
+            std::os::unix::fs::FileExt::read_at(file, buf, *at)
+        }
         Op::Read { file, at, buf, .. } => cache::read_at_nowait(file.as_fd(), buf, *at),
         Op::Probe { file, at, len } => cache::resident(file.as_fd(), *at, *len).map(usize::from),
         Op::Pipe { slot, capacity } => {
-            **slot = Some(pipe::Pipe::take(*capacity)?);
+            **slot = Some(std::sync::Arc::new(pipe::Pipe::take(*capacity)?));
             Ok(0)
         }
         Op::Map {
@@ -91,7 +94,7 @@ fn call(fd: BorrowedFd<'_>, op: &mut Op<'_>, zc: Option<&mut ZeroCopy>) -> io::R
             pipe::splice(
                 file.as_fd(),
                 Some(&mut at),
-                *w,
+                w.write_end(),
                 None,
                 *len,
                 SpliceFlags::MOVE | SpliceFlags::NONBLOCK,
@@ -102,7 +105,7 @@ fn call(fd: BorrowedFd<'_>, op: &mut Op<'_>, zc: Option<&mut ZeroCopy>) -> io::R
             if *more {
                 f = f | SpliceFlags::MORE;
             }
-            pipe::splice(*r, None, fd, None, *len, f)
+            pipe::splice(r.read_end(), None, fd, None, *len, f)
         }
         Op::SendZerocopy {
             region,

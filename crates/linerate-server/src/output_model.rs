@@ -302,7 +302,8 @@ pub fn run(input: &[u8]) {
                 // The splice strategy's pipe: a real one (the model's pipe bytes are its
                 // own, below), from the thread's spares.
                 (Op::Pipe { slot, capacity }, _) => {
-                    *slot = Some(linerate_sys::pipe::Pipe::take(capacity).expect("a pipe"));
+                    let pipe = linerate_sys::pipe::Pipe::take(capacity).expect("a pipe");
+                    *slot = Some(Arc::new(pipe));
                     Ok(0)
                 }
                 // The file never really shrinks: a short answer only says it did.

@@ -6,12 +6,13 @@
 //! call.
 //!
 //! The memory an operation names is borrowed from its producer and stays put until the
-//! completion: the producer is not polled again, nor dropped, in between (an executor
-//! that must own what it sends past that, the ring, takes a reference or a copy).
+//! completion: the producer is not polled again, nor dropped, in between. Files and
+//! pipes are named by `Arc`, shared buffers by `Arc<[u8]>`, so an executor that must
+//! own what an operation names until the kernel is done with it (the ring, whose
+//! requests can outlive a connection cut meanwhile) takes a reference, not a copy.
 
 use std::fs::File;
 use std::ops::Range;
-use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
 use crate::errno::Errno;
@@ -59,7 +60,7 @@ pub enum Op<'a> {
     /// a page is not there, `EOPNOTSUPP` where the file system cannot say).
     Read {
         /// The file.
-        file: &'a File,
+        file: &'a Arc<File>,
         /// Offset in the file.
         at: u64,
         /// Where the bytes go.
@@ -71,7 +72,7 @@ pub enum Op<'a> {
     /// completes with 1 if they are, 0 if not (`ENOSYS` before Linux 6.5).
     Probe {
         /// The file.
-        file: &'a File,
+        file: &'a Arc<File>,
         /// Offset in the file.
         at: u64,
         /// Bytes asked about.
@@ -81,7 +82,7 @@ pub enum Op<'a> {
     /// to hold `capacity` bytes; completes with 0.
     Pipe {
         /// Where the pipe goes.
-        slot: &'a mut Option<Pipe>,
+        slot: &'a mut Option<Arc<Pipe>>,
         /// Bytes it is asked to hold.
         capacity: usize,
     },
@@ -91,7 +92,7 @@ pub enum Op<'a> {
     /// before `at`.
     Map {
         /// The file.
-        file: &'a File,
+        file: &'a Arc<File>,
         /// Offset in the file, a multiple of the page size.
         at: u64,
         /// Bytes asked for.
@@ -102,7 +103,7 @@ pub enum Op<'a> {
     /// The size of `file` now (`fstat`), as a transmit that found it shorter reports it.
     FileSize {
         /// The file.
-        file: &'a File,
+        file: &'a Arc<File>,
     },
     /// Ends our side of the connection (`shutdown(SHUT_WR)`: a FIN after what is queued).
     Shutdown,
@@ -132,7 +133,7 @@ pub enum Op<'a> {
     /// `sendfile` of `len` bytes of `file` from `at`.
     Sendfile {
         /// The file.
-        file: &'a File,
+        file: &'a Arc<File>,
         /// Offset in the file.
         at: u64,
         /// Bytes asked for.
@@ -141,18 +142,18 @@ pub enum Op<'a> {
     /// `splice` of `len` bytes of `file` from `at` into the write end of a pipe.
     SpliceIn {
         /// The file.
-        file: &'a File,
+        file: &'a Arc<File>,
         /// Offset in the file.
         at: u64,
-        /// The pipe's write end.
-        pipe: BorrowedFd<'a>,
+        /// The pipe (its write end).
+        pipe: &'a Arc<Pipe>,
         /// Bytes asked for.
         len: usize,
     },
     /// `splice` of `len` bytes from the read end of a pipe onto the socket.
     SpliceOut {
-        /// The pipe's read end.
-        pipe: BorrowedFd<'a>,
+        /// The pipe (its read end).
+        pipe: &'a Arc<Pipe>,
         /// Bytes the pipe holds.
         len: usize,
         /// More of this response follows at once (`SPLICE_F_MORE`).

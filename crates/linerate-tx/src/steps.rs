@@ -447,7 +447,7 @@ impl SendfileBatched {
 /// full socket stay there for the next call.
 #[derive(Debug, Default)]
 pub(crate) struct Splice {
-    pipe: Option<Pipe>,
+    pipe: Option<Arc<Pipe>>,
     /// The pending operation asks for the pipe.
     asking_pipe: bool,
     /// Bytes the pipe holds: read from the file, not yet sent.
@@ -461,7 +461,8 @@ impl Drop for Splice {
         // A pipe still holding bytes (an error, an abandoned send) is closed, never
         // reused: its bytes would go out on the next connection.
         if let Some(p) = self.pipe.take() {
-            if self.held == 0 {
+            // (Not while an executor still holds it.)
+            if let (0, Ok(p)) = (self.held, Arc::try_unwrap(p)) {
                 p.recycle();
             }
         }
@@ -485,7 +486,7 @@ impl Splice {
         if self.held > 0 {
             self.measuring = false;
             return Ok(Next::Op(Op::SpliceOut {
-                pipe: p.read_end(),
+                pipe: p,
                 len: self.held,
                 more: rem > self.held as u64,
             }));
@@ -504,7 +505,7 @@ impl Splice {
         Ok(Next::Op(Op::SpliceIn {
             file,
             at: offset + cur.sent,
-            pipe: p.write_end(),
+            pipe: p,
             len: want,
         }))
     }
