@@ -59,7 +59,7 @@ pub enum Io {
     Received { buffer: u16, len: u32 },
     /// The input ended: `Ok` when the peer closed, else the error.
     InputEnded(Result<(), Errno>),
-    /// The send queued with [`Driver::send`] completed: bytes sent, or the error.
+    /// The send queued with [`Driver::execute`] (a gather on the ring) completed: bytes sent, or the error.
     Sent(Result<u32, Errno>),
 }
 
@@ -412,7 +412,7 @@ const KINDS: u64 = 4;
 ///
 /// A connection ([`Interest::Connection`]) gets three requests: a multishot receive
 /// into the ring's provided buffers (its bytes come as [`Io::Received`], no `read`),
-/// gather sends ([`Driver::send`], at most one in flight; [`Io::Sent`]), and a
+/// gather sends ([`Driver::execute`], at most one in flight; [`Io::Sent`]), and a
 /// multishot poll for writable and error-queue edges, which the calls a connection
 /// still makes itself (a file body's `sendfile`, zero-copy completions) need.
 ///

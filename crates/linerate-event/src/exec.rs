@@ -3,7 +3,7 @@
 //! would block comes back as [`Errno::AGAIN`], and the producer asks for it again on
 //! the next writable edge.
 //!
-//! The completion executor is the io_uring driver's ([`crate::Driver::send`] for a
+//! The completion executor is the io_uring driver's ([`crate::Driver::execute`] for a
 //! gather); an operation the ring does not run yet is made here under it too.
 
 use std::io::{self, IoSlice};

@@ -31,7 +31,7 @@ pub struct TxConfig {
     /// How the batched strategies size each call.
     pub sizing: Sizing,
     /// Wake-up hysteresis for the batched strategies, as `TCP_NOTSENT_LOWAT`: `None`
-    /// derives it from the send buffer (see [`TxSocket::new`]); `Some(0)` leaves the
+    /// derives it from the send buffer (see [`TxSocket::unset`]); `Some(0)` leaves the
     /// socket as it is.
     pub notsent_lowat: Option<usize>,
 }
