@@ -448,9 +448,85 @@ pub struct UringDriver {
     /// Connections accepted for an ended listener's watch, with its token, for the
     /// owner to take ([`Driver::take_orphan`]).
     orphans: VecDeque<(u64, OwnedFd)>,
+    /// Splices go on the ring (`LINERATE_RING_SPLICE=1`, an experiment: see
+    /// BENCHMARKS.md); else they are made at once.
+    ring_splice: bool,
+    /// Watches with a splice on the kernel's worker threads, which look the socket up
+    /// only when they run it: a connection closed meanwhile has its descriptor here
+    /// until that splice completes, then closed (its number cannot go to another
+    /// connection under the splice).
+    on_workers: HashMap<u64, Option<OwnedFd>>,
 }
 
 impl UringDriver {
+    /// A splice of a file body on the ring, under the connection's send tag (one in
+    /// flight per connection, as a gather); none for another operation.
+    fn splice(&mut self, fd: BorrowedFd<'_>, op: &Op<'_>) -> Option<Submitted> {
+        use linerate_sys::pipe::SpliceFlags;
+        use linerate_sys::uring::Held;
+        let sock = fd.as_raw_fd();
+        let (from, to, len, flags, held) = match op {
+            Op::SpliceIn {
+                file,
+                at,
+                pipe,
+                len,
+            } => (
+                (file.as_raw_fd(), Some(*at)),
+                pipe.write_end().as_raw_fd(),
+                *len,
+                SpliceFlags::MOVE,
+                Held {
+                    file: Some(std::sync::Arc::clone(file)),
+                    pipe: std::sync::Arc::clone(pipe),
+                },
+            ),
+            Op::SpliceOut { pipe, len, more } => (
+                (pipe.read_end().as_raw_fd(), None),
+                sock,
+                *len,
+                if *more {
+                    SpliceFlags::MOVE | SpliceFlags::MORE
+                } else {
+                    SpliceFlags::MOVE
+                },
+                Held {
+                    file: None,
+                    pipe: std::sync::Arc::clone(pipe),
+                },
+            ),
+            _ => return None,
+        };
+        let Some(id) = self.watches.of_fd(sock) else {
+            return Some(Submitted::Done(Err(Errno::NOENT)));
+        };
+        let len = u32::try_from(len).unwrap_or(u32::MAX);
+        Some(
+            match self
+                .ring
+                .splice(from, to, len, flags, held, id * KINDS + SEND)
+            {
+                Ok(()) => {
+                    self.on_workers.insert(id, None);
+                    Submitted::Pending
+                }
+                Err(e) => Submitted::Done(Err(Errno::from_io(&e))),
+            },
+        )
+    }
+
+    /// A completion of watch `id`'s send tag came: a splice it had on the workers is
+    /// over, and a descriptor closed under it is closed now.
+    fn worker_done(&mut self, c: &Completion) -> io::Result<()> {
+        if c.tag % KINDS != SEND || c.more {
+            return Ok(());
+        }
+        if let Some(Some(fd)) = self.on_workers.remove(&(c.tag / KINDS)) {
+            self.ring.close(fd)?;
+        }
+        Ok(())
+    }
+
     /// Sends `buf` on the connection `fd` (`MSG_MORE` if `more`); its result comes as
     /// [`Io::Sent`] under its token. One send in flight per connection.
     fn send(&mut self, fd: BorrowedFd<'_>, buf: SendBuf, more: bool) -> io::Result<()> {
@@ -476,6 +552,8 @@ impl UringDriver {
             rearm_accept: Vec::new(),
             ended_listeners: HashMap::new(),
             orphans: VecDeque::new(),
+            ring_splice: std::env::var_os("LINERATE_RING_SPLICE").is_some_and(|v| v == "1"),
+            on_workers: HashMap::new(),
         })
     }
 
@@ -532,6 +610,11 @@ impl UringDriver {
     fn drop_early(&mut self) -> io::Result<()> {
         self.take_accepted();
         let mut early = std::mem::take(&mut self.early);
+        for c in &early {
+            if !self.watches.contains(c.tag / KINDS) {
+                self.worker_done(c)?;
+            }
+        }
         early.retain(|c| {
             let keep = self.watches.contains(c.tag / KINDS);
             if !keep {
@@ -702,6 +785,11 @@ impl Driver for UringDriver {
         op: &mut Op<'_>,
         zc: Option<&mut ZeroCopy>,
     ) -> Submitted {
+        if self.ring_splice {
+            if let Some(r) = self.splice(fd, op) {
+                return r;
+            }
+        }
         let Op::Gather { pieces, more } = op else {
             return Submitted::Done(crate::exec::now(fd, op, zc));
         };
@@ -747,7 +835,15 @@ impl Driver for UringDriver {
         // order, with the turn's submission: no call of its own. The FIN (or the reset)
         // goes when the last request lets go of the socket, in that same call.
         let ended = match self.watches.of_fd(fd.as_raw_fd()) {
-            Some(id) if self.watches.get(id).is_some_and(|w| w.token == token) => self.forget(id),
+            Some(id) if self.watches.get(id).is_some_and(|w| w.token == token) => {
+                let ended = self.forget(id);
+                if let Some(slot) = self.on_workers.get_mut(&id) {
+                    // A splice on the workers names it still: closed after it.
+                    *slot = Some(fd);
+                    return ended.map(|_| ());
+                }
+                ended
+            }
             _ => Ok(false),
         };
         let closed = self.ring.close(fd);
@@ -842,6 +938,7 @@ impl Driver for UringDriver {
         self.take_accepted();
         self.merged.clear();
         for c in &done {
+            self.worker_done(c)?;
             let id = c.tag / KINDS;
             let Some(w) = self.watches.get(id).copied() else {
                 // A watch that has ended.

@@ -9,7 +9,15 @@
 //!   stops before that), level-triggered for listeners and other descriptors.
 //! - [`UringDriver`]: completion. io_uring accepts, receives into provided buffers,
 //!   sends gathers and closes, one `io_uring_enter` per loop turn for all of them
-//!   ([`Driver::ring_io`] says so; [`Io`] carries what the ring did).
+//!   ([`Driver::ring_io`] says so; [`Io`] carries what the ring did). A file body's
+//!   operations are made at once by its executor ([`Driver::execute`]): the ring has no
+//!   `sendfile`, and it runs every `splice` on the kernel's worker threads, which
+//!   measured 3-38% more CPU per request than the direct call (BENCHMARKS.md, "File
+//!   bodies' splices on the io_uring ring"; `LINERATE_RING_SPLICE=1` puts them there).
+//!
+//! [`exec::now`] is the readiness executor of a connection's output operations
+//! (`linerate_sys::op::Op`), which both drivers' [`Driver::execute`] use for what they
+//! make at once.
 //!
 //! [`Timers`] is the loops' deadlines: a hashed timing wheel, O(1) to arm, whose turn
 //! costs the entries that came due, not the connections held.

@@ -187,6 +187,10 @@ enum Io {
         input_on: bool,
         /// The driver's receive ended: nothing more comes in.
         input_done: bool,
+        /// An event came while an operation was on the ring: a writable edge may have
+        /// been among them, so an operation that comes back full is tried again once
+        /// before the connection waits for the next edge.
+        woke: bool,
     },
 }
 
@@ -234,6 +238,7 @@ impl Conn {
                     send: RingSend::Idle,
                     input_on: true,
                     input_done: false,
+                    woke: false,
                 }
             } else {
                 Io::Ready {
@@ -712,6 +717,8 @@ impl Conn {
             sending: &site.sending,
             unix: self.peer == Peer::Unix,
         };
+        // The last operation taken from the ring had an event come while it was there.
+        let mut ring_woke = false;
         loop {
             self.log_finished(log);
             if matches!(self.transport, Transport::Tls(_)) && self.push_records(driver, now)? {
@@ -727,16 +734,23 @@ impl Conn {
                 self.hand_off()?;
             }
             let fd = self.sock.as_fd();
-            let ring_send = match &mut self.io {
-                Io::Ring { send, .. } => std::mem::replace(send, RingSend::Idle),
-                Io::Ready { .. } => RingSend::Idle,
+            let (ring_send, woke) = match &mut self.io {
+                Io::Ring { send, woke, .. } => (
+                    std::mem::replace(send, RingSend::Idle),
+                    std::mem::take(woke),
+                ),
+                Io::Ready { .. } => (RingSend::Idle, false),
             };
             let r = if let RingSend::Done(r) = ring_send {
-                // The driver's gather completed.
+                // The operation on the ring completed.
+                ring_woke = woke;
                 r.map(|n| n as usize)
             } else if let RingSend::InFlight = ring_send {
-                if let Io::Ring { send, .. } = &mut self.io {
+                if let Io::Ring { send, woke: w, .. } = &mut self.io {
                     *send = RingSend::InFlight;
+                    // This turn's event may be the writable edge the operation, if it
+                    // comes back full, would wait for.
+                    *w = true;
                 }
                 return Ok(true);
             } else {
@@ -842,6 +856,11 @@ impl Conn {
                 self.last_activity = now;
             }
             if flow == Flow::Blocked {
+                if std::mem::take(&mut ring_woke) {
+                    // Full, but an edge came while it was on the ring: once more in the
+                    // worker's next turn rather than a wait for an edge that came.
+                    self.yielded = true;
+                }
                 return Ok(true);
             }
         }
@@ -1195,5 +1214,97 @@ mod tests {
             small.2.map(|a| (a.nothing_sent, a.body_sent)),
             Some((true, 0))
         );
+    }
+}
+
+#[cfg(test)]
+mod ring_tests {
+    use super::*;
+    use linerate_event::{Interest, Ready};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::Duration;
+
+    /// A ring driver that keeps every operation ([`Submitted::Pending`]); the test
+    /// gives the completions.
+    struct Held;
+
+    impl Driver for Held {
+        fn register(
+            &mut self,
+            _: std::os::fd::BorrowedFd<'_>,
+            _: u64,
+            _: Interest,
+        ) -> io::Result<()> {
+            Ok(())
+        }
+        fn deregister(&mut self, _: std::os::fd::BorrowedFd<'_>) -> io::Result<()> {
+            Ok(())
+        }
+        fn wait(&mut self, _: &mut Vec<Ready>, _: Duration) -> io::Result<()> {
+            Ok(())
+        }
+        fn ring_io(&self) -> bool {
+            true
+        }
+        fn execute(
+            &mut self,
+            _: std::os::fd::BorrowedFd<'_>,
+            _: &mut Op<'_>,
+            _: Option<&mut linerate_sys::zerocopy::ZeroCopy>,
+        ) -> Submitted {
+            Submitted::Pending
+        }
+    }
+
+    /// A connection under the ring with a response queued, its head's gather on the
+    /// ring.
+    fn sending() -> (Conn, Site, tempfile::TempDir, TcpStream) {
+        let (root, mut site) = crate::site::tests::site(false);
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (sock, peer) = l.accept().unwrap();
+        let limits = linerate_http::request::Limits::default();
+        let mut c = Conn::new(
+            sock.into(),
+            Peer::Ip(peer),
+            limits.into(),
+            (0, 1),
+            (0, true),
+            None,
+            Instant::now(),
+        );
+        c.received(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n", Instant::now());
+        drive(&mut c, &mut site);
+        (c, site, root, client)
+    }
+
+    fn drive(c: &mut Conn, site: &mut Site) -> After {
+        let mut scratch = vec![0u8; READ_BYTES];
+        c.drive(
+            site,
+            (&mut Held, &mut scratch),
+            false,
+            false,
+            Instant::now(),
+            &mut |_, _, _| {},
+        )
+    }
+
+    /// An operation that comes back from the ring full waits for the next writable
+    /// edge, unless an event came while it was there (the edge it would wait for may
+    /// have been that one): then it is tried again in the worker's next turn.
+    #[test]
+    fn a_full_answer_from_the_ring_after_an_event_is_tried_again_not_waited_on() {
+        // No event while it was on the ring: the next edge is waited for.
+        let (mut c, mut site, _root, _client) = sending();
+        c.sent(Err(Errno::AGAIN));
+        assert_eq!(drive(&mut c, &mut site), After::Keep);
+        assert!(!c.take_yielded(), "waits for an edge");
+        // An event came meanwhile: tried again without one.
+        let (mut c, mut site, _root, _client) = sending();
+        assert_eq!(drive(&mut c, &mut site), After::Keep);
+        c.sent(Err(Errno::AGAIN));
+        assert_eq!(drive(&mut c, &mut site), After::Keep);
+        assert!(c.take_yielded(), "tried again in the next turn");
     }
 }

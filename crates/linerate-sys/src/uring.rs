@@ -281,6 +281,14 @@ impl Drop for Buffers {
     }
 }
 
+/// What a splice on the ring names, held until its completion.
+pub struct Held {
+    /// The file spliced from (none: the pipe is the source).
+    pub file: Option<std::sync::Arc<std::fs::File>>,
+    /// The pipe.
+    pub pipe: std::sync::Arc<crate::pipe::Pipe>,
+}
+
 /// A ring: polls, receives into provided buffers, owned sends.
 pub struct Ring {
     // Declared before `buffers`: dropped (its descriptor closed) first.
@@ -288,6 +296,9 @@ pub struct Ring {
     buffers: Option<Buffers>,
     /// Sends in flight, by tag.
     sends: HashMap<u64, SendBuf>,
+    /// What the splices in flight name (their file and pipe), by tag: held until their
+    /// completion, as a connection cut meanwhile lets go of its own.
+    splices: HashMap<u64, Held>,
     spare: Vec<SendBuf>,
     /// Receives armed and not yet ended (their memory is the buffers').
     receiving: usize,
@@ -402,6 +413,7 @@ impl Ring {
             ring,
             buffers: Some(buffers),
             sends: HashMap::new(),
+            splices: HashMap::new(),
             spare: Vec::new(),
             receiving: 0,
             accepting: Default::default(),
@@ -572,6 +584,36 @@ impl Ring {
             if let Some(buf) = self.sends.remove(&tag) {
                 self.give_back(buf);
             }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Queues a `splice` of `len` bytes from `fd_in` (from `off_in`, a file; none: a
+    /// pipe) to `fd_out` under `tag`, holding `held` (what the descriptors belong to)
+    /// until its completion. The kernel runs it on its worker threads and looks the
+    /// descriptors up there: the owner must not close `fd_out` (a socket) before the
+    /// completion. A pipe or socket that would block completes with `EAGAIN`.
+    pub fn splice(
+        &mut self,
+        (fd_in, off_in): (RawFd, Option<u64>),
+        fd_out: RawFd,
+        len: u32,
+        flags: crate::pipe::SpliceFlags,
+        held: Held,
+        tag: u64,
+    ) -> io::Result<()> {
+        let off_in = match off_in {
+            Some(o) => i64::try_from(o).map_err(|_| io::Error::from(Errno::INVAL))?,
+            None => -1,
+        };
+        let entry = opcode::Splice::new(types::Fd(fd_in), off_in, types::Fd(fd_out), -1, len)
+            .flags(flags.bits())
+            .build()
+            .user_data(tag);
+        self.splices.insert(tag, held);
+        if let Err(e) = self.push(entry) {
+            self.splices.remove(&tag);
             return Err(e);
         }
         Ok(())
@@ -754,6 +796,7 @@ impl Ring {
             });
         }
         for &tag in &ended {
+            self.splices.remove(&tag);
             match self.sends.remove(&tag) {
                 Some(buf) => self.give_back(buf),
                 None => {

@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use linerate_testkit::{
     assert_bytes_eq, docroot, expect_parts, expect_range, fetch, imf_date, multipart_parts,
-    parse_all, pattern, per_strategy, put, raw, req, secs_of, Conn, Linerate, Server, FILE_PARTS,
-    MIB,
+    parse_all, pattern, per_strategy, put, raw, req, secs_of, set_rcvbuf, Conn, Linerate, Server,
+    FILE_PARTS, MIB,
 };
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
@@ -374,4 +374,67 @@ fn the_etag_changes_with_the_inode_at_the_same_size_and_mtime(transmit: &str) {
     assert_eq!(r.status, 200, "{r:?}");
     let r = c.get("/i.txt", &format!("If-None-Match: {}\r\n", r2.must("etag")));
     assert_eq!(r.status, 304, "{r:?}");
+}
+
+/// With splices on the io_uring ring (`LINERATE_RING_SPLICE=1`), every byte still
+/// arrives: whole files on a keep-alive connection, a slow reader whose socket fills
+/// (the ring's splice comes back `EAGAIN` and the connection waits for room), ranges,
+/// and pipelined answers; and connections cut while a splice is on the kernel's worker
+/// threads cost the server nothing (their descriptors are closed after the splice).
+/// Rules: docs/http.md F2.
+#[test]
+fn splices_on_the_ring_deliver_every_byte_and_cut_connections_cost_nothing() {
+    use std::io::{Read, Write};
+    let root = tempfile::tempdir().unwrap();
+    let big = pattern(3 << 20, 41);
+    fs::write(root.path().join("big.bin"), &big).unwrap();
+    let s = LINERATE.start_under(
+        &["env", "LINERATE_RING_SPLICE=1"],
+        root.path(),
+        &["--transmit", "splice", "--driver", "uring"],
+    );
+    let mut c = Conn::open(s.addr);
+    for i in 0..5 {
+        let r = c.get("/big.bin", "");
+        assert_eq!(r.status, 200, "answer {i}");
+        assert_bytes_eq(&r.body, &big, &format!("answer {i}"));
+    }
+    // A slow reader: a small receive buffer, read in small steps.
+    let mut slow = Conn::open(s.addr);
+    set_rcvbuf(&slow.s, 16 * 1024);
+    slow.send(&req("GET", "/big.bin", ""));
+    thread::sleep(Duration::from_millis(200));
+    let r = slow.response();
+    assert_bytes_eq(&r.body, &big, "the slow reader's");
+    let r = c.get("/big.bin", "Range: bytes=100-199,2000000-2999999\r\n");
+    assert_eq!(r.status, 206, "{r:?}");
+    expect_parts(
+        &r,
+        "application/octet-stream",
+        &big,
+        &[(100, 199), (2_000_000, 2_999_999)],
+    );
+    // Pipelined.
+    let rs = parse_all(
+        &raw(
+            s.addr,
+            b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\nGET /big.bin HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+            false,
+        ),
+        &[],
+    );
+    assert_eq!(rs.len(), 2);
+    for r in &rs {
+        assert_bytes_eq(&r.body, &big, "pipelined");
+    }
+    // Cut while the body is on its way.
+    for _ in 0..20 {
+        let mut t = std::net::TcpStream::connect(s.addr).unwrap();
+        t.write_all(&req("GET", "/big.bin", "")).unwrap();
+        let mut some = [0u8; 4096];
+        let _ = t.read(&mut some);
+        drop(t);
+    }
+    let r = c.get("/big.bin", "");
+    assert_bytes_eq(&r.body, &big, "after the cut connections");
 }
