@@ -92,8 +92,9 @@ fn small_ranges_of_a_large_file_are_collapsed_into_the_gather() {
     }
 }
 
-/// Rules: docs/http.md F2. On tmpfs a page-cache-only read (`RWF_NOWAIT`) is refused
-/// with `EOPNOTSUPP`: the collapse reads the range as it is instead of giving up.
+/// On tmpfs a page-cache-only read (`RWF_NOWAIT`) is refused with `EOPNOTSUPP`: the
+/// collapse reads the range as it is instead of giving up.
+/// Rules: docs/http.md F2.
 #[test]
 fn ranges_are_collapsed_on_a_file_system_that_cannot_read_without_waiting() {
     let dir = tempfile::tempdir_in("/dev/shm").expect("tmpfs at /dev/shm");
