@@ -86,13 +86,16 @@ mod tests {
     use super::*;
 
     /// RFC 9110's example, 1994-11-06 08:49:37 UTC.
-    const EXAMPLE: i64 = 784_111_777;
+    const RFC_EXAMPLE_SECS: i64 = 784_111_777;
 
     #[test]
     fn the_three_formats_of_rfc_9110() {
-        assert_eq!(imf_date(EXAMPLE), "Sun, 06 Nov 1994 08:49:37 GMT");
-        assert_eq!(rfc850_date(EXAMPLE), "Sunday, 06-Nov-94 08:49:37 GMT");
-        assert_eq!(asctime_date(EXAMPLE), "Sun Nov  6 08:49:37 1994");
+        assert_eq!(imf_date(RFC_EXAMPLE_SECS), "Sun, 06 Nov 1994 08:49:37 GMT");
+        assert_eq!(
+            rfc850_date(RFC_EXAMPLE_SECS),
+            "Sunday, 06-Nov-94 08:49:37 GMT"
+        );
+        assert_eq!(asctime_date(RFC_EXAMPLE_SECS), "Sun Nov  6 08:49:37 1994");
         // A two-digit day in asctime, and a year of this century in RFC 850.
         let t = 1_767_225_600 + 86_400 * 9 + 3_661; // 2026-01-10 01:01:01, a Saturday
         assert_eq!(imf_date(t), "Sat, 10 Jan 2026 01:01:01 GMT");
@@ -102,7 +105,7 @@ mod tests {
 
     #[test]
     fn every_format_parses_back_to_its_time() {
-        for t in [EXAMPLE, unix_now(), unix_now() - 3600, 951_782_400] {
+        for t in [RFC_EXAMPLE_SECS, unix_now(), unix_now() - 3600, 951_782_400] {
             for f in [imf_date, rfc850_date, asctime_date] {
                 let parsed = httpdate::parse_http_date(&f(t)).unwrap();
                 assert_eq!(secs_of(parsed), t, "{}", f(t));
@@ -115,7 +118,7 @@ mod tests {
     fn only_an_imf_fixdate_is_one() {
         assert_eq!(
             parse_imf_date("Sun, 06 Nov 1994 08:49:37 GMT"),
-            Some(EXAMPLE)
+            Some(RFC_EXAMPLE_SECS)
         );
         for s in [
             "Sunday, 06-Nov-94 08:49:37 GMT",
