@@ -24,6 +24,7 @@
 pub mod coding;
 pub mod conditional;
 pub mod connection;
+pub mod h2;
 pub mod location;
 pub mod mime;
 pub mod path;

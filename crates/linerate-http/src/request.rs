@@ -57,7 +57,7 @@ pub enum Method {
 }
 
 impl Method {
-    fn from_token(t: &str) -> Option<Method> {
+    pub(crate) fn from_token(t: &str) -> Option<Method> {
         Some(match t {
             "GET" => Method::Get,
             "HEAD" => Method::Head,
@@ -95,6 +95,19 @@ pub enum Version {
     Http10,
     /// HTTP/1.1
     Http11,
+    /// HTTP/2 (a stream of an HTTP/2 connection: [`crate::h2`])
+    Http2,
+}
+
+impl Version {
+    /// As a request line or the access log writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::Http10 => "HTTP/1.0",
+            Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2.0",
+        }
+    }
 }
 
 /// How the request's body is delimited.
@@ -337,28 +350,8 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         accept_encoding: None,
     };
     for h in req.headers.iter() {
-        if limits.client_fields {
-            let slot = if h.name.eq_ignore_ascii_case("user-agent") {
-                Some(&mut r.user_agent)
-            } else if h.name.eq_ignore_ascii_case("referer") {
-                Some(&mut r.referer)
-            } else {
-                None
-            };
-            if let Some(slot) = slot {
-                // Any byte, UTF-8 or not: a client must not hide its name from the log.
-                let v = h.value;
-                let start = v
-                    .iter()
-                    .position(|&b| b != b' ' && b != b'\t')
-                    .unwrap_or(v.len());
-                let end = v
-                    .iter()
-                    .rposition(|&b| b != b' ' && b != b'\t')
-                    .map_or(start, |e| e + 1);
-                *slot = Some(v[start..end].to_vec());
-                continue;
-            }
+        if client_field(&mut r, h.name, h.value, limits) {
+            continue;
         }
         let Ok(value) = std::str::from_utf8(h.value) else {
             // obs-text is allowed in values, but none of the fields we read may carry it.
@@ -395,22 +388,8 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
                 close |= t.eq_ignore_ascii_case("close");
                 keep_alive_token |= t.eq_ignore_ascii_case("keep-alive");
             }
-        } else if name.eq_ignore_ascii_case("range") {
-            r.range = Some(value.to_string());
-        } else if name.eq_ignore_ascii_case("if-match") {
-            append(&mut r.if_match, value);
-        } else if name.eq_ignore_ascii_case("if-none-match") {
-            append(&mut r.if_none_match, value);
-        } else if name.eq_ignore_ascii_case("if-modified-since") {
-            r.if_modified_since = Some(value.to_string());
-        } else if name.eq_ignore_ascii_case("if-unmodified-since") {
-            r.if_unmodified_since = Some(value.to_string());
-        } else if name.eq_ignore_ascii_case("if-range") {
-            r.if_range = Some(value.to_string());
-        } else if name.eq_ignore_ascii_case("accept-encoding") {
-            r.accept_encoding
-                .get_or_insert_with(Default::default)
-                .add(value);
+        } else {
+            semantic_field(&mut r, name, value);
         }
     }
     if version == Version::Http11 && host_count != 1 {
@@ -446,12 +425,60 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         r.body = if n == 0 { Body::None } else { Body::Length(n) };
     }
     r.keep_alive = match version {
-        Version::Http11 => !close,
+        Version::Http11 | Version::Http2 => !close,
         Version::Http10 => keep_alive_token && !close,
     };
     Parse::Complete {
         request: Box::new(r),
         head_len,
+    }
+}
+
+/// Keeps `User-Agent` or `Referer` as sent, when the limits ask for them: true if
+/// `name` was one of them.
+pub(crate) fn client_field(r: &mut Request, name: &str, v: &[u8], limits: &Limits) -> bool {
+    if !limits.client_fields {
+        return false;
+    }
+    let slot = if name.eq_ignore_ascii_case("user-agent") {
+        &mut r.user_agent
+    } else if name.eq_ignore_ascii_case("referer") {
+        &mut r.referer
+    } else {
+        return false;
+    };
+    // Any byte, UTF-8 or not: a client must not hide its name from the log.
+    let start = v
+        .iter()
+        .position(|&b| b != b' ' && b != b'\t')
+        .unwrap_or(v.len());
+    let end = v
+        .iter()
+        .rposition(|&b| b != b' ' && b != b'\t')
+        .map_or(start, |e| e + 1);
+    *slot = Some(v[start..end].to_vec());
+    true
+}
+
+/// The fields whose meaning is the same in every version: ranges, preconditions,
+/// content codings (a value already trimmed). Any other field is ignored.
+pub(crate) fn semantic_field(r: &mut Request, name: &str, value: &str) {
+    if name.eq_ignore_ascii_case("range") {
+        r.range = Some(value.to_string());
+    } else if name.eq_ignore_ascii_case("if-match") {
+        append(&mut r.if_match, value);
+    } else if name.eq_ignore_ascii_case("if-none-match") {
+        append(&mut r.if_none_match, value);
+    } else if name.eq_ignore_ascii_case("if-modified-since") {
+        r.if_modified_since = Some(value.to_string());
+    } else if name.eq_ignore_ascii_case("if-unmodified-since") {
+        r.if_unmodified_since = Some(value.to_string());
+    } else if name.eq_ignore_ascii_case("if-range") {
+        r.if_range = Some(value.to_string());
+    } else if name.eq_ignore_ascii_case("accept-encoding") {
+        r.accept_encoding
+            .get_or_insert_with(Default::default)
+            .add(value);
     }
 }
 
@@ -519,7 +546,7 @@ fn is_tchar(b: u8) -> bool {
 
 /// `uri-host [ ":" port ]`: a reg-name (no empty label), IPv4 address or bracketed IP
 /// literal.
-fn valid_host(h: &str) -> bool {
+pub(crate) fn valid_host(h: &str) -> bool {
     let valid_port = |p: &str| p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit());
     if h.is_empty() {
         return true;

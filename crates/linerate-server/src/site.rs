@@ -301,18 +301,14 @@ impl Site {
             String::new()
         } else {
             format!(
-                "{} {}{} HTTP/1.{}",
+                "{} {}{} {}",
                 req.method.as_str(),
                 req.path,
                 req.query
                     .as_ref()
                     .map(|q| format!("?{q}"))
                     .unwrap_or_default(),
-                if req.version == linerate_http::request::Version::Http11 {
-                    1
-                } else {
-                    0
-                }
+                req.version.as_str()
             )
         }
     }

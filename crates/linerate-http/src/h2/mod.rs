@@ -1,0 +1,1432 @@
+//! HTTP/2 (RFC 9113), sans I/O, for the server side of one connection: the caller hands
+//! in the bytes it read and the clock, and hears which requests to answer; it asks
+//! here for the frames of its answers ([`Connection::response_head`],
+//! [`Connection::data_header`]) and sends the bytes [`Connection::take_control`] gives
+//! (SETTINGS, acknowledgements, WINDOW_UPDATE, RST_STREAM, GOAWAY) before any other.
+//! The server's I/O layer owns the socket, the bodies and the order streams are served
+//! in; every rule about frames, streams and windows is kept here, so each is tested
+//! with literal bytes, one byte at a time as well as all at once.
+//!
+//! - [`frame`]: the frame layout;
+//! - `hpack`: field blocks (decoding by the `hpack` module's decoder, encoding with the
+//!   static table and literals);
+//! - `request`: a request's field block into the [`Request`] HTTP/1.1 makes too.
+//!
+//! The rules it keeps (docs/http.md, T): the client's windows bound every DATA
+//! byte sent; what the client sends is discarded and its window given back, so a
+//! request body never stalls the connection; a malformed request resets its stream,
+//! and a protocol error ends the connection with GOAWAY and the last stream it took.
+
+pub mod frame;
+mod hpack;
+mod request;
+
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::time::Instant;
+
+use crate::connection::Ending;
+use crate::request::{Limits, Request};
+use crate::Status;
+use frame::{flag, setting, ErrorCode, Header, Kind, HEADER_LEN};
+
+pub use frame::PREFACE;
+
+/// What this server says in its SETTINGS and holds to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Streams a client may have open at once (more are refused).
+    pub max_concurrent_streams: u32,
+    /// The receive window of each stream, and, as the client is told at the start, of
+    /// the connection: request bodies are discarded, so the window is given back as
+    /// they come and a large one costs no memory.
+    pub window: u32,
+    /// The largest frame payload taken.
+    pub max_frame_size: u32,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            max_concurrent_streams: 128,
+            window: 1 << 20,
+            max_frame_size: frame::DEFAULT_MAX_FRAME_SIZE,
+        }
+    }
+}
+
+/// What the connection has for its owner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// A request to answer on `stream`.
+    Request { stream: u32, request: Box<Request> },
+    /// A request to answer with `status` on `stream` (a method the server does not
+    /// know, too many fields), as HTTP/1.1 answers it.
+    Reject {
+        stream: u32,
+        status: Status,
+        reason: &'static str,
+    },
+    /// The stream was reset (by the client, or here for a request that turned out
+    /// malformed after it was handed out): its answer is dropped.
+    Cancel { stream: u32 },
+    /// Nothing more until more bytes come.
+    Wait,
+}
+
+/// Where a stream stands (RFC 9113 §5.1), from the server's side; a closed stream is
+/// no longer held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    /// Both sides may send.
+    Open,
+    /// The client ended its side.
+    HalfClosedRemote,
+    /// The server ended its side; the client still sends (a body).
+    HalfClosedLocal,
+}
+
+struct Stream {
+    state: State,
+    /// What the client lets the server send on it (may go below 0 when the client
+    /// shrinks its initial window).
+    send_window: i64,
+    /// What the client may still send on it before a WINDOW_UPDATE.
+    recv_window: i64,
+    /// Body bytes received, and what `content-length` said they would be.
+    received: u64,
+    content_length: Option<u64>,
+    /// An answer is owed (handed out, its last frame not made yet).
+    owed: bool,
+}
+
+/// How a stream that is no longer held was closed: frames that cross the close are
+/// told apart from frames on a stream that never was.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Closed {
+    /// Reset here: what the client sent before it knew is ignored.
+    ResetHere,
+    /// Reset by the client, or ended both ways: more is a STREAM_CLOSED error.
+    Done,
+}
+
+/// A field block being received: HEADERS, then CONTINUATION until END_HEADERS.
+struct Block {
+    stream: u32,
+    end_stream: bool,
+    bytes: Vec<u8>,
+    frames: u32,
+}
+
+/// Streams remembered as closed (beyond, a frame on an old stream id is taken as on a
+/// stream that never was: a protocol error).
+const CLOSED_MEMORY: usize = 256;
+/// Most control bytes (acknowledgements, resets) held for a client that does not read
+/// before reading stops.
+const MAX_CONTROL: usize = 64 * 1024;
+/// Most CONTINUATION frames in one field block.
+const MAX_CONTINUATIONS: u32 = 32;
+
+/// The server side of one HTTP/2 connection.
+pub struct Connection {
+    limits: Rc<Limits>,
+    config: Config,
+    /// Bytes read and not yet taken as frames.
+    buf: Vec<u8>,
+    /// The client's preface has been read (and its first SETTINGS must follow).
+    preface: bool,
+    first_settings: bool,
+    decoder: hpack::Decoder,
+    /// Frames to send before any other.
+    control: Vec<u8>,
+    events: VecDeque<Event>,
+    streams: HashMap<u32, Stream>,
+    closed: VecDeque<(u32, Closed)>,
+    /// The highest stream the client opened.
+    last_stream: u32,
+    block: Option<Block>,
+    /// The client's settings.
+    peer_max_frame: u32,
+    peer_initial_window: i64,
+    /// The connection's windows: what the server may send, what the client may.
+    send_window: i64,
+    recv_window: i64,
+    /// Received bytes not yet given back to the connection's window.
+    recv_unacked: u32,
+    /// GOAWAY sent: no stream above this is taken.
+    goaway: Option<u32>,
+    /// A connection error: nothing more is read; the connection ends once the GOAWAY
+    /// has gone.
+    failed: Option<ErrorCode>,
+    peer_closed: bool,
+    /// When the first byte of a frame that has not all come arrived.
+    frame_started: Option<Instant>,
+    /// Answers owed.
+    owed: usize,
+}
+
+/// A connection error: GOAWAY with this code, then close.
+struct ConnError(ErrorCode, &'static str);
+
+type Frame<'a> = (Header, &'a [u8]);
+
+impl Connection {
+    /// A new connection; its SETTINGS are queued at once, so a client that spoke first
+    /// reads them with the answer to its preface.
+    pub fn new(limits: impl Into<Rc<Limits>>, config: Config) -> Connection {
+        let limits = limits.into();
+        let mut control = Vec::with_capacity(64);
+        frame::write_settings(
+            &mut control,
+            &[
+                (
+                    setting::MAX_CONCURRENT_STREAMS,
+                    config.max_concurrent_streams,
+                ),
+                (setting::INITIAL_WINDOW_SIZE, config.window),
+                (setting::MAX_FRAME_SIZE, config.max_frame_size),
+                (
+                    setting::MAX_HEADER_LIST_SIZE,
+                    max_header_list(&limits) as u32,
+                ),
+                (setting::ENABLE_PUSH, 0),
+                (setting::NO_RFC7540_PRIORITIES, 1),
+            ],
+        );
+        let grow = i64::from(config.window) - i64::from(frame::DEFAULT_WINDOW);
+        if grow > 0 {
+            frame::write_window_update(&mut control, 0, grow as u32);
+        }
+        Connection {
+            limits,
+            config,
+            buf: Vec::new(),
+            preface: false,
+            first_settings: false,
+            decoder: hpack::Decoder::new(),
+            control,
+            events: VecDeque::new(),
+            streams: HashMap::new(),
+            closed: VecDeque::new(),
+            last_stream: 0,
+            block: None,
+            peer_max_frame: frame::DEFAULT_MAX_FRAME_SIZE,
+            peer_initial_window: i64::from(frame::DEFAULT_WINDOW),
+            send_window: i64::from(frame::DEFAULT_WINDOW),
+            recv_window: i64::from(config.window.max(frame::DEFAULT_WINDOW)),
+            recv_unacked: 0,
+            goaway: None,
+            failed: None,
+            peer_closed: false,
+            frame_started: None,
+            owed: 0,
+        }
+    }
+
+    /// Whether the owner should read.
+    pub fn wants_bytes(&self) -> bool {
+        self.failed.is_none()
+            && !self.peer_closed
+            && self.control.len() < MAX_CONTROL
+            && self.buf.len() < self.max_buffered()
+    }
+
+    fn max_buffered(&self) -> usize {
+        self.config.max_frame_size as usize + HEADER_LEN + 64 * 1024
+    }
+
+    /// Takes bytes the peer sent.
+    pub fn receive(&mut self, bytes: &[u8]) {
+        if self.failed.is_none() {
+            self.buf.extend_from_slice(bytes);
+        }
+    }
+
+    /// The peer closed its side.
+    pub fn peer_closed(&mut self) {
+        self.peer_closed = true;
+    }
+
+    /// The next thing to do, at `now`.
+    pub fn next(&mut self, now: Instant) -> Event {
+        loop {
+            if let Some(e) = self.events.pop_front() {
+                return e;
+            }
+            if self.failed.is_some() || self.control.len() >= MAX_CONTROL {
+                return Event::Wait;
+            }
+            match self.step() {
+                Ok(true) => self.frame_started = None,
+                Ok(false) => {
+                    if self.buf.is_empty() {
+                        self.frame_started = None;
+                    } else {
+                        self.frame_started.get_or_insert(now);
+                    }
+                    return self.events.pop_front().unwrap_or(Event::Wait);
+                }
+                Err(ConnError(code, _why)) => {
+                    self.fail(code);
+                }
+            }
+        }
+    }
+
+    /// Ends the connection for a protocol error: GOAWAY with the last stream taken.
+    fn fail(&mut self, code: ErrorCode) {
+        frame::write_goaway(&mut self.control, self.last_stream, code);
+        self.failed = Some(code);
+        self.goaway = Some(self.last_stream);
+        self.buf = Vec::new();
+        self.block = None;
+    }
+
+    /// Takes one frame from the input if a whole one is there; false if not.
+    fn step(&mut self) -> Result<bool, ConnError> {
+        if !self.preface {
+            let n = self.buf.len().min(PREFACE.len());
+            if self.buf[..n] != PREFACE[..n] {
+                return Err(ConnError(
+                    ErrorCode::ProtocolError,
+                    "not the HTTP/2 preface",
+                ));
+            }
+            if n < PREFACE.len() {
+                return Ok(false);
+            }
+            self.buf.drain(..PREFACE.len());
+            self.preface = true;
+        }
+        let Some(head) = self.buf.first_chunk::<HEADER_LEN>() else {
+            return Ok(false);
+        };
+        let h = Header::parse(head);
+        if h.len > self.config.max_frame_size {
+            return Err(ConnError(
+                ErrorCode::FrameSizeError,
+                "a frame over SETTINGS_MAX_FRAME_SIZE",
+            ));
+        }
+        let end = HEADER_LEN + h.len as usize;
+        if self.buf.len() < end {
+            return Ok(false);
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let r = self.frame((h, &buf[HEADER_LEN..end]));
+        self.buf = buf;
+        self.buf.drain(..end);
+        r.map(|()| true)
+    }
+
+    fn frame(&mut self, (h, payload): Frame<'_>) -> Result<(), ConnError> {
+        if !self.first_settings {
+            if h.kind != Kind::Settings || h.flags & flag::ACK != 0 {
+                return Err(ConnError(
+                    ErrorCode::ProtocolError,
+                    "the preface's SETTINGS missing",
+                ));
+            }
+            self.first_settings = true;
+        }
+        if let Some(b) = &self.block {
+            if h.kind != Kind::Continuation || h.stream != b.stream {
+                return Err(ConnError(
+                    ErrorCode::ProtocolError,
+                    "a field block interrupted",
+                ));
+            }
+        }
+        match h.kind {
+            Kind::Data => self.data(h, payload),
+            Kind::Headers => self.headers(h, payload),
+            Kind::Continuation => self.continuation(h, payload),
+            Kind::Priority => self.priority(h, payload),
+            Kind::RstStream => self.rst_stream(h, payload),
+            Kind::Settings => self.settings(h, payload),
+            Kind::PushPromise => Err(ConnError(
+                ErrorCode::ProtocolError,
+                "PUSH_PROMISE from a client",
+            )),
+            Kind::Ping => self.ping(h, payload),
+            Kind::GoAway => self.peer_goaway(h, payload),
+            Kind::WindowUpdate => self.window_update(h, payload),
+            // RFC 9218 priorities are read by the scheduler in a later change; until
+            // then the frame is one this server may ignore.
+            Kind::PriorityUpdate | Kind::Unknown(_) => Ok(()),
+        }
+    }
+
+    /// Whether a stream id the client names was closed, and how; `None` for one held
+    /// or never used.
+    fn closed(&self, id: u32) -> Option<Closed> {
+        self.closed
+            .iter()
+            .rev()
+            .find(|(s, _)| *s == id)
+            .map(|(_, c)| *c)
+    }
+
+    /// A stream the client names that is not held: closed (and how) or idle.
+    fn not_held(&self, id: u32) -> Result<Closed, ConnError> {
+        match self.closed(id) {
+            Some(c) => Ok(c),
+            None if id <= self.last_stream => Ok(Closed::Done),
+            None => Err(ConnError(
+                ErrorCode::ProtocolError,
+                "a frame on an idle stream",
+            )),
+        }
+    }
+
+    fn close_stream(&mut self, id: u32, how: Closed) {
+        if let Some(s) = self.streams.remove(&id) {
+            if s.owed {
+                self.owed -= 1;
+                self.events.push_back(Event::Cancel { stream: id });
+            }
+        }
+        if self.closed.len() == CLOSED_MEMORY {
+            self.closed.pop_front();
+        }
+        self.closed.push_back((id, how));
+    }
+
+    /// A stream error: RST_STREAM with `code`, and the stream is closed.
+    fn reset(&mut self, id: u32, code: ErrorCode) {
+        frame::write_rst(&mut self.control, id, code);
+        self.close_stream(id, Closed::ResetHere);
+    }
+
+    /// Strips the padding of a PADDED frame.
+    fn unpad(h: Header, payload: &[u8]) -> Result<&[u8], ConnError> {
+        if h.flags & flag::PADDED == 0 {
+            return Ok(payload);
+        }
+        let Some((&pad, rest)) = payload.split_first() else {
+            return Err(ConnError(ErrorCode::FrameSizeError, "no pad length"));
+        };
+        if usize::from(pad) > rest.len() {
+            return Err(ConnError(
+                ErrorCode::ProtocolError,
+                "padding longer than the frame",
+            ));
+        }
+        Ok(&rest[..rest.len() - usize::from(pad)])
+    }
+
+    fn data(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream == 0 {
+            return Err(ConnError(ErrorCode::ProtocolError, "DATA on stream 0"));
+        }
+        let body = Self::unpad(h, payload)?;
+        // The whole frame counts against the windows, padding too.
+        let n = i64::from(h.len);
+        if n > self.recv_window {
+            return Err(ConnError(
+                ErrorCode::FlowControlError,
+                "DATA beyond the connection's window",
+            ));
+        }
+        self.recv_window -= n;
+        self.give_back(h.len);
+        let Some(s) = self.streams.get_mut(&h.stream) else {
+            return match self.not_held(h.stream)? {
+                Closed::ResetHere => Ok(()),
+                Closed::Done => {
+                    self.reset(h.stream, ErrorCode::StreamClosed);
+                    Ok(())
+                }
+            };
+        };
+        if s.state == State::HalfClosedRemote {
+            self.reset(h.stream, ErrorCode::StreamClosed);
+            return Ok(());
+        }
+        if n > s.recv_window {
+            self.reset(h.stream, ErrorCode::FlowControlError);
+            return Ok(());
+        }
+        s.recv_window -= n;
+        s.received += body.len() as u64;
+        let end = h.flags & flag::END_STREAM != 0;
+        let over = s.content_length.is_some_and(|cl| s.received > cl);
+        let short = end && s.content_length.is_some_and(|cl| s.received != cl);
+        if over || short {
+            self.reset(h.stream, ErrorCode::ProtocolError);
+            return Ok(());
+        }
+        if end {
+            self.end_remote(h.stream);
+        } else if s.recv_window < i64::from(self.config.window) / 2 {
+            let grow = i64::from(self.config.window) - s.recv_window;
+            s.recv_window += grow;
+            frame::write_window_update(&mut self.control, h.stream, grow as u32);
+        }
+        Ok(())
+    }
+
+    /// Gives received bytes back to the connection's window, in steps of half of it.
+    fn give_back(&mut self, n: u32) {
+        self.recv_unacked += n;
+        let window = self.config.window.max(frame::DEFAULT_WINDOW);
+        if self.recv_unacked >= window / 2 {
+            frame::write_window_update(&mut self.control, 0, self.recv_unacked);
+            self.recv_window += i64::from(self.recv_unacked);
+            self.recv_unacked = 0;
+        }
+    }
+
+    /// The client ended its side of `id`.
+    fn end_remote(&mut self, id: u32) {
+        if let Some(s) = self.streams.get_mut(&id) {
+            match s.state {
+                State::Open => s.state = State::HalfClosedRemote,
+                State::HalfClosedLocal => self.close_stream(id, Closed::Done),
+                State::HalfClosedRemote => {}
+            }
+        }
+    }
+
+    fn headers(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream == 0 || h.stream.is_multiple_of(2) {
+            return Err(ConnError(
+                ErrorCode::ProtocolError,
+                "HEADERS on a stream a client cannot open",
+            ));
+        }
+        let mut rest = Self::unpad(h, payload)?;
+        if h.flags & flag::PRIORITY != 0 {
+            let Some((prio, block)) = rest.split_first_chunk::<5>() else {
+                return Err(ConnError(
+                    ErrorCode::FrameSizeError,
+                    "HEADERS too short for its priority",
+                ));
+            };
+            let dep = u32::from_be_bytes([prio[0], prio[1], prio[2], prio[3]]) & 0x7fff_ffff;
+            if dep == h.stream {
+                // Decoded all the same: the field block is part of the connection's
+                // compression state.
+                self.decode_block(h.stream, block, true)?;
+                self.reset(h.stream, ErrorCode::ProtocolError);
+                return Ok(());
+            }
+            rest = block;
+        }
+        let b = Block {
+            stream: h.stream,
+            end_stream: h.flags & flag::END_STREAM != 0,
+            bytes: rest.to_vec(),
+            frames: 0,
+        };
+        if h.flags & flag::END_HEADERS != 0 {
+            self.field_block(b)
+        } else {
+            self.block = Some(b);
+            Ok(())
+        }
+    }
+
+    fn continuation(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
+        let Some(mut b) = self.block.take() else {
+            return Err(ConnError(
+                ErrorCode::ProtocolError,
+                "CONTINUATION with no field block",
+            ));
+        };
+        b.frames += 1;
+        b.bytes.extend_from_slice(payload);
+        if b.frames > MAX_CONTINUATIONS || b.bytes.len() > 2 * max_header_list(&self.limits) {
+            // The 2024 CONTINUATION floods: a field block is bounded however it is cut.
+            return Err(ConnError(
+                ErrorCode::EnhanceYourCalm,
+                "a field block too large",
+            ));
+        }
+        if h.flags & flag::END_HEADERS != 0 {
+            self.field_block(b)
+        } else {
+            self.block = Some(b);
+            Ok(())
+        }
+    }
+
+    /// Decodes a block for a stream that will not use it (keeping the decoder's table
+    /// in step with the client's encoder).
+    fn decode_block(
+        &mut self,
+        _stream: u32,
+        block: &[u8],
+        _discard: bool,
+    ) -> Result<(), ConnError> {
+        let limit = max_header_list(&self.limits);
+        self.decoder
+            .decode(block, limit, &mut |_, _| {})
+            .map(|_| ())
+            .map_err(|e| ConnError(e.code(), "a field block that does not decode"))
+    }
+
+    /// A whole field block.
+    fn field_block(&mut self, b: Block) -> Result<(), ConnError> {
+        let id = b.stream;
+        if let Some(s) = self.streams.get(&id) {
+            // Trailers: the last thing the client sends on the stream.
+            let state = s.state;
+            let mut bad = None;
+            let limit = max_header_list(&self.limits);
+            self.decoder
+                .decode(&b.bytes, limit, &mut |n, v| {
+                    if let Err(why) = request::trailer_field(n, v) {
+                        bad.get_or_insert(why);
+                    }
+                })
+                .map_err(|e| ConnError(e.code(), "a field block that does not decode"))?;
+            if state == State::HalfClosedRemote {
+                self.reset(id, ErrorCode::StreamClosed);
+            } else if bad.is_some() || !b.end_stream {
+                self.reset(id, ErrorCode::ProtocolError);
+            } else {
+                let s = &self.streams[&id];
+                if s.content_length.is_some_and(|cl| cl != s.received) {
+                    self.reset(id, ErrorCode::ProtocolError);
+                } else {
+                    self.end_remote(id);
+                }
+            }
+            return Ok(());
+        }
+        if id <= self.last_stream {
+            self.decode_block(id, &b.bytes, true)?;
+            return match self.not_held(id)? {
+                Closed::ResetHere => Ok(()),
+                Closed::Done if self.closed(id).is_some() => Err(ConnError(
+                    ErrorCode::StreamClosed,
+                    "HEADERS on a closed stream",
+                )),
+                Closed::Done => Err(ConnError(
+                    ErrorCode::ProtocolError,
+                    "a stream id lower than one opened",
+                )),
+            };
+        }
+        // A new stream.
+        let limits = Rc::clone(&self.limits);
+        let mut fields = request::Fields::new();
+        let mut bad = None;
+        let within = self
+            .decoder
+            .decode(&b.bytes, max_header_list(&limits), &mut |n, v| {
+                if bad.is_none() {
+                    if let Err(why) = fields.field(n, v, &limits) {
+                        bad = Some(why);
+                    }
+                }
+            })
+            .map_err(|e| ConnError(e.code(), "a field block that does not decode"))?;
+        self.last_stream = id;
+        if self.goaway.is_some_and(|last| id > last) {
+            // After GOAWAY, new streams are ignored (the client retries them elsewhere).
+            self.close_stream(id, Closed::ResetHere);
+            return Ok(());
+        }
+        if self.streams.len() >= self.config.max_concurrent_streams as usize {
+            self.reset(id, ErrorCode::RefusedStream);
+            return Ok(());
+        }
+        let too_many = fields.too_many || !within;
+        let head = match bad {
+            Some(why) => Err(why),
+            None => fields.finish(),
+        };
+        let (event, content_length) = match head {
+            // A body announced on a request that ends at its head.
+            Ok(head) if b.end_stream && head.content_length.is_some_and(|n| n > 0) => {
+                self.reset(id, ErrorCode::ProtocolError);
+                return Ok(());
+            }
+            Ok(_) if too_many => (
+                Event::Reject {
+                    stream: id,
+                    status: Status::HeaderFieldsTooLarge,
+                    reason: "too many header fields",
+                },
+                None,
+            ),
+            Ok(head) => (
+                Event::Request {
+                    stream: id,
+                    request: head.request,
+                },
+                head.content_length,
+            ),
+            Err(request::UNKNOWN_METHOD) => (
+                Event::Reject {
+                    stream: id,
+                    status: Status::NotImplemented,
+                    reason: "unknown method",
+                },
+                None,
+            ),
+            Err(_) => {
+                self.reset(id, ErrorCode::ProtocolError);
+                return Ok(());
+            }
+        };
+        self.streams.insert(
+            id,
+            Stream {
+                state: if b.end_stream {
+                    State::HalfClosedRemote
+                } else {
+                    State::Open
+                },
+                send_window: self.peer_initial_window,
+                recv_window: i64::from(self.config.window),
+                received: 0,
+                content_length,
+                owed: true,
+            },
+        );
+        self.owed += 1;
+        self.events.push_back(event);
+        Ok(())
+    }
+
+    fn priority(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream == 0 {
+            return Err(ConnError(ErrorCode::ProtocolError, "PRIORITY on stream 0"));
+        }
+        if payload.len() != 5 {
+            self.reset(h.stream, ErrorCode::FrameSizeError);
+            return Ok(());
+        }
+        let dep =
+            u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff;
+        if dep == h.stream {
+            self.reset(h.stream, ErrorCode::ProtocolError);
+        }
+        Ok(())
+    }
+
+    fn rst_stream(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream == 0 {
+            return Err(ConnError(
+                ErrorCode::ProtocolError,
+                "RST_STREAM on stream 0",
+            ));
+        }
+        if payload.len() != 4 {
+            return Err(ConnError(
+                ErrorCode::FrameSizeError,
+                "RST_STREAM of a wrong length",
+            ));
+        }
+        if self.streams.contains_key(&h.stream) {
+            self.close_stream(h.stream, Closed::Done);
+        } else {
+            self.not_held(h.stream)?;
+        }
+        Ok(())
+    }
+
+    fn settings(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream != 0 {
+            return Err(ConnError(ErrorCode::ProtocolError, "SETTINGS on a stream"));
+        }
+        if h.flags & flag::ACK != 0 {
+            if !payload.is_empty() {
+                return Err(ConnError(
+                    ErrorCode::FrameSizeError,
+                    "a SETTINGS acknowledgement with a payload",
+                ));
+            }
+            return Ok(());
+        }
+        if !payload.len().is_multiple_of(6) {
+            return Err(ConnError(
+                ErrorCode::FrameSizeError,
+                "SETTINGS of a wrong length",
+            ));
+        }
+        for s in payload.chunks_exact(6) {
+            let id = u16::from_be_bytes([s[0], s[1]]);
+            let v = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
+            match id {
+                setting::ENABLE_PUSH if v > 1 => {
+                    return Err(ConnError(
+                        ErrorCode::ProtocolError,
+                        "ENABLE_PUSH neither 0 nor 1",
+                    ));
+                }
+                setting::INITIAL_WINDOW_SIZE => {
+                    if i64::from(v) > frame::MAX_WINDOW {
+                        return Err(ConnError(
+                            ErrorCode::FlowControlError,
+                            "INITIAL_WINDOW_SIZE over 2^31-1",
+                        ));
+                    }
+                    let delta = i64::from(v) - self.peer_initial_window;
+                    for s in self.streams.values_mut() {
+                        s.send_window += delta;
+                        if s.send_window > frame::MAX_WINDOW {
+                            return Err(ConnError(
+                                ErrorCode::FlowControlError,
+                                "a stream window over 2^31-1",
+                            ));
+                        }
+                    }
+                    self.peer_initial_window = i64::from(v);
+                }
+                setting::MAX_FRAME_SIZE => {
+                    if !(frame::DEFAULT_MAX_FRAME_SIZE..=frame::MAX_FRAME_SIZE_LIMIT).contains(&v) {
+                        return Err(ConnError(
+                            ErrorCode::ProtocolError,
+                            "MAX_FRAME_SIZE out of range",
+                        ));
+                    }
+                    self.peer_max_frame = v;
+                }
+                // The encoder uses no dynamic table, so any table size suits it; no
+                // push; the header list the client takes is never near its limit.
+                _ => {}
+            }
+        }
+        frame::write(&mut self.control, Kind::Settings, flag::ACK, 0, &[]);
+        Ok(())
+    }
+
+    fn ping(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream != 0 {
+            return Err(ConnError(ErrorCode::ProtocolError, "PING on a stream"));
+        }
+        if payload.len() != 8 {
+            return Err(ConnError(
+                ErrorCode::FrameSizeError,
+                "PING of a wrong length",
+            ));
+        }
+        if h.flags & flag::ACK == 0 {
+            frame::write(&mut self.control, Kind::Ping, flag::ACK, 0, payload);
+        }
+        Ok(())
+    }
+
+    fn peer_goaway(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream != 0 {
+            return Err(ConnError(ErrorCode::ProtocolError, "GOAWAY on a stream"));
+        }
+        if payload.len() < 8 {
+            return Err(ConnError(ErrorCode::FrameSizeError, "GOAWAY too short"));
+        }
+        // The client opens no more streams; those open are answered.
+        Ok(())
+    }
+
+    fn window_update(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
+        if payload.len() != 4 {
+            return Err(ConnError(
+                ErrorCode::FrameSizeError,
+                "WINDOW_UPDATE of a wrong length",
+            ));
+        }
+        let inc = i64::from(
+            u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff,
+        );
+        if h.stream == 0 {
+            if inc == 0 {
+                return Err(ConnError(ErrorCode::ProtocolError, "a WINDOW_UPDATE of 0"));
+            }
+            self.send_window += inc;
+            if self.send_window > frame::MAX_WINDOW {
+                return Err(ConnError(
+                    ErrorCode::FlowControlError,
+                    "the connection's window over 2^31-1",
+                ));
+            }
+            return Ok(());
+        }
+        let Some(s) = self.streams.get_mut(&h.stream) else {
+            self.not_held(h.stream)?;
+            return Ok(());
+        };
+        if inc == 0 {
+            self.reset(h.stream, ErrorCode::ProtocolError);
+            return Ok(());
+        }
+        s.send_window += inc;
+        if s.send_window > frame::MAX_WINDOW {
+            self.reset(h.stream, ErrorCode::FlowControlError);
+        }
+        Ok(())
+    }
+
+    // The answers.
+
+    /// Appends the frames of a response head on `stream` (HEADERS, then CONTINUATION
+    /// past the client's frame size): `:status`, then `fields`. With `end_stream`, the
+    /// answer has no body and this is its last frame.
+    pub fn response_head<'a>(
+        &mut self,
+        stream: u32,
+        status: u16,
+        fields: impl IntoIterator<Item = (&'a str, &'a str)>,
+        end_stream: bool,
+        out: &mut Vec<u8>,
+    ) {
+        let mut block = Vec::with_capacity(128);
+        hpack::encode_status(&mut block, status);
+        for (n, v) in fields {
+            hpack::encode_field(&mut block, n, v);
+        }
+        let max = self.peer_max_frame as usize;
+        let mut chunks = block.chunks(max).peekable();
+        let mut first = true;
+        while let Some(chunk) = chunks.next() {
+            let last = chunks.peek().is_none();
+            let mut flags = if last { flag::END_HEADERS } else { 0 };
+            if first && end_stream {
+                flags |= flag::END_STREAM;
+            }
+            let kind = if first {
+                Kind::Headers
+            } else {
+                Kind::Continuation
+            };
+            frame::write(out, kind, flags, stream, chunk);
+            first = false;
+        }
+        if block.is_empty() {
+            let flags = flag::END_HEADERS | if end_stream { flag::END_STREAM } else { 0 };
+            frame::write(out, Kind::Headers, flags, stream, &[]);
+        }
+        if end_stream {
+            self.end_local(stream);
+        }
+    }
+
+    /// Bytes of DATA the client lets the server send on `stream` now: the least of the
+    /// stream's window and the connection's (0 for a stream not held).
+    pub fn window(&self, stream: u32) -> u64 {
+        let s = self.streams.get(&stream).map_or(0, |s| s.send_window);
+        s.min(self.send_window).max(0) as u64
+    }
+
+    /// The largest DATA payload the client takes in one frame.
+    pub fn max_frame(&self) -> u64 {
+        u64::from(self.peer_max_frame)
+    }
+
+    /// The header of a DATA frame of `len` bytes on `stream` (at most
+    /// [`Connection::window`] and [`Connection::max_frame`]); with `end_stream` it is
+    /// the answer's last.
+    pub fn data_header(&mut self, stream: u32, len: u32, end_stream: bool) -> [u8; HEADER_LEN] {
+        debug_assert!(u64::from(len) <= self.window(stream) && u64::from(len) <= self.max_frame());
+        self.send_window -= i64::from(len);
+        if let Some(s) = self.streams.get_mut(&stream) {
+            s.send_window -= i64::from(len);
+        }
+        if end_stream {
+            self.end_local(stream);
+        }
+        Header {
+            len,
+            kind: Kind::Data,
+            flags: if end_stream { flag::END_STREAM } else { 0 },
+            stream,
+        }
+        .bytes()
+    }
+
+    /// The server ended its side of `id`: its answer is no longer owed.
+    fn end_local(&mut self, id: u32) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        if std::mem::take(&mut s.owed) {
+            self.owed -= 1;
+        }
+        match s.state {
+            State::Open => s.state = State::HalfClosedLocal,
+            State::HalfClosedRemote => self.close_stream(id, Closed::Done),
+            State::HalfClosedLocal => {}
+        }
+    }
+
+    /// The server gives up on a stream's answer (its file failed mid-way): RST_STREAM.
+    pub fn cancel(&mut self, stream: u32) {
+        if let Some(s) = self.streams.get_mut(&stream) {
+            if std::mem::take(&mut s.owed) {
+                self.owed -= 1;
+            }
+            self.reset(stream, ErrorCode::InternalError);
+            // The owner knows: no Cancel event for it.
+            self.events.retain(|e| *e != Event::Cancel { stream });
+        }
+    }
+
+    /// Frames the connection itself sends, before any answer's: appended to `out`.
+    pub fn take_control(&mut self, out: &mut Vec<u8>) {
+        out.append(&mut self.control);
+    }
+
+    /// Whether frames of the connection's own wait to be sent.
+    pub fn has_control(&self) -> bool {
+        !self.control.is_empty()
+    }
+
+    /// Stop taking new streams: GOAWAY with the last stream taken (those are answered,
+    /// later ones ignored), and the connection closes once they are.
+    pub fn go_away(&mut self) {
+        if self.goaway.is_none() {
+            frame::write_goaway(&mut self.control, self.last_stream, ErrorCode::NoError);
+            self.goaway = Some(self.last_stream);
+        }
+    }
+
+    /// Answers owed.
+    pub fn pending(&self) -> usize {
+        self.owed
+    }
+
+    /// How the connection ends if nothing more is owed now.
+    pub fn ending(&self) -> Ending {
+        if self.peer_closed {
+            Ending::Close
+        } else if self.failed.is_some() || self.goaway.is_some() {
+            Ending::Linger
+        } else {
+            Ending::KeepOpen
+        }
+    }
+
+    /// The connection error that ended it, if one did.
+    pub fn failed(&self) -> Option<ErrorCode> {
+        self.failed
+    }
+
+    /// When the frame being received started to arrive.
+    pub fn frame_started(&self) -> Option<Instant> {
+        self.frame_started
+    }
+
+    /// Nothing owed, nothing half-received, nothing of its own to send.
+    pub fn is_idle(&self) -> bool {
+        self.owed == 0 && self.buf.is_empty() && self.block.is_none() && self.control.is_empty()
+    }
+
+    /// Gives the input buffer's memory back when it is empty.
+    pub fn release_buffer(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = Vec::new();
+        }
+    }
+}
+
+/// The largest field section taken (RFC 9113's size: names, values and 32 bytes a
+/// field): as much as an HTTP/1.1 head may carry.
+fn max_header_list(limits: &Limits) -> usize {
+    limits.request_line_bytes + limits.header_bytes + 32 * limits.header_fields.min(128)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client's bytes, built frame by frame.
+    #[derive(Default)]
+    struct Client(Vec<u8>);
+
+    impl Client {
+        fn open() -> Client {
+            let mut c = Client(PREFACE.to_vec());
+            frame::write_settings(&mut c.0, &[]);
+            c
+        }
+        fn frame(mut self, kind: Kind, flags: u8, stream: u32, payload: &[u8]) -> Client {
+            frame::write(&mut self.0, kind, flags, stream, payload);
+            self
+        }
+        fn get(self, stream: u32, path: &str, flags: u8) -> Client {
+            let mut block = Vec::new();
+            for (n, v) in [
+                (":method", "GET"),
+                (":scheme", "https"),
+                (":authority", "h"),
+                (":path", path),
+            ] {
+                hpack::encode_field(&mut block, n, v);
+            }
+            self.frame(Kind::Headers, flags | flag::END_HEADERS, stream, &block)
+        }
+    }
+
+    /// A frame as a test reads it: (kind, flags, stream, payload).
+    type Sent = (Kind, u8, u32, Vec<u8>);
+
+    /// Frames in `bytes`.
+    fn frames(mut bytes: &[u8]) -> Vec<Sent> {
+        let mut out = Vec::new();
+        while let Some(h) = bytes.first_chunk::<HEADER_LEN>() {
+            let h = Header::parse(h);
+            let end = HEADER_LEN + h.len as usize;
+            out.push((h.kind, h.flags, h.stream, bytes[HEADER_LEN..end].to_vec()));
+            bytes = &bytes[end..];
+        }
+        out
+    }
+
+    /// What a connection makes of `input` fed `step` bytes at a time: its events other
+    /// than Wait, and the frames it sent of its own.
+    fn run(input: &[u8], step: usize) -> (Vec<Event>, Vec<Sent>) {
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), Config::default());
+        let mut events = Vec::new();
+        for piece in input.chunks(step) {
+            c.receive(piece);
+            loop {
+                match c.next(now) {
+                    Event::Wait => break,
+                    e => events.push(e),
+                }
+            }
+        }
+        let mut out = Vec::new();
+        c.take_control(&mut out);
+        (events, frames(&out))
+    }
+
+    fn both(input: &[u8]) -> (Vec<Event>, Vec<Sent>) {
+        let whole = run(input, input.len());
+        assert_eq!(
+            whole,
+            run(input, 1),
+            "at once and one byte at a time differ"
+        );
+        whole
+    }
+
+    /// The GOAWAY among `frames`, as (last stream, code).
+    fn goaway(frames: &[Sent]) -> Option<(u32, ErrorCode)> {
+        frames.iter().find(|f| f.0 == Kind::GoAway).map(|f| {
+            let p = &f.3;
+            (
+                u32::from_be_bytes([p[0], p[1], p[2], p[3]]),
+                ErrorCode::from_u32(u32::from_be_bytes([p[4], p[5], p[6], p[7]])),
+            )
+        })
+    }
+
+    fn resets(frames: &[Sent]) -> Vec<(u32, ErrorCode)> {
+        frames
+            .iter()
+            .filter(|f| f.0 == Kind::RstStream)
+            .map(|f| {
+                (
+                    f.2,
+                    ErrorCode::from_u32(u32::from_be_bytes([f.3[0], f.3[1], f.3[2], f.3[3]])),
+                )
+            })
+            .collect()
+    }
+
+    /// Rules: docs/http.md T1.
+    #[test]
+    fn requests_come_out_with_their_streams_and_settings_are_acknowledged() {
+        let input = Client::open()
+            .get(1, "/a?x", flag::END_STREAM)
+            .get(3, "/b", flag::END_STREAM)
+            .frame(Kind::Ping, 0, 0, b"12345678")
+            .0;
+        let (events, out) = both(&input);
+        let paths: Vec<(u32, String)> = events
+            .iter()
+            .map(|e| match e {
+                Event::Request { stream, request } => (*stream, request.path.clone()),
+                e => panic!("{e:?}"),
+            })
+            .collect();
+        assert_eq!(paths, [(1, "/a".to_string()), (3, "/b".to_string())]);
+        assert_eq!(out[0].0, Kind::Settings, "our SETTINGS first");
+        assert!(out
+            .iter()
+            .any(|f| f.0 == Kind::Settings && f.1 == flag::ACK));
+        assert!(out
+            .iter()
+            .any(|f| f.0 == Kind::Ping && f.1 == flag::ACK && f.3 == b"12345678"));
+        assert_eq!(goaway(&out), None);
+    }
+
+    /// Rules: docs/http.md T2.
+    #[test]
+    fn protocol_errors_end_the_connection_with_the_right_code() {
+        let cases: Vec<(Vec<u8>, ErrorCode)> = vec![
+            (b"GET / HTTP/1.1\r\n\r\n".to_vec(), ErrorCode::ProtocolError),
+            (
+                Client::open().frame(Kind::Data, 0, 1, b"x").0,
+                ErrorCode::ProtocolError,
+            ),
+            (
+                Client::open().frame(Kind::Data, 0, 0, b"x").0,
+                ErrorCode::ProtocolError,
+            ),
+            (
+                Client::open().frame(Kind::Settings, 0, 0, b"12345").0,
+                ErrorCode::FrameSizeError,
+            ),
+            (
+                Client::open()
+                    .frame(Kind::Settings, 0, 0, &[0, 2, 0, 0, 0, 2])
+                    .0,
+                ErrorCode::ProtocolError,
+            ),
+            (
+                Client::open()
+                    .frame(Kind::Settings, 0, 0, &[0, 4, 0x80, 0, 0, 0])
+                    .0,
+                ErrorCode::FlowControlError,
+            ),
+            (
+                Client::open().frame(Kind::Ping, 0, 0, b"1234").0,
+                ErrorCode::FrameSizeError,
+            ),
+            (
+                Client::open()
+                    .frame(Kind::WindowUpdate, 0, 0, &[0, 0, 0, 0])
+                    .0,
+                ErrorCode::ProtocolError,
+            ),
+            (
+                Client::open().get(2, "/", flag::END_STREAM).0,
+                ErrorCode::ProtocolError,
+            ),
+            (
+                Client::open()
+                    .get(5, "/", flag::END_STREAM)
+                    .get(3, "/", flag::END_STREAM)
+                    .0,
+                ErrorCode::ProtocolError,
+            ),
+            (
+                Client::open()
+                    .frame(Kind::Headers, flag::END_HEADERS, 1, &[0x80 | 70])
+                    .0,
+                ErrorCode::CompressionError,
+            ),
+            (
+                Client::open().frame(Kind::Data, 0, 0, &[0u8; 16_385]).0,
+                ErrorCode::FrameSizeError,
+            ),
+            (
+                Client::open()
+                    .frame(Kind::Continuation, flag::END_HEADERS, 1, &[])
+                    .0,
+                ErrorCode::ProtocolError,
+            ),
+        ];
+        for (input, code) in cases {
+            let (_, out) = both(&input);
+            assert_eq!(goaway(&out).map(|g| g.1), Some(code), "{input:?}");
+        }
+    }
+
+    /// Rules: docs/http.md T2.
+    #[test]
+    fn stream_errors_reset_the_stream_and_keep_the_connection() {
+        let mut block = Vec::new();
+        for (n, v) in [
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/"),
+            ("Upper", "x"),
+        ] {
+            hpack::encode_field(&mut block, n, v);
+        }
+        // encode_field lower-cases names: write the upper-case one by hand.
+        block.truncate(block.len() - 9);
+        block.extend_from_slice(&[0x00, 5, b'U', b'p', b'p', b'e', b'r', 1, b'x']);
+        let input = Client::open()
+            .frame(
+                Kind::Headers,
+                flag::END_HEADERS | flag::END_STREAM,
+                1,
+                &block,
+            )
+            .get(3, "/", flag::END_STREAM)
+            .frame(Kind::Data, 0, 3, b"late")
+            .frame(Kind::Priority, 0, 5, &[0, 0, 0, 5, 1])
+            .get(7, "/ok", flag::END_STREAM)
+            .0;
+        let (events, out) = both(&input);
+        assert_eq!(goaway(&out), None);
+        assert_eq!(
+            resets(&out),
+            [
+                (1, ErrorCode::ProtocolError),
+                (3, ErrorCode::StreamClosed),
+                (5, ErrorCode::ProtocolError)
+            ]
+        );
+        // Stream 3's reset drops its answer.
+        assert_eq!(events[1], Event::Cancel { stream: 3 });
+        assert!(matches!(events[2], Event::Request { stream: 7, .. }));
+        assert_eq!(events.len(), 3);
+    }
+
+    /// Rules: docs/http.md T3.
+    #[test]
+    fn a_reset_from_the_client_cancels_its_answer() {
+        let input = Client::open()
+            .get(1, "/", flag::END_STREAM)
+            .frame(Kind::RstStream, 0, 1, &[0, 0, 0, 8])
+            .0;
+        let (events, _) = both(&input);
+        assert!(matches!(events[0], Event::Request { stream: 1, .. }));
+        assert_eq!(events[1], Event::Cancel { stream: 1 });
+    }
+
+    /// Rules: docs/http.md T4.
+    #[test]
+    fn the_clients_windows_bound_every_data_byte() {
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), Config::default());
+        // An initial stream window of 10 bytes.
+        c.receive(
+            &Client::open()
+                .frame(Kind::Settings, 0, 0, &[0, 4, 0, 0, 0, 10])
+                .get(1, "/", flag::END_STREAM)
+                .0,
+        );
+        assert!(matches!(c.next(now), Event::Request { stream: 1, .. }));
+        let mut out = Vec::new();
+        c.response_head(1, 200, [("content-length", "100")], false, &mut out);
+        assert_eq!(c.window(1), 10);
+        c.data_header(1, 10, false);
+        assert_eq!(c.window(1), 0);
+        c.receive(
+            &Client::default()
+                .frame(Kind::WindowUpdate, 0, 1, &[0, 0, 0, 90])
+                .0,
+        );
+        assert_eq!(c.next(now), Event::Wait);
+        assert_eq!(c.window(1), 90);
+        // The client shrinks the initial window: the stream's goes below zero.
+        c.receive(
+            &Client::default()
+                .frame(Kind::Settings, 0, 0, &[0, 4, 0, 0, 0, 0])
+                .0,
+        );
+        c.next(now);
+        assert_eq!(c.window(1), 80);
+        c.receive(
+            &Client::default()
+                .frame(Kind::Settings, 0, 0, &[0, 4, 0, 0, 0, 0])
+                .0,
+        );
+        assert_eq!(c.pending(), 1);
+        let h = c.data_header(1, 80, true);
+        assert_eq!(Header::parse(&h).flags, flag::END_STREAM);
+        assert_eq!(c.pending(), 0);
+        assert!(c.is_idle() || c.has_control());
+        // The connection's window: 65,535 less the 90 sent.
+        assert_eq!(c.send_window, 65_535 - 90);
+    }
+
+    /// Rules: docs/http.md T5.
+    #[test]
+    fn streams_beyond_the_limit_are_refused() {
+        let mut input = Client::open();
+        for i in 0..130u32 {
+            input = input.get(2 * i + 1, "/", flag::END_STREAM);
+        }
+        let (events, out) = run(&input.0, input.0.len());
+        assert_eq!(events.len(), 128);
+        assert_eq!(
+            resets(&out),
+            [
+                (257, ErrorCode::RefusedStream),
+                (259, ErrorCode::RefusedStream)
+            ]
+        );
+    }
+
+    /// Rules: docs/http.md T5.
+    #[test]
+    fn a_continuation_flood_ends_the_connection() {
+        let mut input = Client::open().frame(Kind::Headers, 0, 1, &[0x82]);
+        for _ in 0..40 {
+            input = input.frame(Kind::Continuation, 0, 1, &[]);
+        }
+        let (events, out) = both(&input.0);
+        assert!(events.is_empty());
+        assert_eq!(goaway(&out).map(|g| g.1), Some(ErrorCode::EnhanceYourCalm));
+    }
+
+    /// Rules: docs/http.md T2.
+    #[test]
+    fn a_body_that_is_not_its_content_length_resets_the_stream() {
+        let mut block = Vec::new();
+        for (n, v) in [
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":path", "/"),
+            ("content-length", "3"),
+        ] {
+            hpack::encode_field(&mut block, n, v);
+        }
+        let input = Client::open()
+            .frame(Kind::Headers, flag::END_HEADERS, 1, &block)
+            .frame(Kind::Data, flag::END_STREAM, 1, b"four")
+            .0;
+        let (events, out) = both(&input);
+        assert!(matches!(events[0], Event::Request { stream: 1, .. }));
+        assert_eq!(events[1], Event::Cancel { stream: 1 });
+        assert_eq!(resets(&out), [(1, ErrorCode::ProtocolError)]);
+    }
+
+    /// Rules: docs/http.md T6.
+    #[test]
+    fn going_away_answers_the_streams_taken_and_ignores_later_ones() {
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), Config::default());
+        c.receive(&Client::open().get(1, "/", flag::END_STREAM).0);
+        assert!(matches!(c.next(now), Event::Request { stream: 1, .. }));
+        c.go_away();
+        c.receive(&Client::default().get(3, "/", flag::END_STREAM).0);
+        assert_eq!(c.next(now), Event::Wait);
+        let mut out = Vec::new();
+        c.take_control(&mut out);
+        assert_eq!(goaway(&frames(&out)), Some((1, ErrorCode::NoError)));
+        assert_eq!(c.pending(), 1);
+        c.response_head(1, 204, [], true, &mut out);
+        assert_eq!(c.pending(), 0);
+        assert_eq!(c.ending(), Ending::Linger);
+    }
+
+    #[test]
+    fn a_head_longer_than_the_clients_frame_size_goes_in_continuations() {
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), Config::default());
+        c.receive(&Client::open().get(1, "/", flag::END_STREAM).0);
+        c.next(now);
+        let big = "v".repeat(40_000);
+        let mut out = Vec::new();
+        c.response_head(1, 200, [("x-big", big.as_str())], true, &mut out);
+        let f = frames(&out);
+        let kinds: Vec<(Kind, u8)> = f.iter().map(|f| (f.0, f.1)).collect();
+        assert_eq!(
+            kinds,
+            [
+                (Kind::Headers, flag::END_STREAM),
+                (Kind::Continuation, 0),
+                (Kind::Continuation, flag::END_HEADERS)
+            ]
+        );
+        let block: Vec<u8> = f.iter().flat_map(|f| f.3.clone()).collect();
+        let mut got = Vec::new();
+        hpack::Decoder::new()
+            .decode(&block, 1 << 20, &mut |n, v| got.push((n.to_vec(), v.len())))
+            .ok()
+            .unwrap();
+        assert_eq!(got[1], (b"x-big".to_vec(), 40_000));
+    }
+}

@@ -1,0 +1,315 @@
+//! An HTTP/2 request's field block into the same [`Request`] an HTTP/1.1 head makes
+//! (RFC 9113 §8.2 and §8.3): pseudo-header fields first, names in lower case, no
+//! connection-specific field, the four pseudo-headers once each. A block that breaks
+//! one of these is malformed: the stream is reset with PROTOCOL_ERROR (§8.1.1), and no
+//! response is made. Everything else (the method, the path, the validators) is judged
+//! as for HTTP/1.1, by the server that answers it.
+
+use crate::request::{self, Body, Limits, Method, Request, Version};
+
+/// Why a field block is malformed (for the log).
+pub type Malformed = &'static str;
+
+/// A request's fields as they are decoded.
+pub(crate) struct Fields {
+    r: Request,
+    method: Option<String>,
+    scheme: bool,
+    path: Option<String>,
+    authority: Option<String>,
+    host: Option<String>,
+    /// A regular field came: no pseudo-header after it.
+    regular: bool,
+    pub content_length: Option<u64>,
+    /// Fields other than the pseudo-headers.
+    count: usize,
+    /// Too many fields (431 when the block is whole).
+    pub too_many: bool,
+}
+
+/// What a trailer or request field block (after its end) says.
+pub(crate) struct Head {
+    pub request: Box<Request>,
+    pub content_length: Option<u64>,
+}
+
+fn lower_token(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.iter().all(|&b| {
+            b.is_ascii_lowercase() || b.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(&b)
+        })
+}
+
+/// A value as RFC 9113 §8.2.1 allows it: no NUL, CR or LF, no blank at either end.
+fn valid_value(v: &[u8]) -> bool {
+    !v.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
+        && !v.first().is_some_and(|&b| b == b' ' || b == b'\t')
+        && !v.last().is_some_and(|&b| b == b' ' || b == b'\t')
+}
+
+impl Fields {
+    pub fn new() -> Fields {
+        Fields {
+            r: Request {
+                method: Method::Get,
+                version: Version::Http2,
+                path: String::new(),
+                query: None,
+                host: None,
+                keep_alive: true,
+                body: Body::None,
+                range: None,
+                if_match: None,
+                if_none_match: None,
+                if_modified_since: None,
+                if_unmodified_since: None,
+                if_range: None,
+                user_agent: None,
+                referer: None,
+                accept_encoding: None,
+            },
+            method: None,
+            scheme: false,
+            path: None,
+            authority: None,
+            host: None,
+            regular: false,
+            content_length: None,
+            count: 0,
+            too_many: false,
+        }
+    }
+
+    /// Takes one decoded field.
+    pub fn field(&mut self, name: &[u8], value: &[u8], limits: &Limits) -> Result<(), Malformed> {
+        if !valid_value(value) {
+            return Err("a field value with NUL, CR, LF or blanks at its ends");
+        }
+        if let Some(pseudo) = name.strip_prefix(b":") {
+            if self.regular {
+                return Err("a pseudo-header field after a regular one");
+            }
+            let text = || {
+                String::from_utf8(value.to_vec())
+                    .map_err(|_| "a pseudo-header value that is not text")
+            };
+            let slot = match pseudo {
+                b"method" => &mut self.method,
+                b"path" => &mut self.path,
+                b"authority" => &mut self.authority,
+                b"scheme" => {
+                    if std::mem::replace(&mut self.scheme, true) {
+                        return Err("two :scheme fields");
+                    }
+                    return Ok(());
+                }
+                _ => return Err("an unknown pseudo-header field"),
+            };
+            if slot.is_some() {
+                return Err("a pseudo-header field twice");
+            }
+            *slot = Some(text()?);
+            return Ok(());
+        }
+        self.regular = true;
+        if !lower_token(name) {
+            return Err("a field name that is not a lower-case token");
+        }
+        // Safe to read as text: a token.
+        let name = std::str::from_utf8(name).unwrap_or_default();
+        match name {
+            "connection" | "proxy-connection" | "keep-alive" | "transfer-encoding" | "upgrade" => {
+                return Err("a connection-specific field");
+            }
+            "te" if value != b"trailers" => return Err("TE other than \"trailers\""),
+            _ => {}
+        }
+        self.count += 1;
+        if self.count > limits.header_fields {
+            self.too_many = true;
+            return Ok(());
+        }
+        if request::client_field(&mut self.r, name, value, limits) {
+            return Ok(());
+        }
+        let Ok(value) = std::str::from_utf8(value) else {
+            // As over HTTP/1.1: none of the fields read may carry obs-text.
+            if name == "host" || name == "content-length" {
+                return Err("a non-ASCII Host or Content-Length");
+            }
+            return Ok(());
+        };
+        match name {
+            "host" => {
+                if self.host.replace(value.to_string()).is_some() {
+                    return Err("two Host fields");
+                }
+            }
+            "content-length" => {
+                let n = (!value.is_empty()
+                    && value.len() <= 19
+                    && value.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| value.parse::<u64>().ok())
+                .flatten();
+                match (n, self.content_length) {
+                    (None, _) => return Err("a malformed Content-Length"),
+                    (Some(n), Some(m)) if n != m => return Err("two Content-Length values"),
+                    (Some(n), _) => self.content_length = Some(n),
+                }
+            }
+            _ => request::semantic_field(&mut self.r, name, value),
+        }
+        Ok(())
+    }
+
+    /// The request, once its block is whole.
+    pub fn finish(mut self) -> Result<Head, Malformed> {
+        let Some(method) = self.method else {
+            return Err("no :method");
+        };
+        let connect = method == "CONNECT";
+        let path = match (self.path, connect) {
+            (None, true) => String::new(),
+            (Some(_), true) => return Err(":path in a CONNECT"),
+            (None, false) => return Err("no :path"),
+            (Some(p), false) if p.is_empty() => return Err("an empty :path"),
+            (Some(p), false) => p,
+        };
+        if !connect && !self.scheme {
+            return Err("no :scheme");
+        }
+        // An unknown method is the server's to answer (501), as over HTTP/1.1: it
+        // reaches it as a method it does not serve.
+        self.r.method = Method::from_token(&method).unwrap_or(Method::Patch);
+        let unknown = Method::from_token(&method).is_none();
+        if path == "*" {
+            if self.r.method != Method::Options {
+                return Err("an asterisk :path outside OPTIONS");
+            }
+        } else if !connect && !path.starts_with('/') {
+            return Err("a :path that is not absolute");
+        }
+        let (p, q) = match path.split_once('?') {
+            Some((p, q)) => (p.to_string(), Some(q.to_string())),
+            None if path == "*" => (String::new(), None),
+            None => (path, None),
+        };
+        self.r.path = p;
+        self.r.query = q;
+        let authority = match (self.authority, self.host) {
+            (Some(a), Some(h)) if !a.eq_ignore_ascii_case(&h) => {
+                return Err("Host and :authority differ")
+            }
+            (Some(a), _) => Some(a),
+            (None, h) => h,
+        };
+        if let Some(a) = &authority {
+            if a.contains('@') || !request::valid_host(a) {
+                return Err("an invalid :authority");
+            }
+        }
+        self.r.host = authority.filter(|a| !a.is_empty());
+        if unknown {
+            return Err(UNKNOWN_METHOD);
+        }
+        Ok(Head {
+            request: Box::new(self.r),
+            content_length: self.content_length,
+        })
+    }
+}
+
+/// [`Fields::finish`]'s answer for a method the server does not know: not malformed
+/// (501, as over HTTP/1.1).
+pub(crate) const UNKNOWN_METHOD: Malformed = "unknown method";
+
+/// Checks a trailer field (a field block after the request's DATA): no pseudo-header.
+pub(crate) fn trailer_field(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
+    if name.starts_with(b":") {
+        return Err("a pseudo-header field in trailers");
+    }
+    if !lower_token(name) {
+        return Err("a field name that is not a lower-case token");
+    }
+    if !valid_value(value) {
+        return Err("a field value with NUL, CR, LF or blanks at its ends");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(fields: &[(&str, &str)]) -> Result<Head, Malformed> {
+        let mut f = Fields::new();
+        let limits = Limits::default();
+        for (n, v) in fields {
+            f.field(n.as_bytes(), v.as_bytes(), &limits)?;
+        }
+        f.finish()
+    }
+
+    const GET: [(&str, &str); 4] = [
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", "example.com"),
+        (":path", "/a/b?x=1"),
+    ];
+
+    #[test]
+    fn a_request_reads_as_over_http11() {
+        let mut fields = GET.to_vec();
+        fields.extend([
+            ("range", "bytes=0-1"),
+            ("if-none-match", "\"a\""),
+            ("if-none-match", "\"b\""),
+        ]);
+        let h = build(&fields).unwrap();
+        let r = h.request;
+        assert_eq!(r.method, Method::Get);
+        assert_eq!(r.version, Version::Http2);
+        assert_eq!((r.path.as_str(), r.query.as_deref()), ("/a/b", Some("x=1")));
+        assert_eq!(r.host.as_deref(), Some("example.com"));
+        assert_eq!(r.range.as_deref(), Some("bytes=0-1"));
+        assert_eq!(r.if_none_match.as_deref(), Some("\"a\", \"b\""));
+        assert!(r.keep_alive);
+        let h = build(&[
+            (":method", "GET"),
+            (":scheme", "http"),
+            (":path", "/"),
+            ("host", "h:8080"),
+        ])
+        .unwrap();
+        assert_eq!(h.request.host.as_deref(), Some("h:8080"));
+    }
+
+    #[test]
+    fn malformed_blocks_are_refused() {
+        let with = |extra: &[(&'static str, &'static str)]| {
+            let mut f = GET.to_vec();
+            f.extend_from_slice(extra);
+            build(&f).err()
+        };
+        assert!(with(&[("Accept", "x")]).is_some(), "upper case");
+        assert!(with(&[("connection", "close")]).is_some());
+        assert!(with(&[("te", "gzip")]).is_some());
+        assert!(with(&[("te", "trailers")]).is_none());
+        assert!(with(&[(":path", "/again")]).is_some(), "a pseudo twice");
+        assert!(with(&[("x", "a"), (":status", "200")]).is_some());
+        assert!(with(&[("x", " a")]).is_some(), "a leading blank");
+        assert!(with(&[("content-length", "1"), ("content-length", "2")]).is_some());
+        assert!(with(&[("host", "other.example")]).is_some());
+        assert!(
+            build(&[(":method", "GET"), (":path", "/")]).is_err(),
+            "no :scheme"
+        );
+        assert!(build(&[(":method", "GET"), (":scheme", "http"), (":path", "")]).is_err());
+        assert!(build(&[(":scheme", "http"), (":path", "/")]).is_err());
+        assert!(build(&[(":method", "GET"), (":scheme", "http"), (":path", "a")]).is_err());
+        assert_eq!(
+            build(&[(":method", "BREW"), (":scheme", "http"), (":path", "/")]).err(),
+            Some(UNKNOWN_METHOD)
+        );
+    }
+}
