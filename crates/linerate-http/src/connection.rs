@@ -43,6 +43,10 @@ pub enum Event {
     },
     /// Nothing more to answer until more bytes come (or answers owed are sent).
     Wait,
+    /// The connection opened with HTTP/2's preface (and [`Limits::http2`] allows it):
+    /// it is an HTTP/2 connection from here, its bytes so far in
+    /// [`Connection::take_input`].
+    Http2,
 }
 
 /// How the connection ends once every answer owed has been sent.
@@ -107,6 +111,11 @@ impl Connection {
             head_started: None,
             body_started: None,
         }
+    }
+
+    /// The limits it keeps (shared).
+    pub fn limits(&self) -> Rc<Limits> {
+        Rc::clone(&self.limits)
     }
 
     /// Whether the owner should read: it has room for more, and they could matter.
@@ -176,6 +185,18 @@ impl Connection {
             if self.buf.is_empty() {
                 return Event::Wait;
             }
+            if self.handed_out == 0 && self.limits.http2 && self.buf[0] == b'P' {
+                let preface = crate::h2::PREFACE;
+                let n = self.buf.len().min(preface.len());
+                if self.buf[..n] == preface[..n] {
+                    if n < preface.len() {
+                        return Event::Wait;
+                    }
+                    self.stopped = true;
+                    self.handed_out = 1;
+                    return Event::Http2;
+                }
+            }
             match request::parse_resumed(&mut self.scan, &self.buf, &self.limits) {
                 Parse::Incomplete => {
                     self.head_started.get_or_insert(now);
@@ -222,6 +243,16 @@ impl Connection {
     /// client may be sending already, which it cannot tell from a refusal.
     pub fn finish_next(&mut self) {
         self.last_one = true;
+    }
+
+    /// [`Connection::finish_next`] was asked (whether or not that request came).
+    pub fn finish_asked(&self) -> bool {
+        self.last_one
+    }
+
+    /// The peer closed its side.
+    pub fn peer_has_closed(&self) -> bool {
+        self.peer_closed
     }
 
     /// Nothing handed out yet: no request, no reject.
@@ -288,6 +319,12 @@ impl Connection {
         self.pending == 0 && self.buf.is_empty() && self.body.is_none()
     }
 
+    /// Takes the bytes received and not yet consumed (for the HTTP/2 connection that
+    /// follows [`Event::Http2`]).
+    pub fn take_input(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
     /// Bytes received and not yet consumed.
     pub fn buffered(&self) -> usize {
         self.buf.len()
@@ -351,6 +388,7 @@ mod tests {
                 Event::Request(r) => r.path.clone(),
                 Event::Reject { status, .. } => status.code().to_string(),
                 Event::Wait => "wait".into(),
+                Event::Http2 => "h2".into(),
             })
             .collect()
     }
@@ -608,6 +646,35 @@ mod tests {
             "b".repeat(17000)
         );
         assert_eq!(paths(&both(big_head.as_bytes())), ["431"]);
+    }
+
+    /// Rules: docs/http.md T7.
+    #[test]
+    fn the_http2_preface_turns_the_connection_over_when_allowed() {
+        let now = Instant::now();
+        let preface = crate::h2::PREFACE;
+        let mut c = Connection::new(Limits::default(), 32);
+        c.receive(&preface[..10]);
+        assert_eq!(c.next(now), Event::Wait, "a part of it is awaited");
+        c.receive(&preface[10..]);
+        c.receive(b"\0\0\0\x04");
+        assert_eq!(c.next(now), Event::Http2);
+        assert_eq!(c.take_input(), [&preface[..], b"\0\0\0\x04"].concat());
+        assert!(!c.wants_bytes());
+        // Off, it is a request line with an unknown method.
+        let off = Limits {
+            http2: false,
+            ..Limits::default()
+        };
+        let mut c = Connection::new(off, 32);
+        c.receive(preface);
+        assert!(matches!(c.next(now), Event::Reject { .. }));
+        // After a request, it is one too.
+        let mut c = Connection::new(Limits::default(), 32);
+        c.receive(&[GET, &preface[..]].concat());
+        assert!(matches!(c.next(now), Event::Request(_)));
+        c.sent();
+        assert!(matches!(c.next(now), Event::Reject { .. }));
     }
 
     /// A reload stops a connection that has had no request yet: its first request is

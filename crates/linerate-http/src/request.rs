@@ -19,6 +19,9 @@ pub struct Limits {
     /// Keep `User-Agent` and `Referer` (for an access log that writes them); off, they
     /// cost nothing.
     pub client_fields: bool,
+    /// A connection that opens with HTTP/2's preface speaks HTTP/2 (prior knowledge
+    /// in clear, or after ALPN chose `h2`); off, the preface is an unknown method.
+    pub http2: bool,
 }
 
 impl Default for Limits {
@@ -28,6 +31,7 @@ impl Default for Limits {
             header_bytes: 16 * 1024,
             header_fields: 100,
             client_fields: false,
+            http2: true,
         }
     }
 }

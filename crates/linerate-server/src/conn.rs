@@ -32,10 +32,12 @@ use linerate_sys::op::{Op, Piece};
 use linerate_sys::Errno;
 use linerate_tx::{Flow, TxError, TxSocket};
 
+use crate::h2::H2;
 use crate::listen::Peer;
 use crate::output::{Ctx, OutNext, Output};
 use crate::response::{Part, Response};
 use crate::site::Site;
+use crate::stats::Stats;
 use crate::tls::{Handoff, Refused, Session};
 use linerate_event::Driver;
 
@@ -107,7 +109,7 @@ pub(crate) struct Conn {
     /// (boxed, as the transmit below: an idle connection is kept small).
     tx: Option<Box<TxSocket>>,
     /// The input side: requests, bodies, when to read, how the connection ends.
-    pub http: Connection,
+    pub http: Http,
     /// The output side: responses queued and on their way out (boxed, taken from the
     /// worker's spares at the first response and given back when the connection is
     /// idle: an idle keep-alive connection holds none).
@@ -151,6 +153,142 @@ pub(crate) struct Conn {
     pub handed_off: bool,
     /// Accepted on a redirect listener: every request is sent to HTTPS on this port.
     pub redirect: Option<u16>,
+}
+
+/// A connection's HTTP: 1.1 until its first bytes are HTTP/2's preface (prior knowledge
+/// in clear, or after ALPN chose `h2`), then 2 (boxed: an HTTP/1.1 connection stays
+/// small).
+pub(crate) enum Http {
+    One(Connection),
+    Two(Box<H2>),
+}
+
+impl Http {
+    /// The HTTP/2 connection this HTTP/1.1 one turns into (its SETTINGS queued): what
+    /// was asked of it or said by the peer carries over (a reload's last request
+    /// becomes GOAWAY before any stream; a closed peer stays closed).
+    fn to_two(c: &Connection) -> Http {
+        let mut proto =
+            linerate_http::h2::Connection::new(c.limits(), linerate_http::h2::Config::default());
+        if c.finish_asked() {
+            proto.go_away();
+        }
+        if c.peer_has_closed() {
+            proto.peer_closed();
+        }
+        Http::Two(Box::new(H2::new(proto, Instant::now())))
+    }
+
+    pub fn receive(&mut self, bytes: &[u8]) {
+        match self {
+            Http::One(c) => c.receive(bytes),
+            Http::Two(h) => h.proto.receive(bytes),
+        }
+    }
+
+    pub fn peer_closed(&mut self) {
+        match self {
+            Http::One(c) => c.peer_closed(),
+            Http::Two(h) => h.proto.peer_closed(),
+        }
+    }
+
+    pub fn wants_bytes(&self) -> bool {
+        match self {
+            Http::One(c) => c.wants_bytes(),
+            Http::Two(h) => h.proto.wants_bytes(),
+        }
+    }
+
+    /// Nothing owed, nothing half-received (HTTP/2: nothing of its own to send).
+    pub fn is_idle(&self) -> bool {
+        match self {
+            Http::One(c) => c.is_idle(),
+            Http::Two(h) => h.proto.is_idle() && !h.waiting(),
+        }
+    }
+
+    fn release_buffer(&mut self) {
+        match self {
+            Http::One(c) => c.release_buffer(),
+            Http::Two(h) => h.proto.release_buffer(),
+        }
+    }
+
+    fn ending(&self) -> Ending {
+        match self {
+            Http::One(c) => c.ending(),
+            Http::Two(h) => h.proto.ending(),
+        }
+    }
+
+    /// When the head (HTTP/2: the frame) being received started to arrive.
+    pub fn head_started(&self) -> Option<Instant> {
+        match self {
+            Http::One(c) => c.head_started(),
+            Http::Two(h) => h.proto.frame_started(),
+        }
+    }
+
+    /// When the request whose body is being discarded had its head (HTTP/1.1; an
+    /// HTTP/2 body is bounded by its window and the idle deadline).
+    pub fn body_started(&self) -> Option<Instant> {
+        match self {
+            Http::One(c) => c.body_started(),
+            Http::Two(_) => None,
+        }
+    }
+
+    /// The next request is the last (HTTP/2: GOAWAY, the streams taken answered).
+    pub fn finish_next(&mut self) {
+        match self {
+            Http::One(c) => c.finish_next(),
+            Http::Two(h) => h.proto.go_away(),
+        }
+    }
+
+    /// No request after those handed out (HTTP/2: GOAWAY).
+    pub fn close_after_last(&mut self) {
+        match self {
+            Http::One(c) => c.close_after_last(),
+            Http::Two(h) => h.proto.go_away(),
+        }
+    }
+
+    /// HTTP/2.
+    pub fn is_two(&self) -> bool {
+        matches!(self, Http::Two(_))
+    }
+
+    /// Nothing handed out yet.
+    pub fn is_fresh(&self) -> bool {
+        match self {
+            Http::One(c) => c.is_fresh(),
+            Http::Two(_) => false,
+        }
+    }
+
+    /// [`Http::finish_next`] was asked and that request has not come yet.
+    pub fn awaits_last(&self) -> bool {
+        match self {
+            Http::One(c) => c.awaits_last(),
+            Http::Two(_) => false,
+        }
+    }
+}
+
+impl crate::tls::Plaintext for Http {
+    fn receive(&mut self, bytes: &[u8]) {
+        Http::receive(self, bytes)
+    }
+    fn peer_closed(&mut self) {
+        Http::peer_closed(self)
+    }
+    fn h2(&mut self) {
+        if let Http::One(c) = self {
+            *self = Http::to_two(c);
+        }
+    }
 }
 
 /// How a connection's bytes are sealed.
@@ -254,7 +392,7 @@ impl Conn {
             sock,
             peer,
             tx: None,
-            http: Connection::new(limits, MAX_QUEUED),
+            http: Http::One(Connection::new(limits, MAX_QUEUED)),
             out: None,
             draining_since: None,
             last_activity: now,
@@ -393,7 +531,30 @@ impl Conn {
             .map(|o| o.take_unsent())
             .unwrap_or_default();
         let mut n = 0;
+        let cut_h2 = match &mut self.http {
+            Http::Two(h2) => {
+                let mut all = std::mem::take(&mut h2.cancelled);
+                all.extend(h2.take_answers());
+                all
+            }
+            Http::One(_) => Vec::new(),
+        };
+        for a in cut_h2 {
+            log(
+                self,
+                &a.response,
+                Some(Aborted {
+                    cut,
+                    body_sent: a.framed,
+                    nothing_sent: false,
+                }),
+            );
+            n += 1;
+        }
         for (i, r) in queue.iter().enumerate() {
+            if r.quiet {
+                continue;
+            }
             let sent = if i == 0 {
                 r.progress.sent + front_sent
             } else {
@@ -446,6 +607,15 @@ impl Conn {
         }
     }
 
+    /// When the send deadline's clock last started: the last bytes moved (HTTP/2: the
+    /// last bytes that left while answers were owed).
+    pub fn send_clock(&self) -> Instant {
+        match &self.http {
+            Http::Two(h) => h.sent_at,
+            Http::One(_) => self.last_activity,
+        }
+    }
+
     /// Whether the connection gave up its turn with more to send (and clears that).
     pub fn take_yielded(&mut self) -> bool {
         std::mem::take(&mut self.yielded)
@@ -483,6 +653,7 @@ impl Conn {
     pub fn busy(&self) -> bool {
         self.out.as_ref().is_some_and(|o| o.busy())
             || matches!(&self.transport, Transport::Tls(t) if !t.records.is_empty() || t.pending())
+            || matches!(&self.http, Http::Two(h) if h.waiting() || h.proto.has_control())
     }
 
     /// Called on readiness (and after shutdown starts): reads, answers, writes.
@@ -671,8 +842,17 @@ impl Conn {
         let mut queued = false;
         let mut sys_now = None;
         loop {
-            let r = match self.http.next(now) {
+            let Http::One(http) = &mut self.http else {
+                return self.process_h2(site, now) || queued;
+            };
+            let r = match http.next(now) {
                 Event::Wait => return queued,
+                Event::Http2 => {
+                    let rest = http.take_input();
+                    self.http = Http::to_two(http);
+                    self.http.receive(&rest);
+                    continue;
+                }
                 Event::Request(request) => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
                     let mut r = match self.redirect {
@@ -683,7 +863,7 @@ impl Conn {
                     r.record.started = Some(now);
                     if r.plan.close {
                         // An answer that closes (a 400 the path earned, say).
-                        self.http.close_after_last();
+                        http.close_after_last();
                     }
                     r
                 }
@@ -699,6 +879,72 @@ impl Conn {
                 .push(r);
             queued = true;
         }
+    }
+
+    /// [`Conn::process`] for HTTP/2: each stream's request answered as over HTTP/1.1,
+    /// its answer framed; then the connection's own frames and DATA as the windows
+    /// allow.
+    fn process_h2(&mut self, site: &mut Site, now: Instant) -> bool {
+        use linerate_http::h2::Event as E;
+        let Http::Two(h2) = &mut self.http else {
+            return false;
+        };
+        if !h2.counted {
+            h2.counted = true;
+            Stats::add(&site.stats.h2_connections, 1);
+        }
+        let out = self
+            .out
+            .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default());
+        let mut sys_now = None;
+        let mut queued = false;
+        if !h2.waiting() && !out.busy() {
+            // Nothing owed until now: the send clock starts with what comes.
+            h2.sent_at = now;
+        }
+        loop {
+            if out.queued() >= MAX_QUEUED {
+                // As over HTTP/1.1: answers (a burst of 304s, say) wait for the queue
+                // to drain before more requests are taken.
+                break;
+            }
+            let (stream, mut r) = match h2.proto.next(now) {
+                E::Wait => break,
+                E::Request { stream, request } => {
+                    let t = *sys_now.get_or_insert_with(SystemTime::now);
+                    let r = match self.redirect {
+                        Some(port) => site.redirect_to_https(&request, port, t),
+                        None => site.respond(&request, self.peer.ip(), t),
+                    };
+                    (stream, r)
+                }
+                E::Reject { stream, status, .. } => {
+                    let t = *sys_now.get_or_insert_with(SystemTime::now);
+                    (stream, site.error(status, true, &[], "-".into(), t))
+                }
+                E::Cancel { stream } => {
+                    if let Some(a) = h2.cancel(stream) {
+                        h2.cancelled.push(a);
+                    }
+                    continue;
+                }
+            };
+            r.record.started = Some(now);
+            Stats::add(&site.stats.h2_streams, 1);
+            h2.answer(stream, r, out);
+            queued = true;
+        }
+        if h2.proto.failed().is_some() {
+            // A connection error: the GOAWAY goes, the answers not framed are cut.
+            let cut = h2.take_answers();
+            h2.cancelled.extend(cut);
+        }
+        // Frames are cut only when the queue has sent what it had: a window's worth
+        // at a time, the streams taking turns.
+        if out.busy() && !h2.proto.has_control() {
+            return queued;
+        }
+        h2.fill(out, now) || queued
     }
 
     /// Sends queued responses; `Ok(true)` when the socket is full (or the queue waits
@@ -960,12 +1206,40 @@ impl Conn {
 
     /// Logs the responses sent whole, in order.
     fn log_finished(&mut self, log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>)) {
+        self.log_cancelled(log);
         let Some(out) = self.out.as_mut().filter(|o| o.has_finished()) else {
             return;
         };
         for r in &out.take_finished() {
-            self.http.sent();
+            if r.quiet {
+                continue;
+            }
+            if let Http::One(c) = &mut self.http {
+                c.sent();
+            }
             log(self, r, None);
+        }
+    }
+
+    /// Logs the HTTP/2 answers the client reset (or a connection error cut) before
+    /// they were framed whole.
+    fn log_cancelled(&mut self, log: &mut dyn FnMut(&Conn, &Response, Option<Aborted>)) {
+        let Http::Two(h2) = &mut self.http else {
+            return;
+        };
+        if h2.cancelled.is_empty() {
+            return;
+        }
+        for a in std::mem::take(&mut h2.cancelled) {
+            log(
+                self,
+                &a.response,
+                Some(Aborted {
+                    cut: Cut::Client,
+                    body_sent: a.framed,
+                    nothing_sent: false,
+                }),
+            );
         }
     }
 }

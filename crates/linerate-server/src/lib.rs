@@ -18,6 +18,7 @@ mod conn;
 pub mod control;
 mod disk;
 mod files;
+mod h2;
 pub mod listen;
 mod listing;
 pub mod logs;

@@ -240,6 +240,11 @@ impl Output {
         self.queue.push_back(r);
     }
 
+    /// Responses queued (sent whole or not).
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Responses queued or being sent.
     pub fn busy(&self) -> bool {
         !self.queue.is_empty() || self.transmit.is_some()

@@ -89,6 +89,9 @@ pub(crate) struct Response {
     pub plan: Plan,
     pub record: Record,
     pub progress: Progress,
+    /// Frames of an HTTP/2 connection that end no answer (its own frames, an answer's
+    /// HEADERS or DATA before the last): sent as any response, never logged.
+    pub quiet: bool,
 }
 
 impl Response {
@@ -118,6 +121,14 @@ impl Response {
                 referer: None,
             },
             progress: Progress::default(),
+            quiet: false,
         }
+    }
+
+    /// An HTTP/2 connection's frames that end no answer; parts to be pushed.
+    pub fn frames() -> Response {
+        let mut r = Response::new(VecDeque::new(), Status::Ok, true, String::new(), 0);
+        r.quiet = true;
+        r
     }
 }

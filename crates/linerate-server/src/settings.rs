@@ -1117,6 +1117,12 @@ pub struct Settings {
     #[arg(long, value_name = "DURATION")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_timeout: Option<Seconds>,
+    /// HTTP/2: offered by ALPN (`h2`, then `http/1.1`) on the TLS listeners, and
+    /// spoken in clear by a client that opens with its preface (prior knowledge, as
+    /// load balancers do); off, every connection is HTTP/1.1 [default: on].
+    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http2: Option<bool>,
     /// Serve dot-files and dot-directories (404 otherwise) [default: false].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1232,6 +1238,7 @@ impl Settings {
             send_timeout: pick(&self.send_timeout, &under.send_timeout),
             body_timeout: pick(&self.body_timeout, &under.body_timeout),
             shutdown_timeout: pick(&self.shutdown_timeout, &under.shutdown_timeout),
+            http2: pick(&self.http2, &under.http2),
             dotfiles: pick(&self.dotfiles, &under.dotfiles),
             autoindex: pick(&self.autoindex, &under.autoindex),
             precompressed: pick(&self.precompressed, &under.precompressed),
@@ -1363,6 +1370,9 @@ impl Settings {
             if let Some(d) = v {
                 *slot = d.0;
             }
+        }
+        if let Some(b) = s.http2 {
+            cfg.limits.http2 = b;
         }
         if let Some(b) = s.dotfiles {
             cfg.dotfiles = b;
@@ -1637,7 +1647,7 @@ mod tests {
             "root" => "\"/srv\"",
             "listen" | "tls-listen" | "redirect-listen" => "\"127.0.0.1:80\"",
             "tls-cert" | "tls-key" => "\"/etc/ssl/x.pem\"",
-            "pin" | "dotfiles" | "autoindex" => "true",
+            "pin" | "dotfiles" | "autoindex" | "http2" => "true",
             "transmit" => "\"copy\"",
             "driver" => "\"epoll\"",
             "kernel-tls" => "\"auto\"",

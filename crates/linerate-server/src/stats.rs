@@ -52,6 +52,10 @@ pub(crate) struct Stats {
     /// TLS connections closed for what their peer sent: not TLS at all, or a
     /// handshake or record rustls refused.
     pub tls_refused: AtomicU64,
+    /// Connections that turned to HTTP/2 (its preface, in clear or after ALPN `h2`),
+    /// and the streams answered on them.
+    pub h2_connections: AtomicU64,
+    pub h2_streams: AtomicU64,
     /// Access-log lines dropped because the disk refused them (full, or failing).
     pub log_lines_dropped: AtomicU64,
     /// Opens of files refused for lack of descriptors (`EMFILE`/`ENFILE`; each empties
@@ -183,6 +187,8 @@ impl Stats {
             tls_handshakes,
             tls_kernel,
             tls_refused,
+            h2_connections,
+            h2_streams,
             log_lines_dropped,
             open_out_of_fds,
             unavailable,
@@ -229,6 +235,8 @@ impl Stats {
             (tls_handshakes, &sum.tls_handshakes),
             (tls_kernel, &sum.tls_kernel),
             (tls_refused, &sum.tls_refused),
+            (h2_connections, &sum.h2_connections),
+            (h2_streams, &sum.h2_streams),
             (log_lines_dropped, &sum.log_lines_dropped),
             (open_out_of_fds, &sum.open_out_of_fds),
             (unavailable, &sum.unavailable),

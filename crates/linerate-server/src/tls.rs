@@ -211,7 +211,12 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
         .map_err(|e| format!("TLS: {e}"))?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // h2 first when HTTP/2 is on: a browser that offers both gets it.
+    config.alpn_protocols = if cfg.limits.http2 {
+        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+    } else {
+        vec![b"http/1.1".to_vec()]
+    };
     config.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
     config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS: {e}"))?;
     // The server picks the cipher suite, by the order above.
@@ -328,6 +333,8 @@ pub(crate) struct Session {
     pub handshake_since: Option<std::time::Instant>,
     /// Records handed to the driver and not yet all sent (the ring only).
     pub records: Vec<u8>,
+    /// The protocol ALPN chose has been told to the connection.
+    alpn_told: bool,
 }
 
 /// Follows the record framing of the bytes from the peer, to know when they stop
@@ -385,6 +392,24 @@ pub(crate) struct Refusal {
     pub kernel_cannot: bool,
 }
 
+/// Where a session's plaintext goes: the connection's HTTP input.
+pub(crate) trait Plaintext {
+    fn receive(&mut self, bytes: &[u8]);
+    fn peer_closed(&mut self);
+    /// ALPN chose `h2`: the plaintext is HTTP/2 from its first byte.
+    fn h2(&mut self);
+}
+
+impl Plaintext for Connection {
+    fn receive(&mut self, bytes: &[u8]) {
+        Connection::receive(self, bytes)
+    }
+    fn peer_closed(&mut self) {
+        Connection::peer_closed(self)
+    }
+    fn h2(&mut self) {}
+}
+
 impl Session {
     pub fn new(config: &Arc<ServerConfig>) -> Result<Session, rustls::Error> {
         let mut conn = rustls::ServerConnection::new(Arc::clone(config))?;
@@ -401,11 +426,12 @@ impl Session {
             boundary: Boundary::default(),
             handshake_since: None,
             records: Vec::new(),
+            alpn_told: false,
         })
     }
 
     /// Takes ciphertext from the socket and gives the plaintext it holds to `http`.
-    pub fn receive(&mut self, mut bytes: &[u8], http: &mut Connection) -> Result<(), Refused> {
+    pub fn receive(&mut self, mut bytes: &[u8], http: &mut impl Plaintext) -> Result<(), Refused> {
         if self.fresh && !bytes.is_empty() {
             if bytes[0] != HANDSHAKE {
                 return Err(Refused::NotTls);
@@ -424,6 +450,13 @@ impl Session {
                 Err(e) => return Err(Refused::Protocol(rustls::Error::General(e.to_string()))),
             }
             self.conn.process_new_packets().map_err(Refused::Protocol)?;
+            if !self.alpn_told && !self.conn.is_handshaking() {
+                // Before any plaintext: with `h2`, the first byte is HTTP/2's.
+                self.alpn_told = true;
+                if self.conn.alpn_protocol() == Some(b"h2") {
+                    http.h2();
+                }
+            }
             loop {
                 match self.conn.reader().read(&mut plain) {
                     Ok(0) => {

@@ -180,7 +180,7 @@ fn deadline(c: &Conn, cfg: &Config) -> Deadline {
     }
     let state = if c.busy() {
         d(
-            after(c.last_activity, cfg.send_timeout),
+            after(c.send_clock(), cfg.send_timeout),
             Cut::SendTimeout,
             "no send progress within --send-timeout",
             Some(2),
@@ -1217,11 +1217,19 @@ impl<D: Driver> Worker<D> {
         // connection that has had no request yet gets its first one answered (with a
         // close): its client may be sending it already, and could not tell a close
         // from a refusal. At a reload, every connection's next request is answered so.
-        for c in self.conns.iter_mut().flatten() {
+        for (i, c) in self.conns.iter_mut().enumerate() {
+            let Some(c) = c.as_mut() else {
+                continue;
+            };
             if gently || c.http.is_fresh() {
                 c.http.finish_next();
             } else {
                 c.http.close_after_last();
+            }
+            // An HTTP/2 connection says so at once (GOAWAY), whatever it waits for.
+            if c.http.is_two() && !c.on_run_list {
+                c.on_run_list = true;
+                self.runnable.push(i);
             }
         }
     }

@@ -302,13 +302,23 @@ fn alpn_versions_and_resumption_under_each_driver() {
             (&["--tlsv1.3"][..], "TLSv1.3"),
             (&["--tlsv1.2", "--tls-max", "1.2"], "TLSv1.2"),
         ] {
-            let out = curl_tls(addr, &cert, &[flags, &["-v"]].concat(), &["/a.txt"]);
+            // ALPN: h2 first; HTTP/1.1 for a client that offers it alone.
+            let out = curl_tls(
+                addr,
+                &cert,
+                &[flags, &["-v", "--http1.1"]].concat(),
+                &["/a.txt"],
+            );
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(out.status.success(), "{err}");
             assert!(
                 err.contains("ALPN: server accepted http/1.1"),
                 "{driver}: {err}"
             );
+            let out = curl_tls(addr, &cert, &[flags, &["-v"]].concat(), &["/a.txt"]);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "{err}");
+            assert!(err.contains("ALPN: server accepted h2"), "{driver}: {err}");
             assert!(err.contains(version), "{driver}: {version}: {err}");
             // The server's preference: AES-128-GCM.
             assert!(

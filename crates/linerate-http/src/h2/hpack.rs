@@ -129,6 +129,11 @@ fn string(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
+/// Appends a dynamic table size update (RFC 7541 §6.3).
+pub(crate) fn encode_table_size(out: &mut Vec<u8>, size: usize) {
+    integer(out, 0x20, 5, size);
+}
+
 /// Appends `:status`: one byte for the codes the static table has.
 pub(crate) fn encode_status(out: &mut Vec<u8>, code: u16) {
     let index = match code {

@@ -116,6 +116,9 @@ struct Block {
     end_stream: bool,
     bytes: Vec<u8>,
     frames: u32,
+    /// The stream is reset once the block is whole (it named itself as its
+    /// dependency): the block is still decoded, for the table's sake.
+    reset: bool,
 }
 
 /// Streams remembered as closed (beyond, a frame on an old stream id is taken as on a
@@ -163,7 +166,18 @@ pub struct Connection {
     frame_started: Option<Instant>,
     /// Answers owed.
     owed: usize,
+    /// The client changed its table size: the next block starts with a size update.
+    table_size_update: bool,
+    /// Streams the client opened, and of them those it reset while an answer was owed
+    /// (rapid reset, CVE-2023-44487, is many of the second).
+    opened: u64,
+    resets: u64,
 }
+
+/// Client resets of answered-to streams past which a connection that resets more than
+/// half its streams is ended (ENHANCE_YOUR_CALM): a browser resets a few when a page
+/// is left; an attack resets all of them.
+const MAX_RESETS: u64 = 100;
 
 /// A connection error: GOAWAY with this code, then close.
 struct ConnError(ErrorCode, &'static str);
@@ -220,6 +234,9 @@ impl Connection {
             peer_closed: false,
             frame_started: None,
             owed: 0,
+            table_size_update: false,
+            opened: 0,
+            resets: 0,
         }
     }
 
@@ -275,9 +292,13 @@ impl Connection {
 
     /// Ends the connection for a protocol error: GOAWAY with the last stream taken.
     fn fail(&mut self, code: ErrorCode) {
-        frame::write_goaway(&mut self.control, self.last_stream, code);
+        // Never above a last stream said before (RFC 9113 §6.8).
+        let last = self
+            .goaway
+            .map_or(self.last_stream, |g| g.min(self.last_stream));
+        frame::write_goaway(&mut self.control, last, code);
         self.failed = Some(code);
-        self.goaway = Some(self.last_stream);
+        self.goaway = Some(last);
         self.buf = Vec::new();
         self.block = None;
     }
@@ -496,6 +517,7 @@ impl Connection {
             ));
         }
         let mut rest = Self::unpad(h, payload)?;
+        let mut self_dependent = false;
         if h.flags & flag::PRIORITY != 0 {
             let Some((prio, block)) = rest.split_first_chunk::<5>() else {
                 return Err(ConnError(
@@ -504,13 +526,7 @@ impl Connection {
                 ));
             };
             let dep = u32::from_be_bytes([prio[0], prio[1], prio[2], prio[3]]) & 0x7fff_ffff;
-            if dep == h.stream {
-                // Decoded all the same: the field block is part of the connection's
-                // compression state.
-                self.decode_block(h.stream, block, true)?;
-                self.reset(h.stream, ErrorCode::ProtocolError);
-                return Ok(());
-            }
+            self_dependent = dep == h.stream;
             rest = block;
         }
         let b = Block {
@@ -518,6 +534,7 @@ impl Connection {
             end_stream: h.flags & flag::END_STREAM != 0,
             bytes: rest.to_vec(),
             frames: 0,
+            reset: self_dependent,
         };
         if h.flags & flag::END_HEADERS != 0 {
             self.field_block(b)
@@ -569,6 +586,15 @@ impl Connection {
     /// A whole field block.
     fn field_block(&mut self, b: Block) -> Result<(), ConnError> {
         let id = b.stream;
+        if b.reset {
+            // Decoded all the same: the block is part of the compression state.
+            self.decode_block(id, &b.bytes, true)?;
+            if !self.streams.contains_key(&id) && id > self.last_stream {
+                self.last_stream = id;
+            }
+            self.reset(id, ErrorCode::ProtocolError);
+            return Ok(());
+        }
         if let Some(s) = self.streams.get(&id) {
             // Trailers: the last thing the client sends on the stream.
             let state = s.state;
@@ -688,6 +714,7 @@ impl Connection {
             },
         );
         self.owed += 1;
+        self.opened += 1;
         self.events.push_back(event);
         Ok(())
     }
@@ -721,7 +748,13 @@ impl Connection {
                 "RST_STREAM of a wrong length",
             ));
         }
-        if self.streams.contains_key(&h.stream) {
+        if let Some(s) = self.streams.get(&h.stream) {
+            if s.owed {
+                self.resets += 1;
+                if self.resets > MAX_RESETS && 2 * self.resets > self.opened {
+                    return Err(ConnError(ErrorCode::EnhanceYourCalm, "rapid reset"));
+                }
+            }
             self.close_stream(h.stream, Closed::Done);
         } else {
             self.not_held(h.stream)?;
@@ -786,8 +819,11 @@ impl Connection {
                     }
                     self.peer_max_frame = v;
                 }
-                // The encoder uses no dynamic table, so any table size suits it; no
-                // push; the header list the client takes is never near its limit.
+                // The encoder adds nothing to the client's table, but a client that
+                // changes its size expects the change acknowledged at the start of the
+                // next block (RFC 7541 §4.2): a size update to 0 says it.
+                setting::HEADER_TABLE_SIZE => self.table_size_update = true,
+                // No push; the header list the client takes is never near its limit.
                 _ => {}
             }
         }
@@ -874,6 +910,9 @@ impl Connection {
         out: &mut Vec<u8>,
     ) {
         let mut block = Vec::with_capacity(128);
+        if std::mem::take(&mut self.table_size_update) {
+            hpack::encode_table_size(&mut block, 0);
+        }
         hpack::encode_status(&mut block, status);
         for (n, v) in fields {
             hpack::encode_field(&mut block, n, v);
@@ -946,6 +985,8 @@ impl Connection {
             self.owed -= 1;
         }
         match s.state {
+            // The client may still send (a body, checked against its length to the
+            // end); the stream counts against the client's limit until it ends.
             State::Open => s.state = State::HalfClosedLocal,
             State::HalfClosedRemote => self.close_stream(id, Closed::Done),
             State::HalfClosedLocal => {}
@@ -1020,6 +1061,44 @@ impl Connection {
             self.buf = Vec::new();
         }
     }
+}
+
+/// Fields HTTP/2 forbids in a response (RFC 9113 §8.2.2): the connection's own.
+const CONNECTION_FIELDS: [&str; 5] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// An HTTP/1.1 response head as this crate's [`crate::response::Head`] writes it, read
+/// back as HTTP/2 says it: the status and the fields, without the connection-specific
+/// ones. The server builds every head once, in one form; an HTTP/2 stream sends it
+/// this way. None for bytes that are not such a head.
+pub fn head_fields(head: &[u8]) -> Option<(u16, Vec<(&str, &str)>)> {
+    let text = std::str::from_utf8(head).ok()?;
+    let mut lines = text.split("\r\n");
+    let status = lines
+        .next()?
+        .strip_prefix("HTTP/1.1 ")?
+        .get(..3)?
+        .parse()
+        .ok()?;
+    let mut fields = Vec::with_capacity(12);
+    for line in lines {
+        if line.is_empty() {
+            break;
+        }
+        let (name, value) = line.split_once(": ")?;
+        if !CONNECTION_FIELDS
+            .iter()
+            .any(|c| name.eq_ignore_ascii_case(c))
+        {
+            fields.push((name, value));
+        }
+    }
+    Some((status, fields))
 }
 
 /// The largest field section taken (RFC 9113's size: names, values and 32 bytes a
@@ -1400,6 +1479,117 @@ mod tests {
         c.response_head(1, 204, [], true, &mut out);
         assert_eq!(c.pending(), 0);
         assert_eq!(c.ending(), Ending::Linger);
+    }
+
+    /// Rules: docs/http.md T5.
+    #[test]
+    fn rapid_resets_end_the_connection() {
+        let mut input = Client::open();
+        for i in 0..150u32 {
+            input = input.get(2 * i + 1, "/", flag::END_STREAM).frame(
+                Kind::RstStream,
+                0,
+                2 * i + 1,
+                &[0, 0, 0, 8],
+            );
+        }
+        let (events, out) = run(&input.0, input.0.len());
+        let cancels = events
+            .iter()
+            .filter(|e| matches!(e, Event::Cancel { .. }))
+            .count();
+        assert_eq!(cancels, 100, "the 101st ends the connection");
+        assert_eq!(goaway(&out), Some((201, ErrorCode::EnhanceYourCalm)));
+        // A few resets among many answers are a browser leaving a page.
+        let mut input = Client::open();
+        for i in 0..300u32 {
+            input = input.get(2 * i + 1, "/", flag::END_STREAM);
+            if i % 3 == 0 {
+                input = input.frame(Kind::RstStream, 0, 2 * i + 1, &[0, 0, 0, 8]);
+            }
+        }
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), Config::default());
+        c.receive(&input.0);
+        let mut n = 0;
+        loop {
+            match c.next(now) {
+                Event::Wait => break,
+                Event::Request { stream, .. } => {
+                    n += 1;
+                    if (stream / 2) % 3 != 0 {
+                        c.response_head(stream, 204, [], true, &mut Vec::new());
+                    }
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(n, 300);
+        assert_eq!(c.failed(), None);
+    }
+
+    #[test]
+    fn a_smaller_table_is_acknowledged_at_the_start_of_the_next_block() {
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), Config::default());
+        c.receive(
+            &Client::open()
+                .frame(Kind::Settings, 0, 0, &[0, 1, 0, 0, 0, 0])
+                .get(1, "/", flag::END_STREAM)
+                .get(3, "/", flag::END_STREAM)
+                .0,
+        );
+        let mut out = Vec::new();
+        assert!(matches!(c.next(now), Event::Request { stream: 1, .. }));
+        c.response_head(1, 200, [], true, &mut out);
+        assert_eq!(
+            &out[HEADER_LEN..],
+            [0x20, 0x88],
+            "a size update to 0, then :status 200"
+        );
+        out.clear();
+        assert!(matches!(c.next(now), Event::Request { stream: 3, .. }));
+        c.response_head(3, 200, [], true, &mut out);
+        assert_eq!(&out[HEADER_LEN..], [0x88], "once");
+    }
+
+    /// Rules: docs/http.md T2.
+    #[test]
+    fn a_stream_that_depends_on_itself_is_reset_after_its_whole_block() {
+        let mut block = Vec::new();
+        for (n, v) in [(":method", "GET"), (":scheme", "https"), (":path", "/")] {
+            hpack::encode_field(&mut block, n, v);
+        }
+        let mut first = vec![0, 0, 0, 1, 16];
+        first.extend_from_slice(&block[..4]);
+        let input = Client::open()
+            .frame(Kind::Headers, flag::PRIORITY, 1, &first)
+            .frame(Kind::Continuation, flag::END_HEADERS, 1, &block[4..])
+            .get(3, "/ok", flag::END_STREAM)
+            .0;
+        let (events, out) = both(&input);
+        assert_eq!(goaway(&out), None);
+        assert_eq!(resets(&out), [(1, ErrorCode::ProtocolError)]);
+        assert!(matches!(events[..], [Event::Request { stream: 3, .. }]));
+    }
+
+    #[test]
+    fn an_http11_head_reads_back_without_its_connection_fields() {
+        let mut h = crate::response::Head::new(Status::NotFound, "Thu, 26 Nov 2026 18:00:00 GMT");
+        h.field("Content-Type", "text/plain").content_length(10);
+        let bytes = h.finish(false);
+        let (status, fields) = head_fields(&bytes).unwrap();
+        assert_eq!(status, 404);
+        assert_eq!(
+            fields,
+            [
+                ("Server", "linerate"),
+                ("Date", "Thu, 26 Nov 2026 18:00:00 GMT"),
+                ("Content-Type", "text/plain"),
+                ("Content-Length", "10")
+            ]
+        );
+        assert!(head_fields(b"junk").is_none());
     }
 
     #[test]

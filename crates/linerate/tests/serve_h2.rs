@@ -1,0 +1,419 @@
+//! HTTP/2 through the real binary: h2spec over TLS (ALPN `h2`) and in clear (prior
+//! knowledge), and curl's answers over HTTP/2 compared with its answers over HTTP/1.1
+//! from the same server (files of every size, ranges, 304s, precompressed variants,
+//! redirects, errors), under every transmit strategy and driver.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use linerate_testkit::{
+    assert_bytes_eq, docroot, installed, pattern, per_strategy, put, variant_args, Linerate, Server,
+};
+
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
+
+per_strategy!(
+    // Rules: docs/http.md T8.
+    h2spec_passes_over_tls_and_in_clear,
+    // Rules: docs/http.md T7, T9.
+    answers_over_h2_are_the_answers_over_http11,
+);
+
+/// h2spec: on PATH, or where `go install` puts it (scripts/test installs it there).
+fn h2spec() -> Option<PathBuf> {
+    if installed("h2spec") {
+        return Some(PathBuf::from("h2spec"));
+    }
+    let home = std::env::var_os("HOME").map(PathBuf::from)?;
+    let p = home.join("go/bin/h2spec");
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "h2spec is missing under CI: scripts/test installs it"
+    );
+    None
+}
+
+/// `serve` with a plain and a TLS listener, access log to `log`.
+fn serve(root: &Path, certs: &Path, case: &str, log: &Path, extra: &[&str]) -> (Server, PathBuf) {
+    let args = [
+        &["--workers", "1", "--access-log", log.to_str().unwrap()][..],
+        &variant_args(case),
+        extra,
+    ];
+    LINERATE.start_tls(root, certs, &args.concat())
+}
+
+/// h2spec's summary line's counts: (tests, passed, failed), and its failures' text.
+fn run_h2spec(bin: &Path, addr: SocketAddr, tls: bool) -> ((u32, u32, u32), String) {
+    let mut c = Command::new(bin);
+    c.args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()])
+        .args(["-P", "/index.html", "-o", "5"]);
+    if tls {
+        c.args(["-t", "-k"]);
+    }
+    let out = c.output().expect("h2spec runs");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let summary = text
+        .lines()
+        .find(|l| l.contains(" tests, "))
+        .unwrap_or_else(|| panic!("no summary from h2spec:\n{text}"));
+    let n: Vec<u32> = summary
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|w| !w.is_empty())
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let failures = text
+        .split_once("Failures:")
+        .map_or(String::new(), |(_, f)| f.to_string());
+    ((n[0], n[1], n[3]), failures)
+}
+
+fn h2spec_passes_over_tls_and_in_clear(case: &str) {
+    let Some(bin) = h2spec() else {
+        eprintln!("skipped: no h2spec");
+        return;
+    };
+    let root = docroot();
+    put(root.path(), "index.html", &pattern(20_000, 1));
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, _) = serve(root.path(), certs.path(), case, &log, &[]);
+    let ((tests, passed, failed), failures) = run_h2spec(&bin, server.tls_addr(), true);
+    assert!(tests >= 145, "{tests} tests");
+    assert_eq!((passed, failed), (tests, 0), "over TLS:\n{failures}");
+    // In clear, one port serves HTTP/1.1 and prior-knowledge HTTP/2: bytes that are
+    // not HTTP/2's preface are an HTTP/1.1 request, so h2spec's "invalid connection
+    // preface" gets an HTTP/1.1 400 rather than a bare close (docs/http.md T8).
+    let ((tests, passed, failed), failures) = run_h2spec(&bin, server.addr, false);
+    assert_eq!((passed, failed), (tests - 1, 1), "in clear:\n{failures}");
+    assert!(
+        failures.contains("Sends invalid connection preface"),
+        "{failures}"
+    );
+}
+
+/// `curl -sS` with `args` for `url`: its output with `-w` giving the status and version
+/// on a last line.
+fn curl(args: &[&str], url: &str) -> (u16, String, Vec<u8>) {
+    let out: Output = Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "20",
+            "-w",
+            "\n%{http_code} %{http_version}",
+        ])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl runs");
+    assert!(
+        out.status.success(),
+        "curl {args:?} {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let split = out.stdout.iter().rposition(|&b| b == b'\n').unwrap();
+    let last = String::from_utf8_lossy(&out.stdout[split + 1..]).into_owned();
+    let (code, version) = last.split_once(' ').unwrap();
+    (
+        code.parse().unwrap(),
+        version.to_string(),
+        out.stdout[..split].to_vec(),
+    )
+}
+
+fn answers_over_h2_are_the_answers_over_http11(case: &str) {
+    if !installed("curl") {
+        eprintln!("skipped: no curl");
+        return;
+    }
+    let root = docroot();
+    let p = root.path();
+    for (name, len) in [
+        ("one.bin", 1024),
+        ("hundred.bin", 100 << 10),
+        ("big.bin", 3 << 20),
+    ] {
+        put(p, name, &pattern(len, len as u64));
+    }
+    put(p, "page.html", &b"<p>hello</p>\n".repeat(200));
+    // A precompressed variant, sent to a client that takes gzip.
+    put(p, "page.html.gz", b"gzip bytes of the page");
+    put(p, "dir/index.html", b"in dir");
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, cert) = serve(p, certs.path(), case, &log, &["--precompressed", "gzip"]);
+    let plain = format!("http://{}", server.addr);
+    let tls = server.tls_addr();
+    let secure = format!("https://localhost:{}", tls.port());
+    let resolve = format!("localhost:{}:{}", tls.port(), tls.ip());
+    let etag = {
+        let out = Command::new("curl")
+            .args(["-sS", "-I", &format!("{plain}/one.bin")])
+            .output()
+            .unwrap();
+        let head = String::from_utf8_lossy(&out.stdout).into_owned();
+        head.lines()
+            .find_map(|l| {
+                l.strip_prefix("ETag: ")
+                    .or_else(|| l.strip_prefix("etag: "))
+            })
+            .expect("an ETag")
+            .trim()
+            .to_string()
+    };
+    let inm = format!("If-None-Match: {etag}");
+    let asks: Vec<(&str, Vec<&str>)> = vec![
+        ("/one.bin", vec![]),
+        ("/hundred.bin", vec![]),
+        ("/big.bin", vec![]),
+        ("/big.bin", vec!["-r", "1000-1999"]),
+        ("/big.bin", vec!["-r", "0-9,100-109"]),
+        ("/one.bin", vec!["-H", &inm]),
+        ("/page.html", vec!["-H", "Accept-Encoding: gzip"]),
+        ("/dir", vec![]),
+        ("/nope", vec![]),
+        ("/big.bin", vec!["-I"]),
+    ];
+    let cert = cert.to_str().unwrap();
+    for (path, extra) in &asks {
+        let (s1, v1, b1) = curl(
+            &[&["--http1.1"][..], extra].concat(),
+            &format!("{plain}{path}"),
+        );
+        assert_eq!(v1, "1.1");
+        let clear = curl(
+            &[&["--http2-prior-knowledge"][..], extra].concat(),
+            &format!("{plain}{path}"),
+        );
+        let sealed = curl(
+            &[
+                &["--http2", "--cacert", cert, "--resolve", &resolve][..],
+                extra,
+            ]
+            .concat(),
+            &format!("{secure}{path}"),
+        );
+        for (what, (s2, v2, b2)) in [("h2c", clear), ("h2", sealed)] {
+            assert_eq!((s2, v2.as_str()), (s1, "2"), "{what} {path} {extra:?}");
+            if extra.first() != Some(&"-I") {
+                // Multipart boundaries differ per answer; everything else is the same.
+                if !path.contains("big") || !extra.contains(&"0-9,100-109") {
+                    assert_bytes_eq(&b2, &b1, &format!("{what} {path} {extra:?}"));
+                }
+            }
+        }
+    }
+    // The access log names the protocol.
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("\"GET /big.bin HTTP/2.0\" 200 3145728"),
+        "{text}"
+    );
+    assert!(
+        text.contains("\"GET /one.bin HTTP/1.1\" 200 1024"),
+        "{text}"
+    );
+}
+
+/// `--http2 off`: ALPN offers HTTP/1.1 alone, and the preface in clear is not taken.
+/// Rules: docs/http.md T7.
+#[test]
+fn http2_off_answers_http11_only() {
+    let root = docroot();
+    put(root.path(), "a.txt", b"hello");
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, cert) = serve(
+        root.path(),
+        certs.path(),
+        "sendfile",
+        &log,
+        &["--http2", "off"],
+    );
+    let tls = server.tls_addr();
+    let (s, v, b) = curl(
+        &[
+            "--http2",
+            "--cacert",
+            cert.to_str().unwrap(),
+            "--resolve",
+            &format!("localhost:{}:{}", tls.port(), tls.ip()),
+        ],
+        &format!("https://localhost:{}/a.txt", tls.port()),
+    );
+    assert_eq!((s, v.as_str(), &b[..]), (200, "1.1", &b"hello"[..]));
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "5", "--http2-prior-knowledge"])
+        .arg(format!("http://{}/a.txt", server.addr))
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "prior knowledge is refused");
+    let (s, _, _) = curl(&[], &format!("http://{}/a.txt", server.addr));
+    assert_eq!(s, 200);
+}
+
+/// A bare HTTP/2 client over a socket: frames written and read as they are.
+struct Raw {
+    s: std::net::TcpStream,
+    buf: Vec<u8>,
+}
+
+/// A frame: (type, flags, stream, payload).
+type Frame = (u8, u8, u32, Vec<u8>);
+
+impl Raw {
+    /// Connects and sends the preface with `settings` (id, value).
+    fn open(addr: SocketAddr, settings: &[(u16, u32)]) -> Raw {
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        let mut r = Raw { s, buf: Vec::new() };
+        let mut p = Vec::new();
+        for (id, v) in settings {
+            p.extend_from_slice(&id.to_be_bytes());
+            p.extend_from_slice(&v.to_be_bytes());
+        }
+        r.send_raw(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+        r.send(4, 0, 0, &p);
+        r
+    }
+
+    fn send_raw(&mut self, b: &[u8]) {
+        use std::io::Write;
+        self.s.write_all(b).unwrap();
+    }
+
+    fn send(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+        let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+        f.extend_from_slice(&[kind, flags]);
+        f.extend_from_slice(&stream.to_be_bytes());
+        f.extend_from_slice(payload);
+        self.send_raw(&f);
+    }
+
+    /// GET `path` on `stream` (literal fields, no Huffman).
+    fn get(&mut self, stream: u32, path: &str) {
+        let mut block = vec![0x82, 0x86, 0x04, path.len() as u8];
+        block.extend_from_slice(path.as_bytes());
+        block.extend_from_slice(&[0x01, 1, b'x']);
+        self.send(1, 0x5, stream, &block);
+    }
+
+    /// The next frame, or None when the server closed (or `wait` passed).
+    fn frame(&mut self, wait: std::time::Duration) -> Option<Frame> {
+        use std::io::Read;
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            if self.buf.len() >= 9 {
+                let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
+                if self.buf.len() >= 9 + len {
+                    let f: Vec<u8> = self.buf.drain(..9 + len).collect();
+                    let stream = u32::from_be_bytes([f[5], f[6], f[7], f[8]]) & 0x7fff_ffff;
+                    return Some((f[3], f[4], stream, f[9..].to_vec()));
+                }
+            }
+            let left = deadline.checked_duration_since(std::time::Instant::now())?;
+            self.s
+                .set_read_timeout(Some(left.max(std::time::Duration::from_millis(1))))
+                .unwrap();
+            let mut b = [0u8; 65536];
+            match self.s.read(&mut b) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&b[..n]),
+            }
+        }
+    }
+}
+
+/// A client that opens no window while it keeps the connection busy with PINGs is cut
+/// by the send timeout: what the client sends is no progress of the answer.
+/// Rules: docs/http.md T10.
+#[test]
+fn a_client_that_opens_no_window_is_cut_by_the_send_timeout() {
+    let root = docroot();
+    put(root.path(), "big.bin", &pattern(3 << 20, 3));
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, _) = serve(
+        root.path(),
+        certs.path(),
+        "splice",
+        &log,
+        &["--send-timeout", "2"],
+    );
+    let mut c = Raw::open(server.addr, &[(4, 0)]);
+    c.get(1, "/big.bin");
+    let start = std::time::Instant::now();
+    let mut closed = false;
+    while start.elapsed() < std::time::Duration::from_secs(8) {
+        c.send(6, 0, 0, b"still...");
+        // Drain what came (SETTINGS, acks, the HEADERS); None: closed.
+        loop {
+            match c.frame(std::time::Duration::from_millis(300)) {
+                Some((0, _, 1, p)) => assert!(p.is_empty(), "DATA beyond a zero window"),
+                Some(_) => continue,
+                None => break,
+            }
+        }
+        use std::io::Write;
+        if c.s.write_all(&[]).is_err() || c.s.peek(&mut [0u8; 1]).is_ok_and(|n| n == 0) {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "still open after {:?}", start.elapsed());
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("\"GET /big.bin HTTP/2.0\"") && text.contains("send-timeout"),
+        "{text}"
+    );
+}
+
+/// SIGTERM: GOAWAY names the streams taken, and they are answered whole before the
+/// connection closes.
+/// Rules: docs/http.md T6.
+#[test]
+fn a_stop_sends_goaway_and_finishes_the_streams_taken() {
+    let root = docroot();
+    put(root.path(), "big.bin", &pattern(1 << 20, 5));
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, _) = serve(root.path(), certs.path(), "splice", &log, &[]);
+    // The default window (65,535): the answer waits for the client's WINDOW_UPDATEs.
+    let mut c = Raw::open(server.addr, &[]);
+    c.get(1, "/big.bin");
+    let mut body = 0usize;
+    let wait = std::time::Duration::from_secs(5);
+    while body < 65_535 {
+        let (kind, _, _, p) = c.frame(wait).expect("the first window's DATA");
+        if kind == 0 {
+            body += p.len();
+        }
+    }
+    server.sigterm();
+    // The rest of the window, once the stop has begun.
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let open = (1u32 << 20).to_be_bytes();
+    c.send(8, 0, 0, &open);
+    c.send(8, 0, 1, &open);
+    let mut goaway = None;
+    let mut ended = false;
+    while let Some((kind, flags, stream, p)) = c.frame(wait) {
+        match kind {
+            7 => goaway = Some(u32::from_be_bytes([p[0], p[1], p[2], p[3]])),
+            0 if stream == 1 => {
+                body += p.len();
+                ended |= flags & 1 != 0;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(goaway, Some(1), "GOAWAY names stream 1");
+    assert!(ended, "the stream ended");
+    assert_eq!(body, 1 << 20);
+}
