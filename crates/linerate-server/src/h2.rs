@@ -78,9 +78,17 @@ impl H2 {
         r.plan.parts.retain(|p| p.len() > 0);
         let body: u64 = r.plan.parts.iter().map(Part::len).sum();
         let mut frames = Vec::with_capacity(head.len());
-        let Some((status, fields)) = h2::head_fields(&head) else {
+        // A body of one part that the windows and the frame size take whole goes with
+        // its head at once, one entry of the queue (most small files).
+        let whole = r.plan.parts.len() == 1
+            && body > 0
+            && body <= self.proto.window(stream)
+            && body <= self.proto.max_frame();
+        if !self
+            .proto
+            .response_head_h1(stream, &head, body == 0, &mut frames)
+        {
             // Not a head the server made (it makes every one): the stream is reset.
-            self.proto.cancel(stream);
             self.cancelled.push(Answer {
                 stream,
                 response: r,
@@ -88,9 +96,15 @@ impl H2 {
                 framed: 0,
             });
             return;
-        };
-        self.proto
-            .response_head(stream, status, fields, body == 0, &mut frames);
+        }
+        if whole {
+            frames.extend_from_slice(&self.proto.data_header(stream, body as u32, true));
+            r.progress.head_bytes = frames.len() as u64;
+            r.plan.parts.push_front(Part::Bytes(frames));
+            r.plan.close = false;
+            out.push(r);
+            return;
+        }
         r.progress.head_bytes = frames.len() as u64;
         let headers = Part::Bytes(frames);
         if body == 0 {

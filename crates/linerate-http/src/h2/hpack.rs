@@ -1,9 +1,16 @@
-//! Field blocks (RFC 7541). Decoding is `loona-hpack`'s, a decoder made to pass h2spec
-//! (its dynamic table, Huffman strings, the size-update rules); around it, the bound on
-//! what a block may decode to. Encoding is ours and needs no state: `:status` and names
-//! from the static table, every value a literal that is never added to a table, so the
-//! client's decoder keeps nothing of ours and no table-size setting matters (measured
-//! against a dynamic table in BENCHMARKS.md, "HTTP/2 heads").
+//! Field blocks (RFC 7541), both ways, written here. The decoder keeps the client's
+//! dynamic table and decodes Huffman strings by the canonical code's lengths; around
+//! it, the bound on what a block may decode to. The encoder needs no state: `:status`
+//! and names from the static table, every value a literal that is never added to a
+//! table, so the client's decoder keeps nothing of ours.
+//!
+//! Why not a crate: `loona-hpack` (made to pass h2spec, and used here first) builds its
+//! Huffman decoding table, two levels of hash maps, for every string it decodes; that
+//! was 60% of the server's CPU at 1 KiB over HTTP/2 (BENCHMARKS.md, "HTTP/2 heads").
+//! RFC 7541's own examples (Appendix C) test this one.
+
+use std::collections::VecDeque;
+use std::sync::OnceLock;
 
 use super::frame::ErrorCode;
 
@@ -17,7 +24,8 @@ const TABLE_SIZE: usize = 4096;
 const BOMB_FACTOR: usize = 4;
 
 /// Why a block did not decode.
-pub(crate) enum DecodeError {
+#[derive(Debug)]
+pub enum DecodeError {
     /// Not valid HPACK: COMPRESSION_ERROR.
     Invalid,
     /// It decodes to far more than the limit: ENHANCE_YOUR_CALM.
@@ -33,16 +41,258 @@ impl DecodeError {
     }
 }
 
-/// The connection's decoder.
-pub(crate) struct Decoder {
-    inner: loona_hpack::Decoder<'static>,
+/// RFC 7541 Appendix A: the static table, indexes 1 to 61.
+const STATIC: [(&str, &str); 61] = [
+    (":authority", ""),
+    (":method", "GET"),
+    (":method", "POST"),
+    (":path", "/"),
+    (":path", "/index.html"),
+    (":scheme", "http"),
+    (":scheme", "https"),
+    (":status", "200"),
+    (":status", "204"),
+    (":status", "206"),
+    (":status", "304"),
+    (":status", "400"),
+    (":status", "404"),
+    (":status", "500"),
+    ("accept-charset", ""),
+    ("accept-encoding", "gzip, deflate"),
+    ("accept-language", ""),
+    ("accept-ranges", ""),
+    ("accept", ""),
+    ("access-control-allow-origin", ""),
+    ("age", ""),
+    ("allow", ""),
+    ("authorization", ""),
+    ("cache-control", ""),
+    ("content-disposition", ""),
+    ("content-encoding", ""),
+    ("content-language", ""),
+    ("content-length", ""),
+    ("content-location", ""),
+    ("content-range", ""),
+    ("content-type", ""),
+    ("cookie", ""),
+    ("date", ""),
+    ("etag", ""),
+    ("expect", ""),
+    ("expires", ""),
+    ("from", ""),
+    ("host", ""),
+    ("if-match", ""),
+    ("if-modified-since", ""),
+    ("if-none-match", ""),
+    ("if-range", ""),
+    ("if-unmodified-since", ""),
+    ("last-modified", ""),
+    ("link", ""),
+    ("location", ""),
+    ("max-forwards", ""),
+    ("proxy-authenticate", ""),
+    ("proxy-authorization", ""),
+    ("range", ""),
+    ("referer", ""),
+    ("refresh", ""),
+    ("retry-after", ""),
+    ("server", ""),
+    ("set-cookie", ""),
+    ("strict-transport-security", ""),
+    ("transfer-encoding", ""),
+    ("user-agent", ""),
+    ("vary", ""),
+    ("via", ""),
+    ("www-authenticate", ""),
+];
+
+/// RFC 7541 Appendix B: the Huffman code's length for each symbol (256 is EOS). The
+/// code is canonical (codes of one length are consecutive, in symbol order, and each
+/// length's first code follows the last of the length before, shifted), so the lengths
+/// are the whole code.
+const HUFFMAN_LENGTHS: [u8; 257] = [
+    13, 23, 28, 28, 28, 28, 28, 28, 28, 24, 30, 28, 28, 30, 28, 28, 28, 28, 28, 28, 28, 28, 30, 28,
+    28, 28, 28, 28, 28, 28, 28, 28, 6, 10, 10, 12, 13, 6, 8, 11, 10, 10, 8, 11, 8, 6, 6, 6, 5, 5,
+    5, 6, 6, 6, 6, 6, 6, 6, 7, 8, 15, 6, 12, 10, 13, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
+    7, 7, 7, 7, 7, 7, 7, 7, 8, 7, 8, 13, 19, 13, 14, 6, 15, 5, 6, 5, 6, 5, 6, 6, 6, 5, 7, 7, 6, 6,
+    6, 5, 6, 7, 6, 5, 5, 6, 7, 7, 7, 7, 7, 15, 11, 14, 13, 28, 20, 22, 20, 20, 22, 22, 22, 23, 22,
+    23, 23, 23, 23, 23, 24, 23, 24, 24, 22, 23, 24, 23, 23, 23, 23, 21, 22, 23, 22, 23, 23, 24, 22,
+    21, 20, 22, 22, 23, 23, 21, 23, 22, 22, 24, 21, 22, 23, 23, 21, 21, 22, 21, 23, 22, 23, 23, 20,
+    22, 22, 22, 23, 22, 22, 23, 26, 26, 20, 19, 22, 23, 22, 25, 26, 26, 26, 27, 27, 26, 24, 25, 19,
+    21, 26, 27, 27, 26, 27, 24, 21, 21, 26, 26, 28, 27, 27, 27, 20, 24, 20, 21, 22, 21, 21, 23, 22,
+    22, 25, 25, 24, 24, 26, 23, 26, 27, 26, 26, 27, 27, 27, 27, 27, 28, 27, 27, 27, 27, 27, 26, 30,
+];
+
+/// The canonical code's decoding tables: per length, its first code, how many codes
+/// it has, and where its symbols start in the symbols sorted by (length, symbol).
+struct Canonical {
+    first: [u32; 31],
+    count: [u32; 31],
+    offset: [u16; 31],
+    symbols: [u16; 257],
+}
+
+fn canonical() -> &'static Canonical {
+    static TABLE: OnceLock<Canonical> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut c = Canonical {
+            first: [0; 31],
+            count: [0; 31],
+            offset: [0; 31],
+            symbols: [0; 257],
+        };
+        for &l in &HUFFMAN_LENGTHS {
+            c.count[usize::from(l)] += 1;
+        }
+        let (mut code, mut at) = (0u32, 0u16);
+        for l in 1..31 {
+            c.first[l] = code;
+            c.offset[l] = at;
+            at += c.count[l] as u16;
+            code = (code + c.count[l]) << 1;
+        }
+        let mut next = c.offset;
+        for (sym, &l) in HUFFMAN_LENGTHS.iter().enumerate() {
+            let l = usize::from(l);
+            c.symbols[usize::from(next[l])] = sym as u16;
+            next[l] += 1;
+        }
+        c
+    })
+}
+
+/// Decodes a Huffman string into `out` (RFC 7541 §5.2: EOS inside it, or padding
+/// longer than 7 bits or not all ones, is an error).
+fn huffman_decode(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
+    let c = canonical();
+    let (mut code, mut len) = (0u32, 0usize);
+    for &b in bytes {
+        for shift in (0..8).rev() {
+            code = (code << 1) | u32::from((b >> shift) & 1);
+            len += 1;
+            if len > 30 {
+                return Err(DecodeError::Invalid);
+            }
+            let rank = code.wrapping_sub(c.first[len]);
+            if rank < c.count[len] {
+                let sym = c.symbols[usize::from(c.offset[len]) + rank as usize];
+                if sym == 256 {
+                    return Err(DecodeError::Invalid);
+                }
+                out.push(sym as u8);
+                code = 0;
+                len = 0;
+            }
+        }
+    }
+    // What is left is padding: the most significant bits of EOS, all ones.
+    if len > 7 || code != (1 << len) - 1 {
+        return Err(DecodeError::Invalid);
+    }
+    Ok(())
+}
+
+/// Reads an integer with an `n`-bit prefix at `at`: its value and the bytes after it.
+fn read_integer(b: &[u8], at: usize, n: u32) -> Result<(usize, usize), DecodeError> {
+    let max = (1usize << n) - 1;
+    let mut v = usize::from(*b.get(at).ok_or(DecodeError::Invalid)?) & max;
+    let mut at = at + 1;
+    if v < max {
+        return Ok((v, at));
+    }
+    let mut shift = 0;
+    loop {
+        let byte = *b.get(at).ok_or(DecodeError::Invalid)?;
+        at += 1;
+        // No value this server takes is near 2^28; more is an attack or an error.
+        if shift > 21 {
+            return Err(DecodeError::Invalid);
+        }
+        v += usize::from(byte & 0x7f) << shift;
+        shift += 7;
+        if byte & 0x80 == 0 {
+            return Ok((v, at));
+        }
+    }
+}
+
+/// Reads a string literal at `at` into `out` (cleared first); the bytes after it.
+fn read_string(b: &[u8], at: usize, out: &mut Vec<u8>) -> Result<usize, DecodeError> {
+    let huffman = b.get(at).ok_or(DecodeError::Invalid)? & 0x80 != 0;
+    let (len, at) = read_integer(b, at, 7)?;
+    let raw = b.get(at..at + len).ok_or(DecodeError::Invalid)?;
+    out.clear();
+    if huffman {
+        huffman_decode(raw, out)?;
+    } else {
+        out.extend_from_slice(raw);
+    }
+    Ok(at + len)
+}
+
+/// An entry of the dynamic table: name, value.
+type Entry = (Box<[u8]>, Box<[u8]>);
+
+/// The connection's decoder: the client's dynamic table, newest first.
+pub struct Decoder {
+    table: VecDeque<Entry>,
+    /// Bytes of the table as RFC 7541 counts them (name, value, 32 each).
+    size: usize,
+    /// Its largest size now (the client's encoder lowers it by size updates).
+    max: usize,
+    name: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl Default for Decoder {
+    fn default() -> Decoder {
+        Decoder::new()
+    }
 }
 
 impl Decoder {
+    /// A decoder with an empty table of 4,096 bytes.
     pub fn new() -> Decoder {
-        let mut inner = loona_hpack::Decoder::new();
-        inner.set_max_allowed_table_size(TABLE_SIZE);
-        Decoder { inner }
+        Decoder {
+            table: VecDeque::new(),
+            size: 0,
+            max: TABLE_SIZE,
+            name: Vec::new(),
+            value: Vec::new(),
+        }
+    }
+
+    /// The entry at `index` (1-based: the static table, then the dynamic one).
+    fn entry(&self, index: usize) -> Result<(&[u8], &[u8]), DecodeError> {
+        match index {
+            0 => Err(DecodeError::Invalid),
+            1..=61 => {
+                let (n, v) = STATIC[index - 1];
+                Ok((n.as_bytes(), v.as_bytes()))
+            }
+            i => self
+                .table
+                .get(i - 62)
+                .map(|(n, v)| (&n[..], &v[..]))
+                .ok_or(DecodeError::Invalid),
+        }
+    }
+
+    fn evict(&mut self) {
+        while self.size > self.max {
+            let Some((n, v)) = self.table.pop_back() else {
+                break;
+            };
+            self.size -= n.len() + v.len() + 32;
+        }
+    }
+
+    fn insert(&mut self, name: &[u8], value: &[u8]) {
+        let size = name.len() + value.len() + 32;
+        // An entry larger than the table empties it and is not kept (RFC 7541 §4.4).
+        self.size += size;
+        self.table.push_front((name.into(), value.into()));
+        self.evict();
     }
 
     /// Decodes a whole block, giving each field to `field` while the section (names,
@@ -56,55 +306,63 @@ impl Decoder {
         field: &mut dyn FnMut(&[u8], &[u8]),
     ) -> Result<bool, DecodeError> {
         let mut size = 0usize;
-        let mut bomb = false;
-        self.inner
-            .decode_with_cb(block, |n, v| {
-                size = size.saturating_add(n.len() + v.len() + 32);
-                if size <= limit {
-                    field(&n, &v);
-                } else if size > BOMB_FACTOR * limit {
-                    bomb = true;
+        let mut at = 0;
+        let mut fields = 0;
+        let mut take = |size: &mut usize, n: &[u8], v: &[u8]| -> Result<(), DecodeError> {
+            *size = size.saturating_add(n.len() + v.len() + 32);
+            if *size <= limit {
+                field(n, v);
+            } else if *size > BOMB_FACTOR * limit {
+                return Err(DecodeError::Bomb);
+            }
+            Ok(())
+        };
+        while at < block.len() {
+            let b = block[at];
+            if b & 0x80 != 0 {
+                // Indexed field.
+                let (i, next) = read_integer(block, at, 7)?;
+                at = next;
+                let (n, v) = self.entry(i)?;
+                take(&mut size, n, v)?;
+            } else if b & 0xe0 == 0x20 {
+                // A size update: only before the block's first field (§4.2).
+                let (max, next) = read_integer(block, at, 5)?;
+                if fields > 0 || max > TABLE_SIZE {
+                    return Err(DecodeError::Invalid);
                 }
-            })
-            .map_err(|_| DecodeError::Invalid)?;
-        if bomb {
-            return Err(DecodeError::Bomb);
+                at = next;
+                self.max = max;
+                self.evict();
+                continue;
+            } else {
+                // A literal: with incremental indexing (01), without (0000) or never
+                // indexed (0001).
+                let indexing = b & 0x40 != 0;
+                let (i, next) = read_integer(block, at, if indexing { 6 } else { 4 })?;
+                at = next;
+                let mut name = std::mem::take(&mut self.name);
+                let mut value = std::mem::take(&mut self.value);
+                if i == 0 {
+                    at = read_string(block, at, &mut name)?;
+                } else {
+                    name.clear();
+                    name.extend_from_slice(self.entry(i)?.0);
+                }
+                at = read_string(block, at, &mut value)?;
+                let r = take(&mut size, &name, &value);
+                if indexing {
+                    self.insert(&name, &value);
+                }
+                self.name = name;
+                self.value = value;
+                r?;
+            }
+            fields += 1;
         }
         Ok(size <= limit)
     }
 }
-
-/// The static table's entries a response uses (RFC 7541 Appendix A): name, index.
-const STATIC_NAMES: &[(&str, u8)] = &[
-    ("accept-ranges", 18),
-    ("access-control-allow-origin", 20),
-    ("age", 21),
-    ("allow", 22),
-    ("cache-control", 24),
-    ("content-disposition", 25),
-    ("content-encoding", 26),
-    ("content-language", 27),
-    ("content-length", 28),
-    ("content-location", 29),
-    ("content-range", 30),
-    ("content-type", 31),
-    ("date", 33),
-    ("etag", 34),
-    ("expires", 36),
-    ("last-modified", 44),
-    ("link", 45),
-    ("location", 46),
-    ("proxy-authenticate", 48),
-    ("refresh", 52),
-    ("retry-after", 53),
-    ("server", 54),
-    ("set-cookie", 55),
-    ("strict-transport-security", 56),
-    ("transfer-encoding", 57),
-    ("vary", 59),
-    ("via", 60),
-    ("www-authenticate", 61),
-];
 
 /// Appends an integer with an `n`-bit prefix (RFC 7541 §5.1) whose other bits are
 /// `first`.
@@ -158,15 +416,75 @@ pub(crate) fn encode_status(out: &mut Vec<u8>, code: u16) {
 /// Appends a field, its name lower-cased: a literal never added to a table, its name
 /// from the static table when it is there.
 pub(crate) fn encode_field(out: &mut Vec<u8>, name: &str, value: &str) {
-    let lower = name.to_ascii_lowercase();
-    match STATIC_NAMES.iter().find(|(n, _)| *n == lower) {
-        Some((_, i)) => integer(out, 0x00, 4, usize::from(*i)),
+    encode_name(out, name.as_bytes());
+    string(out, value.as_bytes());
+}
+
+/// A literal's name, lower-cased: its static index when it has one.
+fn encode_name(out: &mut Vec<u8>, name: &[u8]) {
+    // Regular names start at index 15; most candidates differ in length.
+    let index = STATIC[14..]
+        .iter()
+        .position(|(n, _)| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name));
+    match index {
+        Some(i) => integer(out, 0x00, 4, i + 15),
         None => {
             out.push(0x00);
-            string(out, lower.as_bytes());
+            integer(out, 0, 7, name.len());
+            out.extend(name.iter().map(|b| b.to_ascii_lowercase()));
         }
     }
-    string(out, value.as_bytes());
+}
+
+/// Fields HTTP/2 forbids in a response (RFC 9113 §8.2.2): the connection's own.
+const CONNECTION_FIELDS: [&[u8]; 5] = [
+    b"connection",
+    b"keep-alive",
+    b"proxy-connection",
+    b"transfer-encoding",
+    b"upgrade",
+];
+
+/// Encodes an HTTP/1.1 response head (`HTTP/1.1 NNN reason`, then `Name: value` lines
+/// ending in CRLF, then an empty line: what [`crate::response::Head`] writes) as a
+/// field block, without the connection-specific fields; false if `head` is not such
+/// a head. One pass over its bytes: every HTTP/2 answer's head goes through here.
+pub(crate) fn encode_h1_head(out: &mut Vec<u8>, head: &[u8]) -> bool {
+    let Some(code) = head.strip_prefix(b"HTTP/1.1 ").and_then(|r| r.get(..3)) else {
+        return false;
+    };
+    if !code.iter().all(u8::is_ascii_digit) {
+        return false;
+    }
+    let status = code.iter().fold(0u16, |n, d| n * 10 + u16::from(d - b'0'));
+    encode_status(out, status);
+    let mut rest = match head.iter().position(|&b| b == b'\n') {
+        Some(i) => &head[i + 1..],
+        None => return false,
+    };
+    loop {
+        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+            return false;
+        };
+        let line = rest[..end].strip_suffix(b"\r").unwrap_or(&rest[..end]);
+        rest = &rest[end + 1..];
+        if line.is_empty() {
+            return true;
+        }
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return false;
+        };
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        let value = value.strip_prefix(b" ").unwrap_or(value);
+        if CONNECTION_FIELDS
+            .iter()
+            .any(|c| c.len() == name.len() && c.eq_ignore_ascii_case(name))
+        {
+            continue;
+        }
+        encode_name(out, name);
+        string(out, value);
+    }
 }
 
 #[cfg(test)]
@@ -189,7 +507,6 @@ mod tests {
                 String::from_utf8_lossy(v).into_owned(),
             ))
         })
-        .ok()
         .expect("decodes");
         out
     }
@@ -235,6 +552,81 @@ mod tests {
             );
             assert_eq!(got[2], ("x-long".into(), "v".repeat(300)));
         }
+    }
+
+    /// RFC 7541 C.3: the same requests without Huffman coding.
+    #[test]
+    fn the_rfc_7541_plain_request_examples_decode() {
+        let mut d = Decoder::new();
+        let first = decode(
+            &mut d,
+            &hex("8286 8441 0f77 7777 2e65 7861 6d70 6c65 2e63 6f6d"),
+        );
+        assert_eq!(first[3], (":authority".into(), "www.example.com".into()));
+        let second = decode(&mut d, &hex("8286 84be 5808 6e6f 2d63 6163 6865"));
+        assert_eq!(second[3], (":authority".into(), "www.example.com".into()));
+        assert_eq!(second[4], ("cache-control".into(), "no-cache".into()));
+        assert_eq!(d.size, 110, "two entries: 57 and 53 bytes");
+    }
+
+    /// RFC 7541 C.6: responses with Huffman coding in a 256-byte table, whose entries
+    /// are evicted as new ones come.
+    #[test]
+    fn the_rfc_7541_response_examples_decode_with_eviction() {
+        let mut d = Decoder::new();
+        d.max = 256;
+        let first = decode(
+            &mut d,
+            &hex("4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6 2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3"),
+        );
+        assert_eq!(
+            first,
+            [
+                (":status".into(), "302".into()),
+                ("cache-control".into(), "private".into()),
+                ("date".into(), "Mon, 21 Oct 2013 20:13:21 GMT".into()),
+                ("location".into(), "https://www.example.com".into()),
+            ]
+        );
+        assert_eq!(d.size, 222);
+        let second = decode(&mut d, &hex("4883 640e ff c1 c0 bf"));
+        assert_eq!(second[0], (":status".into(), "307".into()));
+        assert_eq!(
+            second[3],
+            ("location".into(), "https://www.example.com".into())
+        );
+        assert_eq!(d.size, 222, "(:status, 302) evicted for (:status, 307)");
+        let third = decode(
+            &mut d,
+            &hex("88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab 77ad 94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07"),
+        );
+        assert_eq!(
+            third[2],
+            ("date".into(), "Mon, 21 Oct 2013 20:13:22 GMT".into())
+        );
+        assert_eq!(third[4], ("content-encoding".into(), "gzip".into()));
+        assert_eq!(
+            third[5],
+            (
+                "set-cookie".into(),
+                "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1".into()
+            )
+        );
+        assert_eq!(d.size, 215);
+    }
+
+    #[test]
+    fn huffman_strings_refuse_eos_and_bad_padding() {
+        let mut out = Vec::new();
+        // "a" is 00011 (5 bits), padded with ones: 0001 1111.
+        assert!(huffman_decode(&[0x1f], &mut out).is_ok());
+        assert_eq!(out, b"a");
+        // Padded with a zero bit.
+        assert!(huffman_decode(&[0x1e], &mut Vec::new()).is_err());
+        // Eight bits of padding (a whole byte of ones after "a").
+        assert!(huffman_decode(&[0x1f, 0xff], &mut Vec::new()).is_err());
+        // EOS (30 ones) inside.
+        assert!(huffman_decode(&[0xff, 0xff, 0xff, 0xff], &mut Vec::new()).is_err());
     }
 
     /// A size update at the end of a block, or above the table size allowed, is a

@@ -8,8 +8,8 @@
 //! with literal bytes, one byte at a time as well as all at once.
 //!
 //! - [`frame`]: the frame layout;
-//! - `hpack`: field blocks (decoding by the `hpack` module's decoder, encoding with the
-//!   static table and literals);
+//! - [`hpack`]: field blocks (decoding with the client's dynamic table and Huffman
+//!   strings, encoding with the static table and literals);
 //! - `request`: a request's field block into the [`Request`] HTTP/1.1 makes too.
 //!
 //! The rules it keeps (docs/http.md, T): the client's windows bound every DATA
@@ -18,10 +18,10 @@
 //! and a protocol error ends the connection with GOAWAY and the last stream it took.
 
 pub mod frame;
-mod hpack;
+pub mod hpack;
 mod request;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Instant;
 
@@ -100,6 +100,45 @@ struct Stream {
     owed: bool,
 }
 
+/// The streams held, by id: a few to a few hundred, so a list searched from its end
+/// (where the newest are) costs less than hashing.
+#[derive(Default)]
+struct Streams(Vec<(u32, Stream)>);
+
+impl Streams {
+    fn at(&self, id: u32) -> Option<usize> {
+        self.0.iter().rposition(|(s, _)| *s == id)
+    }
+    fn get(&self, id: &u32) -> Option<&Stream> {
+        self.at(*id).map(|i| &self.0[i].1)
+    }
+    fn get_mut(&mut self, id: &u32) -> Option<&mut Stream> {
+        self.at(*id).map(|i| &mut self.0[i].1)
+    }
+    fn contains_key(&self, id: &u32) -> bool {
+        self.at(*id).is_some()
+    }
+    fn remove(&mut self, id: &u32) -> Option<Stream> {
+        self.at(*id).map(|i| self.0.remove(i).1)
+    }
+    fn insert(&mut self, id: u32, s: Stream) {
+        self.0.push((id, s));
+    }
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Stream> {
+        self.0.iter_mut().map(|(_, s)| s)
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+impl std::ops::Index<&u32> for Streams {
+    type Output = Stream;
+    fn index(&self, id: &u32) -> &Stream {
+        self.get(id).expect("a stream held")
+    }
+}
+
 /// How a stream that is no longer held was closed: frames that cross the close are
 /// told apart from frames on a stream that never was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -143,7 +182,7 @@ pub struct Connection {
     /// Frames to send before any other.
     control: Vec<u8>,
     events: VecDeque<Event>,
-    streams: HashMap<u32, Stream>,
+    streams: Streams,
     closed: VecDeque<(u32, Closed)>,
     /// The highest stream the client opened.
     last_stream: u32,
@@ -220,7 +259,7 @@ impl Connection {
             decoder: hpack::Decoder::new(),
             control,
             events: VecDeque::new(),
-            streams: HashMap::new(),
+            streams: Streams::default(),
             closed: VecDeque::new(),
             last_stream: 0,
             block: None,
@@ -909,38 +948,92 @@ impl Connection {
         end_stream: bool,
         out: &mut Vec<u8>,
     ) {
-        let mut block = Vec::with_capacity(128);
-        if std::mem::take(&mut self.table_size_update) {
-            hpack::encode_table_size(&mut block, 0);
-        }
-        hpack::encode_status(&mut block, status);
-        for (n, v) in fields {
-            hpack::encode_field(&mut block, n, v);
-        }
-        let max = self.peer_max_frame as usize;
-        let mut chunks = block.chunks(max).peekable();
-        let mut first = true;
-        while let Some(chunk) = chunks.next() {
-            let last = chunks.peek().is_none();
-            let mut flags = if last { flag::END_HEADERS } else { 0 };
-            if first && end_stream {
-                flags |= flag::END_STREAM;
+        self.head_frames(stream, end_stream, out, |block| {
+            hpack::encode_status(block, status);
+            for (n, v) in fields {
+                hpack::encode_field(block, n, v);
             }
-            let kind = if first {
-                Kind::Headers
-            } else {
-                Kind::Continuation
-            };
-            frame::write(out, kind, flags, stream, chunk);
-            first = false;
+            true
+        });
+    }
+
+    /// [`Connection::response_head`] of a head as [`crate::response::Head`] writes it
+    /// for HTTP/1.1 (the server builds each head once, in that form), translated as it
+    /// is read: false (and the stream reset) if `head` is not such a head.
+    pub fn response_head_h1(
+        &mut self,
+        stream: u32,
+        head: &[u8],
+        end_stream: bool,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let ok = self.head_frames(stream, end_stream, out, |block| {
+            hpack::encode_h1_head(block, head)
+        });
+        if !ok {
+            self.cancel(stream);
         }
-        if block.is_empty() {
-            let flags = flag::END_HEADERS | if end_stream { flag::END_STREAM } else { 0 };
-            frame::write(out, Kind::Headers, flags, stream, &[]);
+        ok
+    }
+
+    /// Appends HEADERS (and CONTINUATION past the client's frame size) carrying the
+    /// block `encode` writes; nothing if it says the head was not one.
+    fn head_frames(
+        &mut self,
+        stream: u32,
+        end_stream: bool,
+        out: &mut Vec<u8>,
+        encode: impl FnOnce(&mut Vec<u8>) -> bool,
+    ) -> bool {
+        // Encoded in place after room for the frame header: nearly every head is one
+        // frame.
+        let start = out.len();
+        out.extend_from_slice(&[0; HEADER_LEN]);
+        if std::mem::take(&mut self.table_size_update) {
+            hpack::encode_table_size(out, 0);
+        }
+        if !encode(out) {
+            out.truncate(start);
+            return false;
+        }
+        let len = out.len() - start - HEADER_LEN;
+        let end = if end_stream { flag::END_STREAM } else { 0 };
+        let max = self.peer_max_frame as usize;
+        if len <= max {
+            let h = Header {
+                len: len as u32,
+                kind: Kind::Headers,
+                flags: flag::END_HEADERS | end,
+                stream,
+            };
+            out[start..start + HEADER_LEN].copy_from_slice(&h.bytes());
+        } else {
+            let block = out.split_off(start + HEADER_LEN);
+            out.truncate(start);
+            let mut chunks = block.chunks(max).peekable();
+            let mut first = true;
+            while let Some(chunk) = chunks.next() {
+                let mut flags = if chunks.peek().is_none() {
+                    flag::END_HEADERS
+                } else {
+                    0
+                };
+                if first {
+                    flags |= end;
+                }
+                let kind = if first {
+                    Kind::Headers
+                } else {
+                    Kind::Continuation
+                };
+                frame::write(out, kind, flags, stream, chunk);
+                first = false;
+            }
         }
         if end_stream {
             self.end_local(stream);
         }
+        true
     }
 
     /// Bytes of DATA the client lets the server send on `stream` now: the least of the
@@ -1061,44 +1154,6 @@ impl Connection {
             self.buf = Vec::new();
         }
     }
-}
-
-/// Fields HTTP/2 forbids in a response (RFC 9113 §8.2.2): the connection's own.
-const CONNECTION_FIELDS: [&str; 5] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "transfer-encoding",
-    "upgrade",
-];
-
-/// An HTTP/1.1 response head as this crate's [`crate::response::Head`] writes it, read
-/// back as HTTP/2 says it: the status and the fields, without the connection-specific
-/// ones. The server builds every head once, in one form; an HTTP/2 stream sends it
-/// this way. None for bytes that are not such a head.
-pub fn head_fields(head: &[u8]) -> Option<(u16, Vec<(&str, &str)>)> {
-    let text = std::str::from_utf8(head).ok()?;
-    let mut lines = text.split("\r\n");
-    let status = lines
-        .next()?
-        .strip_prefix("HTTP/1.1 ")?
-        .get(..3)?
-        .parse()
-        .ok()?;
-    let mut fields = Vec::with_capacity(12);
-    for line in lines {
-        if line.is_empty() {
-            break;
-        }
-        let (name, value) = line.split_once(": ")?;
-        if !CONNECTION_FIELDS
-            .iter()
-            .any(|c| name.eq_ignore_ascii_case(c))
-        {
-            fields.push((name, value));
-        }
-    }
-    Some((status, fields))
 }
 
 /// The largest field section taken (RFC 9113's size: names, values and 32 bytes a
@@ -1575,21 +1630,54 @@ mod tests {
 
     #[test]
     fn an_http11_head_reads_back_without_its_connection_fields() {
-        let mut h = crate::response::Head::new(Status::NotFound, "Thu, 26 Nov 2026 18:00:00 GMT");
-        h.field("Content-Type", "text/plain").content_length(10);
-        let bytes = h.finish(false);
-        let (status, fields) = head_fields(&bytes).unwrap();
-        assert_eq!(status, 404);
-        assert_eq!(
-            fields,
-            [
-                ("Server", "linerate"),
-                ("Date", "Thu, 26 Nov 2026 18:00:00 GMT"),
-                ("Content-Type", "text/plain"),
-                ("Content-Length", "10")
-            ]
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), Config::default());
+        c.receive(
+            &Client::open()
+                .get(1, "/", flag::END_STREAM)
+                .get(3, "/", flag::END_STREAM)
+                .0,
         );
-        assert!(head_fields(b"junk").is_none());
+        let mut h = crate::response::Head::new(Status::NotFound, "Thu, 26 Nov 2026 18:00:00 GMT");
+        h.field("Content-Type", "text/plain")
+            .field("X-Custom", "a: b")
+            .content_length(10);
+        let bytes = h.finish(false);
+        assert!(matches!(c.next(now), Event::Request { stream: 1, .. }));
+        let mut out = Vec::new();
+        assert!(c.response_head_h1(1, &bytes, true, &mut out));
+        let f = frames(&out);
+        assert_eq!(
+            (f[0].0, f[0].1),
+            (Kind::Headers, flag::END_HEADERS | flag::END_STREAM)
+        );
+        let mut got = Vec::new();
+        hpack::Decoder::new()
+            .decode(&f[0].3, 1 << 16, &mut |n, v| {
+                got.push((
+                    String::from_utf8_lossy(n).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                ))
+            })
+            .unwrap();
+        let want = [
+            (":status", "404"),
+            ("server", "linerate"),
+            ("date", "Thu, 26 Nov 2026 18:00:00 GMT"),
+            ("content-type", "text/plain"),
+            ("x-custom", "a: b"),
+            ("content-length", "10"),
+        ];
+        let got: Vec<(&str, &str)> = got.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+        assert_eq!(got, want, "no Connection: close");
+        // Bytes that are not a head reset the stream.
+        assert!(matches!(c.next(now), Event::Request { stream: 3, .. }));
+        let mut out = Vec::new();
+        assert!(!c.response_head_h1(3, b"junk", true, &mut out));
+        assert!(out.is_empty());
+        let mut control = Vec::new();
+        c.take_control(&mut control);
+        assert_eq!(resets(&frames(&control)), [(3, ErrorCode::InternalError)]);
     }
 
     #[test]
