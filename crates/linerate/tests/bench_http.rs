@@ -951,3 +951,81 @@ fn https_loads_are_verified_and_count_their_handshakes() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--insecure"), "{err}");
 }
+
+/// `--h2`: HTTP/2 in clear (prior knowledge) and over TLS (ALPN h2), N streams a
+/// connection, every length verified; with the frame size the client takes, and
+/// against a server that speaks only HTTP/1.1: errors, not numbers.
+#[test]
+fn h2_loads_are_verified_in_clear_and_over_tls() {
+    let dir = file_set();
+    let certs = tempfile::tempdir().unwrap();
+    let (server, cert) = LINERATE.start_tls(dir.path(), certs.path(), &[]);
+    let clear = format!("http://{}/", server.addr);
+    let sealed = format!("https://{}/", server.tls_addr());
+    let cacert = cert.to_str().unwrap();
+    for (url, extra) in [
+        (&clear, &["-m", "8"][..]),
+        (&clear, &["-m", "4", "--h2-frame-size", "1000000"]),
+        (&sealed, &["-m", "8", "--cacert", cacert]),
+    ] {
+        let args = [
+            &[
+                "bench",
+                "http",
+                url,
+                "--sizes",
+                "1K,100K",
+                "--mix",
+                "specweb99",
+                "--dirs",
+                "1",
+                "--h2",
+                "-n",
+                "400",
+                "-c",
+                "3",
+                "--json",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let (code, out, err) = LINERATE.run(&args);
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        for r in json(&out).as_array().unwrap() {
+            assert_eq!(r["protocol"], "h2", "{r}");
+            assert_eq!(r["pipeline"], extra[1].parse::<u64>().unwrap(), "{r}");
+            assert_eq!(r["statuses"]["200"], 400, "{extra:?}: {r}");
+            for k in ["connect", "read", "timeout", "bad_response", "length"] {
+                assert_eq!(r["errors"][k], 0, "{extra:?} {k}: {r}");
+            }
+        }
+        let runs = json(&out);
+        assert_eq!(runs[0]["body_bytes"], 400 * 1024);
+        assert_eq!(runs[1]["body_bytes"], 400 * 102_400);
+    }
+    // The human form names the protocol.
+    let (code, out, err) = LINERATE.run(&[
+        "bench", "http", &clear, "--sizes", "1K", "--h2", "-m", "2", "-n", "20", "-c", "1",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("HTTP/2, 2 streams per connection"), "{out}");
+    // A server with HTTP/2 off answers the preface as an HTTP/1.1 request: errors.
+    let h1 = LINERATE.start(dir.path(), &["--http2", "off"]);
+    let (code, _, err) = LINERATE.run(&[
+        "bench",
+        "http",
+        &format!("http://{}/", h1.addr),
+        "--sizes",
+        "1K",
+        "--h2",
+        "-n",
+        "5",
+        "-c",
+        "1",
+    ]);
+    assert_ne!(code, 0, "{err}");
+    // -m and the frame size belong to --h2.
+    let (code, _, err) = LINERATE.run(&["bench", "http", &clear, "-m", "4", "-n", "1"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--h2"), "{err}");
+}

@@ -407,6 +407,7 @@ pub fn run_cold(a: ColdArgs) -> anyhow::Result<ExitCode> {
         server_pid: None,
         server_core: None,
         seed: 1,
+        h2: None,
         tls: None,
     };
     let cfg = crate::cold::ColdConfig {

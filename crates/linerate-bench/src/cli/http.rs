@@ -64,6 +64,18 @@ pub struct HttpArgs {
     /// Print results as JSON.
     #[arg(long)]
     json: bool,
+    /// Speak HTTP/2: prior knowledge on http:// (h2c), ALPN h2 on https:// (a server
+    /// that does not pick h2 fails the connection). DATA frames are counted and thrown
+    /// away as HTTP/1.1 bodies are.
+    #[arg(long, conflicts_with_all = ["close", "checksum"])]
+    h2: bool,
+    /// With --h2: streams in flight per connection (h2load's -m) [default: 1].
+    #[arg(short = 'm', long = "streams", value_name = "N", requires = "h2", conflicts_with = "pipeline", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    streams: Option<u32>,
+    /// With --h2: the largest DATA frame the client takes (its SETTINGS_MAX_FRAME_SIZE;
+    /// 16384 is what browsers and h2load take) [default: 16384].
+    #[arg(long, value_name = "BYTES", requires = "h2", value_parser = clap::value_parser!(u32).range(16_384..=16_777_215))]
+    h2_frame_size: Option<u32>,
     /// Start `linerate serve` on the file set (--sizes, --mix) in a network namespace
     /// made for the run, pinned to --server-cpu, and load it from another namespace
     /// over a veth pair (MTU 1500, the server on 198.18.0.1), each side's received
@@ -211,6 +223,7 @@ impl LoadArgs {
             server_core: None,
             seed,
             tls: None,
+            h2: None,
         }
     }
 }
@@ -404,10 +417,19 @@ fn configs(a: &HttpArgs) -> Result<Vec<HttpConfig>, String> {
     }
     Ok(workloads
         .into_iter()
-        .map(|w| HttpConfig {
-            tls: tls.clone(),
-            ..a.load
-                .config(target, host.clone(), Arc::new(w), a.server_pid, a.seed)
+        .map(|w| {
+            let c = a
+                .load
+                .config(target, host.clone(), Arc::new(w), a.server_pid, a.seed);
+            HttpConfig {
+                tls: tls.clone(),
+                h2: a.h2.then(|| a.h2_frame_size.unwrap_or(16_384)),
+                pipeline: match a.streams {
+                    Some(m) => m as usize,
+                    None => c.pipeline,
+                },
+                ..c
+            }
         })
         .collect())
 }
@@ -765,7 +787,9 @@ pub fn print_http(r: &HttpResult) {
         if r.connections == 1 { "" } else { "s" },
         r.threads,
         if r.threads == 1 { "" } else { "s" },
-        if r.keep_alive {
+        if r.protocol == "h2" {
+            format!("HTTP/2, {} streams per connection", r.pipeline)
+        } else if r.keep_alive {
             format!("keep-alive, pipeline {}", r.pipeline)
         } else {
             "a connection per request".to_string()

@@ -10,6 +10,10 @@
 //! client's own cost per response is a head parse and a few system calls, so a single
 //! pinned thread can load a server that is faster than most clients.
 //!
+//! With `--h2` each connection speaks HTTP/2 ([`super::h2`]): its requests are
+//! streams, up to `pipeline` in flight, and DATA payloads are thrown away in the kernel
+//! as HTTP/1.1 bodies are, once their frame header is read.
+//!
 //! Over `https://` each connection holds a rustls session ([`super::tls`]): requests
 //! go into it as plaintext and its records to the socket; responses are decrypted
 //! into the read buffer and parsed as over plain HTTP (their bodies cannot be thrown
@@ -35,6 +39,7 @@ use hdrhistogram::Histogram;
 use linerate_event::{Driver, EpollDriver, Interest, Ready};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::h2::{ClientH2, Got};
 use super::tls::{read_plain, write_records, ClientTls};
 use super::workload::{Picker, Workload};
 use super::{Errors, Limit};
@@ -71,6 +76,15 @@ pub(crate) struct Shared {
     pub reads_per_event: usize,
     /// `https://`: each connection's session settings.
     pub tls: Option<ClientTls>,
+    /// HTTP/2: each item's request as a field block, and the frame size the client
+    /// takes (`pipeline` is then streams per connection).
+    pub h2: Option<H2Setup>,
+}
+
+/// What an HTTP/2 run asks with.
+pub(crate) struct H2Setup {
+    pub blocks: Vec<Vec<u8>>,
+    pub max_frame: u32,
 }
 
 /// One thread's tallies.
@@ -174,6 +188,10 @@ struct Conn {
     /// Its TLS session (`https://`); the request and response bytes above are its
     /// plaintext.
     tls: Option<Box<rustls::ClientConnection>>,
+    /// Its HTTP/2 state (`--h2`): `inflight` holds its streams in the order asked.
+    h2: Option<Box<ClientH2>>,
+    /// The server said GOAWAY: no more requests on it.
+    going_away: bool,
 }
 
 pub(crate) fn run_thread(
@@ -227,6 +245,8 @@ pub(crate) fn run_thread(
             peer_done: false,
             answered: 0,
             tls: None,
+            h2: None,
+            going_away: false,
         });
     }
     t.run(end)?;
@@ -420,6 +440,12 @@ impl Thread<'_> {
         c.body = None;
         c.out.clear();
         c.out_pos = 0;
+        c.going_away = false;
+        c.h2 = self
+            .shared
+            .h2
+            .as_ref()
+            .map(|h| Box::new(ClientH2::new(&mut c.out, h.max_frame)));
         // With --close the request's clock starts at the connect.
         if self.shared.close && c.inflight.is_empty() && self.take_ticket() {
             self.queue_request(i, now);
@@ -501,7 +527,7 @@ impl Thread<'_> {
         let close = self.shared.close;
         loop {
             let c = &self.conns[i];
-            if close || c.inflight.len() >= depth {
+            if close || c.inflight.len() >= depth || c.going_away {
                 break;
             }
             if c.interval_ns > 0 && c.next_due_ns > now {
@@ -527,7 +553,10 @@ impl Thread<'_> {
             now
         };
         let item = c.picker.next(self.shared.requests.len());
-        c.out.extend_from_slice(&self.shared.requests[item]);
+        match (c.h2.as_deref_mut(), self.shared.h2.as_ref()) {
+            (Some(h), Some(setup)) => h.request(&setup.blocks[item], &mut c.out),
+            _ => c.out.extend_from_slice(&self.shared.requests[item]),
+        }
         c.inflight.push_back(Inflight { item, start_ns });
     }
 
@@ -598,11 +627,16 @@ impl Thread<'_> {
                 return false;
             };
             // Bodies are thrown away in the kernel only when they come as they are.
-            let discard = c
-                .body
-                .as_ref()
-                .filter(|b| b.crc.is_none() && c.rstart == c.rend && c.tls.is_none())
-                .map(|b| b.remaining);
+            let discard = match c.h2.as_deref() {
+                Some(h) => h
+                    .discardable()
+                    .filter(|_| c.rstart == c.rend && c.tls.is_none()),
+                None => c
+                    .body
+                    .as_ref()
+                    .filter(|b| b.crc.is_none() && c.rstart == c.rend && c.tls.is_none())
+                    .map(|b| b.remaining),
+            };
             let asked;
             let got = match discard {
                 Some(rem) => {
@@ -641,7 +675,9 @@ impl Thread<'_> {
             match got {
                 Ok(0) => {
                     let c = &self.conns[i];
-                    let nothing_pending = c.body.is_none() && c.rstart == c.rend;
+                    let nothing_pending = c.body.is_none()
+                        && c.rstart == c.rend
+                        && c.h2.as_deref().is_none_or(|h| h.discardable().is_none());
                     if c.inflight.is_empty() && nothing_pending {
                         // The server closed an idle connection: reconnect quietly.
                         self.drop_conn(i, now, false);
@@ -661,6 +697,14 @@ impl Thread<'_> {
                     c.last_progress_ns = now;
                     if discard.is_some() {
                         self.stats.bytes += n as u64;
+                        if let Some(h) = c.h2.as_deref_mut() {
+                            // Body bytes are counted when their stream ends.
+                            let got = h.discarded(n as u64, &mut c.out);
+                            if let Step::Dropped = self.h2_got(i, got, now) {
+                                return false;
+                            }
+                            continue;
+                        }
                         self.stats.body_bytes += n as u64;
                         let b = c.body.as_mut().expect("discarding a body");
                         b.remaining -= n as u64;
@@ -715,6 +759,9 @@ impl Thread<'_> {
 
     /// Parses a head or consumes body bytes from the buffer.
     fn advance(&mut self, i: usize, now: u64) -> Step {
+        if self.conns[i].h2.is_some() {
+            return self.advance_h2(i, now);
+        }
         let checksum = self.shared.checksum;
         let c = &mut self.conns[i];
         if c.body.is_none() {
@@ -801,6 +848,98 @@ impl Thread<'_> {
         self.complete(i, req, b, now)
     }
 
+    /// [`Thread::advance`] for HTTP/2: frames from the buffer, a stream at a time.
+    fn advance_h2(&mut self, i: usize, now: u64) -> Step {
+        let c = &mut self.conns[i];
+        let Some(h) = c.h2.as_deref_mut() else {
+            return Step::NeedBytes;
+        };
+        match h.read(&c.rbuf[c.rstart..c.rend], &mut c.out) {
+            Err(what) => {
+                self.stats.error(|e| &mut e.bad_response, || what);
+                self.drop_conn(i, now, true);
+                Step::Dropped
+            }
+            Ok((n, got)) => {
+                c.rstart += n;
+                self.stats.bytes += n as u64;
+                if c.rstart == c.rend {
+                    c.rstart = 0;
+                    c.rend = 0;
+                }
+                match got {
+                    Got::Need if n == 0 => Step::NeedBytes,
+                    got => self.h2_got(i, got, now),
+                }
+            }
+        }
+    }
+
+    /// What an HTTP/2 connection's bytes amounted to.
+    fn h2_got(&mut self, i: usize, got: Got, now: u64) -> Step {
+        match got {
+            Got::Need => Step::Progress,
+            Got::Response { index, status, len } => {
+                let Some(req) = self.conns[i].inflight.remove(index) else {
+                    return Step::Progress;
+                };
+                self.stats.body_bytes += len;
+                let b = Body {
+                    status,
+                    remaining: 0,
+                    len,
+                    close: false,
+                    crc: None,
+                };
+                let step = self.complete(i, req, b, now);
+                let c = &self.conns[i];
+                if c.going_away && c.inflight.is_empty() {
+                    self.drop_conn(i, now, false);
+                    return Step::Dropped;
+                }
+                step
+            }
+            Got::Reset { index, code } => {
+                self.conns[i].inflight.remove(index);
+                self.stats.error(
+                    |e| &mut e.read,
+                    || format!("the server reset a stream: {}", ClientH2::code_name(code)),
+                );
+                Step::Progress
+            }
+            Got::GoAway { last, code } => {
+                if code != 0 {
+                    self.stats.error(
+                        |e| &mut e.read,
+                        || format!("GOAWAY {}", ClientH2::code_name(code)),
+                    );
+                }
+                // Streams above `last` will not be answered: they go again on a new
+                // connection, counted as retried.
+                let c = &mut self.conns[i];
+                c.going_away = true;
+                let gone =
+                    c.h2.as_deref_mut()
+                        .map_or(Vec::new(), |h| h.forget_above(last));
+                for &index in &gone {
+                    c.inflight.remove(index);
+                }
+                self.stats.retried += gone.len() as u64;
+                if let Limit::Requests(_) = self.shared.limit {
+                    self.shared
+                        .issued
+                        .fetch_sub(gone.len() as u64, Ordering::Relaxed);
+                }
+                let c = &self.conns[i];
+                if c.inflight.is_empty() {
+                    self.drop_conn(i, now, false);
+                    return Step::Dropped;
+                }
+                Step::Progress
+            }
+        }
+    }
+
     fn complete(&mut self, i: usize, req: Inflight, b: Body, now: u64) -> Step {
         let latency_us = (now.saturating_sub(req.start_ns) / 1000).max(1);
         let _ = self.stats.latency_us.record(latency_us.min(100_000_000));
@@ -871,6 +1010,8 @@ impl Thread<'_> {
             let _ = self.driver.close(i as u64, sock.into());
         }
         c.tls = None;
+        c.h2 = None;
+        c.going_away = false;
         c.inflight.clear();
         c.body = None;
         c.out.clear();
@@ -1001,6 +1142,7 @@ mod tests {
             stop: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             reads_per_event,
             tls: None,
+            h2: None,
         }
     }
 

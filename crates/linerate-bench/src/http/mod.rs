@@ -1,4 +1,5 @@
-//! `bench http`: an HTTP/1.1 load generator (wrk's role) with server CPU accounting.
+//! `bench http`: an HTTP/1.1 and HTTP/2 load generator (wrk's and h2load's role) with
+//! server CPU accounting.
 //!
 //! Threads each drive an epoll loop over their share of the connections (see
 //! [`client`]); the calling thread starts them together, reports progress, and reads
@@ -7,6 +8,7 @@
 //! how fast it came back.
 
 pub(crate) mod client;
+mod h2;
 mod judge;
 pub mod tls;
 pub mod workload;
@@ -73,6 +75,10 @@ pub struct HttpConfig {
     pub seed: u64,
     /// `https://`: how connections speak TLS.
     pub tls: Option<tls::ClientTls>,
+    /// Speak HTTP/2 (prior knowledge on `http://`, ALPN `h2` on `https://`), taking
+    /// DATA frames of at most this many bytes; `pipeline` is then the streams in
+    /// flight per connection.
+    pub h2: Option<u32>,
 }
 
 /// Failures that end a run.
@@ -277,10 +283,12 @@ pub struct HttpResult {
     pub connections: usize,
     /// Threads.
     pub threads: usize,
-    /// Pipeline depth.
+    /// Pipeline depth (HTTP/2: streams in flight per connection).
     pub pipeline: usize,
     /// Keep-alive (false: one request per connection).
     pub keep_alive: bool,
+    /// The protocol: "http/1.1" or "h2".
+    pub protocol: &'static str,
     /// The target rate, if paced.
     pub rate: Option<f64>,
     /// Seconds measured.
@@ -332,6 +340,23 @@ impl HttpResult {
     }
 }
 
+/// HTTP/2 field blocks for each item (extra headers as literals, names lower-cased).
+fn h2_blocks(cfg: &HttpConfig) -> Vec<Vec<u8>> {
+    cfg.workload
+        .items()
+        .iter()
+        .map(|it| {
+            let mut b = h2::request_block(&cfg.host, &it.path, cfg.tls.is_some());
+            for h in &cfg.headers {
+                if let Some((n, v)) = h.split_once(':') {
+                    h2::literal_field(&mut b, &n.trim().to_ascii_lowercase(), v.trim());
+                }
+            }
+            b
+        })
+        .collect()
+}
+
 /// Request bytes for each item.
 fn build_requests(cfg: &HttpConfig) -> Vec<Vec<u8>> {
     cfg.workload
@@ -375,7 +400,15 @@ pub fn run(
         completed: AtomicU64::new(0),
         stop: Arc::clone(stop),
         reads_per_event: client::READS_PER_EVENT,
-        tls: cfg.tls.clone(),
+        tls: match (&cfg.tls, cfg.h2) {
+            (Some(t), Some(_)) => Some(t.clone().h2()),
+            (t, None) => t.clone(),
+            (None, Some(_)) => None,
+        },
+        h2: cfg.h2.map(|max_frame| client::H2Setup {
+            blocks: h2_blocks(cfg),
+            max_frame,
+        }),
     });
     let rate_per_conn = cfg.rate.map(|r| r / cfg.connections.max(1) as f64);
     let server_cpu = |pid: u32| ServerReading::now(pid, cfg.server_core);
@@ -503,6 +536,7 @@ pub fn run(
         threads,
         pipeline: shared.pipeline,
         keep_alive: !cfg.close,
+        protocol: if cfg.h2.is_some() { "h2" } else { "http/1.1" },
         rate: cfg.rate,
         elapsed_seconds: secs,
         requests,

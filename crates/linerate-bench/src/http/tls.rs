@@ -29,6 +29,14 @@ pub struct ClientTls {
 }
 
 impl ClientTls {
+    /// The same, offering `h2` alone by ALPN.
+    pub fn h2(mut self) -> ClientTls {
+        let mut c = (*self.config).clone();
+        c.alpn_protocols = vec![b"h2".to_vec()];
+        self.config = Arc::new(c);
+        self
+    }
+
     /// Settings for the server named `host` (the URL's host, without its port):
     /// certificates checked against `cacert` (else the system's bundle), or not at all
     /// with `insecure`; resumption off with `full_handshakes`. An error names the flag.

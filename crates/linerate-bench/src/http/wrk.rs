@@ -157,6 +157,7 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
         threads,
         pipeline: 1,
         keep_alive: true,
+        protocol: "http/1.1",
         rate: None,
         elapsed_seconds: secs,
         requests,
