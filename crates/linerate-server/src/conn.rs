@@ -930,6 +930,7 @@ impl Conn {
                 }
             };
             r.record.started = Some(now);
+            r.record.h2 = true;
             Stats::add(&site.stats.h2_streams, 1);
             h2.answer(stream, r, out);
             queued = true;

@@ -48,6 +48,8 @@ struct Snapshot {
     tls_handshakes: u64,
     tls_kernel: u64,
     tls_refused: u64,
+    h2_connections: u64,
+    h2_responses: u64,
     aborted: u64,
     log_lines_dropped: u64,
     unavailable: u64,
@@ -94,6 +96,8 @@ impl Snapshot {
             tls_handshakes: sum(&|s| &s.tls_handshakes),
             tls_kernel: sum(&|s| &s.tls_kernel),
             tls_refused: sum(&|s| &s.tls_refused),
+            h2_connections: sum(&|s| &s.h2_connections),
+            h2_responses: sum(&|s| &s.h2_responses),
             aborted: sum(&|s| &s.aborted),
             log_lines_dropped: sum(&|s| &s.log_lines_dropped),
             unavailable: sum(&|s| &s.unavailable),
@@ -270,6 +274,28 @@ impl Collector for Snapshot {
                     .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
             }
         }
+        {
+            let mut m = e.encode_descriptor(
+                "linerate_responses_by_protocol",
+                "Responses logged, by the protocol they were answered in",
+                None,
+                MetricType::Counter,
+            )?;
+            let all: u64 = self.responses.iter().flatten().sum();
+            for (protocol, v) in [
+                ("http/1.1", all.saturating_sub(self.h2_responses)),
+                ("h2", self.h2_responses),
+            ] {
+                m.encode_family(&[("protocol", protocol)])?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
+        counter(
+            &mut e,
+            "linerate_http2_connections",
+            "Connections that spoke HTTP/2 (prior knowledge in clear, or ALPN h2)",
+            self.h2_connections,
+        )?;
         {
             let mut m = e.encode_descriptor(
                 "linerate_tls_connections",

@@ -73,6 +73,8 @@ pub(crate) struct Record {
     /// `User-Agent` and `Referer` as sent, kept for an access log that writes them.
     pub user_agent: Option<Vec<u8>>,
     pub referer: Option<Vec<u8>>,
+    /// Answered on an HTTP/2 stream (counted by protocol).
+    pub h2: bool,
 }
 
 /// How much of a response has left.
@@ -119,6 +121,7 @@ impl Response {
                 started: None,
                 user_agent: None,
                 referer: None,
+                h2: false,
             },
             progress: Progress::default(),
             quiet: false,

@@ -53,9 +53,11 @@ pub(crate) struct Stats {
     /// handshake or record rustls refused.
     pub tls_refused: AtomicU64,
     /// Connections that turned to HTTP/2 (its preface, in clear or after ALPN `h2`),
-    /// and the streams answered on them.
+    /// the streams taken on them, and the responses logged for them (as every
+    /// response is, finished or cut).
     pub h2_connections: AtomicU64,
     pub h2_streams: AtomicU64,
+    pub h2_responses: AtomicU64,
     /// Access-log lines dropped because the disk refused them (full, or failing).
     pub log_lines_dropped: AtomicU64,
     /// Opens of files refused for lack of descriptors (`EMFILE`/`ENFILE`; each empties
@@ -189,6 +191,7 @@ impl Stats {
             tls_refused,
             h2_connections,
             h2_streams,
+            h2_responses,
             log_lines_dropped,
             open_out_of_fds,
             unavailable,
@@ -237,6 +240,7 @@ impl Stats {
             (tls_refused, &sum.tls_refused),
             (h2_connections, &sum.h2_connections),
             (h2_streams, &sum.h2_streams),
+            (h2_responses, &sum.h2_responses),
             (log_lines_dropped, &sum.log_lines_dropped),
             (open_out_of_fds, &sum.open_out_of_fds),
             (unavailable, &sum.unavailable),
@@ -375,6 +379,11 @@ impl Board {
                 "ring_submissions": sum(|s| &s.ring_submitted),
                 "ring_completions": sum(|s| &s.ring_completed),
                 "ring_enters": sum(|s| &s.ring_enters),
+            },
+            "http2": {
+                "connections": sum(|s| &s.h2_connections),
+                "streams": sum(|s| &s.h2_streams),
+                "responses": sum(|s| &s.h2_responses),
             },
             "tls": {
                 "handshakes": sum(|s| &s.tls_handshakes),

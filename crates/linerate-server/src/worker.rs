@@ -1610,6 +1610,9 @@ fn write_access(
         body,
         r.record.started.map(|t| t.elapsed()),
     );
+    if r.record.h2 {
+        Stats::add(&stats.h2_responses, 1);
+    }
     if let Some(l) = log.as_mut() {
         let line = log_line(style, c.peer, r, aborted, SystemTime::now());
         // Whole lines: the buffer flushes between lines, never inside one.

@@ -146,7 +146,20 @@ fn answers_over_h2_are_the_answers_over_http11(case: &str) {
     put(p, "dir/index.html", b"in dir");
     let certs = docroot();
     let log = certs.path().join("access.log");
-    let (server, cert) = serve(p, certs.path(), case, &log, &["--precompressed", "gzip"]);
+    let (server, cert) = serve(
+        p,
+        certs.path(),
+        case,
+        &log,
+        &[
+            "--precompressed",
+            "gzip",
+            "--status-path",
+            "/.status",
+            "--metrics-path",
+            "/.metrics",
+        ],
+    );
     let plain = format!("http://{}", server.addr);
     let tls = server.tls_addr();
     let secure = format!("https://localhost:{}", tls.port());
@@ -208,6 +221,23 @@ fn answers_over_h2_are_the_answers_over_http11(case: &str) {
             }
         }
     }
+    // The counters say how many answers went by each protocol: each ask above went
+    // once over HTTP/1.1 and twice over HTTP/2 (in clear, over TLS), each on a
+    // connection of its own.
+    let (_, _, status) = curl(&["--http1.1"], &format!("{plain}/.status"));
+    let status: serde_json::Value = serde_json::from_slice(&status).unwrap();
+    let n = asks.len() as u64;
+    assert_eq!(status["http2"]["connections"], 2 * n, "{status}");
+    assert_eq!(status["http2"]["responses"], 2 * n, "{status}");
+    let (_, _, metrics) = curl(&["--http2-prior-knowledge"], &format!("{plain}/.metrics"));
+    let metrics = String::from_utf8_lossy(&metrics);
+    assert!(
+        metrics.contains(&format!(
+            "linerate_responses_by_protocol_total{{protocol=\"h2\"}} {}",
+            2 * n
+        )),
+        "{metrics}"
+    );
     // The access log names the protocol.
     drop(server);
     let text = std::fs::read_to_string(&log).unwrap();
