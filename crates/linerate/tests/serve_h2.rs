@@ -447,3 +447,70 @@ fn a_stop_sends_goaway_and_finishes_the_streams_taken() {
     assert!(ended, "the stream ended");
     assert_eq!(body, 1 << 20);
 }
+
+/// A browser: headless Chromium loads a page of 40 images over HTTPS, every request
+/// over HTTP/2, and every connection it opened speaks it. (Chromium opens a second
+/// connection beside the first; which requests went on which, the access log cannot
+/// say yet.)
+/// Rules: docs/http.md T7, T9.
+#[test]
+fn a_browser_loads_a_page_and_its_forty_assets_over_one_h2_connection() {
+    let root = docroot();
+    // No favicon: Chromium fetches one without credentials, on a connection of its own.
+    let mut page =
+        String::from("<!doctype html><html><head><link rel=icon href=\"data:,\"></head><body>");
+    for i in 0..40 {
+        page.push_str(&format!("<img src=\"/a/{i}.svg\" width=4 height=4>"));
+        put(
+            root.path(),
+            &format!("a/{i}.svg"),
+            format!("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\" height=\"4\"><rect width=\"4\" height=\"{}\"/></svg>", i % 4 + 1).as_bytes(),
+        );
+    }
+    page.push_str("</body></html>");
+    put(root.path(), "index.html", page.as_bytes());
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, _) = serve(
+        root.path(),
+        certs.path(),
+        "sendfile",
+        &log,
+        &["--status-path", "/.status"],
+    );
+    let tls = server.tls_addr();
+    let rules = format!("--host-resolver-rules=MAP localhost {}", tls.ip());
+    let url = format!("https://localhost:{}/", tls.port());
+    let Some(out) = linerate_testkit::headless_chromium(&[
+        "--ignore-certificate-errors",
+        &rules,
+        "--dump-dom",
+        &url,
+    ]) else {
+        eprintln!("skipped: no chromium");
+        return;
+    };
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("/a/39.svg"),
+        "the page: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // What the server counted of its HTTPS connections, before the log is read.
+    let (_, _, status) = curl(&["--http1.1"], &format!("http://{}/.status", server.addr));
+    let status: serde_json::Value = serde_json::from_slice(&status).unwrap();
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let page_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("\"GET /a/") || l.contains("\"GET / "))
+        .collect();
+    assert_eq!(page_lines.len(), 41, "{text}");
+    assert!(
+        page_lines.iter().all(|l| l.contains(" HTTP/2.0\" 200 ")),
+        "{text}"
+    );
+    let handshakes = status["tls"]["handshakes"].as_u64().unwrap();
+    assert!((1..=2).contains(&handshakes), "{status}");
+    assert_eq!(status["http2"]["connections"], handshakes, "{status}");
+    assert_eq!(status["http2"]["streams"], 41, "{status}");
+}
