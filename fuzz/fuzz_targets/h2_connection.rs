@@ -24,8 +24,8 @@ fn run(data: &[u8], step: usize) -> (Vec<Event>, Vec<u8>) {
         loop {
             match c.next(now) {
                 Event::Wait => break,
-                Event::Request { stream, request } => {
-                    events.push(Event::Request { stream, request });
+                Event::Request { stream, request, priority } => {
+                    events.push(Event::Request { stream, request, priority });
                     c.response_head(stream, 200, [("content-length", "5")], false, &mut out);
                     owed.push((stream, 5));
                 }

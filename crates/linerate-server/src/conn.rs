@@ -908,19 +908,27 @@ impl Conn {
                 // to drain before more requests are taken.
                 break;
             }
-            let (stream, mut r) = match h2.proto.next(now) {
+            let (stream, priority, mut r) = match h2.proto.next(now) {
                 E::Wait => break,
-                E::Request { stream, request } => {
+                E::Request {
+                    stream,
+                    request,
+                    priority,
+                } => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
                     let r = match self.redirect {
                         Some(port) => site.redirect_to_https(&request, port, t),
                         None => site.respond(&request, self.peer.ip(), t),
                     };
-                    (stream, r)
+                    (stream, priority, r)
                 }
                 E::Reject { stream, status, .. } => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
-                    (stream, site.error(status, true, &[], "-".into(), t))
+                    (stream, None, site.error(status, true, &[], "-".into(), t))
+                }
+                E::Priority { stream, priority } => {
+                    h2.reprioritize(stream, priority);
+                    continue;
                 }
                 E::Cancel { stream } => {
                     if let Some(a) = h2.cancel(stream) {
@@ -932,7 +940,7 @@ impl Conn {
             r.record.started = Some(now);
             r.record.h2 = true;
             Stats::add(&site.stats.h2_streams, 1);
-            h2.answer(stream, r, out);
+            h2.answer(stream, priority, r, out);
             queued = true;
         }
         if h2.proto.failed().is_some() {

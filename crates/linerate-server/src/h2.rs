@@ -13,7 +13,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use linerate_http::h2::{self, Connection};
+use linerate_http::h2::{self, Connection, Priority};
 
 use crate::output::Output;
 use crate::response::{FileRange, Part, Response};
@@ -30,6 +30,8 @@ pub(crate) struct Answer {
     front: u64,
     /// Body bytes framed so far (for the log of an answer cut short).
     pub framed: u64,
+    /// What the client said of its priority (RFC 9218), if anything.
+    priority: Option<Priority>,
 }
 
 /// The server side of one HTTP/2 connection.
@@ -68,7 +70,13 @@ impl H2 {
 
     /// Takes the site's answer to `stream`: its head goes out as HEADERS at once
     /// (ending the stream when there is no body), its body as the windows allow.
-    pub fn answer(&mut self, stream: u32, mut r: Response, out: &mut Output) {
+    pub fn answer(
+        &mut self,
+        stream: u32,
+        priority: Option<Priority>,
+        mut r: Response,
+        out: &mut Output,
+    ) {
         // The connection's own frames first: its SETTINGS lead everything it sends.
         self.push_control(out);
         let head = match r.plan.parts.pop_front() {
@@ -94,6 +102,7 @@ impl H2 {
                 response: r,
                 front: 0,
                 framed: 0,
+                priority,
             });
             return;
         }
@@ -123,6 +132,7 @@ impl H2 {
             response: r,
             front: 0,
             framed: 0,
+            priority,
         });
     }
 
@@ -144,13 +154,18 @@ impl H2 {
         let mut queued = self.push_control(out);
         let mut budget = FILL_BYTES;
         let max_frame = self.proto.max_frame();
-        // Turns until every stream had one with nothing to send.
-        let mut idle_turns = 0;
-        while budget > 0 && idle_turns < self.answers.len() {
-            let Some(mut a) = self.answers.pop_front() else {
+        while budget > 0 {
+            let proto = &self.proto;
+            let Some(i) = pick(
+                self.answers
+                    .iter()
+                    .map(|a| (a.priority, proto.window(a.stream) > 0)),
+            ) else {
                 break;
             };
-            let window = self.proto.window(a.stream);
+            let Some(mut a) = self.answers.remove(i) else {
+                break;
+            };
             let Some(part) = a.response.plan.parts.front() else {
                 // Answers here have body left (the last frame takes them out).
                 debug_assert!(false, "an answer with no body left");
@@ -158,17 +173,12 @@ impl H2 {
                 self.cancelled.push(a);
                 continue;
             };
-            let left = part.len() - a.front;
-            let n = left.min(window).min(max_frame).min(budget);
-            if n == 0 && left > 0 {
-                self.answers.push_back(a);
-                idle_turns += 1;
-                continue;
-            }
-            idle_turns = 0;
+            let n = (part.len() - a.front)
+                .min(self.proto.window(a.stream))
+                .min(max_frame)
+                .min(budget);
             self.sent_at = now;
-            let last_part = a.response.plan.parts.len() == 1;
-            let end = last_part && n == left;
+            let end = a.response.plan.parts.len() == 1 && a.front + n == part.len();
             let slice = slice(part, a.front, n);
             let header = self.proto.data_header(a.stream, n as u32, end);
             a.front += n;
@@ -190,7 +200,12 @@ impl H2 {
                 r.progress.sent = a.framed - n;
                 r
             } else {
-                self.answers.push_back(a);
+                // Its next frame: after the others' (turns), or next (a whole answer
+                // served before its peers: RFC 9218's non-incremental).
+                match a.priority {
+                    Some(p) if !p.incremental => self.answers.insert(i, a),
+                    _ => self.answers.push_back(a),
+                }
                 Response::frames()
             };
             frame.plan.parts.push_back(Part::Bytes(header.to_vec()));
@@ -201,6 +216,42 @@ impl H2 {
             queued = true;
         }
         queued
+    }
+
+    /// The client gave `stream` a new priority (PRIORITY_UPDATE).
+    pub fn reprioritize(&mut self, stream: u32, p: Priority) {
+        if let Some(a) = self.answers.iter_mut().find(|a| a.stream == stream) {
+            a.priority = Some(p);
+        }
+    }
+}
+
+/// Which answer gets the next frame, of those given as (priority, window open) in
+/// turn order. A client that signals no priority gets its answers in turns, a frame
+/// each. Once it signals any (RFC 9218), the most urgent go first; of equal urgency,
+/// whole answers (non-incremental) before incremental ones, one at a time in the order
+/// they came, and incremental ones in turns; answers that signalled nothing count as
+/// urgency 3, non-incremental, as the RFC's defaults.
+fn pick(answers: impl Iterator<Item = (Option<Priority>, bool)>) -> Option<usize> {
+    let mut best: Option<((u8, bool), usize)> = None;
+    let mut signalled = false;
+    let mut first_open = None;
+    for (i, (p, open)) in answers.enumerate() {
+        signalled |= p.is_some();
+        if !open {
+            continue;
+        }
+        first_open.get_or_insert(i);
+        let p = p.unwrap_or_default();
+        let key = (p.urgency, p.incremental);
+        if best.is_none_or(|(k, _)| key < k) {
+            best = Some((key, i));
+        }
+    }
+    if signalled {
+        best.map(|(_, i)| i)
+    } else {
+        first_open
     }
 }
 
@@ -239,4 +290,47 @@ fn slice(part: &Part, at: u64, len: u64) -> Option<Part> {
             residency: f.residency.clone(),
         }),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(urgency: u8, incremental: bool) -> Option<Priority> {
+        Some(Priority {
+            urgency,
+            incremental,
+        })
+    }
+
+    /// Rules: docs/http.md T11.
+    #[test]
+    fn answers_take_turns_unless_the_client_signals_priorities() {
+        // No signal: the first with window open, in turn order.
+        assert_eq!(
+            pick([(None, false), (None, true), (None, true)].into_iter()),
+            Some(1)
+        );
+        assert_eq!(pick([(None, false)].into_iter()), None);
+        // The most urgent first, whatever its place.
+        assert_eq!(
+            pick([(None, true), (p(7, true), true), (p(0, false), true)].into_iter()),
+            Some(2)
+        );
+        // One that signalled nothing is urgency 3: ahead of a 5.
+        assert_eq!(
+            pick([(p(5, false), true), (None, true)].into_iter()),
+            Some(1)
+        );
+        // Of equal urgency, whole answers before incremental ones, in order.
+        assert_eq!(
+            pick([(p(3, true), true), (p(3, false), true), (p(3, false), true)].into_iter()),
+            Some(1)
+        );
+        // A closed window is passed over.
+        assert_eq!(
+            pick([(p(0, false), false), (p(6, true), true)].into_iter()),
+            Some(1)
+        );
+    }
 }

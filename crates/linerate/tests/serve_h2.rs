@@ -514,3 +514,52 @@ fn a_browser_loads_a_page_and_its_forty_assets_over_one_h2_connection() {
     assert_eq!(status["http2"]["connections"], handshakes, "{status}");
     assert_eq!(status["http2"]["streams"], 41, "{status}");
 }
+
+/// A large download does not hold back small answers asked for on the same connection
+/// while it goes: they all end within a quarter of its DATA (what the sockets' buffers
+/// already hold of it, up to several MiB, and a few turns), not after its 64 MiB.
+/// Rules: docs/http.md T11.
+#[test]
+fn small_answers_are_not_held_back_by_a_large_download() {
+    let root = docroot();
+    put(root.path(), "big.bin", &pattern(64 << 20, 9));
+    // Three frames each: framed in turns with the download, not sent with their heads.
+    for i in 0..20 {
+        put(root.path(), &format!("s{i}.txt"), &pattern(40 << 10, i));
+    }
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, _) = serve(root.path(), certs.path(), "splice", &log, &[]);
+    // Windows as large as there are: only the scheduler decides the order.
+    let mut c = Raw::open(server.addr, &[(4, (1 << 31) - 1)]);
+    c.send(8, 0, 0, &((1u32 << 31) - 1 - 65_535).to_be_bytes());
+    c.get(1, "/big.bin");
+    let wait = std::time::Duration::from_secs(10);
+    let mut big = 0usize;
+    while big < 1 << 20 {
+        if let Some((0, _, 1, p)) = c.frame(wait) {
+            big += p.len();
+        }
+    }
+    let asked_at = big;
+    for i in 0..20u32 {
+        c.get(3 + 2 * i, &format!("/s{i}.txt"));
+    }
+    let mut small_done = 0;
+    let mut big_ended = false;
+    while small_done < 20 {
+        let (kind, flags, stream, p) = c.frame(wait).expect("frames");
+        if kind == 0 && stream == 1 {
+            big += p.len();
+            big_ended |= flags & 1 != 0;
+        } else if kind == 0 && flags & 1 != 0 {
+            small_done += 1;
+        }
+    }
+    assert!(!big_ended, "the small answers waited for the large one");
+    let behind = big - asked_at;
+    assert!(
+        behind < 16 << 20,
+        "{behind} bytes of the download went before the 20 small answers"
+    );
+}

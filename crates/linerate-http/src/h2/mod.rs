@@ -55,11 +55,67 @@ impl Default for Config {
     }
 }
 
+/// A response's priority as the client signals it (RFC 9218): its `priority` field,
+/// or a PRIORITY_UPDATE frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Priority {
+    /// 0 (most urgent) to 7; 3 by default.
+    pub urgency: u8,
+    /// Whether it is useful in parts (served interleaved with its peers) rather than
+    /// whole (served one after another).
+    pub incremental: bool,
+}
+
+impl Default for Priority {
+    fn default() -> Priority {
+        Priority {
+            urgency: 3,
+            incremental: false,
+        }
+    }
+}
+
+impl Priority {
+    /// Reads a `priority` field value (an RFC 8941 dictionary: `u=N`, `i` or
+    /// `i=?1`/`i=?0`); members it does not know, or cannot read, are ignored, as RFC
+    /// 9218 §4 says.
+    pub fn parse(value: &[u8]) -> Priority {
+        let mut p = Priority::default();
+        let Ok(text) = std::str::from_utf8(value) else {
+            return p;
+        };
+        for member in text.split(',') {
+            let member = member.trim_matches([' ', '\t']);
+            // Parameters after `;` belong to the member and are not read.
+            let member = member.split(';').next().unwrap_or("");
+            match member.split_once('=') {
+                Some(("u", n)) => {
+                    if let Ok(u @ 0..=7) = n.parse::<u8>() {
+                        p.urgency = u;
+                    }
+                }
+                Some(("i", "?1")) => p.incremental = true,
+                Some(("i", "?0")) => p.incremental = false,
+                None if member == "i" => p.incremental = true,
+                _ => {}
+            }
+        }
+        p
+    }
+}
+
 /// What the connection has for its owner.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Event {
-    /// A request to answer on `stream`.
-    Request { stream: u32, request: Box<Request> },
+    /// A request to answer on `stream`, with the priority the client gave it (none: it
+    /// sent no `priority` field).
+    Request {
+        stream: u32,
+        request: Box<Request>,
+        priority: Option<Priority>,
+    },
+    /// The client changed a stream's priority (PRIORITY_UPDATE).
+    Priority { stream: u32, priority: Priority },
     /// A request to answer with `status` on `stream` (a method the server does not
     /// know, too many fields), as HTTP/1.1 answers it.
     Reject {
@@ -411,9 +467,8 @@ impl Connection {
             Kind::Ping => self.ping(h, payload),
             Kind::GoAway => self.peer_goaway(h, payload),
             Kind::WindowUpdate => self.window_update(h, payload),
-            // RFC 9218 priorities are read by the scheduler in a later change; until
-            // then the frame is one this server may ignore.
-            Kind::PriorityUpdate | Kind::Unknown(_) => Ok(()),
+            Kind::PriorityUpdate => self.priority_update(h, payload),
+            Kind::Unknown(_) => Ok(()),
         }
     }
 
@@ -721,6 +776,7 @@ impl Connection {
                 Event::Request {
                     stream: id,
                     request: head.request,
+                    priority: head.priority,
                 },
                 head.content_length,
             ),
@@ -770,6 +826,31 @@ impl Connection {
             u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff;
         if dep == h.stream {
             self.reset(h.stream, ErrorCode::ProtocolError);
+        }
+        Ok(())
+    }
+
+    /// RFC 9218 §7.1: a new priority for a stream, on stream 0.
+    fn priority_update(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
+        if h.stream != 0 {
+            return Err(ConnError(
+                ErrorCode::ProtocolError,
+                "PRIORITY_UPDATE on a stream",
+            ));
+        }
+        let Some((id, value)) = payload.split_first_chunk::<4>() else {
+            return Err(ConnError(
+                ErrorCode::FrameSizeError,
+                "PRIORITY_UPDATE too short",
+            ));
+        };
+        let stream = u32::from_be_bytes(*id) & 0x7fff_ffff;
+        // One for a stream not open (idle, or closed) changes nothing here.
+        if self.streams.get(&stream).is_some_and(|s| s.owed) {
+            self.events.push_back(Event::Priority {
+                stream,
+                priority: Priority::parse(value),
+            });
         }
         Ok(())
     }
@@ -1275,7 +1356,9 @@ mod tests {
         let paths: Vec<(u32, String)> = events
             .iter()
             .map(|e| match e {
-                Event::Request { stream, request } => (*stream, request.path.clone()),
+                Event::Request {
+                    stream, request, ..
+                } => (*stream, request.path.clone()),
                 e => panic!("{e:?}"),
             })
             .collect();
@@ -1581,6 +1664,86 @@ mod tests {
         }
         assert_eq!(n, 300);
         assert_eq!(c.failed(), None);
+    }
+
+    #[test]
+    fn priorities_are_read_from_the_field_and_from_priority_update() {
+        assert_eq!(
+            Priority::parse(b"u=1, i"),
+            Priority {
+                urgency: 1,
+                incremental: true
+            }
+        );
+        assert_eq!(
+            Priority::parse(b"i=?0;x=1, u=7"),
+            Priority {
+                urgency: 7,
+                incremental: false
+            }
+        );
+        assert_eq!(
+            Priority::parse(b"u=9, i=?1, zz"),
+            Priority {
+                urgency: 3,
+                incremental: true
+            }
+        );
+        assert_eq!(Priority::parse(b"\xff"), Priority::default());
+        let mut block = Vec::new();
+        for (n, v) in [
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/"),
+            ("priority", "u=0"),
+        ] {
+            hpack::encode_field(&mut block, n, v);
+        }
+        let mut update = 1u32.to_be_bytes().to_vec();
+        update.extend_from_slice(b"u=6, i");
+        let input = Client::open()
+            .frame(
+                Kind::Headers,
+                flag::END_HEADERS | flag::END_STREAM,
+                1,
+                &block,
+            )
+            .get(3, "/", flag::END_STREAM)
+            .frame(Kind::PriorityUpdate, 0, 0, &update)
+            .0;
+        let (events, _) = both(&input);
+        let got: Vec<(u32, Option<Priority>)> = events
+            .iter()
+            .map(|e| match e {
+                Event::Request {
+                    stream, priority, ..
+                } => (*stream, *priority),
+                Event::Priority { stream, priority } => (*stream, Some(*priority)),
+                e => panic!("{e:?}"),
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    1,
+                    Some(Priority {
+                        urgency: 0,
+                        incremental: false
+                    })
+                ),
+                (3, None),
+                (
+                    1,
+                    Some(Priority {
+                        urgency: 6,
+                        incremental: true
+                    })
+                ),
+            ]
+        );
+        let (_, out) = both(&Client::open().frame(Kind::PriorityUpdate, 0, 1, &update).0);
+        assert_eq!(goaway(&out).map(|g| g.1), Some(ErrorCode::ProtocolError));
     }
 
     #[test]

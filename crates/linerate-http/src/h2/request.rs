@@ -21,6 +21,8 @@ pub(crate) struct Fields {
     /// A regular field came: no pseudo-header after it.
     regular: bool,
     pub content_length: Option<u64>,
+    /// Its `priority` field (RFC 9218), when it has one.
+    priority: Option<super::Priority>,
     /// Fields other than the pseudo-headers.
     count: usize,
     /// Too many fields (431 when the block is whole).
@@ -31,6 +33,7 @@ pub(crate) struct Fields {
 pub(crate) struct Head {
     pub request: Box<Request>,
     pub content_length: Option<u64>,
+    pub priority: Option<super::Priority>,
 }
 
 fn lower_token(name: &[u8]) -> bool {
@@ -75,6 +78,7 @@ impl Fields {
             host: None,
             regular: false,
             content_length: None,
+            priority: None,
             count: 0,
             too_many: false,
         }
@@ -122,6 +126,7 @@ impl Fields {
                 return Err("a connection-specific field");
             }
             "te" if value != b"trailers" => return Err("TE other than \"trailers\""),
+            "priority" => self.priority = Some(super::Priority::parse(value)),
             _ => {}
         }
         self.count += 1;
@@ -215,6 +220,7 @@ impl Fields {
         Ok(Head {
             request: Box::new(self.r),
             content_length: self.content_length,
+            priority: self.priority,
         })
     }
 }
