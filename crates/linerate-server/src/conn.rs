@@ -943,10 +943,25 @@ impl Conn {
             h2.answer(stream, priority, r, out);
             queued = true;
         }
-        if h2.proto.failed().is_some() {
+        if let Some(code) = h2.proto.failed() {
             // A connection error: the GOAWAY goes, the answers not framed are cut.
             let cut = h2.take_answers();
             h2.cancelled.extend(cut);
+            if !std::mem::replace(&mut h2.failure_counted, true) {
+                use linerate_http::h2::frame::ErrorCode;
+                let kind = match code {
+                    ErrorCode::CompressionError => 1,
+                    ErrorCode::EnhanceYourCalm => 2,
+                    _ => 0,
+                };
+                Stats::add(&site.stats.h2_errors[kind], 1);
+                tracing::debug!(
+                    "{}: HTTP/2 GOAWAY {}: {}",
+                    self.peer,
+                    code.name(),
+                    h2.proto.failed_why()
+                );
+            }
         }
         // Frames are cut only when the queue has sent what it had: a window's worth
         // at a time, the streams taking turns.

@@ -41,6 +41,8 @@ pub(crate) struct H2 {
     answers: VecDeque<Answer>,
     /// Counted among the worker's HTTP/2 connections.
     pub counted: bool,
+    /// Its connection error, if it had one, counted.
+    pub failure_counted: bool,
     /// Answers cut before they were framed whole (the client reset their streams, or
     /// a connection error), to be logged.
     pub cancelled: Vec<Answer>,
@@ -59,6 +61,7 @@ impl H2 {
             proto,
             answers: VecDeque::new(),
             counted: false,
+            failure_counted: false,
             cancelled: Vec::new(),
         }
     }

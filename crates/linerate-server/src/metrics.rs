@@ -50,6 +50,7 @@ struct Snapshot {
     tls_refused: u64,
     h2_connections: u64,
     h2_responses: u64,
+    h2_errors: [u64; 3],
     aborted: u64,
     log_lines_dropped: u64,
     unavailable: u64,
@@ -119,6 +120,9 @@ impl Snapshot {
             for c in 0..5 {
                 s.responses[m][c] = sum(&|st| &st.responses[m][c]);
             }
+        }
+        for k in 0..3 {
+            s.h2_errors[k] = sum(&|st| &st.h2_errors[k]);
         }
         for k in 0..TIMEOUT_KINDS.len() {
             s.timeouts[k] = sum(&|st| &st.timeouts[k]);
@@ -287,6 +291,19 @@ impl Collector for Snapshot {
                 ("h2", self.h2_responses),
             ] {
                 m.encode_family(&[("protocol", protocol)])?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
+        {
+            let mut m = e.encode_descriptor(
+                "linerate_http2_connection_errors",
+                "HTTP/2 connections ended for what the client sent, by the GOAWAY code \
+                 (enhance_your_calm: a flood or an attack)",
+                None,
+                MetricType::Counter,
+            )?;
+            for (code, v) in crate::stats::H2_ERRORS.iter().zip(self.h2_errors) {
+                m.encode_family(&[("code", *code)])?
                     .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
             }
         }

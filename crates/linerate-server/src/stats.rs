@@ -6,6 +6,11 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
+/// The GOAWAY codes [`Stats::h2_errors`] counts, in its order (PROTOCOL_ERROR stands
+/// for every other code: flow control, frame size, a closed stream).
+pub(crate) const H2_ERRORS: [&str; 3] =
+    ["protocol_error", "compression_error", "enhance_your_calm"];
+
 /// A worker's counters. Only its worker writes them (plain load and store, no locked
 /// instruction); the status page reads them from any worker.
 #[derive(Debug, Default)]
@@ -58,6 +63,10 @@ pub(crate) struct Stats {
     pub h2_connections: AtomicU64,
     pub h2_streams: AtomicU64,
     pub h2_responses: AtomicU64,
+    /// HTTP/2 connections ended by an error of the client's, by the GOAWAY code sent:
+    /// [`H2_ERRORS`] (ENHANCE_YOUR_CALM is a flood or an attack: rapid resets,
+    /// CONTINUATION or idle-frame floods, an HPACK bomb).
+    pub h2_errors: [AtomicU64; 3],
     /// Access-log lines dropped because the disk refused them (full, or failing).
     pub log_lines_dropped: AtomicU64,
     /// Opens of files refused for lack of descriptors (`EMFILE`/`ENFILE`; each empties
@@ -192,6 +201,7 @@ impl Stats {
             h2_connections,
             h2_streams,
             h2_responses,
+            h2_errors,
             log_lines_dropped,
             open_out_of_fds,
             unavailable,
@@ -264,7 +274,8 @@ impl Stats {
             .flatten()
             .zip(sum.responses.iter().flatten())
             .chain(response_time.iter().zip(&sum.response_time))
-            .chain(timeouts.iter().zip(&sum.timeouts));
+            .chain(timeouts.iter().zip(&sum.timeouts))
+            .chain(h2_errors.iter().zip(&sum.h2_errors));
         for (mine, into) in pairs.into_iter().chain(arrays) {
             Stats::add(into, Stats::get(mine));
         }
@@ -384,6 +395,11 @@ impl Board {
                 "connections": sum(|s| &s.h2_connections),
                 "streams": sum(|s| &s.h2_streams),
                 "responses": sum(|s| &s.h2_responses),
+                "connection_errors": {
+                    "protocol_error": sum(|s| &s.h2_errors[0]),
+                    "compression_error": sum(|s| &s.h2_errors[1]),
+                    "enhance_your_calm": sum(|s| &s.h2_errors[2]),
+                },
             },
             "tls": {
                 "handshakes": sum(|s| &s.tls_handshakes),

@@ -563,3 +563,46 @@ fn small_answers_are_not_held_back_by_a_large_download() {
         "{behind} bytes of the download went before the 20 small answers"
     );
 }
+
+/// A flood of PINGs ends its connection with GOAWAY ENHANCE_YOUR_CALM, counted; the
+/// server goes on serving the others.
+/// Rules: docs/http.md T5.
+#[test]
+fn a_ping_flood_ends_its_connection_and_is_counted() {
+    let root = docroot();
+    put(root.path(), "a.txt", b"hello");
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, _) = serve(
+        root.path(),
+        certs.path(),
+        "sendfile",
+        &log,
+        &["--status-path", "/.status"],
+    );
+    let mut c = Raw::open(server.addr, &[]);
+    let mut pings = Vec::new();
+    for _ in 0..1500 {
+        pings.extend_from_slice(&[0, 0, 8, 6, 0, 0, 0, 0, 0]);
+        pings.extend_from_slice(b"12345678");
+    }
+    c.send_raw(&pings);
+    let mut code = None;
+    while let Some((kind, _, _, p)) = c.frame(std::time::Duration::from_secs(5)) {
+        if kind == 7 {
+            code = Some(u32::from_be_bytes([p[4], p[5], p[6], p[7]]));
+        }
+    }
+    assert_eq!(code, Some(0xb), "GOAWAY ENHANCE_YOUR_CALM");
+    let (s, v, b) = curl(
+        &["--http2-prior-knowledge"],
+        &format!("http://{}/a.txt", server.addr),
+    );
+    assert_eq!((s, v.as_str(), &b[..]), (200, "2", &b"hello"[..]));
+    let (_, _, status) = curl(&[], &format!("http://{}/.status", server.addr));
+    let status: serde_json::Value = serde_json::from_slice(&status).unwrap();
+    assert_eq!(
+        status["http2"]["connection_errors"]["enhance_your_calm"], 1,
+        "{status}"
+    );
+}

@@ -267,7 +267,18 @@ pub struct Connection {
     /// (rapid reset, CVE-2023-44487, is many of the second).
     opened: u64,
     resets: u64,
+    /// Frames that brought no request ([`MAX_IDLE_FRAMES`]).
+    idle_frames: u64,
+    /// Why the connection failed, for the log and the counters.
+    why: &'static str,
 }
+
+/// Frames that bring no request (SETTINGS, PING, PRIORITY, empty DATA, unknown types)
+/// a connection may send, beyond [`IDLE_FRAMES_PER_STREAM`] for each stream it opened,
+/// before it is ended with ENHANCE_YOUR_CALM (the SETTINGS, PING and empty-frame floods
+/// of 2019: each costs the server work, an acknowledgement to write).
+const MAX_IDLE_FRAMES: u64 = 1000;
+const IDLE_FRAMES_PER_STREAM: u64 = 10;
 
 /// Client resets of answered-to streams past which a connection that resets more than
 /// half its streams is ended (ENHANCE_YOUR_CALM): a browser resets a few when a page
@@ -332,6 +343,8 @@ impl Connection {
             table_size_update: false,
             opened: 0,
             resets: 0,
+            idle_frames: 0,
+            why: "",
         }
     }
 
@@ -378,7 +391,8 @@ impl Connection {
                     }
                     return self.events.pop_front().unwrap_or(Event::Wait);
                 }
-                Err(ConnError(code, _why)) => {
+                Err(ConnError(code, why)) => {
+                    self.why = why;
                     self.fail(code);
                 }
             }
@@ -450,6 +464,24 @@ impl Connection {
                 return Err(ConnError(
                     ErrorCode::ProtocolError,
                     "a field block interrupted",
+                ));
+            }
+        }
+        // Frames that ask work of the server and bring no request: a flood of them
+        // (SETTINGS, PING, PRIORITY, empty DATA, frames of unknown types) is bounded
+        // by the streams the client opens.
+        let idle = match h.kind {
+            Kind::Settings | Kind::Ping => h.flags & flag::ACK == 0,
+            Kind::Priority | Kind::PriorityUpdate | Kind::Unknown(_) => true,
+            Kind::Data => h.len == 0 && h.flags & flag::END_STREAM == 0,
+            _ => false,
+        };
+        if idle {
+            self.idle_frames += 1;
+            if self.idle_frames > MAX_IDLE_FRAMES + IDLE_FRAMES_PER_STREAM * self.opened {
+                return Err(ConnError(
+                    ErrorCode::EnhanceYourCalm,
+                    "a flood of frames that bring no request",
                 ));
             }
         }
@@ -1219,6 +1251,11 @@ impl Connection {
         self.failed
     }
 
+    /// Why it failed (for the log).
+    pub fn failed_why(&self) -> &'static str {
+        self.why
+    }
+
     /// When the frame being received started to arrive.
     pub fn frame_started(&self) -> Option<Instant> {
         self.frame_started
@@ -1744,6 +1781,64 @@ mod tests {
         );
         let (_, out) = both(&Client::open().frame(Kind::PriorityUpdate, 0, 1, &update).0);
         assert_eq!(goaway(&out).map(|g| g.1), Some(ErrorCode::ProtocolError));
+    }
+
+    /// Rules: docs/http.md T5.
+    #[test]
+    fn floods_of_frames_that_bring_no_request_end_the_connection() {
+        for (kind, flags, payload) in [
+            (Kind::Ping, 0, &b"12345678"[..]),
+            (Kind::Settings, 0, &[][..]),
+            (Kind::Priority, 0, &[0, 0, 0, 0, 16][..]),
+            (Kind::Data, 0, &[][..]),
+            (Kind::Unknown(0xee), 0, &b"x"[..]),
+        ] {
+            let stream = if matches!(kind, Kind::Priority | Kind::Data) {
+                1
+            } else {
+                0
+            };
+            let mut input = Client::open();
+            if kind == Kind::Data {
+                // An open stream to send empty DATA on.
+                let mut block = Vec::new();
+                for (n, v) in [(":method", "POST"), (":scheme", "https"), (":path", "/")] {
+                    hpack::encode_field(&mut block, n, v);
+                }
+                input = input.frame(Kind::Headers, flag::END_HEADERS, 1, &block);
+            }
+            for _ in 0..1200 {
+                input = input.frame(kind, flags, stream, payload);
+            }
+            let (_, out) = run(&input.0, input.0.len());
+            assert_eq!(
+                goaway(&out).map(|g| g.1),
+                Some(ErrorCode::EnhanceYourCalm),
+                "{kind:?}"
+            );
+        }
+        // As many with requests among them are a busy client, not a flood.
+        let mut input = Client::open();
+        for i in 0..300u32 {
+            input = input.get(2 * i + 1, "/", flag::END_STREAM);
+            for _ in 0..4 {
+                input = input.frame(Kind::Ping, 0, 0, b"12345678");
+            }
+        }
+        let now = Instant::now();
+        let mut c = Connection::new(Limits::default(), Config::default());
+        c.receive(&input.0);
+        loop {
+            match c.next(now) {
+                Event::Wait => break,
+                Event::Request { stream, .. } => {
+                    c.response_head(stream, 204, [], true, &mut Vec::new())
+                }
+                _ => {}
+            }
+            c.take_control(&mut Vec::new());
+        }
+        assert_eq!(c.failed(), None);
     }
 
     #[test]
