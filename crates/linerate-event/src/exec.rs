@@ -55,14 +55,6 @@ fn call(fd: BorrowedFd<'_>, op: &mut Op<'_>, zc: Option<&mut ZeroCopy>) -> io::R
             std::os::unix::fs::FileExt::read_at(file, buf, *at)
         }
         Op::Read { file, at, buf, .. } => cache::read_at_nowait(file.as_fd(), buf, *at),
-        Op::ReadFramed {
-            file,
-            at,
-            buf,
-            head,
-            body,
-            nowait,
-        } => cache::read_framed(file.as_fd(), buf, *at, (*head, *body), *nowait),
         Op::Probe { file, at, len } => cache::resident(file.as_fd(), *at, *len).map(usize::from),
         Op::Pipe { slot, capacity } => {
             **slot = Some(std::sync::Arc::new(pipe::Pipe::take(*capacity)?));

@@ -13,18 +13,14 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use linerate_http::h2::{Connection, Priority};
+use linerate_http::h2::{self, Connection, Priority};
 
 use crate::output::Output;
-use crate::response::{FileRange, Framed, Part, Response};
+use crate::response::{FileRange, Part, Response};
 
 /// Bytes of frames handed to the output queue per fill: the queue then sends them
 /// (one `sendmsg` for byte parts, the engine for file parts) before more are cut.
 const FILL_BYTES: u64 = 512 * 1024;
-/// A file part's turn while other answers wait: this many bytes of frames, read at
-/// once with their headers between them (small frames, 16 KiB as browsers take them,
-/// would otherwise cost a read and a send each).
-const QUANTUM: u64 = 64 * 1024;
 
 /// An answer whose body is being framed.
 pub(crate) struct Answer {
@@ -180,51 +176,14 @@ impl H2 {
                 self.cancelled.push(a);
                 continue;
             };
-            let window = self.proto.window(a.stream);
-            // A turn is one frame; a file part's turn is up to QUANTUM of frames when
-            // others wait (as much as the budget when it is alone), read at once.
-            let file = matches!(part, Part::File(..));
-            let turn = match (file, self.answers.is_empty()) {
-                (false, _) => max_frame,
-                (true, false) => QUANTUM.max(max_frame),
-                (true, true) => budget,
-            };
-            let n = (part.len() - a.front).min(window).min(turn).min(budget);
+            let n = (part.len() - a.front)
+                .min(self.proto.window(a.stream))
+                .min(max_frame)
+                .min(budget);
             self.sent_at = now;
             let end = a.response.plan.parts.len() == 1 && a.front + n == part.len();
-            let body = if file && n > max_frame {
-                let Part::File(range) = part else {
-                    break;
-                };
-                let mut heads = Vec::with_capacity(9 * (n.div_ceil(max_frame)) as usize);
-                let mut at = 0;
-                while at < n {
-                    let len = max_frame.min(n - at);
-                    at += len;
-                    heads.extend_from_slice(&self.proto.data_header(
-                        a.stream,
-                        len as u32,
-                        end && at == n,
-                    ));
-                }
-                let framed = Framed {
-                    range: FileRange {
-                        file: Arc::clone(&range.file),
-                        offset: range.offset + a.front,
-                        len: n,
-                        residency: range.residency.clone(),
-                    },
-                    frame: max_frame,
-                    heads,
-                };
-                vec![Part::Framed(Box::new(framed))]
-            } else {
-                let n = n.min(max_frame);
-                let header = self.proto.data_header(a.stream, n as u32, end);
-                let mut v = vec![Part::Bytes(header.to_vec())];
-                v.extend(slice(part, a.front, n));
-                v
-            };
+            let slice = slice(part, a.front, n);
+            let header = self.proto.data_header(a.stream, n as u32, end);
             a.front += n;
             a.framed += n;
             budget -= n;
@@ -240,7 +199,7 @@ impl H2 {
                 // framed before it counts as sent (the frames before it are ahead of
                 // it in the queue).
                 r.progress = Default::default();
-                r.progress.head_bytes = 0;
+                r.progress.head_bytes = h2::frame::HEADER_LEN as u64;
                 r.progress.sent = a.framed - n;
                 r
             } else {
@@ -252,7 +211,10 @@ impl H2 {
                 }
                 Response::frames()
             };
-            frame.plan.parts.extend(body);
+            frame.plan.parts.push_back(Part::Bytes(header.to_vec()));
+            if let Some(s) = slice {
+                frame.plan.parts.push_back(s);
+            }
             out.push(frame);
             queued = true;
         }
@@ -330,8 +292,6 @@ fn slice(part: &Part, at: u64, len: u64) -> Option<Part> {
             len: len as u64,
             residency: f.residency.clone(),
         }),
-        // Made here, from file parts: never in a plan the site gives.
-        Part::Framed(_) => return None,
     })
 }
 

@@ -100,16 +100,6 @@ enum Question {
     },
     /// Hand a window to the disk helpers.
     Warm { file: Arc<File>, at: u64, len: u64 },
-    /// A framed range's bytes, read between its frame headers (from the page cache
-    /// only, `nowait`): the queue's `part`th part.
-    ReadFramed {
-        file: Arc<File>,
-        at: u64,
-        len: u64,
-        frame: u64,
-        heads: Vec<u8>,
-        part: usize,
-    },
 }
 
 impl Question {
@@ -148,22 +138,6 @@ impl Question {
                     part: p,
                 },
             ) => Arc::ptr_eq(file, f) && at == a && len == l && nowait == n && part == p,
-            (
-                ReadFramed {
-                    file,
-                    at,
-                    len,
-                    part,
-                    ..
-                },
-                ReadFramed {
-                    file: f,
-                    at: a,
-                    len: l,
-                    part: p,
-                    ..
-                },
-            ) => Arc::ptr_eq(file, f) && at == a && len == l && part == p,
             _ => false,
         }
     }
@@ -365,16 +339,6 @@ impl Output {
                         at: *at,
                         len: *len,
                     },
-                    Question::ReadFramed {
-                        file, at, frame, ..
-                    } => Op::ReadFramed {
-                        file,
-                        at: *at,
-                        buf: &mut buf[..],
-                        head: 9,
-                        body: *frame as usize,
-                        nowait: true,
-                    },
                 }))
             }
             Step::SetUp => match tx.and_then(|t| t.setup_op()) {
@@ -454,7 +418,7 @@ impl Output {
                     }
                     // A short read (the file shrank, or a page not in memory) is not
                     // collapsed.
-                    Question::Read { len, .. } | Question::ReadFramed { len, .. } => {
+                    Question::Read { len, .. } => {
                         Answer::Read(r.map(|n| (n as u64 == *len).then_some(buf)))
                     }
                     Question::Warm { .. } => {
@@ -571,16 +535,6 @@ impl Output {
             if front.plan.parts.is_empty() {
                 continue;
             }
-            if let Some(Part::Framed(_)) = front.plan.parts.front() {
-                // Read by the collapse before this; one it passed over goes frame by
-                // frame.
-                if let Some(Part::Framed(f)) = front.plan.parts.pop_front() {
-                    for (k, p) in f.parts().enumerate() {
-                        front.plan.parts.insert(k, p);
-                    }
-                }
-                continue;
-            }
             let Some(Part::File(r)) = front.plan.parts.front() else {
                 return Ok(Step::Gather);
             };
@@ -644,7 +598,7 @@ impl Output {
                     Part::Shared { buf, start, end } => {
                         (&buf[start + skip..*end], Some((buf, start + skip)))
                     }
-                    Part::File(..) | Part::Framed(..) => {
+                    Part::File(..) => {
                         file_follows = true;
                         break 'gather;
                     }
@@ -825,17 +779,6 @@ impl Output {
         }
         let buf = match &q {
             Question::Read { len, .. } => vec![0u8; *len as usize],
-            Question::ReadFramed {
-                len, frame, heads, ..
-            } => {
-                // The headers in place, the frames' bytes to be read between them.
-                let mut b = vec![0u8; *len as usize + heads.len()];
-                for (k, h) in heads.chunks_exact(9).enumerate() {
-                    let at = k * (9 + *frame as usize);
-                    b[at..at + 9].copy_from_slice(h);
-                }
-                b
-            }
             _ => Vec::new(),
         };
         self.asking = Some((q, buf));
@@ -846,7 +789,6 @@ impl Output {
     /// reaches are read into bytes (only from the page cache with `nowait`). It stops at
     /// the first range it cannot take, where the gather stops too.
     fn collapse(&mut self, max: u64, nowait: bool, stats: &Stats) -> Result<(), Asking> {
-        self.read_framed(stats)?;
         if max == 0 {
             return Ok(());
         }
@@ -898,65 +840,6 @@ impl Output {
                 Stats::add(&stats.collapsed, 1);
                 Stats::add(&stats.collapsed_bytes, len);
                 self.queue[ri].plan.parts[pi] = Part::Bytes(bytes);
-            }
-        }
-        Ok(())
-    }
-
-    /// HTTP/2 framed ranges the next gather reaches are read, their frames' bytes
-    /// between their headers, from the page cache; one that is not there whole is sent
-    /// as each header and its file range (the engine and the disk helpers take those).
-    fn read_framed(&mut self, stats: &Stats) -> Result<(), Asking> {
-        let front_busy = self.front_sent > 0 || self.job_at.is_some();
-        let mut seen = 0usize;
-        for ri in 0..self.queue.len() {
-            let mut pi = 0;
-            while pi < self.queue[ri].plan.parts.len() {
-                seen += 1;
-                if seen > IOV_MAX {
-                    return Ok(());
-                }
-                let part = &self.queue[ri].plan.parts[pi];
-                let Part::Framed(f) = part else {
-                    if matches!(part, Part::File(..)) {
-                        // The gather stops at a file part.
-                        return Ok(());
-                    }
-                    pi += 1;
-                    continue;
-                };
-                if ri == 0 && pi == 0 && front_busy {
-                    return Ok(());
-                }
-                let q = Question::ReadFramed {
-                    file: Arc::clone(&f.range.file),
-                    at: f.range.offset,
-                    len: f.range.len,
-                    frame: f.frame,
-                    heads: f.heads.clone(),
-                    part: seen,
-                };
-                let got = self.ask(q)?;
-                let parts = &mut self.queue[ri].plan.parts;
-                let Some(Part::Framed(f)) = parts.remove(pi) else {
-                    return Ok(());
-                };
-                match got {
-                    Answer::Read(Ok(Some(bytes))) => {
-                        Stats::add(&stats.collapsed, 1);
-                        Stats::add(&stats.collapsed_bytes, f.range.len);
-                        parts.insert(pi, Part::Bytes(bytes));
-                        pi += 1;
-                    }
-                    _ => {
-                        // Not in the page cache (or a file system that cannot say):
-                        // its frames go one by one.
-                        for (k, p) in f.parts().enumerate() {
-                            parts.insert(pi + k, p);
-                        }
-                        return Ok(());
-                    }
-                }
             }
         }
         Ok(())
@@ -1116,86 +999,6 @@ mod tests {
         assert_eq!(next(&mut o, None, &c).0, "empty");
         assert_eq!(lines(o.take_finished()), ["c"]);
         assert!(!o.busy());
-    }
-
-    /// A framed part (HTTP/2 DATA frames of a file range; its file of 5s, frames of
-    /// 16 bytes with 9-byte headers of 1s, 2s, 3s): what a read should land.
-    fn framed(len: usize) -> (tempfile::NamedTempFile, Part) {
-        let (t, part) = file_part(len);
-        let Part::File(range) = part else {
-            unreachable!("a file part")
-        };
-        let frames = len.div_ceil(16);
-        let heads: Vec<u8> = (0..frames).flat_map(|k| [k as u8 + 1; 9]).collect();
-        (
-            t,
-            Part::Framed(Box::new(crate::response::Framed {
-                range,
-                frame: 16,
-                heads,
-            })),
-        )
-    }
-
-    #[test]
-    fn a_framed_range_is_read_between_its_headers_into_one_gather() {
-        let (stats, s) = (Stats::default(), sending(0, 0));
-        let c = ctx(&stats, &s);
-        let mut o = Output::default();
-        let (_f, part) = framed(40);
-        o.push(response(vec![bytes(b"hd"), part], "a"));
-        // The read between the headers, asked first.
-        let OutNext::Op(Op::ReadFramed {
-            file,
-            at,
-            buf,
-            head,
-            body,
-            nowait,
-        }) = o.poll(None, &c).unwrap()
-        else {
-            panic!("a framed read first")
-        };
-        assert_eq!(
-            (at, buf.len(), head, body, nowait),
-            (0, 40 + 27, 9, 16, true)
-        );
-        let n = linerate_sys::cache::read_framed(
-            std::os::fd::AsFd::as_fd(&**file),
-            buf,
-            at,
-            (head, body),
-            false,
-        );
-        o.complete(None, n.map_err(|e| Errno::from_io(&e)), &stats)
-            .unwrap();
-        let OutNext::Op(Op::Gather { pieces, .. }) = o.poll(None, &c).unwrap() else {
-            panic!("then one gather")
-        };
-        let sent: Vec<u8> = pieces.iter().flat_map(|p| p.bytes.to_vec()).collect();
-        let mut want = b"hd".to_vec();
-        for (k, len) in [(1u8, 16), (2, 16), (3, 8)] {
-            want.extend([k; 9]);
-            want.extend(std::iter::repeat_n(5u8, len));
-        }
-        assert_eq!(sent, want);
-        assert_eq!(Stats::get(&stats.collapsed), 1);
-    }
-
-    #[test]
-    fn a_framed_range_not_in_memory_goes_frame_by_frame() {
-        let (stats, s) = (Stats::default(), sending(0, 0));
-        let c = ctx(&stats, &s);
-        let mut o = Output::default();
-        let (_f, part) = framed(40);
-        o.push(response(vec![bytes(b"hd"), part], "a"));
-        assert_eq!(next(&mut o, None, &c).0, "read-framed");
-        // A page not in the page cache.
-        o.complete(None, Err(Errno::AGAIN), &stats).unwrap();
-        // The head and the first frame's header, then its file range by the engine.
-        assert_eq!(next(&mut o, None, &c), ("gather/2".into(), 11, true));
-        o.complete(None, Ok(11), &stats).unwrap();
-        assert_eq!(next(&mut o, None, &c).0, "prepare");
     }
 
     #[test]

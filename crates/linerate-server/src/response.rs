@@ -24,42 +24,6 @@ pub(crate) struct FileRange {
     pub residency: Residency,
 }
 
-/// A file range sent as HTTP/2 DATA frames: each frame's 9-byte header in `heads`, in
-/// order, each frame `frame` bytes of the range (the last fewer). The output queue
-/// reads the range once into a buffer with the headers between the frames, sent in
-/// one `sendmsg` ([`linerate_sys::cache::read_framed`]), or, when the range is not in
-/// the page cache, sends it as each header and its file range.
-pub(crate) struct Framed {
-    pub range: FileRange,
-    pub frame: u64,
-    pub heads: Vec<u8>,
-}
-
-impl Framed {
-    /// Its frames as parts of their own: a header, then its file range.
-    pub fn parts(self) -> impl Iterator<Item = Part> {
-        let Framed {
-            range,
-            frame,
-            heads,
-        } = self;
-        let frames = heads.len() / 9;
-        (0..frames).flat_map(move |k| {
-            let at = k as u64 * frame;
-            let len = frame.min(range.len - at);
-            [
-                Part::Bytes(heads[k * 9..k * 9 + 9].to_vec()),
-                Part::File(FileRange {
-                    file: Arc::clone(&range.file),
-                    offset: range.offset + at,
-                    len,
-                    residency: range.residency.clone(),
-                }),
-            ]
-        })
-    }
-}
-
 /// A piece of a response body or head.
 pub(crate) enum Part {
     /// Owned bytes (heads, error bodies, listings).
@@ -72,8 +36,6 @@ pub(crate) enum Part {
     },
     /// A range of an open file.
     File(FileRange),
-    /// A range of an open file as HTTP/2 DATA frames.
-    Framed(Box<Framed>),
 }
 
 impl Part {
@@ -82,7 +44,6 @@ impl Part {
             Part::Bytes(b) => b.len() as u64,
             Part::Shared { start, end, .. } => (end - start) as u64,
             Part::File(f) => f.len,
-            Part::Framed(f) => f.range.len + f.heads.len() as u64,
         }
     }
 }

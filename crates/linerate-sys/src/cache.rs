@@ -90,58 +90,6 @@ pub fn read_at_nowait(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Re
     cvt_size(unsafe { libc::preadv2(fd.as_raw_fd(), &iov, 1, to_off64(offset)?, libc::RWF_NOWAIT) })
 }
 
-/// Reads `fd` from `offset` into the body regions of `buf`, laid out as frames: `head`
-/// bytes left as they are (a frame header put there already), then `body` bytes read,
-/// again and again; the last body may be shorter (`preadv2`, with `RWF_NOWAIT` when
-/// `nowait`: `EAGAIN` rather than wait for the disk). One call for up to 1,024 frames:
-/// HTTP/2's DATA frames of a file range arrive in one buffer, their headers between
-/// them, ready for one `sendmsg`. Returns the bytes read (a short count: the file
-/// ended, or a page was not in the page cache).
-pub fn read_framed(
-    fd: BorrowedFd<'_>,
-    buf: &mut [u8],
-    offset: u64,
-    (head, body): (usize, usize),
-    nowait: bool,
-) -> io::Result<usize> {
-    if body == 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "frames of 0 bytes",
-        ));
-    }
-    let mut iov: Vec<libc::iovec> = Vec::with_capacity(buf.len() / (head + body) + 1);
-    let mut rest = &mut buf[..];
-    while rest.len() > head {
-        let after_head = std::mem::take(&mut rest).split_at_mut(head).1;
-        let n = body.min(after_head.len());
-        let (region, next) = after_head.split_at_mut(n);
-        iov.push(libc::iovec {
-            iov_base: region.as_mut_ptr().cast(),
-            iov_len: region.len(),
-        });
-        rest = next;
-    }
-    if iov.len() > 1024 {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "more than 1,024 frames",
-        ));
-    }
-    let flags = if nowait { libc::RWF_NOWAIT } else { 0 };
-    // SAFETY: each iovec describes a disjoint region of `buf`, live and writable for
-    // this call (the borrow of `buf` outlives it); their count fits an int (checked).
-    cvt_size(unsafe {
-        libc::preadv2(
-            fd.as_raw_fd(),
-            iov.as_ptr(),
-            iov.len() as libc::c_int,
-            to_off64(offset)?,
-            flags,
-        )
-    })
-}
-
 /// Drops the clean cached pages of `fd` (`POSIX_FADV_DONTNEED`): the next read goes to
 /// the disk. For tests and cold-cache benchmarks; dirty pages stay until written back.
 pub fn evict(fd: BorrowedFd<'_>) -> io::Result<()> {
@@ -210,35 +158,6 @@ impl EventFd {
                 _ => return Err(e),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod framed_tests {
-    use super::*;
-    use std::io::Write;
-    use std::os::fd::AsFd;
-
-    #[test]
-    fn a_framed_read_fills_the_bodies_and_keeps_the_heads() {
-        let mut f = tempfile::tempfile().unwrap();
-        let data: Vec<u8> = (0..25u8).collect();
-        f.write_all(&data).unwrap();
-        // Heads of 2 bytes, bodies of 10: 10, 10, then 5 bytes from offset 0.
-        let mut buf = vec![0xee; 2 + 10 + 2 + 10 + 2 + 5];
-        let n = read_framed(f.as_fd(), &mut buf, 0, (2, 10), false).unwrap();
-        assert_eq!(n, 25);
-        assert_eq!(&buf[..2], [0xee, 0xee]);
-        assert_eq!(&buf[2..12], &data[..10]);
-        assert_eq!(&buf[12..14], [0xee, 0xee]);
-        assert_eq!(&buf[14..24], &data[10..20]);
-        assert_eq!(&buf[26..], &data[20..]);
-        // From an offset, where the file ends before the buffer: a short count.
-        let mut buf = vec![0; 2 + 10 + 2 + 10];
-        assert_eq!(
-            read_framed(f.as_fd(), &mut buf, 10, (2, 10), false).unwrap(),
-            15
-        );
     }
 }
 

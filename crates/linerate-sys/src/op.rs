@@ -68,23 +68,6 @@ pub enum Op<'a> {
         /// Only what is in the page cache.
         nowait: bool,
     },
-    /// [`Op::Read`] into the bodies of `buf` laid out as frames: `head` bytes left as
-    /// they are, `body` bytes read, again and again (HTTP/2's DATA frames of a file
-    /// range, their headers in place; [`crate::cache::read_framed`]). Completes with the
-    /// bytes read.
-    ReadFramed {
-        /// The file.
-        file: &'a Arc<File>,
-        /// Offset in the file.
-        at: u64,
-        /// The frames.
-        buf: &'a mut [u8],
-        /// Bytes kept, then bytes read, per frame.
-        head: usize,
-        body: usize,
-        /// Only what is in the page cache.
-        nowait: bool,
-    },
     /// Whether `len` bytes of `file` from `at` are all in the page cache (`cachestat`):
     /// completes with 1 if they are, 0 if not (`ENOSYS` before Linux 6.5).
     Probe {
@@ -219,7 +202,6 @@ impl Op<'_> {
             Op::Gather { .. } => "gather",
             Op::Send { .. } => "send",
             Op::Read { .. } => "read",
-            Op::ReadFramed { .. } => "read-framed",
             Op::Probe { .. } => "probe",
             Op::Shutdown => "shutdown",
             Op::CloseNotify => "close-notify",
