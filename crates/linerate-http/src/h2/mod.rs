@@ -696,12 +696,7 @@ impl Connection {
 
     /// Decodes a block for a stream that will not use it (keeping the decoder's table
     /// in step with the client's encoder).
-    fn decode_block(
-        &mut self,
-        _stream: u32,
-        block: &[u8],
-        _discard: bool,
-    ) -> Result<(), ConnError> {
+    fn decode_block(&mut self, block: &[u8]) -> Result<(), ConnError> {
         let limit = max_header_list(&self.limits);
         self.decoder
             .decode(block, limit, &mut |_, _| {})
@@ -714,7 +709,7 @@ impl Connection {
         let id = b.stream;
         if b.reset {
             // Decoded all the same: the block is part of the compression state.
-            self.decode_block(id, &b.bytes, true)?;
+            self.decode_block(&b.bytes)?;
             if !self.streams.contains_key(&id) && id > self.last_stream {
                 self.last_stream = id;
             }
@@ -748,7 +743,7 @@ impl Connection {
             return Ok(());
         }
         if id <= self.last_stream {
-            self.decode_block(id, &b.bytes, true)?;
+            self.decode_block(&b.bytes)?;
             return match self.not_held(id)? {
                 Closed::ResetHere => Ok(()),
                 Closed::Done if self.closed(id).is_some() => Err(ConnError(
