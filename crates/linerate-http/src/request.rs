@@ -537,14 +537,14 @@ fn split_target(method: Method, target: &str) -> Result<(Option<&str>, &str), &'
 }
 
 /// 1 to 19 ASCII digits: no sign, no list, no hex, nothing that could overflow.
-fn parse_content_length(v: &str) -> Option<u64> {
+pub(crate) fn parse_content_length(v: &str) -> Option<u64> {
     if v.is_empty() || v.len() > 19 || !v.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     v.parse().ok()
 }
 
-fn is_tchar(b: u8) -> bool {
+pub(crate) fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 

@@ -343,6 +343,21 @@ enum RingSend {
     Done(Result<u32, Errno>),
 }
 
+/// The site's answer to a request, over either protocol: on a redirect listener, the
+/// way to HTTPS on that port.
+fn answer(
+    site: &mut Site,
+    redirect: Option<u16>,
+    peer: Peer,
+    request: &linerate_http::request::Request,
+    t: SystemTime,
+) -> Response {
+    match redirect {
+        Some(port) => site.redirect_to_https(request, port, t),
+        None => site.respond(request, peer.ip(), t),
+    }
+}
+
 /// The answer to plain HTTP on a TLS port (the first bytes were a request line, not a
 /// TLS record), as nginx gives it.
 const PLAIN_HTTP_TO_TLS: &[u8] = b"HTTP/1.1 400 Bad Request\r\nServer: linerate\r\nContent-Type: text/plain\r\nContent-Length: 46\r\nConnection: close\r\n\r\nThe plain HTTP request was sent to HTTPS port\n";
@@ -855,10 +870,7 @@ impl Conn {
                 }
                 Event::Request(request) => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
-                    let mut r = match self.redirect {
-                        Some(port) => site.redirect_to_https(&request, port, t),
-                        None => site.respond(&request, self.peer.ip(), t),
-                    };
+                    let mut r = answer(site, self.redirect, self.peer, &request, t);
                     // The loop's clock: no clock read of its own per request.
                     r.record.started = Some(now);
                     if r.plan.close {
@@ -916,10 +928,7 @@ impl Conn {
                     priority,
                 } => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
-                    let r = match self.redirect {
-                        Some(port) => site.redirect_to_https(&request, port, t),
-                        None => site.respond(&request, self.peer.ip(), t),
-                    };
+                    let r = answer(site, self.redirect, self.peer, &request, t);
                     (stream, priority, r)
                 }
                 E::Reject { stream, status, .. } => {

@@ -12,7 +12,7 @@
 use std::collections::VecDeque;
 
 use linerate_http::h2::frame::{self, flag, setting, ErrorCode, Header, Kind, HEADER_LEN};
-use linerate_http::h2::hpack::Decoder;
+use linerate_http::h2::hpack::{string, Decoder};
 
 /// The stream window the client advertises: the largest there is, so no stream waits
 /// for a WINDOW_UPDATE (the connection's is raised as far at the start, and given back
@@ -63,7 +63,7 @@ pub(crate) fn request_block(authority: &str, path: &str, https: bool) -> Vec<u8>
                                              // :path and :authority, literal without indexing, names from the static table.
     for (index, value) in [(4u8, path), (1, authority)] {
         b.push(index);
-        literal(&mut b, value.as_bytes());
+        string(&mut b, value.as_bytes());
     }
     b
 }
@@ -71,25 +71,8 @@ pub(crate) fn request_block(authority: &str, path: &str, https: bool) -> Vec<u8>
 /// Appends a field as a literal with a new name, never indexed.
 pub(crate) fn literal_field(b: &mut Vec<u8>, name: &str, value: &str) {
     b.push(0x10);
-    literal(b, name.as_bytes());
-    literal(b, value.as_bytes());
-}
-
-fn literal(b: &mut Vec<u8>, s: &[u8]) {
-    // A 7-bit prefix length (RFC 7541 §5.1), no Huffman coding.
-    let mut n = s.len();
-    if n < 127 {
-        b.push(n as u8);
-    } else {
-        b.push(127);
-        n -= 127;
-        while n >= 128 {
-            b.push((n % 128) as u8 | 0x80);
-            n /= 128;
-        }
-        b.push(n as u8);
-    }
-    b.extend_from_slice(s);
+    string(b, name.as_bytes());
+    string(b, value.as_bytes());
 }
 
 impl ClientH2 {

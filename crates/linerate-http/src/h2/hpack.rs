@@ -381,8 +381,9 @@ fn integer(out: &mut Vec<u8>, first: u8, n: u32, mut v: usize) {
     out.push(v as u8);
 }
 
-/// Appends a string literal, without Huffman coding.
-fn string(out: &mut Vec<u8>, s: &[u8]) {
+/// Appends a string literal (RFC 7541 §5.2), without Huffman coding (the bench
+/// client writes its requests with it too).
+pub fn string(out: &mut Vec<u8>, s: &[u8]) {
     integer(out, 0, 7, s.len());
     out.extend_from_slice(s);
 }

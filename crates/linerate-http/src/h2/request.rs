@@ -36,11 +36,12 @@ pub(crate) struct Head {
     pub priority: Option<super::Priority>,
 }
 
+/// A token (HTTP/1.1's, RFC 9110 §5.6.2) with no upper-case letter.
 fn lower_token(name: &[u8]) -> bool {
     !name.is_empty()
-        && name.iter().all(|&b| {
-            b.is_ascii_lowercase() || b.is_ascii_digit() || b"!#$%&'*+-.^_`|~".contains(&b)
-        })
+        && name
+            .iter()
+            .all(|&b| request::is_tchar(b) && !b.is_ascii_uppercase())
 }
 
 /// A value as RFC 9113 §8.2.1 allows it: no NUL, CR or LF, no blank at either end.
@@ -150,18 +151,11 @@ impl Fields {
                     return Err("two Host fields");
                 }
             }
-            "content-length" => {
-                let n = (!value.is_empty()
-                    && value.len() <= 19
-                    && value.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| value.parse::<u64>().ok())
-                .flatten();
-                match (n, self.content_length) {
-                    (None, _) => return Err("a malformed Content-Length"),
-                    (Some(n), Some(m)) if n != m => return Err("two Content-Length values"),
-                    (Some(n), _) => self.content_length = Some(n),
-                }
-            }
+            "content-length" => match (request::parse_content_length(value), self.content_length) {
+                (None, _) => return Err("a malformed Content-Length"),
+                (Some(n), Some(m)) if n != m => return Err("two Content-Length values"),
+                (Some(n), _) => self.content_length = Some(n),
+            },
             _ => request::semantic_field(&mut self.r, name, value),
         }
         Ok(())
