@@ -18,9 +18,16 @@ use linerate_http::h2::{self, Connection, Priority};
 use crate::output::Output;
 use crate::response::{FileRange, Part, Response};
 
-/// Bytes of frames handed to the output queue per fill: the queue then sends them
-/// (one `sendmsg` for byte parts, the engine for file parts) before more are cut.
-const FILL_BYTES: u64 = 512 * 1024;
+/// DATA bytes handed to the output queue per fill: two of the client's largest frames,
+/// within these bounds. The queue sends them before more are cut. Frames of 16 KiB
+/// (what browsers and h2load take) are read into memory and gathered with their
+/// headers (the queue's collapse), so a fill is one `sendmsg` (or one write into the
+/// TLS session) of 32 KiB: measured over `--netns`, 512 KiB fills cost 2.2× the CPU
+/// per KB in clear (the socket taken for one long copy while ACKs wait in its backlog:
+/// twice the softirq time per byte) and 1.3× over TLS; 16 KiB fills 1.35× and 1.45×
+/// (a send per frame); 32-48 KiB are best (`BENCHMARKS.md`). Larger frames are file
+/// ranges sent by the transmit strategy, in larger fills as HTTP/1.1 sends its slices.
+const FILL_BYTES: (u64, u64) = (32 * 1024, 512 * 1024);
 
 /// An answer whose body is being framed.
 pub(crate) struct Answer {
@@ -155,8 +162,8 @@ impl H2 {
     /// turn. True if anything was queued.
     pub fn fill(&mut self, out: &mut Output, now: std::time::Instant) -> bool {
         let mut queued = self.push_control(out);
-        let mut budget = FILL_BYTES;
         let max_frame = self.proto.max_frame();
+        let mut budget = (2 * max_frame).clamp(FILL_BYTES.0, FILL_BYTES.1);
         while budget > 0 {
             let proto = &self.proto;
             let Some(i) = pick(
