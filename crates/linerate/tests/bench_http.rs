@@ -841,6 +841,26 @@ fn netns_starts_its_own_server_behind_a_veth_pair() {
     let v = json(&String::from_utf8_lossy(&o.stdout));
     let runs = v.as_array().unwrap();
     assert_eq!(runs.len(), 2);
+    // --tls: the server it starts speaks HTTPS with a certificate made for the run,
+    // which the load trusts (checked, not --insecure); HTTP/2 by ALPN here.
+    let (code, _, err) = LINERATE.run(&["bench", "http", "--tls", "--sizes", "1K"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--netns"), "{err}");
+    let (code, out, err) = LINERATE.run(&[
+        "bench", "http", "--netns", "--tls", "--h2", "--sizes", "100K", "-n", "40", "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let r = &json(&out);
+    assert!(
+        r["target"]
+            .as_str()
+            .unwrap()
+            .starts_with("https://198.18.0.1:"),
+        "{r}"
+    );
+    assert_eq!(r["protocol"], "h2", "{r}");
+    assert_eq!(r["statuses"]["200"], 40, "{r}");
+    assert!(r["tls_handshakes"].as_u64().unwrap() >= 1, "{r}");
     // The human report names the server CPU's whole busy time too.
     let (code, out, err) = LINERATE.run(&["bench", "http", "--netns", "--sizes", "1K", "-n", "50"]);
     assert_eq!(code, 0, "{err}");

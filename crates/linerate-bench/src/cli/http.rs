@@ -2,7 +2,7 @@
 //! `crate::http`.
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,6 +86,10 @@ pub struct HttpArgs {
     /// With --netns: TSO and GSO on the veth pair.
     #[arg(long, default_value = "on", value_parser = super::parse_on_off, action = clap::ArgAction::Set, requires = "netns")]
     tso: bool,
+    /// With --netns: the server listens for HTTPS with a self-signed ECDSA P-256
+    /// certificate made for the run, which the load trusts (as its --cacert).
+    #[arg(long, requires = "netns")]
+    tls: bool,
     /// With --netns: the server's CPU (default: 1 when there are two CPUs or more; the
     /// load then defaults to CPU 0).
     #[arg(long, value_name = "N", requires = "netns", conflicts_with = "queues")]
@@ -563,6 +567,7 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
         client_cpu: a.load.cpu.first().copied(),
         server_cpu,
         queues: queues.clone(),
+        tls: a.tls,
     })?;
     if !a.json {
         eprintln!(
@@ -571,7 +576,9 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
             hosted.client_ns()
         );
     }
-    a.urls = vec![format!("http://{}/", hosted.addr())];
+    let scheme = if a.tls { "https" } else { "http" };
+    a.urls = vec![format!("{scheme}://{}/", hosted.addr())];
+    a.cacert = hosted.cacert().map(Path::to_path_buf);
     a.server_pid = Some(hosted.pid());
     let ns = hosted.client_ns().to_string();
     let addr = hosted.addr();

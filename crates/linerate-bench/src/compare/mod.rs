@@ -695,6 +695,7 @@ pub(crate) fn readable_by_all(dir: &std::path::Path) -> std::io::Result<()> {
 pub struct Hosted {
     server: peers::Running,
     topo: Topology,
+    cacert: Option<PathBuf>,
     _work: tempfile::TempDir,
     _root: Option<tempfile::TempDir>,
 }
@@ -722,6 +723,8 @@ pub struct HostedConfig {
     /// worker per CPU, each pinned by the server itself (`server_cpu` is not used);
     /// empty: one queue, one worker on `server_cpu`.
     pub queues: Vec<usize>,
+    /// HTTPS, with a self-signed certificate made for the run ([`Hosted::cacert`]).
+    pub tls: bool,
 }
 
 impl Hosted {
@@ -738,6 +741,11 @@ impl Hosted {
             .prefix("linerate-http-server")
             .tempdir()?;
         let bind = netns::SENDER_ADDR.into();
+        let tls = if cfg.tls {
+            Some(make_certificate(work.path())?)
+        } else {
+            None
+        };
         let launch = peers::Launch {
             peer: Peer::Linerate,
             exe: cfg.exe.clone(),
@@ -754,6 +762,7 @@ impl Hosted {
             extra: cfg.args.clone(),
             settings: peers::Settings {
                 workers: cfg.queues.len().max(peers::Settings::default().workers),
+                tls: tls.clone(),
                 ..peers::Settings::default()
             },
         };
@@ -764,9 +773,15 @@ impl Hosted {
         Ok(Hosted {
             server,
             topo,
+            cacert: tls.map(|t| t.cert),
             _work: work,
             _root: tmp,
         })
+    }
+
+    /// With HTTPS, the certificate the server was given (self-signed: its own CA).
+    pub fn cacert(&self) -> Option<&Path> {
+        self.cacert.as_deref()
     }
 
     /// Where the server listens.
