@@ -205,6 +205,7 @@ pub fn compare(
         connections: cfg.connections + 1024,
         gzip: None,
         tls: None,
+        h2: false,
     };
     let mut infos: Vec<Option<IdleServer>> = vec![None; servers.len()];
     let mut runs: Vec<Vec<IdleReport>> = vec![Vec::new(); servers.len()];

@@ -62,7 +62,7 @@ fn chromium(page: &Path, shot: &Path) -> (Vec<String>, bool) {
 
 #[test]
 fn compares_every_installed_peer_and_writes_a_report_chromium_opens() {
-    let peers: Vec<&str> = ["nginx", "lighttpd", "h2o"]
+    let peers: Vec<&str> = ["nginx", "lighttpd", "h2o", "caddy"]
         .into_iter()
         .filter(|p| installed(p))
         .collect();
@@ -238,6 +238,30 @@ fn bad_arguments_and_servers_that_cannot_start() {
             &["bench", "compare", "--tls", "--client", "wrk"][..],
             "--tls",
         ),
+        (
+            &[
+                "bench", "compare", "--h2", "--client", "wrk", "--sizes", "1K",
+            ][..],
+            "--h2: wrk speaks HTTP/1.1",
+        ),
+        (
+            &["bench", "compare", "--client", "h2load", "--sizes", "1K"][..],
+            "give --h2",
+        ),
+        (
+            &[
+                "bench",
+                "compare",
+                "--h2",
+                "--client",
+                "h2load",
+                "--mix",
+                "specweb99",
+            ][..],
+            "--client h2load",
+        ),
+        (&["bench", "compare", "-m", "4"][..], "--h2"),
+        (&["bench", "compare", "--h2", "--close"][..], "--close"),
     ] {
         let (code, _, err) = LINERATE.run(args);
         assert_eq!(code, 64, "{args:?}: {err}");
@@ -752,4 +776,88 @@ fn tls_runs_every_server_over_https_with_one_certificate() {
     }
     let configs = server_field(&v, "config");
     assert!(configs.iter().any(|c| c.contains("ssl_certificate")) || peers.is_empty());
+}
+
+/// `--h2`: every installed server speaks HTTP/2 to both HTTP/2 clients, in clear
+/// (prior knowledge) and over TLS (ALPN), each configured for it; a run that is not
+/// HTTP/2 would fail (the built-in client refuses a server that does not pick h2,
+/// h2load's negotiated protocol is checked).
+#[test]
+fn h2_runs_every_installed_server_over_h2c_and_h2_with_both_clients() {
+    let mut servers = vec!["linerate"];
+    servers.extend(
+        ["nginx", "lighttpd", "h2o", "caddy"]
+            .into_iter()
+            .filter(|p| installed(p)),
+    );
+    let have_h2load = installed("h2load");
+    let clients = if have_h2load {
+        "builtin,h2load"
+    } else {
+        "builtin"
+    };
+    let list = servers.join(",");
+    for tls in [false, true] {
+        let out = tempfile::tempdir().unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let mut args = vec![
+            "bench",
+            "compare",
+            "--h2",
+            "-m",
+            "4",
+            "--servers",
+            &list,
+            "--client",
+            clients,
+            "--sizes",
+            "1K",
+            "-d",
+            "0.3",
+            "-c",
+            "2",
+            "-i",
+            "3",
+            "--warmup",
+            "0",
+            "--json",
+            "--out",
+        ];
+        args.push(out.path().to_str().unwrap());
+        if tls {
+            args.push("--tls");
+        }
+        let o = LINERATE
+            .command()
+            .env("TMPDIR", tmp.path())
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(0), "tls {tls}: {err}");
+        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let names = server_field(&v, "name");
+        let per_client = if have_h2load { 2 } else { 1 };
+        assert_eq!(names.len(), servers.len() * per_client, "{names:?}: {err}");
+        for (name, runs) in names
+            .iter()
+            .zip(v["workloads"][0]["runs"].as_array().unwrap())
+        {
+            for r in runs.as_array().unwrap() {
+                assert_eq!(r["protocol"], "h2", "{name}: {r}");
+                let n = r["requests"].as_u64().unwrap();
+                assert!(n > 0, "{name}: {r}");
+                assert_eq!(r["statuses"]["200"].as_u64().unwrap(), n, "{name}: {r}");
+                assert_eq!(errors(r), 0, "{name}: {r}");
+                // Whole 1 KiB bodies (h2load counts DATA bytes of answers it finished
+                // and of those cut at the end of its run).
+                assert!(r["body_bytes"].as_u64().unwrap() >= n * 1024, "{name}: {r}");
+                assert!(r["latency_us"]["p99"].as_u64().unwrap() > 0, "{name}: {r}");
+            }
+        }
+        if have_h2load {
+            assert!(names.contains(&"linerate/h2load"), "{names:?}");
+        }
+        assert_servers_gone(&v);
+    }
 }

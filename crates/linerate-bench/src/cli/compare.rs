@@ -16,8 +16,9 @@ use super::{parse_confidence, stop_flag, usage_error};
 pub struct CompareArgs {
     #[command(flatten)]
     set_of: ServerSetArgs,
-    /// Load clients, comma-separated: builtin (`bench http`'s), wrk, or both (each
-    /// server and client pair is then a column; wrk runs the sizes, not the mix).
+    /// Load clients, comma-separated: builtin (`bench http`'s), wrk, h2load (with --h2),
+    /// or several (each server and client pair is then a column; wrk and h2load run
+    /// the sizes, not the mix).
     #[arg(long = "client", value_name = "LIST", value_delimiter = ',', default_value = "builtin", value_parser = parse_client)]
     clients: Vec<Client>,
     /// Write the file set here instead of a temporary directory (kept afterwards).
@@ -68,15 +69,24 @@ pub struct CompareArgs {
     /// client offering AES-128-GCM alone; with --close each request is a full handshake.
     #[arg(long)]
     tls: bool,
+    /// HTTP/2 to every server: ALPN h2 with --tls, prior-knowledge h2c without, each
+    /// peer configured for it (nginx `http2`, lighttpd's h2proto and h2c flags, h2o as
+    /// it is, Caddy's protocols); a server that answers otherwise fails the run. 16 KiB
+    /// DATA frames, as browsers and h2load take.
+    #[arg(long, conflicts_with_all = ["close", "checksum"])]
+    h2: bool,
+    /// With --h2: streams in flight per connection (h2load's -m) [default: 1].
+    #[arg(short = 'm', long = "streams", value_name = "N", requires = "h2", conflicts_with = "pipeline", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    streams: Option<u32>,
 }
 
 /// Which servers a comparison runs: peers, and linerate's variants and builds. Shared
 /// by `bench compare` and `bench idle`.
 #[derive(Args, Debug, Clone)]
 pub struct ServerSetArgs {
-    /// Servers to compare, comma-separated (linerate, nginx, lighttpd, h2o), the first
+    /// Servers to compare, comma-separated (linerate, nginx, lighttpd, h2o, caddy), the first
     /// being the baseline every other is judged against; peers not installed are
-    /// skipped [bench compare's default: linerate,nginx,lighttpd,h2o].
+    /// skipped [bench compare's default: linerate,nginx,lighttpd,h2o,caddy].
     #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_peer)]
     pub servers: Option<Vec<Peer>>,
     /// A linerate option set to compare, as NAME=FLAGS ("nolowat=--lowat 0"); repeat
@@ -184,13 +194,17 @@ pub fn run_compare(a: CompareArgs, build: crate::machine::Build) -> anyhow::Resu
     if load.cpu.is_empty() && cpus >= 2 {
         load.cpu = vec![0];
     }
-    let template = load.config(
+    let mut template = load.config(
         std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
         String::new(),
         Arc::new(Workload::List(Vec::new())),
         None,
         1,
     );
+    if a.h2 {
+        template.h2 = Some(16_384);
+        template.pipeline = a.streams.unwrap_or(1) as usize;
+    }
     let exe = std::env::current_exe().context("finding the linerate binary")?;
     let cfg = CompareConfig {
         servers: match a.set_of.specs(&exe, &Peer::ALL) {

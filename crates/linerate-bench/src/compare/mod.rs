@@ -141,6 +141,8 @@ pub enum Client {
     Builtin,
     /// wrk (one URL per run: the sizes, not the mix).
     Wrk,
+    /// h2load, with `--h2` (one URL per run, as wrk).
+    H2load,
 }
 
 impl Client {
@@ -149,6 +151,7 @@ impl Client {
         match self {
             Client::Builtin => "builtin",
             Client::Wrk => "wrk",
+            Client::H2load => "h2load",
         }
     }
 }
@@ -159,7 +162,8 @@ impl std::str::FromStr for Client {
         match s {
             "builtin" => Ok(Client::Builtin),
             "wrk" => Ok(Client::Wrk),
-            _ => Err(format!("'{s}': the clients are builtin and wrk")),
+            "h2load" => Ok(Client::H2load),
+            _ => Err(format!("'{s}': the clients are builtin, wrk and h2load")),
         }
     }
 }
@@ -350,7 +354,30 @@ pub enum Event<'a> {
 /// Why `cfg` cannot run, if it cannot: a usage mistake, found before anything starts.
 pub fn check(cfg: &CompareConfig) -> Result<(), String> {
     if cfg.clients.is_empty() {
-        return Err("--client: give builtin, wrk or both".into());
+        return Err("--client: give builtin, wrk or h2load, or several".into());
+    }
+    let h2 = cfg.load.h2.is_some();
+    if h2 && cfg.clients.contains(&Client::Wrk) {
+        return Err("--h2: wrk speaks HTTP/1.1: give --client builtin or h2load".into());
+    }
+    if h2 && cfg.gzip == Some(peers::Gzip::Dynamic) {
+        return Err(
+            "--gzip dynamic: the HTTP/2 clients read no compressed stream: leave out --h2".into(),
+        );
+    }
+    if cfg.clients.contains(&Client::H2load) {
+        let one = HttpConfig {
+            workload: Arc::new(Workload::List(vec![workload::size_item("/", 1)])),
+            ..cfg.load.clone()
+        };
+        let why = if cfg.mix_dirs.is_some() {
+            Some("h2load is given one URL: leave out --mix (give --sizes)")
+        } else {
+            http::h2load::unsupported(&one)
+        };
+        if let Some(why) = why {
+            return Err(format!("--client h2load: {why}"));
+        }
     }
     if cfg.tls && cfg.clients.contains(&Client::Wrk) {
         return Err(
@@ -436,6 +463,15 @@ pub fn run(
     } else {
         None
     };
+    let h2load = if cfg.clients.contains(&Client::H2load) {
+        Some(http::h2load::find().ok_or_else(|| {
+            CompareError::Nothing(
+                "--client h2load: h2load is not installed (Debian: nghttp2-client)".to_string(),
+            )
+        })?)
+    } else {
+        None
+    };
     for spec in &cfg.servers {
         if cfg.gzip == Some(peers::Gzip::Static) && spec.peer == Peer::Lighttpd {
             let why = "it has no setting to send precompressed files".to_string();
@@ -469,6 +505,7 @@ pub fn run(
             settings: peers::Settings {
                 gzip: cfg.gzip,
                 tls: tls_files.clone(),
+                h2: cfg.load.h2.is_some(),
                 ..peers::Settings::default()
             },
         };
@@ -562,9 +599,12 @@ pub fn run(
                 if cfg.gzip.is_some() {
                     load.headers.push("Accept-Encoding: gzip".to_string());
                 }
-                let result = netns::within(client_ns, || match (info.client, &wrk) {
-                    (Client::Wrk, Some(exe)) => http::wrk::run(&load, exe),
-                    _ => http::run(&load, stop, &mut |_, _| {}),
+                let result = netns::within(client_ns, || match info.client {
+                    Client::Wrk => http::wrk::run(&load, wrk.as_deref().unwrap_or("wrk".as_ref())),
+                    Client::H2load => {
+                        http::h2load::run(&load, h2load.as_deref().unwrap_or("h2load".as_ref()))
+                    }
+                    Client::Builtin => http::run(&load, stop, &mut |_, _| {}),
                 })?;
                 let r = result.map_err(|reason| CompareError::Run {
                     server: info.name.clone(),

@@ -29,11 +29,19 @@ pub enum Peer {
     Lighttpd,
     /// h2o.
     H2o,
+    /// Caddy.
+    Caddy,
 }
 
 impl Peer {
     /// Every peer, linerate first (the baseline of the comparisons).
-    pub const ALL: [Peer; 4] = [Peer::Linerate, Peer::Nginx, Peer::Lighttpd, Peer::H2o];
+    pub const ALL: [Peer; 5] = [
+        Peer::Linerate,
+        Peer::Nginx,
+        Peer::Lighttpd,
+        Peer::H2o,
+        Peer::Caddy,
+    ];
 
     /// The name used on the command line and in reports, and the program's name.
     pub fn name(self) -> &'static str {
@@ -42,6 +50,7 @@ impl Peer {
             Peer::Nginx => "nginx",
             Peer::Lighttpd => "lighttpd",
             Peer::H2o => "h2o",
+            Peer::Caddy => "caddy",
         }
     }
 
@@ -64,7 +73,9 @@ impl std::str::FromStr for Peer {
         Peer::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| format!("'{s}': the servers are linerate, nginx, lighttpd and h2o"))
+            .ok_or_else(|| {
+                format!("'{s}': the servers are linerate, nginx, lighttpd, h2o and caddy")
+            })
     }
 }
 
@@ -147,6 +158,8 @@ pub struct Settings {
     pub gzip: Option<Gzip>,
     /// HTTPS instead of HTTP.
     pub tls: Option<TlsFiles>,
+    /// HTTP/2 as well as HTTP/1.1: by ALPN over TLS, by prior knowledge in clear.
+    pub h2: bool,
 }
 
 impl Default for Settings {
@@ -158,6 +171,7 @@ impl Default for Settings {
             connections: 10_240,
             gzip: None,
             tls: None,
+            h2: false,
         }
     }
 }
@@ -220,6 +234,7 @@ pub fn config_text(l: &Launch) -> String {
         connections,
         gzip,
         ref tls,
+        h2,
     } = l.settings;
     // Each server's words for HTTPS with the one certificate: TLS 1.2 and 1.3, the
     // AES-128-GCM suites (ECDSA for 1.2), the server's order, session resumption.
@@ -280,6 +295,17 @@ ssl.openssl.ssl-conf-cmd = (\"MinProtocol\" => \"TLSv1.2\", \"Ciphersuites\" => 
         .min(hard.saturating_sub(64))
         .max(1024);
     let lighttpd_workers = if workers > 1 { workers } else { 0 };
+    // HTTP/2: nginx's `http2` listen parameter (ALPN h2 with ssl, prior-knowledge h2c
+    // without); lighttpd's feature flags (both on by default since 1.4.59, said
+    // outright); h2o offers h2 by ALPN and takes prior-knowledge h2c unasked.
+    let (nginx_h2, lighttpd_h2) = if h2 {
+        (
+            " http2",
+            "server.feature-flags += (\"server.h2proto\" => \"enable\", \"server.h2c\" => \"enable\")\n",
+        )
+    } else {
+        ("", "")
+    };
     let user = if linerate_sys::ns::effective_uid() == 0 {
         "user: root\n"
     } else {
@@ -316,7 +342,7 @@ http {{
     types {{ application/octet-stream bin; text/javascript js; }}
     default_type application/octet-stream;
     server {{
-        listen {bind}:{port}{nginx_ssl};
+        listen {bind}:{port}{nginx_ssl}{nginx_h2};
         root {root};
     }}
 }}
@@ -340,7 +366,7 @@ server.max-keep-alive-idle = {keepalive}
 server.max-connections = {connections}
 server.max-fds = {fds}
 mimetype.assign = (\".js\" => \"text/javascript\", \"\" => \"application/octet-stream\")
-{lighttpd_gzip}{lighttpd_tls}"
+{lighttpd_gzip}{lighttpd_tls}{lighttpd_h2}"
         ),
         // h2o's configuration directives: num-threads, file.dir; no access-log
         // directive means no access log; send-compressed off (the default) so files
@@ -363,7 +389,59 @@ http1-request-timeout: {keepalive}
         file.dir: {root}
 "
         ),
+        Peer::Caddy => caddy_config(l),
     }
+}
+
+/// Caddy's configuration, in its native JSON: one server with `file_server` on the
+/// root, automatic HTTPS off (no redirects, no certificate management), the admin
+/// endpoint off, its storage and logs in the work directory, no access log (Caddy
+/// logs no access unless told to). With TLS, the run's certificate and the same
+/// AES-128-GCM suite for TLS 1.2 (Go does not let TLS 1.3's suites be chosen; the
+/// client offers AES-128-GCM alone). Its protocols are said outright: HTTP/1.1, and
+/// h2 over TLS or h2c in clear with `h2`, never HTTP/3. Threads: `GOMAXPROCS` (see
+/// [`command`]).
+fn caddy_config(l: &Launch) -> String {
+    let work = l.work.display().to_string();
+    let tls = l.settings.tls.as_ref();
+    let protocols: &[&str] = match (l.settings.h2, tls.is_some()) {
+        (false, _) => &["h1"],
+        (true, true) => &["h1", "h2"],
+        (true, false) => &["h1", "h2c"],
+    };
+    let mut server = serde_json::json!({
+        "listen": [SocketAddr::new(l.bind, l.port).to_string()],
+        "protocols": protocols,
+        "automatic_https": { "disable": true },
+        "idle_timeout": format!("{}s", l.settings.keepalive_seconds),
+        "routes": [{
+            "handle": [{ "handler": "file_server", "root": l.root.display().to_string() }]
+        }],
+    });
+    let mut apps = serde_json::json!({ "http": { "servers": {} } });
+    if let Some(t) = tls {
+        server["tls_connection_policies"] = serde_json::json!([{
+            "protocol_min": "tls1.2",
+            "cipher_suites": ["TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"],
+        }]);
+        apps["tls"] = serde_json::json!({
+            "certificates": { "load_files": [{
+                "certificate": t.cert.display().to_string(),
+                "key": t.key.display().to_string(),
+            }]},
+        });
+    }
+    apps["http"]["servers"]["bench"] = server;
+    let config = serde_json::json!({
+        "admin": { "disabled": true },
+        "storage": { "module": "file_system", "root": format!("{work}/storage") },
+        "logging": { "logs": { "default": {
+            "level": "ERROR",
+            "writer": { "output": "file", "filename": format!("{work}/error.log") },
+        }}},
+        "apps": apps,
+    });
+    serde_json::to_string_pretty(&config).unwrap_or_default() + "\n"
 }
 
 fn config_file(l: &Launch) -> PathBuf {
@@ -372,6 +450,7 @@ fn config_file(l: &Launch) -> PathBuf {
         Peer::Nginx => "nginx.conf",
         Peer::Lighttpd => "lighttpd.conf",
         Peer::H2o => "h2o.conf",
+        Peer::Caddy => "caddy.json",
     })
 }
 
@@ -418,6 +497,16 @@ fn command(l: &Launch) -> Command {
         Peer::H2o => {
             c.arg("-c").arg(&conf);
         }
+        // Go's threads: one per worker, as the others' processes or threads. Its
+        // configuration and data directories (which it would make under $HOME) are
+        // the work directory.
+        Peer::Caddy => {
+            c.args(["run", "--config"])
+                .arg(&conf)
+                .env("GOMAXPROCS", l.settings.workers.to_string())
+                .env("XDG_CONFIG_HOME", &l.work)
+                .env("XDG_DATA_HOME", &l.work);
+        }
     }
     c
 }
@@ -429,6 +518,7 @@ fn version(peer: Peer, exe: &Path) -> String {
         Peer::Nginx => "-v",
         Peer::Lighttpd => "-v",
         Peer::H2o => "--version",
+        Peer::Caddy => "version",
     };
     Command::new(exe)
         .arg(flag)

@@ -9,6 +9,7 @@
 
 pub(crate) mod client;
 mod h2;
+pub mod h2load;
 mod judge;
 pub mod tls;
 pub mod workload;

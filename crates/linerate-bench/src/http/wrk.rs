@@ -43,13 +43,40 @@ end
 
 /// wrk on `PATH`, if installed.
 pub fn find() -> Option<PathBuf> {
+    find_program("wrk")
+}
+
+/// The executable `name` on `PATH`, if there is one.
+pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
-        .map(|d| d.join("wrk"))
+        .map(|d| d.join(name))
         .find(|p| {
             use std::os::unix::fs::PermissionsExt;
             std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
         })
+}
+
+/// Runs `cmd` to its end from a thread pinned to `cpu` (the program inherits the
+/// affinity), its output collected.
+pub(crate) fn spawn_pinned(
+    cmd: &mut Command,
+    cpu: Option<usize>,
+) -> io::Result<std::process::Output> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            if let Some(c) = cpu {
+                linerate_sys::cpu::pin_thread_to_cpu(c)?;
+            }
+            cmd.output()
+        })
+        .join()
+        .unwrap_or_else(|_| {
+            Err(io::Error::other(
+                "the thread running the load client panicked",
+            ))
+        })
+    })
 }
 
 /// Why a load cannot be made by wrk, if it cannot: wrk asks for one URL, for a time,
@@ -108,17 +135,7 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
     let server0 = cfg.server_pid.map(server_cpu).transpose()?;
     let client0 = linerate_sys::cpu::process_cpu()?;
     // Spawned from a thread pinned to the first client CPU: wrk inherits the affinity.
-    let cpus = cfg.cpus.clone();
-    let out = std::thread::scope(|s| {
-        s.spawn(|| {
-            if let Some(&c) = cpus.first() {
-                linerate_sys::cpu::pin_thread_to_cpu(c)?;
-            }
-            cmd.output()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("the thread running wrk panicked")))
-    })?;
+    let out = spawn_pinned(&mut cmd, cfg.cpus.first().copied())?;
     let server1 = cfg.server_pid.map(server_cpu).transpose()?;
     let client1 = linerate_sys::cpu::process_cpu()?;
     let text = String::from_utf8_lossy(&out.stdout);
