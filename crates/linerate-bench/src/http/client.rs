@@ -527,6 +527,10 @@ impl Thread<'_> {
         let close = self.shared.close;
         loop {
             let c = &self.conns[i];
+            // An HTTP/2 server says how many streams it takes at once (lighttpd: 8).
+            let depth =
+                c.h2.as_deref()
+                    .map_or(depth, |h| depth.min(h.max_streams as usize));
             if close || c.inflight.len() >= depth || c.going_away {
                 break;
             }

@@ -53,6 +53,10 @@ pub(crate) struct ClientH2 {
     used: u64,
     /// The server's largest frame (its SETTINGS).
     pub max_frame: u32,
+    /// Streams the server takes at once: 1 until its first SETTINGS come, then what
+    /// they say (unlimited if they say nothing). Asking for more would be refused.
+    pub max_streams: u32,
+    settings_seen: bool,
 }
 
 /// A request's field block: GET `path` of `authority`.
@@ -97,6 +101,8 @@ impl ClientH2 {
             data: None,
             used: 0,
             max_frame: frame::DEFAULT_MAX_FRAME_SIZE,
+            max_streams: 1,
+            settings_seen: false,
         }
     }
 
@@ -241,9 +247,15 @@ impl ClientH2 {
         };
         match h.kind {
             Kind::Settings if h.flags & flag::ACK == 0 => {
+                if !std::mem::replace(&mut self.settings_seen, true) {
+                    self.max_streams = u32::MAX;
+                }
                 for s in p.chunks_exact(6) {
-                    if u16::from_be_bytes([s[0], s[1]]) == setting::MAX_FRAME_SIZE {
-                        self.max_frame = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
+                    let value = u32::from_be_bytes([s[2], s[3], s[4], s[5]]);
+                    match u16::from_be_bytes([s[0], s[1]]) {
+                        setting::MAX_FRAME_SIZE => self.max_frame = value,
+                        setting::MAX_CONCURRENT_STREAMS => self.max_streams = value,
+                        _ => {}
                     }
                 }
                 frame::write(out, Kind::Settings, flag::ACK, 0, &[]);
@@ -316,5 +328,31 @@ impl ClientH2 {
     /// The name of an error code, for the report.
     pub fn code_name(code: u32) -> &'static str {
         ErrorCode::from_u32(code).name()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_wait_for_the_servers_settings_and_keep_to_its_limit() {
+        let mut out = Vec::new();
+        let mut c = ClientH2::new(&mut out, 16_384);
+        assert_eq!(c.max_streams, 1, "one stream until the server has spoken");
+        let mut settings = Vec::new();
+        frame::write_settings(&mut settings, &[(setting::MAX_CONCURRENT_STREAMS, 8)]);
+        out.clear();
+        let (used, _) = c.read(&settings, &mut out).unwrap();
+        assert_eq!(used, settings.len());
+        assert_eq!(c.max_streams, 8);
+        // SETTINGS that do not name it leave it; a first SETTINGS without it: no limit.
+        let mut other = Vec::new();
+        frame::write_settings(&mut other, &[(setting::MAX_FRAME_SIZE, 32_768)]);
+        c.read(&other, &mut out).unwrap();
+        assert_eq!((c.max_streams, c.max_frame), (8, 32_768));
+        let mut fresh = ClientH2::new(&mut out, 16_384);
+        fresh.read(&other, &mut out).unwrap();
+        assert_eq!(fresh.max_streams, u32::MAX);
     }
 }
