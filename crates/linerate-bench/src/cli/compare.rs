@@ -59,9 +59,10 @@ pub struct CompareArgs {
     json: bool,
     /// Compressed answers: SIZE.js files (text) with SIZE.js.gz beside them, asked for
     /// with Accept-Encoding: gzip. static: every server sends the .gz (nginx
-    /// gzip_static, h2o file.send-compressed; lighttpd cannot and is skipped); dynamic:
-    /// the peers compress each response (nginx gzip on, lighttpd mod_deflate, h2o
-    /// compress; needs --client wrk) while linerate still sends the .gz.
+    /// gzip_static, h2o file.send-compressed, Caddy's precompressed; lighttpd cannot and
+    /// is skipped); dynamic: the peers compress each response (nginx gzip on, lighttpd
+    /// mod_deflate, h2o compress, Caddy's encode; needs --client wrk) while linerate
+    /// still sends the .gz.
     #[arg(long, value_name = "static|dynamic")]
     gzip: Option<crate::compare::peers::Gzip>,
     /// HTTPS: every server (nginx, lighttpd with mod_openssl, h2o, linerate) with one

@@ -479,6 +479,15 @@ pub fn run(
             skipped.push((spec.label.clone(), why));
             continue;
         }
+        if cfg.gzip == Some(peers::Gzip::Static)
+            && spec.peer == Peer::Caddy
+            && cfg.clients.contains(&Client::Builtin)
+        {
+            let why = "it sends precompressed files chunked, which the builtin client does not read (give --client wrk)".to_string();
+            on(Event::Skipped(&spec.label, &why));
+            skipped.push((spec.label.clone(), why));
+            continue;
+        }
         if cfg.tls && spec.peer == Peer::Lighttpd && !Path::new(LIGHTTPD_OPENSSL).exists() {
             let why = format!("{LIGHTTPD_OPENSSL} is not installed (Debian: lighttpd-mod-openssl)");
             on(Event::Skipped(&spec.label, &why));

@@ -11,7 +11,7 @@
 use std::fs;
 use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -115,10 +115,11 @@ impl Launch {
 #[serde(rename_all = "lowercase")]
 pub enum Gzip {
     /// Each server sends the `.gz` beside the file (nginx's `gzip_static`, h2o's
-    /// `file.send-compressed`; lighttpd has no such setting and sits it out).
+    /// `file.send-compressed`, Caddy's `precompressed`; lighttpd has no such setting
+    /// and sits it out).
     Static,
     /// Each peer compresses every response itself (nginx's `gzip on` at its default
-    /// level 1, lighttpd's mod_deflate, h2o's `compress`); linerate, which never
+    /// level 1, lighttpd's mod_deflate, h2o's `compress`, Caddy's `encode`); linerate, which never
     /// compresses on the fly, still sends the `.gz`.
     Dynamic,
 }
@@ -269,6 +270,7 @@ ssl.openssl.ssl-conf-cmd = (\"MinProtocol\" => \"TLSv1.2\", \"Ciphersuites\" => 
     minimum-version: TLSv1.2
     cipher-suite: ECDHE-ECDSA-AES128-GCM-SHA256
     cipher-preference: server
+    ocsp-update-interval: 0
 "
                 ),
             )
@@ -409,14 +411,32 @@ fn caddy_config(l: &Launch) -> String {
         (true, true) => &["h1", "h2"],
         (true, false) => &["h1", "h2c"],
     };
+    let mut file_server = serde_json::json!({
+        "handler": "file_server",
+        "root": l.root.display().to_string(),
+    });
+    let mut handle = Vec::new();
+    match l.settings.gzip {
+        None => {}
+        // The `.gz` beside the file, as nginx's gzip_static.
+        Some(Gzip::Static) => {
+            file_server["precompressed"] = serde_json::json!({ "gzip": {} });
+            file_server["precompressed_order"] = serde_json::json!(["gzip"]);
+        }
+        // Each response compressed (its default types take text/*), as nginx's gzip on.
+        Some(Gzip::Dynamic) => handle.push(serde_json::json!({
+            "handler": "encode",
+            "encodings": { "gzip": {} },
+            "prefer": ["gzip"],
+        })),
+    }
+    handle.push(file_server);
     let mut server = serde_json::json!({
         "listen": [SocketAddr::new(l.bind, l.port).to_string()],
         "protocols": protocols,
         "automatic_https": { "disable": true },
         "idle_timeout": format!("{}s", l.settings.keepalive_seconds),
-        "routes": [{
-            "handle": [{ "handler": "file_server", "root": l.root.display().to_string() }]
-        }],
+        "routes": [{ "handle": handle }],
     });
     let mut apps = serde_json::json!({ "http": { "servers": {} } });
     if let Some(t) = tls {
@@ -433,7 +453,9 @@ fn caddy_config(l: &Launch) -> String {
     }
     apps["http"]["servers"]["bench"] = server;
     let config = serde_json::json!({
-        "admin": { "disabled": true },
+        // No admin endpoint, and no copy of the configuration saved under
+        // $XDG_CONFIG_HOME.
+        "admin": { "disabled": true, "config": { "persist": false } },
         "storage": { "module": "file_system", "root": format!("{work}/storage") },
         "logging": { "logs": { "default": {
             "level": "ERROR",
@@ -498,30 +520,34 @@ fn command(l: &Launch) -> Command {
             c.arg("-c").arg(&conf);
         }
         // Go's threads: one per worker, as the others' processes or threads. Its
-        // configuration and data directories (which it would make under $HOME) are
-        // the work directory.
+        // configuration, data and step directories (which it would make under $HOME,
+        // `caddy version` too) are the work directory.
         Peer::Caddy => {
             c.args(["run", "--config"])
                 .arg(&conf)
                 .env("GOMAXPROCS", l.settings.workers.to_string())
                 .env("XDG_CONFIG_HOME", &l.work)
-                .env("XDG_DATA_HOME", &l.work);
+                .env("XDG_DATA_HOME", &l.work)
+                .env("STEPPATH", l.work.join("step"));
         }
     }
     c
 }
 
 /// The server's version line.
-fn version(peer: Peer, exe: &Path) -> String {
-    let flag = match peer {
+fn version(l: &Launch) -> String {
+    let flag = match l.peer {
         Peer::Linerate => "--version",
         Peer::Nginx => "-v",
         Peer::Lighttpd => "-v",
         Peer::H2o => "--version",
         Peer::Caddy => "version",
     };
-    Command::new(exe)
-        .arg(flag)
+    let mut c = Command::new(&l.exe);
+    if l.peer == Peer::Caddy {
+        c.env("STEPPATH", l.work.join("step"));
+    }
+    c.arg(flag)
         .output()
         .map(|o| {
             let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
@@ -565,7 +591,7 @@ pub fn start(l: &Launch) -> io::Result<Running> {
         peer: l.peer,
         pid: child.id(),
         addr,
-        version: version(l.peer, &l.exe),
+        version: version(l),
         config: shown,
         child,
     };

@@ -231,8 +231,8 @@ struct Logged {
 }
 
 /// Reads the per-request log: one line per request answered, "start (µs since the
-/// epoch) TAB status TAB duration (µs)". A line with no status (-1: the stream failed)
-/// is not an answer.
+/// epoch) TAB status TAB duration (µs)". A line with no status (-1: the stream failed;
+/// 0: begun in a warm-up, which these runs do not have) is not an answer.
 fn read_log(path: &Path) -> io::Result<Logged> {
     let text = std::fs::read_to_string(path)?;
     parse_log(&text).ok_or_else(|| io::Error::other("h2load's log: a line it did not write"))
@@ -251,7 +251,7 @@ fn parse_log(text: &str) -> Option<Logged> {
         };
         let status: i64 = status.trim().parse().ok()?;
         let us: u64 = us.trim().parse().ok()?;
-        let Ok(status) = u16::try_from(status) else {
+        let Ok(status @ 1..) = u16::try_from(status) else {
             continue;
         };
         l.requests += 1;
