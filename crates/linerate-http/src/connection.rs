@@ -22,7 +22,7 @@
 use std::rc::Rc;
 use std::time::Instant;
 
-use crate::request::{self, Body, ChunkedSkipper, HeadScan, Limits, Parse, Request};
+use crate::request::{self, Body, ChunkedSkipper, HeadScan, Http2, Limits, Parse, Request};
 use crate::Status;
 
 /// Most bytes held before they are parsed, unless the limits allow a larger head: this
@@ -185,7 +185,13 @@ impl Connection {
             if self.buf.is_empty() {
                 return Event::Wait;
             }
-            if self.handed_out == 0 && self.limits.http2 && self.buf[0] == b'P' {
+            if self.handed_out == 0 && self.limits.http2 == Http2::Only {
+                // HTTP/2 from the first byte: its connection checks the preface.
+                self.stopped = true;
+                self.handed_out = 1;
+                return Event::Http2;
+            }
+            if self.handed_out == 0 && self.limits.http2 == Http2::On && self.buf[0] == b'P' {
                 let preface = crate::h2::PREFACE;
                 let n = self.buf.len().min(preface.len());
                 if self.buf[..n] == preface[..n] {
@@ -648,7 +654,7 @@ mod tests {
         assert_eq!(paths(&both(big_head.as_bytes())), ["431"]);
     }
 
-    /// Rules: docs/http.md T7.
+    /// Rules: docs/http.md T7, T8.
     #[test]
     fn the_http2_preface_turns_the_connection_over_when_allowed() {
         let now = Instant::now();
@@ -663,7 +669,7 @@ mod tests {
         assert!(!c.wants_bytes());
         // Off, it is a request line with an unknown method.
         let off = Limits {
-            http2: false,
+            http2: Http2::Off,
             ..Limits::default()
         };
         let mut c = Connection::new(off, 32);
@@ -675,6 +681,16 @@ mod tests {
         assert!(matches!(c.next(now), Event::Request(_)));
         c.sent();
         assert!(matches!(c.next(now), Event::Reject { .. }));
+        // Only: HTTP/2 from the first byte, whatever it is (the HTTP/2 connection
+        // refuses what is not its preface).
+        let only = Limits {
+            http2: Http2::Only,
+            ..Limits::default()
+        };
+        let mut c = Connection::new(only, 32);
+        c.receive(GET);
+        assert_eq!(c.next(now), Event::Http2);
+        assert_eq!(c.take_input(), GET);
     }
 
     /// A reload stops a connection that has had no request yet: its first request is

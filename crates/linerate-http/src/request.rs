@@ -19,9 +19,45 @@ pub struct Limits {
     /// Keep `User-Agent` and `Referer` (for an access log that writes them); off, they
     /// cost nothing.
     pub client_fields: bool,
+    /// Whether a connection speaks HTTP/2.
+    pub http2: Http2,
+}
+
+/// Whether connections speak HTTP/2 (`--http2`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Http2 {
+    /// Never: the preface is an unknown method.
+    Off,
     /// A connection that opens with HTTP/2's preface speaks HTTP/2 (prior knowledge
-    /// in clear, or after ALPN chose `h2`); off, the preface is an unknown method.
-    pub http2: bool,
+    /// in clear, or after ALPN chose `h2`); any other is HTTP/1.1.
+    #[default]
+    On,
+    /// Every connection speaks HTTP/2 from its first byte: one that does not open
+    /// with the preface gets a GOAWAY (PROTOCOL_ERROR), not an HTTP/1.1 answer (an
+    /// h2c-only port, as a load balancer's backend; TLS offers `h2` alone).
+    Only,
+}
+
+impl std::str::FromStr for Http2 {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Http2, String> {
+        match s {
+            "off" | "false" => Ok(Http2::Off),
+            "on" | "true" => Ok(Http2::On),
+            "only" => Ok(Http2::Only),
+            _ => Err(format!("'{s}': expected on, off or only")),
+        }
+    }
+}
+
+impl std::fmt::Display for Http2 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Http2::Off => "off",
+            Http2::On => "on",
+            Http2::Only => "only",
+        })
+    }
 }
 
 impl Default for Limits {
@@ -31,7 +67,7 @@ impl Default for Limits {
             header_bytes: 16 * 1024,
             header_fields: 100,
             client_fields: false,
-            http2: true,
+            http2: Http2::On,
         }
     }
 }

@@ -172,6 +172,46 @@ impl Serialize for Seconds {
     }
 }
 
+/// `--http2`: on, off or only; in a file also `true` and `false` (the key was a
+/// boolean before `only` came).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Http2(pub linerate_http::request::Http2);
+
+impl FromStr for Http2 {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Http2, String> {
+        s.parse().map(Http2)
+    }
+}
+
+impl fmt::Display for Http2 {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<'de> Deserialize<'de> for Http2 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum BoolOrText {
+            Bool(bool),
+            Text(String),
+        }
+        match BoolOrText::deserialize(d)? {
+            BoolOrText::Bool(true) => Ok(Http2(linerate_http::request::Http2::On)),
+            BoolOrText::Bool(false) => Ok(Http2(linerate_http::request::Http2::Off)),
+            BoolOrText::Text(t) => t.parse().map_err(D::Error::custom),
+        }
+    }
+}
+
+impl Serialize for Http2 {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 /// What a key may hold when it takes a number or a string.
 #[derive(Deserialize)]
 #[serde(untagged)]
@@ -1117,12 +1157,14 @@ pub struct Settings {
     #[arg(long, value_name = "DURATION")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_timeout: Option<Seconds>,
-    /// HTTP/2: offered by ALPN (`h2`, then `http/1.1`) on the TLS listeners, and
+    /// HTTP/2: on, offered by ALPN (`h2`, then `http/1.1`) on the TLS listeners and
     /// spoken in clear by a client that opens with its preface (prior knowledge, as
-    /// load balancers do); off, every connection is HTTP/1.1 [default: on].
-    #[arg(long, value_name = "on|off", value_parser = clap::builder::BoolishValueParser::new())]
+    /// load balancers do); off, every connection is HTTP/1.1; only, every connection
+    /// is HTTP/2 (TLS offers `h2` alone; in clear, bytes that are not the preface get
+    /// a GOAWAY: an h2c-only port, as a balancer's backend) [default: on].
+    #[arg(long, value_name = "on|off|only")]
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub http2: Option<bool>,
+    pub http2: Option<Http2>,
     /// Serve dot-files and dot-directories (404 otherwise) [default: false].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1371,8 +1413,8 @@ impl Settings {
                 *slot = d.0;
             }
         }
-        if let Some(b) = s.http2 {
-            cfg.limits.http2 = b;
+        if let Some(h) = s.http2 {
+            cfg.limits.http2 = h.0;
         }
         if let Some(b) = s.dotfiles {
             cfg.dotfiles = b;
@@ -1492,6 +1534,7 @@ mod tests {
                 "expected auto, epoll or uring",
             ),
             ("kernel-tls", "auto", "yes", "expected off, auto or on"),
+            ("http2", "only", "h2c", "expected on, off or only"),
             ("steer", "cpu", "rss", "expected off, auto or cpu"),
             ("log-format", "json", "xml", "give clf, combined or json"),
             (
@@ -1528,6 +1571,12 @@ mod tests {
         assert_eq!(s.workers, Some(Count(3)));
         let e = Settings::parse("small-file = 1.5\n").unwrap_err();
         assert!(e.contains("whole number"), "{e}");
+        // http2 was a boolean before `only`: a file may still say true or false.
+        use linerate_http::request::Http2 as H;
+        for (text, want) in [("true", H::On), ("false", H::Off), ("\"off\"", H::Off)] {
+            let s = Settings::parse(&format!("http2 = {text}\n")).unwrap();
+            assert_eq!(s.http2, Some(Http2(want)), "{text}");
+        }
     }
 
     #[test]
@@ -1647,7 +1696,8 @@ mod tests {
             "root" => "\"/srv\"",
             "listen" | "tls-listen" | "redirect-listen" => "\"127.0.0.1:80\"",
             "tls-cert" | "tls-key" => "\"/etc/ssl/x.pem\"",
-            "pin" | "dotfiles" | "autoindex" | "http2" => "true",
+            "pin" | "dotfiles" | "autoindex" => "true",
+            "http2" => "\"only\"",
             "transmit" => "\"copy\"",
             "driver" => "\"epoll\"",
             "kernel-tls" => "\"auto\"",

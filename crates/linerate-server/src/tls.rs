@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use linerate_http::connection::Connection;
+use linerate_http::request::Http2;
 use linerate_sys::ktls::Keys;
 use linerate_sys::op::{Completion, Op, Piece};
 use linerate_sys::Errno;
@@ -212,10 +213,10 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
     // h2 first when HTTP/2 is on: a browser that offers both gets it.
-    config.alpn_protocols = if cfg.limits.http2 {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
+    config.alpn_protocols = match cfg.limits.http2 {
+        Http2::On => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        Http2::Only => vec![b"h2".to_vec()],
+        Http2::Off => vec![b"http/1.1".to_vec()],
     };
     config.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
     config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS: {e}"))?;

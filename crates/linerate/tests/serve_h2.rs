@@ -94,6 +94,13 @@ fn h2spec_passes_over_tls_and_in_clear(case: &str) {
         failures.contains("Sends invalid connection preface"),
         "{failures}"
     );
+    drop(server);
+    // `--http2 only`: every connection is HTTP/2, and h2spec passes every test in clear
+    // too.
+    let (server, _) = serve(root.path(), certs.path(), case, &log, &["--http2", "only"]);
+    let ((tests, passed, failed), failures) = run_h2spec(&bin, server.addr, false);
+    assert!(tests >= 145, "{tests} tests");
+    assert_eq!((passed, failed), (tests, 0), "in clear, only:\n{failures}");
 }
 
 /// `curl -sS` with `args` for `url`: its output with `-w` giving the status and version
@@ -286,6 +293,61 @@ fn http2_off_answers_http11_only() {
     assert!(!out.status.success(), "prior knowledge is refused");
     let (s, _, _) = curl(&[], &format!("http://{}/a.txt", server.addr));
     assert_eq!(s, 200);
+}
+
+/// `--http2 only`: an HTTP/1.1 request in clear gets the server's SETTINGS and a
+/// GOAWAY (PROTOCOL_ERROR), then the close, no HTTP/1.1 answer; ALPN offers `h2` alone
+/// (curl asking for HTTP/1.1 alone is refused); prior knowledge and ALPN h2 are served.
+/// Rules: docs/http.md T7.
+#[test]
+fn http2_only_answers_http2_alone() {
+    let root = docroot();
+    put(root.path(), "a.txt", b"hello");
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, cert) = serve(
+        root.path(),
+        certs.path(),
+        "sendfile",
+        &log,
+        &["--http2", "only"],
+    );
+    let mut r = Raw {
+        s: std::net::TcpStream::connect(server.addr).unwrap(),
+        buf: Vec::new(),
+    };
+    r.send_raw(b"GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n");
+    let wait = std::time::Duration::from_secs(5);
+    let mut kinds = Vec::new();
+    while let Some((kind, _, _, payload)) = r.frame(wait) {
+        if kind == 7 {
+            assert_eq!(payload[4..8], 1u32.to_be_bytes(), "PROTOCOL_ERROR");
+        }
+        kinds.push(kind);
+    }
+    assert_eq!(kinds.first(), Some(&4), "SETTINGS first: {kinds:?}");
+    assert_eq!(
+        kinds.last(),
+        Some(&7),
+        "GOAWAY last, then the close: {kinds:?}"
+    );
+    let (s, v, b) = curl(
+        &["--http2-prior-knowledge"],
+        &format!("http://{}/a.txt", server.addr),
+    );
+    assert_eq!((s, v.as_str(), &b[..]), (200, "2", &b"hello"[..]));
+    let tls = server.tls_addr();
+    let resolve = format!("localhost:{}:{}", tls.port(), tls.ip());
+    let url = format!("https://localhost:{}/a.txt", tls.port());
+    let cert = cert.to_str().unwrap();
+    let (s, v, _) = curl(&["--http2", "--cacert", cert, "--resolve", &resolve], &url);
+    assert_eq!((s, v.as_str()), (200, "2"));
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "5", "--http1.1", "--cacert", cert])
+        .args(["--resolve", &resolve, &url])
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "ALPN http/1.1 alone is refused");
 }
 
 /// A bare HTTP/2 client over a socket: frames written and read as they are.
