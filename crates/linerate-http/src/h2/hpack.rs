@@ -422,13 +422,38 @@ pub(crate) fn encode_field(out: &mut Vec<u8>, name: &str, value: &str) {
 }
 
 /// A literal's name, lower-cased: its static index when it has one.
+/// The longest name in the static table (`access-control-allow-origin`).
+const LONGEST_NAME: usize = 27;
+
+/// The static table's regular names (index 15 and up) by length: each length's
+/// indexes, 0 ending the list (no length has more than six).
+const BY_LENGTH: [[u8; 8]; LONGEST_NAME + 1] = {
+    let mut t = [[0u8; 8]; LONGEST_NAME + 1];
+    let mut i = 14;
+    while i < STATIC.len() {
+        let len = STATIC[i].0.len();
+        let mut k = 0;
+        while t[len][k] != 0 {
+            k += 1;
+        }
+        t[len][k] = (i + 1) as u8;
+        i += 1;
+    }
+    t
+};
+
 fn encode_name(out: &mut Vec<u8>, name: &[u8]) {
-    // Regular names start at index 15; most candidates differ in length.
-    let index = STATIC[14..]
-        .iter()
-        .position(|(n, _)| n.len() == name.len() && n.as_bytes().eq_ignore_ascii_case(name));
+    // Only the names of the same length are compared: one to six of them.
+    let index = BY_LENGTH.get(name.len()).and_then(|same| {
+        same.iter().take_while(|&&i| i != 0).find(|&&i| {
+            STATIC[usize::from(i) - 1]
+                .0
+                .as_bytes()
+                .eq_ignore_ascii_case(name)
+        })
+    });
     match index {
-        Some(i) => integer(out, 0x00, 4, i + 15),
+        Some(&i) => integer(out, 0x00, 4, usize::from(i)),
         None => {
             out.push(0x00);
             integer(out, 0, 7, name.len());
@@ -459,12 +484,12 @@ pub(crate) fn encode_h1_head(out: &mut Vec<u8>, head: &[u8]) -> bool {
     }
     let status = code.iter().fold(0u16, |n, d| n * 10 + u16::from(d - b'0'));
     encode_status(out, status);
-    let mut rest = match head.iter().position(|&b| b == b'\n') {
+    let mut rest = match memchr::memchr(b'\n', head) {
         Some(i) => &head[i + 1..],
         None => return false,
     };
     loop {
-        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+        let Some(end) = memchr::memchr(b'\n', rest) else {
             return false;
         };
         let line = rest[..end].strip_suffix(b"\r").unwrap_or(&rest[..end]);
@@ -472,7 +497,7 @@ pub(crate) fn encode_h1_head(out: &mut Vec<u8>, head: &[u8]) -> bool {
         if line.is_empty() {
             return true;
         }
-        let Some(colon) = line.iter().position(|&b| b == b':') else {
+        let Some(colon) = memchr::memchr(b':', line) else {
             return false;
         };
         let (name, value) = (&line[..colon], &line[colon + 1..]);
@@ -666,5 +691,27 @@ mod tests {
             d.decode(&{ std::mem::take(&mut bomb) }, 8000, &mut |_, _| {}),
             Err(DecodeError::Bomb)
         ));
+    }
+
+    /// Every regular name of the static table is encoded as its index, in any case;
+    /// another name as a lower-cased literal. Decoded back, the name is the table's.
+    #[test]
+    fn names_of_the_static_table_are_indexed() {
+        for (i, (name, _)) in STATIC.iter().enumerate().skip(14) {
+            for form in [name.to_string(), name.to_ascii_uppercase()] {
+                let mut out = Vec::new();
+                encode_name(&mut out, form.as_bytes());
+                string(&mut out, b"v");
+                let mut want = Vec::new();
+                integer(&mut want, 0, 4, i + 1);
+                assert!(out.starts_with(&want), "{form}: {out:?}");
+                let mut d = Decoder::new();
+                assert_eq!(decode(&mut d, &out), [(name.to_string(), "v".to_string())]);
+            }
+        }
+        let mut out = Vec::new();
+        encode_name(&mut out, b"X-Custom");
+        assert_eq!(out, b"\x00\x08x-custom");
+        encode_name(&mut Vec::new(), &[b'a'; 100]);
     }
 }
