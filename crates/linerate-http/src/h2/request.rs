@@ -13,7 +13,8 @@ pub type Malformed = &'static str;
 /// A request's fields as they are decoded.
 pub(crate) struct Fields {
     r: Request,
-    method: Option<String>,
+    /// `:method`: the method, or None for one the server does not know.
+    method: Option<Option<Method>>,
     scheme: bool,
     path: Option<String>,
     authority: Option<String>,
@@ -99,7 +100,15 @@ impl Fields {
                     .map_err(|_| "a pseudo-header value that is not text")
             };
             let slot = match pseudo {
-                b"method" => &mut self.method,
+                b"method" => {
+                    if self.method.is_some() {
+                        return Err("a pseudo-header field twice");
+                    }
+                    let token = std::str::from_utf8(value)
+                        .map_err(|_| "a pseudo-header value that is not text")?;
+                    self.method = Some(Method::from_token(token));
+                    return Ok(());
+                }
                 b"path" => &mut self.path,
                 b"authority" => &mut self.authority,
                 b"scheme" => {
@@ -166,7 +175,7 @@ impl Fields {
         let Some(method) = self.method else {
             return Err("no :method");
         };
-        let connect = method == "CONNECT";
+        let connect = method == Some(Method::Connect);
         let path = match (self.path, connect) {
             (None, true) => String::new(),
             (Some(_), true) => return Err(":path in a CONNECT"),
@@ -179,8 +188,8 @@ impl Fields {
         }
         // An unknown method is the server's to answer (501), as over HTTP/1.1: it
         // reaches it as a method it does not serve.
-        self.r.method = Method::from_token(&method).unwrap_or(Method::Patch);
-        let unknown = Method::from_token(&method).is_none();
+        self.r.method = method.unwrap_or(Method::Patch);
+        let unknown = method.is_none();
         if path == "*" {
             if self.r.method != Method::Options {
                 return Err("an asterisk :path outside OPTIONS");
