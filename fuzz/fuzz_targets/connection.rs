@@ -3,7 +3,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use linerate_http::connection::{Connection, Event};
-use linerate_http::request::Limits;
+use linerate_http::request::{Http2, Limits};
 
 fn events(data: &[u8], step: usize) -> (Vec<Event>, usize) {
     let now = std::time::Instant::now();
@@ -12,7 +12,7 @@ fn events(data: &[u8], step: usize) -> (Vec<Event>, usize) {
         header_bytes: 512,
         header_fields: 8,
         client_fields: true,
-        http2: true,
+        http2: Http2::On,
     };
     let mut c = Connection::new(limits, 4);
     let mut out = Vec::new();

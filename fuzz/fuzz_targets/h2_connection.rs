@@ -5,7 +5,7 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use linerate_http::h2::{Config, Connection, Event, PREFACE};
-use linerate_http::request::Limits;
+use linerate_http::request::{Http2, Limits};
 
 fn run(data: &[u8], step: usize) -> (Vec<Event>, Vec<u8>) {
     let now = std::time::Instant::now();
@@ -14,7 +14,7 @@ fn run(data: &[u8], step: usize) -> (Vec<Event>, Vec<u8>) {
         header_bytes: 512,
         header_fields: 8,
         client_fields: true,
-        http2: true,
+        http2: Http2::On,
     };
     let mut c = Connection::new(limits, Config::default());
     let (mut events, mut out) = (Vec::new(), Vec::new());
