@@ -18,15 +18,18 @@ use linerate_http::h2::{self, Connection, Priority};
 use crate::output::Output;
 use crate::response::{FileRange, Part, Response};
 
-/// DATA bytes handed to the output queue per fill: two of the client's largest frames,
-/// within these bounds. The queue sends them before more are cut. Frames of 16 KiB
-/// (what browsers and h2load take) are read into memory and gathered with their
-/// headers (the queue's collapse), so a fill is one `sendmsg` (or one write into the
-/// TLS session) of 32 KiB: measured over `--netns`, 512 KiB fills cost 2.2× the CPU
-/// per KB in clear (the socket taken for one long copy while ACKs wait in its backlog:
-/// twice the softirq time per byte) and 1.3× over TLS; 16 KiB fills 1.35× and 1.45×
-/// (a send per frame); 32-48 KiB are best (`BENCHMARKS.md`). Larger frames are file
-/// ranges sent by the transmit strategy, in larger fills as HTTP/1.1 sends its slices.
+/// Bytes of DATA frames, headers included, handed to the output queue per fill: two of
+/// the client's largest frames, within these bounds. The queue sends them before more
+/// are cut. Frames of 16 KiB (what browsers and h2load take) are read into memory and
+/// gathered with their headers (the queue's collapse), so a fill is one `sendmsg` (or
+/// one write into the TLS session, [`crate::tls::WRITE_BYTES`]: two whole records) of
+/// 32 KiB: measured over `--netns`, 512 KiB fills cost 2.2× the CPU per KB in clear
+/// (the socket taken for one long copy while ACKs wait in its backlog: twice the
+/// softirq time per byte) and 1.3× over TLS; 16 KiB fills 1.35× and 1.45× (a send per
+/// frame); 32-48 KiB are best (`BENCHMARKS.md`). The headers count, so a fill of two
+/// frames is 32 KiB exactly, not 18 bytes more for a write of their own. Larger frames
+/// are file ranges sent by the transmit strategy, in larger fills as HTTP/1.1 sends
+/// its slices.
 const FILL_BYTES: (u64, u64) = (32 * 1024, 512 * 1024);
 
 /// An answer whose body is being framed.
@@ -163,8 +166,9 @@ impl H2 {
     pub fn fill(&mut self, out: &mut Output, now: std::time::Instant) -> bool {
         let mut queued = self.push_control(out);
         let max_frame = self.proto.max_frame();
+        let header_len = h2::frame::HEADER_LEN as u64;
         let mut budget = (2 * max_frame).clamp(FILL_BYTES.0, FILL_BYTES.1);
-        while budget > 0 {
+        while budget > header_len {
             let proto = &self.proto;
             let Some(i) = pick(
                 self.answers
@@ -186,14 +190,14 @@ impl H2 {
             let n = (part.len() - a.front)
                 .min(self.proto.window(a.stream))
                 .min(max_frame)
-                .min(budget);
+                .min(budget - header_len);
             self.sent_at = now;
             let end = a.response.plan.parts.len() == 1 && a.front + n == part.len();
             let slice = slice(part, a.front, n);
             let header = self.proto.data_header(a.stream, n as u32, end);
             a.front += n;
             a.framed += n;
-            budget -= n;
+            budget -= n + header_len;
             if a.front == part.len() {
                 a.response.plan.parts.pop_front();
                 a.front = 0;
