@@ -47,6 +47,17 @@ fn serve(root: &Path, certs: &Path, case: &str, log: &Path, extra: &[&str]) -> (
     LINERATE.start_tls(root, certs, &args.concat())
 }
 
+/// `serve` (sendfile) of a root holding `a.txt` ("hello"), with `extra` flags: the
+/// server, its certificate, and the directories to keep while it runs.
+fn serve_hello(extra: &[&str]) -> (Server, PathBuf, [tempfile::TempDir; 2]) {
+    let root = docroot();
+    put(root.path(), "a.txt", b"hello");
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, cert) = serve(root.path(), certs.path(), "sendfile", &log, extra);
+    (server, cert, [root, certs])
+}
+
 /// h2spec's summary line's counts: (tests, passed, failed), and its failures' text.
 fn run_h2spec(bin: &Path, addr: SocketAddr, tls: bool) -> ((u32, u32, u32), String) {
     let mut c = Command::new(bin);
@@ -262,17 +273,7 @@ fn answers_over_h2_are_the_answers_over_http11(case: &str) {
 /// Rules: docs/http.md T7.
 #[test]
 fn http2_off_answers_http11_only() {
-    let root = docroot();
-    put(root.path(), "a.txt", b"hello");
-    let certs = docroot();
-    let log = certs.path().join("access.log");
-    let (server, cert) = serve(
-        root.path(),
-        certs.path(),
-        "sendfile",
-        &log,
-        &["--http2", "off"],
-    );
+    let (server, cert, _dirs) = serve_hello(&["--http2", "off"]);
     let tls = server.tls_addr();
     let (s, v, b) = curl(
         &[
@@ -301,17 +302,7 @@ fn http2_off_answers_http11_only() {
 /// Rules: docs/http.md T7.
 #[test]
 fn http2_only_answers_http2_alone() {
-    let root = docroot();
-    put(root.path(), "a.txt", b"hello");
-    let certs = docroot();
-    let log = certs.path().join("access.log");
-    let (server, cert) = serve(
-        root.path(),
-        certs.path(),
-        "sendfile",
-        &log,
-        &["--http2", "only"],
-    );
+    let (server, cert, _dirs) = serve_hello(&["--http2", "only"]);
     let mut r = Raw {
         s: std::net::TcpStream::connect(server.addr).unwrap(),
         buf: Vec::new(),
@@ -631,17 +622,7 @@ fn small_answers_are_not_held_back_by_a_large_download() {
 /// Rules: docs/http.md T5.
 #[test]
 fn a_ping_flood_ends_its_connection_and_is_counted() {
-    let root = docroot();
-    put(root.path(), "a.txt", b"hello");
-    let certs = docroot();
-    let log = certs.path().join("access.log");
-    let (server, _) = serve(
-        root.path(),
-        certs.path(),
-        "sendfile",
-        &log,
-        &["--status-path", "/.status"],
-    );
+    let (server, _, _dirs) = serve_hello(&["--status-path", "/.status"]);
     let mut c = Raw::open(server.addr, &[]);
     let mut pings = Vec::new();
     for _ in 0..1500 {
