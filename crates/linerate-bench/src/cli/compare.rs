@@ -16,9 +16,9 @@ use super::{parse_confidence, stop_flag, usage_error};
 pub struct CompareArgs {
     #[command(flatten)]
     set_of: ServerSetArgs,
-    /// Load clients, comma-separated: builtin (`bench http`'s), wrk, h2load (with --h2),
-    /// or several (each server and client pair is then a column; wrk and h2load run
-    /// the sizes, not the mix).
+    /// Load clients, comma-separated: builtin (`bench http`'s), wrk, h2load (with --h2;
+    /// it runs whole seconds, -d rounded up), or several (each server and client pair is
+    /// then a column; wrk and h2load run the sizes, not the mix).
     #[arg(long = "client", value_name = "LIST", value_delimiter = ',', default_value = "builtin", value_parser = parse_client)]
     clients: Vec<Client>,
     /// Write the file set here instead of a temporary directory (kept afterwards).

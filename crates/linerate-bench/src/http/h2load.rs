@@ -57,11 +57,13 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
         .suffix(".log")
         .tempfile()?;
     let threads = cfg.threads.clamp(1, cfg.connections.max(1));
+    // h2load takes whole seconds: -d is rounded up.
+    let seconds = (duration.as_secs_f64().ceil() as u64).max(1);
     let mut cmd = Command::new(exe);
     cmd.arg(format!("--clients={}", cfg.connections))
         .arg(format!("--threads={threads}"))
         .arg(format!("--max-concurrent-streams={}", cfg.pipeline.max(1)))
-        .arg(format!("--duration={}", duration.as_secs_f64().max(1.0)))
+        .arg(format!("--duration={seconds}"))
         .arg("--warm-up-time=0")
         .arg(format!("--log-file={}", log.path().display()));
     if cfg.host != cfg.target.to_string() {
@@ -118,7 +120,7 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
             summary.failed, summary.errored
         )));
     }
-    let secs = duration.as_secs_f64().max(1.0);
+    let secs = seconds as f64;
     let requests = logged.requests;
     let body_bytes = summary.data_bytes;
     let server = ServerCpu::between(cfg, server0, server1, secs, requests, body_bytes);
