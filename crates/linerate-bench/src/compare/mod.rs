@@ -365,20 +365,6 @@ pub fn check(cfg: &CompareConfig) -> Result<(), String> {
             "--gzip dynamic: the HTTP/2 clients read no compressed stream: leave out --h2".into(),
         );
     }
-    if cfg.clients.contains(&Client::H2load) {
-        let one = HttpConfig {
-            workload: Arc::new(Workload::List(vec![workload::size_item("/", 1)])),
-            ..cfg.load.clone()
-        };
-        let why = if cfg.mix_dirs.is_some() {
-            Some("h2load is given one URL: leave out --mix (give --sizes)")
-        } else {
-            http::h2load::unsupported(&one)
-        };
-        if let Some(why) = why {
-            return Err(format!("--client h2load: {why}"));
-        }
-    }
     if cfg.tls && cfg.clients.contains(&Client::Wrk) {
         return Err(
             "--tls: wrk offers every TLS 1.3 cipher and h2o 2.2 cannot be held to AES-128-GCM; \
@@ -395,18 +381,27 @@ pub fn check(cfg: &CompareConfig) -> Result<(), String> {
                 .into(),
         );
     }
-    if cfg.clients.contains(&Client::Wrk) {
-        let one = HttpConfig {
-            workload: Arc::new(Workload::List(vec![workload::size_item("/", 1)])),
-            ..cfg.load.clone()
-        };
+    // The tools run, not the built-in client: one URL per run, and their own limits.
+    let one = HttpConfig {
+        workload: Arc::new(Workload::List(vec![workload::size_item("/", 1)])),
+        ..cfg.load.clone()
+    };
+    type Unsupported = fn(&HttpConfig) -> Option<&'static str>;
+    let tools: [(Client, Unsupported); 2] = [
+        (Client::Wrk, http::wrk::unsupported),
+        (Client::H2load, http::h2load::unsupported),
+    ];
+    for (client, unsupported) in tools {
+        if !cfg.clients.contains(&client) {
+            continue;
+        }
         let why = if cfg.mix_dirs.is_some() {
-            Some("wrk asks for one URL: leave out --mix (give --sizes)")
+            Some("it is given one URL: leave out --mix (give --sizes)")
         } else {
-            http::wrk::unsupported(&one)
+            unsupported(&one)
         };
         if let Some(why) = why {
-            return Err(format!("--client wrk: {why}"));
+            return Err(format!("--client {}: {why}", client.name()));
         }
     }
     let mut labels: Vec<&str> = cfg.servers.iter().map(|s| s.label.as_str()).collect();
@@ -415,6 +410,26 @@ pub fn check(cfg: &CompareConfig) -> Result<(), String> {
         return Err(format!("--servers/--variant: '{}' is named twice", w[0]));
     }
     Ok(())
+}
+
+/// Why a peer sits this comparison out, if it does: a setting it lacks, a module not
+/// installed, answers a client asked for cannot read.
+fn sits_out(cfg: &CompareConfig, peer: Peer) -> Option<String> {
+    let gzip_static = cfg.gzip == Some(peers::Gzip::Static);
+    match peer {
+        Peer::Lighttpd if gzip_static => {
+            Some("it has no setting to send precompressed files".to_string())
+        }
+        Peer::Lighttpd if cfg.tls && !Path::new(LIGHTTPD_OPENSSL).exists() => Some(format!(
+            "{LIGHTTPD_OPENSSL} is not installed (Debian: lighttpd-mod-openssl)"
+        )),
+        Peer::Caddy if gzip_static && cfg.clients.contains(&Client::Builtin) => Some(
+            "it sends precompressed files chunked, which the builtin client does not read \
+             (give --client wrk)"
+                .to_string(),
+        ),
+        _ => None,
+    }
 }
 
 /// Runs the comparison.
@@ -456,49 +471,30 @@ pub fn run(
     let mut running = Vec::new();
     let mut skipped = Vec::new();
     let mut servers = Vec::new();
-    let wrk = if cfg.clients.contains(&Client::Wrk) {
-        Some(http::wrk::find().ok_or_else(|| {
-            CompareError::Nothing("--client wrk: wrk is not installed".to_string())
-        })?)
-    } else {
-        None
+    // The tools' executables, each found once.
+    let tool = |client: Client, find: fn() -> Option<PathBuf>, package: &str| {
+        if !cfg.clients.contains(&client) {
+            return Ok(None);
+        }
+        find().map(Some).ok_or_else(|| {
+            let name = client.name();
+            CompareError::Nothing(format!(
+                "--client {name}: {name} is not installed (Debian: {package})"
+            ))
+        })
     };
-    let h2load = if cfg.clients.contains(&Client::H2load) {
-        Some(http::h2load::find().ok_or_else(|| {
-            CompareError::Nothing(
-                "--client h2load: h2load is not installed (Debian: nghttp2-client)".to_string(),
-            )
-        })?)
-    } else {
-        None
-    };
+    let wrk = tool(Client::Wrk, http::wrk::find, "wrk")?;
+    let h2load = tool(Client::H2load, http::h2load::find, "nghttp2-client")?;
     for spec in &cfg.servers {
-        if cfg.gzip == Some(peers::Gzip::Static) && spec.peer == Peer::Lighttpd {
-            let why = "it has no setting to send precompressed files".to_string();
-            on(Event::Skipped(&spec.label, &why));
-            skipped.push((spec.label.clone(), why));
-            continue;
-        }
-        if cfg.gzip == Some(peers::Gzip::Static)
-            && spec.peer == Peer::Caddy
-            && cfg.clients.contains(&Client::Builtin)
-        {
-            let why = "it sends precompressed files chunked, which the builtin client does not read (give --client wrk)".to_string();
-            on(Event::Skipped(&spec.label, &why));
-            skipped.push((spec.label.clone(), why));
-            continue;
-        }
-        if cfg.tls && spec.peer == Peer::Lighttpd && !Path::new(LIGHTTPD_OPENSSL).exists() {
-            let why = format!("{LIGHTTPD_OPENSSL} is not installed (Debian: lighttpd-mod-openssl)");
+        if let Some(why) = sits_out(cfg, spec.peer) {
             on(Event::Skipped(&spec.label, &why));
             skipped.push((spec.label.clone(), why));
             continue;
         }
         let exe = spec.exe.clone().or_else(|| spec.peer.find());
         let Some(exe) = exe else {
-            let why = "not installed".to_string();
-            on(Event::Skipped(&spec.label, &why));
-            skipped.push((spec.label.clone(), why));
+            on(Event::Skipped(&spec.label, "not installed"));
+            skipped.push((spec.label.clone(), "not installed".to_string()));
             continue;
         };
         let launch = peers::Launch {
@@ -608,12 +604,12 @@ pub fn run(
                 if cfg.gzip.is_some() {
                     load.headers.push("Accept-Encoding: gzip".to_string());
                 }
-                let result = netns::within(client_ns, || match info.client {
-                    Client::Wrk => http::wrk::run(&load, wrk.as_deref().unwrap_or("wrk".as_ref())),
-                    Client::H2load => {
-                        http::h2load::run(&load, h2load.as_deref().unwrap_or("h2load".as_ref()))
+                let result = netns::within(client_ns, || {
+                    match (info.client, wrk.as_deref(), h2load.as_deref()) {
+                        (Client::Wrk, Some(exe), _) => http::wrk::run(&load, exe),
+                        (Client::H2load, _, Some(exe)) => http::h2load::run(&load, exe),
+                        _ => http::run(&load, stop, &mut |_, _| {}),
                     }
-                    Client::Builtin => http::run(&load, stop, &mut |_, _| {}),
                 })?;
                 let r = result.map_err(|reason| CompareError::Run {
                     server: info.name.clone(),

@@ -13,11 +13,11 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use hdrhistogram::Histogram;
 
-use super::{ClientCpu, Errors, HttpConfig, HttpError, HttpResult, Limit, ServerCpu};
+use super::{Errors, HttpConfig, HttpError, HttpResult, Limit};
 
 /// h2load on `PATH`, if installed.
 pub fn find() -> Option<PathBuf> {
@@ -81,50 +81,43 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
     } else {
         "http"
     };
-    cmd.arg(format!("{scheme}://{}{}", cfg.target, item.path))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let server_cpu = |pid| super::ServerReading::now(pid, cfg.server_core);
-    let server0 = cfg.server_pid.map(server_cpu).transpose()?;
-    let client0 = linerate_sys::cpu::process_cpu()?;
-    let out = super::wrk::spawn_pinned(&mut cmd, cfg.cpus.first().copied())?;
-    let server1 = cfg.server_pid.map(server_cpu).transpose()?;
-    let client1 = linerate_sys::cpu::process_cpu()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let Some(summary) = parse_summary(&text) else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        return Err(HttpError::Io(io::Error::other(format!(
-            "h2load ({}) printed no result: {}",
-            out.status,
-            err.lines().chain(text.lines()).last().unwrap_or("")
-        ))));
-    };
-    // What h2load calls HTTP/2 in clear.
-    let want = if cfg.tls.is_some() { "h2" } else { "h2c" };
-    if summary.protocol != want {
-        return Err(HttpError::Io(io::Error::other(format!(
-            "h2load spoke {} to {}, not {want}",
-            if summary.protocol.is_empty() {
-                "no application protocol"
-            } else {
-                &summary.protocol
-            },
-            cfg.target
-        ))));
-    }
-    let logged = read_log(log.path())?;
-    if logged.requests == 0 {
-        return Err(HttpError::NoResponses(format!(
-            "h2load: no responses ({} failed, {} errored)",
-            summary.failed, summary.errored
-        )));
-    }
+    cmd.arg(format!("{scheme}://{}{}", cfg.target, item.path));
     let secs = seconds as f64;
+    let ((summary, logged), cpu) = super::wrk::run_tool(cfg, &mut cmd, |out| {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(summary) = parse_summary(&text) else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(HttpError::Io(io::Error::other(format!(
+                "h2load ({}) printed no result: {}",
+                out.status,
+                err.lines().chain(text.lines()).last().unwrap_or("")
+            ))));
+        };
+        // What h2load calls HTTP/2 in clear.
+        let want = if cfg.tls.is_some() { "h2" } else { "h2c" };
+        if summary.protocol != want {
+            return Err(HttpError::Io(io::Error::other(format!(
+                "h2load spoke {} to {}, not {want}",
+                if summary.protocol.is_empty() {
+                    "no application protocol"
+                } else {
+                    &summary.protocol
+                },
+                cfg.target
+            ))));
+        }
+        let logged = read_log(log.path())?;
+        if logged.requests == 0 {
+            return Err(HttpError::NoResponses(format!(
+                "h2load: no responses ({} failed, {} errored)",
+                summary.failed, summary.errored
+            )));
+        }
+        let counted = (secs, logged.requests, summary.data_bytes);
+        Ok(((summary, logged), counted))
+    })?;
     let requests = logged.requests;
     let body_bytes = summary.data_bytes;
-    let server = ServerCpu::between(cfg, server0, server1, secs, requests, body_bytes);
-    let client_cpu = client1.since(&client0).total();
     Ok(HttpResult {
         target: format!("{scheme}://{}", cfg.target),
         workload: cfg.workload.describe(),
@@ -154,12 +147,8 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
         connections_opened: cfg.connections as u64,
         retried: 0,
         tls_handshakes: None,
-        server,
-        // h2load's own CPU is not this process's: only the waiting is counted here.
-        client: ClientCpu {
-            cpu_seconds: client_cpu.as_secs_f64(),
-            us_per_request: super::per(client_cpu, requests),
-        },
+        server: cpu.server,
+        client: cpu.client,
         wrk: None,
     })
 }

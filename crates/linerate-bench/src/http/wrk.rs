@@ -57,13 +57,33 @@ pub(crate) fn find_program(name: &str) -> Option<PathBuf> {
         })
 }
 
-/// Runs `cmd` to its end from a thread pinned to `cpu` (the program inherits the
-/// affinity), its output collected.
-pub(crate) fn spawn_pinned(
+/// The CPU around a load tool's run: the server's (as [`super::run`] measures it) and
+/// this process's while it waited (the tool's own is not this process's).
+pub(crate) struct ToolCpu {
+    pub server: Option<ServerCpu>,
+    pub client: ClientCpu,
+}
+
+/// A run's seconds, requests and body bytes, for the per-request and per-KB figures.
+pub(crate) type Counted = (f64, u64, u64);
+
+/// Runs `cmd` (a load tool) to its end from a thread pinned to the first client CPU
+/// (the tool inherits the affinity), its output collected, measuring the CPU around
+/// it; `read` makes the run's figures of the output, with what they count, or the
+/// run's error.
+pub(crate) fn run_tool<T>(
+    cfg: &HttpConfig,
     cmd: &mut Command,
-    cpu: Option<usize>,
-) -> io::Result<std::process::Output> {
-    std::thread::scope(|s| {
+    read: impl FnOnce(&std::process::Output) -> Result<(T, Counted), HttpError>,
+) -> Result<(T, ToolCpu), HttpError> {
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let server_cpu = |pid| super::ServerReading::now(pid, cfg.server_core);
+    let server0 = cfg.server_pid.map(server_cpu).transpose()?;
+    let client0 = linerate_sys::cpu::process_cpu()?;
+    let cpu = cfg.cpus.first().copied();
+    let out = std::thread::scope(|s| {
         s.spawn(|| {
             if let Some(c) = cpu {
                 linerate_sys::cpu::pin_thread_to_cpu(c)?;
@@ -73,10 +93,22 @@ pub(crate) fn spawn_pinned(
         .join()
         .unwrap_or_else(|_| {
             Err(io::Error::other(
-                "the thread running the load client panicked",
+                "the thread running the load tool panicked",
             ))
         })
-    })
+    })?;
+    let server1 = cfg.server_pid.map(server_cpu).transpose()?;
+    let client1 = linerate_sys::cpu::process_cpu()?;
+    let (figures, (secs, requests, body_bytes)) = read(&out)?;
+    let client_cpu = client1.since(&client0).total();
+    let cpu = ToolCpu {
+        server: ServerCpu::between(cfg, server0, server1, secs, requests, body_bytes),
+        client: ClientCpu {
+            cpu_seconds: client_cpu.as_secs_f64(),
+            us_per_request: super::per(client_cpu, requests),
+        },
+    };
+    Ok((figures, cpu))
 }
 
 /// Why a load cannot be made by wrk, if it cannot: wrk asks for one URL, for a time,
@@ -127,42 +159,34 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
         cmd.arg("-H").arg(h);
     }
     let scheme = if cfg.tls.is_some() { "https" } else { "http" };
-    cmd.arg(format!("{scheme}://{}{}", cfg.target, item.path))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let server_cpu = |pid| super::ServerReading::now(pid, cfg.server_core);
-    let server0 = cfg.server_pid.map(server_cpu).transpose()?;
-    let client0 = linerate_sys::cpu::process_cpu()?;
-    // Spawned from a thread pinned to the first client CPU: wrk inherits the affinity.
-    let out = spawn_pinned(&mut cmd, cfg.cpus.first().copied())?;
-    let server1 = cfg.server_pid.map(server_cpu).transpose()?;
-    let client1 = linerate_sys::cpu::process_cpu()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let Some(parsed) = parse(&text) else {
-        let err = String::from_utf8_lossy(&out.stderr);
-        return Err(HttpError::Io(io::Error::other(format!(
-            "wrk ({}) printed no result: {}",
-            out.status,
-            err.lines().chain(text.lines()).next().unwrap_or("")
-        ))));
-    };
-    if parsed.requests == 0 {
-        return Err(HttpError::NoResponses(format!(
-            "wrk: no responses ({} connect, {} read errors)",
-            parsed.errors.connect, parsed.errors.read
-        )));
-    }
-    let secs = parsed.elapsed.as_secs_f64().max(1e-9);
+    cmd.arg(format!("{scheme}://{}{}", cfg.target, item.path));
+    let ((parsed, body_bytes), cpu) = run_tool(cfg, &mut cmd, |out| {
+        let text = String::from_utf8_lossy(&out.stdout);
+        let Some(parsed) = parse(&text) else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(HttpError::Io(io::Error::other(format!(
+                "wrk ({}) printed no result: {}",
+                out.status,
+                err.lines().chain(text.lines()).next().unwrap_or("")
+            ))));
+        };
+        if parsed.requests == 0 {
+            return Err(HttpError::NoResponses(format!(
+                "wrk: no responses ({} connect, {} read errors)",
+                parsed.errors.connect, parsed.errors.read
+            )));
+        }
+        // wrk counts all bytes read; with a known body length the bodies are that many
+        // per answer below 400, otherwise all bytes stand for bodies.
+        let body_bytes = match item.expect {
+            Some(e) => e.len * parsed.statuses.below_400,
+            None => parsed.bytes,
+        };
+        let counted = (seconds(&parsed), parsed.requests, body_bytes);
+        Ok(((parsed, body_bytes), counted))
+    })?;
+    let secs = seconds(&parsed);
     let requests = parsed.requests;
-    // wrk counts all bytes read; with a known body length the bodies are that many
-    // per answer below 400, otherwise all bytes stand for bodies.
-    let body_bytes = match item.expect {
-        Some(e) => e.len * parsed.statuses.below_400,
-        None => parsed.bytes,
-    };
-    let server = ServerCpu::between(cfg, server0, server1, secs, requests, body_bytes);
-    let client_cpu = client1.since(&client0).total();
     Ok(HttpResult {
         target: format!(
             "{}://{}",
@@ -189,14 +213,15 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
         connections_opened: 0,
         retried: 0,
         tls_handshakes: None,
-        server,
-        // wrk's own CPU is not this process's: only the waiting is counted here.
-        client: ClientCpu {
-            cpu_seconds: client_cpu.as_secs_f64(),
-            us_per_request: super::per(client_cpu, requests),
-        },
+        server: cpu.server,
+        client: cpu.client,
         wrk: Some(parsed.statuses),
     })
+}
+
+/// A wrk run's duration in seconds.
+fn seconds(p: &Parsed) -> f64 {
+    p.elapsed.as_secs_f64().max(1e-9)
 }
 
 /// The figures of one wrk run.
