@@ -10,8 +10,9 @@ use crate::Status;
 /// A resolved path: segments under the root, none empty, `.`, `..` or holding `/`/NUL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Resolved {
-    /// The segments, decoded (arbitrary bytes but `/` and NUL).
-    pub segments: Vec<Vec<u8>>,
+    /// The segments, decoded (arbitrary bytes but `/` and NUL), joined by `/`: one
+    /// buffer, decoded into as the path is read.
+    relative: Vec<u8>,
     /// The request path names a directory: it ends in `/`, or in a `.` or `..` segment
     /// (`/a/.`, `/a/b/..`), as nginx reads it. A file named so is 404.
     pub trailing_slash: bool,
@@ -19,8 +20,15 @@ pub struct Resolved {
 
 impl Resolved {
     /// The path relative to the root, segments joined by `/` (empty for the root).
-    pub fn relative(&self) -> Vec<u8> {
-        self.segments.join(&b'/')
+    pub fn relative(&self) -> &[u8] {
+        &self.relative
+    }
+
+    /// The segments, in order (none for the root).
+    pub fn segments(&self) -> impl Iterator<Item = &[u8]> {
+        self.relative
+            .split(|&b| b == b'/')
+            .filter(|_| !self.relative.is_empty())
     }
 }
 
@@ -29,20 +37,30 @@ pub fn resolve(raw: &str, allow_dotfiles: bool) -> Result<Resolved, Status> {
     if !raw.starts_with('/') {
         return Err(Status::BadRequest);
     }
-    let mut segments: Vec<Vec<u8>> = Vec::new();
+    let mut relative = Vec::with_capacity(raw.len());
     let mut names_directory = false;
     for seg in raw[1..].split('/') {
-        let decoded = decode(seg)?;
-        names_directory = matches!(&decoded[..], b"" | b"." | b"..");
+        // Decoded in place after the segments before it and a separator.
+        let before = relative.len();
+        if before > 0 {
+            relative.push(b'/');
+        }
+        let start = relative.len();
+        decode(seg, &mut relative)?;
+        let decoded = &relative[start..];
+        names_directory = matches!(decoded, b"" | b"." | b"..");
         if decoded.contains(&0) {
             return Err(Status::BadRequest);
         }
-        match &decoded[..] {
-            b"" | b"." => {}
+        match decoded {
+            b"" | b"." => relative.truncate(before),
             b".." => {
-                if segments.pop().is_none() {
+                if before == 0 {
                     return Err(Status::BadRequest);
                 }
+                // The segment before goes, with its separator.
+                let previous = relative[..before].iter().rposition(|&b| b == b'/');
+                relative.truncate(previous.unwrap_or(0));
             }
             d => {
                 if d.contains(&b'/') {
@@ -51,19 +69,18 @@ pub fn resolve(raw: &str, allow_dotfiles: bool) -> Result<Resolved, Status> {
                 if d[0] == b'.' && !allow_dotfiles {
                     return Err(Status::NotFound);
                 }
-                segments.push(decoded);
             }
         }
     }
     Ok(Resolved {
-        segments,
+        relative,
         trailing_slash: names_directory,
     })
 }
 
-fn decode(seg: &str) -> Result<Vec<u8>, Status> {
+/// Appends `seg` percent-decoded to `out`.
+fn decode(seg: &str, out: &mut Vec<u8>) -> Result<(), Status> {
     let b = seg.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         if b[i] == b'%' {
@@ -77,11 +94,13 @@ fn decode(seg: &str) -> Result<Vec<u8>, Status> {
             }
             i += 3;
         } else {
-            out.push(b[i]);
-            i += 1;
+            // Up to the next escape at once.
+            let n = memchr::memchr(b'%', &b[i..]).unwrap_or(b.len() - i);
+            out.extend_from_slice(&b[i..i + n]);
+            i += n;
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -91,8 +110,7 @@ mod tests {
 
     fn segs(raw: &str) -> Result<Vec<String>, Status> {
         resolve(raw, false).map(|r| {
-            r.segments
-                .iter()
+            r.segments()
                 .map(|s| String::from_utf8_lossy(s).into_owned())
                 .collect()
         })
@@ -143,12 +161,12 @@ mod tests {
         #[test]
         fn always_under_the_root(raw in "/[a-zA-Z0-9%./\\\\_-]{0,40}") {
             if let Ok(r) = resolve(&raw, true) {
-                for s in &r.segments {
+                for s in r.segments() {
                     prop_assert!(!s.is_empty());
                     prop_assert!(s != b"." && s != b"..");
                     prop_assert!(!s.contains(&b'/') && !s.contains(&0));
                 }
-                let joined = std::path::Path::new("/root").join(std::str::from_utf8(&r.relative()).unwrap_or("x"));
+                let joined = std::path::Path::new("/root").join(std::str::from_utf8(r.relative()).unwrap_or("x"));
                 prop_assert!(joined.starts_with("/root"));
             }
         }

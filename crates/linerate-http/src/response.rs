@@ -15,10 +15,11 @@ impl Head {
     /// Status line, `Server` and `Date`.
     pub fn new(status: Status, date: &str) -> Head {
         let mut buf = Vec::with_capacity(256);
-        buf.extend_from_slice(
-            format!("HTTP/1.1 {} {}\r\n", status.code(), status.reason()).as_bytes(),
-        );
-        buf.extend_from_slice(b"Server: linerate\r\nDate: ");
+        buf.extend_from_slice(b"HTTP/1.1 ");
+        buf.extend_from_slice(itoa::Buffer::new().format(status.code()).as_bytes());
+        buf.push(b' ');
+        buf.extend_from_slice(status.reason().as_bytes());
+        buf.extend_from_slice(b"\r\nServer: linerate\r\nDate: ");
         buf.extend_from_slice(date.as_bytes());
         buf.extend_from_slice(b"\r\n");
         Head { buf }
@@ -57,7 +58,7 @@ impl Head {
 
     /// `Content-Length`.
     pub fn content_length(&mut self, n: u64) -> &mut Head {
-        self.field("Content-Length", &n.to_string())
+        self.field("Content-Length", itoa::Buffer::new().format(n))
     }
 
     /// Ends the head: `Connection: close` when the connection will close, then the

@@ -949,7 +949,7 @@ impl Conn {
             r.record.started = Some(now);
             r.record.h2 = true;
             Stats::add(&site.stats.h2_streams, 1);
-            h2.answer(stream, priority, r, out);
+            h2.answer(stream, priority, r, out, &mut site.h2_heads);
             queued = true;
         }
         if let Some(code) = h2.proto.failed() {

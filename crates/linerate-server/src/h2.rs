@@ -89,6 +89,7 @@ impl H2 {
         priority: Option<Priority>,
         mut r: Response,
         out: &mut Output,
+        heads: &mut h2::hpack::HeadCache,
     ) {
         // The connection's own frames first: its SETTINGS lead everything it sends.
         self.push_control(out);
@@ -107,7 +108,7 @@ impl H2 {
             && body <= self.proto.max_frame();
         if !self
             .proto
-            .response_head_h1(stream, &head, body == 0, &mut frames)
+            .response_head_h1(stream, &head, body == 0, &mut frames, heads)
         {
             // Not a head the server made (it makes every one): the stream is reset.
             self.cancelled.push(Answer {

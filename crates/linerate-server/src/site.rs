@@ -38,6 +38,8 @@ pub(crate) struct Site {
     // moves between a connection and this list without a copy or an allocation.
     #[allow(clippy::vec_box)]
     pub spare_outputs: Vec<Box<crate::output::Output>>,
+    /// HTTP/2 field blocks of the heads this worker sent, for the next like them.
+    pub h2_heads: linerate_http::h2::hpack::HeadCache,
     cfg: Arc<Config>,
     /// The request limits every connection of the worker reads.
     limits: std::rc::Rc<linerate_http::request::Limits>,
@@ -108,6 +110,7 @@ impl Site {
         });
         Site {
             spare_outputs: Vec::new(),
+            h2_heads: Default::default(),
             logging,
             limits,
             sending: cfg.sending(),
@@ -386,17 +389,17 @@ impl Site {
             return self.error_for(status, keep, &[("Location", &loc)], line, now, head);
         }
         let rel = resolved.relative();
-        match self.hosts[h].cache.lookup(&rel) {
+        match self.hosts[h].cache.lookup(rel) {
             // A path that names a directory (`/f.bin/`, `/f.bin/.`) is no file's.
             Found::File(_) if resolved.trailing_slash => {
                 self.not_served(Found::Missing, req, h, fx, line, now)
             }
-            Found::File(e) => self.representation(req, h, &rel, e, fx, line, now),
+            Found::File(e) => self.representation(req, h, rel, e, fx, line, now),
             Found::Dir => {
                 if !resolved.trailing_slash {
                     // From the normalized path, encoded again: what the client sent
                     // (`//host/dir`, `\`) never reaches the Location as it was.
-                    let mut dir = rel.clone();
+                    let mut dir = rel.to_vec();
                     dir.push(b'/');
                     let loc = linerate_http::location::build("/", &dir, req.query.as_deref());
                     return self.error_for(
@@ -408,7 +411,7 @@ impl Site {
                         head,
                     );
                 }
-                let mut index = rel.clone();
+                let mut index = rel.to_vec();
                 if !index.is_empty() {
                     index.push(b'/');
                 }
@@ -419,7 +422,7 @@ impl Site {
                 match self.hosts[h].cache.lookup(&index) {
                     Found::File(e) => self.representation(req, h, &index, e, fx, line, now),
                     Found::Missing | Found::Dir if autoindex => {
-                        self.listing(req, h, &rel, fx, line, now)
+                        self.listing(req, h, rel, fx, line, now)
                     }
                     Found::Dir => self.not_served(Found::Missing, req, h, fx, line, now),
                     other => self.not_served(other, req, h, fx, line, now),
@@ -445,7 +448,7 @@ impl Site {
         let rel = resolved.relative();
         let mut p = String::with_capacity(rel.len() + 2);
         p.push('/');
-        p.push_str(&String::from_utf8_lossy(&rel));
+        p.push_str(&String::from_utf8_lossy(rel));
         if resolved.trailing_slash && !rel.is_empty() {
             p.push('/');
         }
@@ -463,7 +466,7 @@ impl Site {
 
     /// A page of site `h` at `page` (a path the operator configured), if it is a file.
     fn page_entry(&mut self, h: usize, page: &str) -> Option<(Vec<u8>, Rc<Entry>)> {
-        let rel = path::resolve(page, true).ok()?.relative();
+        let rel = path::resolve(page, true).ok()?.relative().to_vec();
         match self.hosts[h].cache.lookup(&rel) {
             Found::File(e) => Some((rel, e)),
             _ => None,

@@ -1370,8 +1370,10 @@ impl<D: Driver> Worker<D> {
         };
         let log = &mut self.log;
         let (stats, style) = (&self.stats, &self.log_style);
-        let mut write_log =
-            |c: &Conn, r: &Response, a: Option<Aborted>| write_access(log, stats, style, c, r, a);
+        let mut done = Done::default();
+        let mut write_log = |c: &Conn, r: &Response, a: Option<Aborted>| {
+            write_access(log, stats, style, c, r, a, &mut done)
+        };
         let after = conn.drive(
             &mut self.site,
             (&mut self.driver, &mut self.scratch),
@@ -1502,7 +1504,10 @@ impl<D: Driver> Worker<D> {
             self.idle -= u64::from(c.counted_idle);
             let log = &mut self.log;
             let (stats, style) = (&self.stats, &self.log_style);
-            let aborted = c.abort(cut, &mut |c, r, a| write_access(log, stats, style, c, r, a));
+            let mut done = Done::default();
+            let aborted = c.abort(cut, &mut |c, r, a| {
+                write_access(log, stats, style, c, r, a, &mut done)
+            });
             Stats::add(&self.site.stats.aborted, aborted);
             if c.tls_refused {
                 Stats::add(&self.site.stats.tls_refused, 1);
@@ -1595,6 +1600,17 @@ impl<D: Driver> Worker<D> {
 }
 
 /// Writes `r`'s access-log line, if there is a log.
+/// When the responses logged in one turn of a connection ended: the clock read once
+/// for them all (an HTTP/2 connection finishes many in a turn), at the first.
+#[derive(Default)]
+struct Done(Option<Instant>);
+
+impl Done {
+    fn at(&mut self) -> Instant {
+        *self.0.get_or_insert_with(Instant::now)
+    }
+}
+
 fn write_access(
     log: &mut Option<AccessLines>,
     stats: &Stats,
@@ -1602,13 +1618,16 @@ fn write_access(
     c: &Conn,
     r: &Response,
     aborted: Option<Aborted>,
+    done: &mut Done,
 ) {
     let body = aborted.map_or(r.record.body_bytes, |a| a.body_sent);
     stats.record(
         r.record.method,
         r.record.status.code(),
         body,
-        r.record.started.map(|t| t.elapsed()),
+        r.record
+            .started
+            .map(|t| done.at().saturating_duration_since(t)),
     );
     if r.record.h2 {
         Stats::add(&stats.h2_responses, 1);

@@ -2,7 +2,9 @@
 //! dynamic table and decodes Huffman strings by the canonical code's lengths; around
 //! it, the bound on what a block may decode to. The encoder needs no state: `:status`
 //! and names from the static table, every value a literal that is never added to a
-//! table, so the client's decoder keeps nothing of ours.
+//! table, so the client's decoder keeps nothing of ours, and a block depends on the
+//! head alone: a worker keeps the blocks of the heads it sent ([`HeadCache`]) and
+//! copies them for the next heads like them.
 //!
 //! Why not a crate: `loona-hpack` (made to pass h2spec, and used here first) builds its
 //! Huffman decoding table, two levels of hash maps, for every string it decodes; that
@@ -10,6 +12,7 @@
 //! RFC 7541's own examples (Appendix C) test this one.
 
 use std::collections::VecDeque;
+use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
 use super::frame::ErrorCode;
@@ -471,35 +474,147 @@ const CONNECTION_FIELDS: [&[u8]; 5] = [
     b"upgrade",
 ];
 
+/// How many heads a [`HeadCache`] keeps: one slot each, chosen by the head's hash.
+const CACHED_HEADS: usize = 64;
+
+/// Field blocks of response heads already encoded, by the head's bytes less its `Date`
+/// value (which changes every second and is encoded each time). A site sends few
+/// distinct heads (one per file and its rules), so after the first answer for a file,
+/// its head's block is copied, not encoded again field by field: the translation
+/// cost a third of the encoding at 1 KiB (`BENCHMARKS.md`). Owned by a worker and
+/// shared by its connections: blocks carry no connection state (the encoder keeps
+/// none).
+#[derive(Default)]
+pub struct HeadCache {
+    slots: Vec<Option<CachedHead>>,
+    hasher: foldhash::fast::FixedState,
+}
+
+struct CachedHead {
+    /// The head less its `Date` line's value: the bytes before it, then after it.
+    key: Box<[u8]>,
+    split: usize,
+    /// The head's block less the `date` field, which goes at `at`.
+    block: Box<[u8]>,
+    at: usize,
+}
+
+impl HeadCache {
+    pub fn new() -> HeadCache {
+        HeadCache::default()
+    }
+}
+
+/// A head's bytes around its `Date` value: through `Date: `, the value, and from the
+/// line's end (the whole head and no value when it has none).
+fn split_date(head: &[u8]) -> (&[u8], Option<&[u8]>, &[u8]) {
+    // Line by line: the date is the third (`crate::response::Head::new`).
+    let mut at = 0;
+    while let Some(n) = memchr::memchr(b'\n', &head[at..]) {
+        at += n + 1;
+        let line = &head[at..];
+        if line.starts_with(b"\r\n") {
+            break;
+        }
+        if let Some(value) = line.strip_prefix(b"Date: ") {
+            let Some(n) = memchr::memchr(b'\r', value) else {
+                break;
+            };
+            let from = at + b"Date: ".len();
+            return (&head[..from], Some(&value[..n]), &head[from + n..]);
+        }
+    }
+    (head, None, &[])
+}
+
 /// Encodes an HTTP/1.1 response head (`HTTP/1.1 NNN reason`, then `Name: value` lines
 /// ending in CRLF, then an empty line: what [`crate::response::Head`] writes) as a
 /// field block, without the connection-specific fields; false if `head` is not such
-/// a head. One pass over its bytes: every HTTP/2 answer's head goes through here.
-pub(crate) fn encode_h1_head(out: &mut Vec<u8>, head: &[u8]) -> bool {
-    let Some(code) = head.strip_prefix(b"HTTP/1.1 ").and_then(|r| r.get(..3)) else {
-        return false;
-    };
-    if !code.iter().all(u8::is_ascii_digit) {
-        return false;
+/// a head. A head `cache` holds is copied from it.
+pub(crate) fn encode_h1_head(out: &mut Vec<u8>, head: &[u8], cache: &mut HeadCache) -> bool {
+    let (before, date, after) = split_date(head);
+    let hash = cache.hasher.hash_one((before, after));
+    if cache.slots.is_empty() {
+        cache.slots.resize_with(CACHED_HEADS, || None);
     }
-    let status = code.iter().fold(0u16, |n, d| n * 10 + u16::from(d - b'0'));
-    encode_status(out, status);
-    let mut rest = match memchr::memchr(b'\n', head) {
-        Some(i) => &head[i + 1..],
-        None => return false,
-    };
-    loop {
-        let Some(end) = memchr::memchr(b'\n', rest) else {
-            return false;
-        };
-        let line = rest[..end].strip_suffix(b"\r").unwrap_or(&rest[..end]);
-        rest = &rest[end + 1..];
-        if line.is_empty() {
+    let slot = &mut cache.slots[hash as usize % CACHED_HEADS];
+    if let Some(c) = slot {
+        let (b, a) = c.key.split_at(c.split);
+        if b == before && a == after {
+            out.extend_from_slice(&c.block[..c.at]);
+            if let Some(d) = date {
+                encode_date(out, d);
+            }
+            out.extend_from_slice(&c.block[c.at..]);
             return true;
         }
-        let Some(colon) = memchr::memchr(b':', line) else {
-            return false;
+    }
+    let start = out.len();
+    let ok = encode_lines(out, before, true) == Some(date.is_none()) && {
+        let at = out.len();
+        if let Some(d) = date {
+            encode_date(out, d);
+        }
+        let mid = out.len();
+        let ok = date.is_none() || encode_lines(out, after, false) == Some(true);
+        if ok {
+            let mut block = Vec::with_capacity(out.len() - start - (mid - at));
+            block.extend_from_slice(&out[start..at]);
+            block.extend_from_slice(&out[mid..]);
+            let mut key = Vec::with_capacity(before.len() + after.len());
+            key.extend_from_slice(before);
+            key.extend_from_slice(after);
+            *slot = Some(CachedHead {
+                key: key.into(),
+                split: before.len(),
+                block: block.into(),
+                at: at - start,
+            });
+        }
+        ok
+    };
+    if !ok {
+        out.truncate(start);
+    }
+    ok
+}
+
+/// `date` (static name 33) and its value.
+fn encode_date(out: &mut Vec<u8>, value: &[u8]) {
+    integer(out, 0x00, 4, 33);
+    string(out, value);
+}
+
+/// Encodes the lines of a head (its status line first when `status`), up to the empty
+/// line that ends it or the end of `lines`, which must end a line (the part of a head
+/// before `Date: ` ends without its line ending, which the date's value starts).
+/// Some(true) if the empty line came, last; None if a line is not one a head has.
+fn encode_lines(out: &mut Vec<u8>, mut lines: &[u8], status: bool) -> Option<bool> {
+    if status {
+        let code = lines.strip_prefix(b"HTTP/1.1 ")?.get(..3)?;
+        if !code.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        encode_status(
+            out,
+            code.iter().fold(0, |n, d| n * 10 + u16::from(d - b'0')),
+        );
+        lines = &lines[memchr::memchr(b'\n', lines)? + 1..];
+    } else {
+        // After a date: its line's end.
+        lines = lines.strip_prefix(b"\r\n")?;
+    }
+    loop {
+        let Some(end) = memchr::memchr(b'\n', lines) else {
+            // The part before a date ends with `Date: `, which is not encoded here.
+            return (lines == b"Date: ").then_some(false);
         };
+        let line = lines[..end].strip_suffix(b"\r").unwrap_or(&lines[..end]);
+        lines = &lines[end + 1..];
+        if line.is_empty() {
+            return lines.is_empty().then_some(true);
+        }
+        let colon = memchr::memchr(b':', line)?;
         let (name, value) = (&line[..colon], &line[colon + 1..]);
         let value = value.strip_prefix(b" ").unwrap_or(value);
         if CONNECTION_FIELDS
@@ -535,6 +650,52 @@ mod tests {
         })
         .expect("decodes");
         out
+    }
+
+    /// A head's block copied from the cache is the block encoded afresh, its date the
+    /// head's own; heads that differ elsewhere are not taken for one another.
+    #[test]
+    fn cached_heads_encode_as_fresh_ones() {
+        let head = |date: &str, etag: &str| {
+            let mut h = crate::response::Head::new(crate::Status::Ok, date);
+            h.field("Content-Type", "text/html").field("ETag", etag);
+            h.finish(true)
+        };
+        let fresh = |h: &[u8]| {
+            let mut out = Vec::new();
+            assert!(encode_h1_head(&mut out, h, &mut HeadCache::new()));
+            out
+        };
+        let mut cache = HeadCache::new();
+        let heads = [
+            head("Fri, 27 Nov 2026 00:00:00 GMT", "\"a\""),
+            head("Fri, 27 Nov 2026 00:00:01 GMT", "\"a\""),
+            head("Fri, 27 Nov 2026 00:00:01 GMT", "\"b\""),
+            b"HTTP/1.1 404 Not Found\r\nX-Date: no\r\n\r\n".to_vec(),
+            head("Fri, 27 Nov 2026 00:00:02 GMT", "\"a\""),
+        ];
+        for h in heads.iter().chain(&heads) {
+            let mut out = vec![0xee];
+            assert!(encode_h1_head(&mut out, h, &mut cache));
+            assert_eq!(out[1..], fresh(h)[..], "{}", String::from_utf8_lossy(h));
+        }
+        let mut d = Decoder::new();
+        let mut out = Vec::new();
+        encode_h1_head(&mut out, &heads[1], &mut cache);
+        assert_eq!(
+            decode(&mut d, &out)[2],
+            ("date".into(), "Fri, 27 Nov 2026 00:00:01 GMT".into())
+        );
+        // Not a head: nothing written, cached or not.
+        for junk in [
+            &b"junk"[..],
+            b"HTTP/1.1 200 OK\r\nDate: x\r\nno colon\r\n\r\n",
+        ] {
+            let mut out = Vec::new();
+            assert!(!encode_h1_head(&mut out, junk, &mut cache));
+            assert!(!encode_h1_head(&mut out, junk, &mut cache));
+            assert!(out.is_empty());
+        }
     }
 
     /// RFC 7541 C.4: three requests with Huffman coding, sharing one dynamic table.

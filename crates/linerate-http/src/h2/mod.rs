@@ -1067,16 +1067,18 @@ impl Connection {
 
     /// [`Connection::response_head`] of a head as [`crate::response::Head`] writes it
     /// for HTTP/1.1 (the server builds each head once, in that form), translated as it
-    /// is read: false (and the stream reset) if `head` is not such a head.
+    /// is read, or its block copied from `cache` when a head like it was: false (and
+    /// the stream reset) if `head` is not such a head.
     pub fn response_head_h1(
         &mut self,
         stream: u32,
         head: &[u8],
         end_stream: bool,
         out: &mut Vec<u8>,
+        cache: &mut hpack::HeadCache,
     ) -> bool {
         let ok = self.head_frames(stream, end_stream, out, |block| {
-            hpack::encode_h1_head(block, head)
+            hpack::encode_h1_head(block, head, cache)
         });
         if !ok {
             self.cancel(stream);
@@ -1898,7 +1900,8 @@ mod tests {
         let bytes = h.finish(false);
         assert!(matches!(c.next(now), Event::Request { stream: 1, .. }));
         let mut out = Vec::new();
-        assert!(c.response_head_h1(1, &bytes, true, &mut out));
+        let mut cache = hpack::HeadCache::new();
+        assert!(c.response_head_h1(1, &bytes, true, &mut out, &mut cache));
         let f = frames(&out);
         assert_eq!(
             (f[0].0, f[0].1),
@@ -1926,7 +1929,7 @@ mod tests {
         // Bytes that are not a head reset the stream.
         assert!(matches!(c.next(now), Event::Request { stream: 3, .. }));
         let mut out = Vec::new();
-        assert!(!c.response_head_h1(3, b"junk", true, &mut out));
+        assert!(!c.response_head_h1(3, b"junk", true, &mut out, &mut cache));
         assert!(out.is_empty());
         let mut control = Vec::new();
         c.take_control(&mut control);
