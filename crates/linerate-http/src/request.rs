@@ -586,6 +586,25 @@ pub(crate) fn is_tchar(b: u8) -> bool {
 
 /// `uri-host [ ":" port ]`: a reg-name (no empty label), IPv4 address or bracketed IP
 /// literal.
+/// The bytes a host name may hold (a reg-name, RFC 3986 §3.2.2: unreserved,
+/// sub-delims, `%`), by value.
+const HOST_BYTES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric();
+        b += 1;
+    }
+    let others = b"-._~!$&'()*+,;=%";
+    let mut i = 0;
+    while i < others.len() {
+        t[others[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
 pub(crate) fn valid_host(h: &str) -> bool {
     let valid_port = |p: &str| p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit());
     if h.is_empty() {
@@ -610,9 +629,7 @@ pub(crate) fn valid_host(h: &str) -> bool {
     !name.is_empty()
         && !name.starts_with('.')
         && !name.contains("..")
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%".contains(&b))
+        && name.bytes().all(|b| HOST_BYTES[usize::from(b)])
         && port.is_none_or(valid_port)
 }
 

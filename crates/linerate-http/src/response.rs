@@ -35,7 +35,11 @@ impl Head {
         self.buf.extend_from_slice(name.as_bytes());
         self.buf.extend_from_slice(b": ");
         let fits = |b: u8| b == b' ' || b.is_ascii_graphic();
-        if value.bytes().all(fits) {
+        // Every byte looked at, no early exit: the compiler checks many at a time.
+        if value
+            .bytes()
+            .fold(true, |ok, b| ok & (b.wrapping_sub(b' ') < 0x7f - b' '))
+        {
             // Nearly always: the value is written as it is.
             self.buf.extend_from_slice(value.as_bytes());
         } else {

@@ -1,6 +1,7 @@
 //! From a parsed request to a response: methods, path resolution, the open-file cache,
 //! directories, preconditions, ranges, and the parts to send.
 
+use std::borrow::Cow;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -791,58 +792,56 @@ impl Site {
                 }),
             }
         };
-        let (status, mut parts, body_len, extra): (Status, Vec<Part>, u64, Vec<(&str, String)>) =
-            match decision {
-                RangeDecision::Unsatisfiable => {
-                    let cr = format!("bytes */{len}");
-                    return self.error_for(
-                        Status::RangeNotSatisfiable,
-                        keep,
-                        &[("Content-Range", &cr)],
-                        line,
-                        now,
-                        req.method == Method::Head,
-                    );
+        // The head goes first, once it is written.
+        let mut parts = std::collections::VecDeque::with_capacity(2);
+        parts.push_back(Part::Bytes(Vec::new()));
+        let (status, body_len, content_type, content_range) = match decision {
+            RangeDecision::Unsatisfiable => {
+                let cr = format!("bytes */{len}");
+                return self.error_for(
+                    Status::RangeNotSatisfiable,
+                    keep,
+                    &[("Content-Range", &cr)],
+                    line,
+                    now,
+                    req.method == Method::Head,
+                );
+            }
+            RangeDecision::Full => {
+                if send_body && len > 0 {
+                    parts.push_back(body(ByteRange { start: 0, end: len }));
                 }
-                RangeDecision::Full => (
-                    Status::Ok,
-                    if send_body && len > 0 {
-                        vec![body(ByteRange { start: 0, end: len })]
-                    } else {
-                        vec![]
-                    },
-                    len,
-                    vec![("Content-Type", rep.content_type.to_string())],
-                ),
-                RangeDecision::Partial(rs) if rs.len() == 1 => (
+                (Status::Ok, len, Cow::Borrowed(rep.content_type), None)
+            }
+            RangeDecision::Partial(rs) if rs.len() == 1 => {
+                parts.push_back(body(rs[0]));
+                (
                     Status::PartialContent,
-                    vec![body(rs[0])],
                     rs[0].len(),
-                    vec![
-                        ("Content-Type", rep.content_type.to_string()),
-                        ("Content-Range", content_range(rs[0], len)),
-                    ],
-                ),
-                RangeDecision::Partial(rs) => {
-                    let boundary = self.boundary();
-                    let m = Multipart::new(&rs, len, rep.content_type, &boundary);
-                    let mut parts = Vec::new();
-                    for (h, r) in m.part_heads.iter().zip(&rs) {
-                        parts.push(Part::Bytes(h.clone()));
-                        parts.push(body(*r));
-                    }
-                    parts.push(Part::Bytes(m.trailer.clone()));
-                    (
-                        Status::PartialContent,
-                        parts,
-                        m.content_length,
-                        vec![("Content-Type", m.content_type())],
-                    )
+                    Cow::Borrowed(rep.content_type),
+                    Some(content_range(rs[0], len)),
+                )
+            }
+            RangeDecision::Partial(rs) => {
+                let boundary = self.boundary();
+                let m = Multipart::new(&rs, len, rep.content_type, &boundary);
+                for (h, r) in m.part_heads.iter().zip(&rs) {
+                    parts.push_back(Part::Bytes(h.clone()));
+                    parts.push_back(body(*r));
                 }
-            };
+                parts.push_back(Part::Bytes(m.trailer.clone()));
+                (
+                    Status::PartialContent,
+                    m.content_length,
+                    Cow::Owned(m.content_type()),
+                    None,
+                )
+            }
+        };
         let mut h = Head::new(status, self.date(now));
-        for (n, val) in &extra {
-            h.field(n, val);
+        h.field("Content-Type", &content_type);
+        if let Some(cr) = &content_range {
+            h.field("Content-Range", cr);
         }
         h.content_length(body_len)
             .field("ETag", &v.etag)
@@ -857,16 +856,12 @@ impl Site {
         for (n, val) in rep.fields {
             h.field(n, val);
         }
-        let head = h.finish(keep);
         if !send_body {
-            parts.clear();
+            parts.truncate(1);
         }
-        let mut all: std::collections::VecDeque<Part> =
-            std::collections::VecDeque::with_capacity(parts.len() + 1);
-        all.push_back(Part::Bytes(head));
-        all.extend(parts);
+        parts[0] = Part::Bytes(h.finish(keep));
         Response::new(
-            all,
+            parts,
             status,
             keep,
             line,

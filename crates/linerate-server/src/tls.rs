@@ -25,7 +25,7 @@
 //! 6 hours (rustls's default); resumption by session ID uses a cache of 4,096
 //! entries, shared the same way.
 
-use std::io::{self, Read, Write};
+use std::io::{self, BufRead, Write};
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -442,7 +442,6 @@ impl Session {
             }
             self.fresh = false;
         }
-        let mut plain = [0u8; 16 * 1024];
         while !bytes.is_empty() && !self.closed {
             // Takes what fits its buffer; what does not is taken after the records
             // before it are processed. After close_notify it takes nothing (0), and
@@ -462,8 +461,10 @@ impl Session {
                 }
             }
             loop {
-                match self.conn.reader().read(&mut plain) {
-                    Ok(0) => {
+                // Read where the session decrypted it: no copy.
+                let mut reader = self.conn.reader();
+                match reader.fill_buf() {
+                    Ok([]) => {
                         // close_notify: the peer sends nothing more.
                         if !self.closed {
                             self.closed = true;
@@ -471,7 +472,11 @@ impl Session {
                         }
                         break;
                     }
-                    Ok(n) => http.receive(&plain[..n]),
+                    Ok(chunk) => {
+                        let n = chunk.len();
+                        http.receive(chunk);
+                        reader.consume(n);
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(_) => break,
                 }
@@ -739,6 +744,7 @@ impl Write for Records<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Read;
     use linerate_http::request::Limits;
 
     /// A server session with a fresh certificate, and a client that trusts it.
