@@ -625,11 +625,16 @@ pub(crate) fn valid_host(h: &str) -> bool {
         None => (h, None),
     };
     // As nginx: no empty label (`..`, a leading `.`, `.` alone); one trailing dot is
-    // a fully qualified name.
+    // a fully qualified name. One pass: each byte allowed, no dot after a dot (or at
+    // the start).
+    let mut after_dot = true;
     !name.is_empty()
-        && !name.starts_with('.')
-        && !name.contains("..")
-        && name.bytes().all(|b| HOST_BYTES[usize::from(b)])
+        && name.bytes().all(|b| {
+            let dot = b == b'.';
+            let ok = HOST_BYTES[usize::from(b)] && !(dot && after_dot);
+            after_dot = dot;
+            ok
+        })
         && port.is_none_or(valid_port)
 }
 

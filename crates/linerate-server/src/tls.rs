@@ -744,8 +744,8 @@ impl Write for Records<'_, '_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
     use linerate_http::request::Limits;
+    use std::io::Read;
 
     /// A server session with a fresh certificate, and a client that trusts it.
     fn pair() -> (Session, rustls::ClientConnection) {

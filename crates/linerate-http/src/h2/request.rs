@@ -47,7 +47,9 @@ fn lower_token(name: &[u8]) -> bool {
 
 /// A value as RFC 9113 §8.2.1 allows it: no NUL, CR or LF, no blank at either end.
 fn valid_value(v: &[u8]) -> bool {
-    !v.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n')
+    // Every byte looked at, no early exit: the compiler checks many at a time.
+    v.iter()
+        .fold(true, |ok, &b| ok & (b != 0) & (b != b'\r') & (b != b'\n'))
         && !v.first().is_some_and(|&b| b == b' ' || b == b'\t')
         && !v.last().is_some_and(|&b| b == b' ' || b == b'\t')
 }
