@@ -13,11 +13,6 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use linerate_bench::cli::{usage_error, Bench, SinkArgs, EXIT_FAILURE, EXIT_USAGE};
 
-/// The allocator: per-thread heaps, so a worker's many small allocations (an answer's
-/// head, its frames, a TLS record) stay on its own core's free lists.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser, Debug)]
 #[command(
     name = "linerate",
