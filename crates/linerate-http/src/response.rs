@@ -25,38 +25,16 @@ impl Head {
         Head { buf }
     }
 
-    /// Adds a field. This is the one place every field the server writes goes
-    /// through: a value holds only visible ASCII and spaces, and any other byte (a
-    /// control byte, TAB, CR, LF, DEL, anything past ASCII) is written percent-encoded,
-    /// so no value can end its line or start another whatever reached it. A name is
-    /// always the server's own or a configured token.
+    /// Adds a field: written as [`Lines::field`] writes it.
     pub fn field(&mut self, name: &str, value: &str) -> &mut Head {
-        debug_assert!(!name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && b != b':'));
-        self.buf.extend_from_slice(name.as_bytes());
-        self.buf.extend_from_slice(b": ");
-        let fits = |b: u8| b == b' ' || b.is_ascii_graphic();
-        // Every byte looked at, no early exit: the compiler checks many at a time.
-        if value
-            .bytes()
-            .fold(true, |ok, b| ok & (b.wrapping_sub(b' ') < 0x7f - b' '))
-        {
-            // Nearly always: the value is written as it is.
-            self.buf.extend_from_slice(value.as_bytes());
-        } else {
-            for &b in value.as_bytes() {
-                if fits(b) {
-                    self.buf.push(b);
-                } else {
-                    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-                    self.buf.extend_from_slice(&[
-                        b'%',
-                        HEX[usize::from(b >> 4)],
-                        HEX[usize::from(b & 15)],
-                    ]);
-                }
-            }
-        }
-        self.buf.extend_from_slice(b"\r\n");
+        write_field(&mut self.buf, name, value);
+        self
+    }
+
+    /// Adds field lines written before (a file's own fields, the same in each of its
+    /// answers).
+    pub fn lines(&mut self, lines: &Lines) -> &mut Head {
+        self.buf.extend_from_slice(&lines.0);
         self
     }
 
@@ -74,6 +52,52 @@ impl Head {
         self.buf.extend_from_slice(b"\r\n");
         self.buf
     }
+}
+
+/// Field lines written once, to be added to many heads ([`Head::lines`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Lines(Vec<u8>);
+
+impl Lines {
+    /// Adds a field. This is the one place every field the server writes goes
+    /// through ([`Head::field`] too): a value holds only visible ASCII and spaces, and
+    /// any other byte (a control byte, TAB, CR, LF, DEL, anything past ASCII) is
+    /// written percent-encoded, so no value can end its line or start another whatever
+    /// reached it. A name is always the server's own or a configured token.
+    pub fn field(&mut self, name: &str, value: &str) -> &mut Lines {
+        write_field(&mut self.0, name, value);
+        self
+    }
+
+    /// `Content-Length`.
+    pub fn content_length(&mut self, n: u64) -> &mut Lines {
+        self.field("Content-Length", itoa::Buffer::new().format(n))
+    }
+}
+
+fn write_field(buf: &mut Vec<u8>, name: &str, value: &str) {
+    debug_assert!(!name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && b != b':'));
+    buf.extend_from_slice(name.as_bytes());
+    buf.extend_from_slice(b": ");
+    let fits = |b: u8| b == b' ' || b.is_ascii_graphic();
+    // Every byte looked at, no early exit: the compiler checks many at a time.
+    if value
+        .bytes()
+        .fold(true, |ok, b| ok & (b.wrapping_sub(b' ') < 0x7f - b' '))
+    {
+        // Nearly always: the value is written as it is.
+        buf.extend_from_slice(value.as_bytes());
+    } else {
+        for &b in value.as_bytes() {
+            if fits(b) {
+                buf.push(b);
+            } else {
+                const HEX: &[u8; 16] = b"0123456789ABCDEF";
+                buf.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+            }
+        }
+    }
+    buf.extend_from_slice(b"\r\n");
 }
 
 /// An HTTP date (IMF-fixdate).

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use linerate_http::conditional::{self, Conditions, Precondition};
 use linerate_http::range::{self, ByteRange, RangeDecision};
 use linerate_http::request::{Method, Request};
-use linerate_http::response::{content_range, Head, Multipart};
+use linerate_http::response::{content_range, Head, Lines, Multipart};
 use linerate_http::{path, Status};
 
 use crate::config::{Config, SiteConfig};
@@ -838,15 +838,25 @@ impl Site {
                 )
             }
         };
+        let fields = |l: &mut Lines, content_range: Option<&str>| {
+            l.field("Content-Type", &content_type);
+            if let Some(cr) = content_range {
+                l.field("Content-Range", cr);
+            }
+            l.content_length(body_len)
+                .field("ETag", &v.etag)
+                .field("Last-Modified", last_modified)
+                .field("Accept-Ranges", "bytes");
+        };
         let mut h = Head::new(status, self.date(now));
-        h.field("Content-Type", &content_type);
-        if let Some(cr) = &content_range {
-            h.field("Content-Range", cr);
+        if status == Status::Ok {
+            // A whole answer: its fields are the file's own, written once.
+            h.lines(&e.whole_fields(&content_type, |l| fields(l, None)));
+        } else {
+            let mut l = Lines::default();
+            fields(&mut l, content_range.as_deref());
+            h.lines(&l);
         }
-        h.content_length(body_len)
-            .field("ETag", &v.etag)
-            .field("Last-Modified", last_modified)
-            .field("Accept-Ranges", "bytes");
         if let Some(c) = rep.coding {
             h.field("Content-Encoding", c.token());
         }
