@@ -73,6 +73,12 @@ struct ServeArgs {
     /// as its key (and `root` for DIR); see examples/linerate.toml. Flags win.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Read and judge everything a start would (the settings, each site's root, the
+    /// certificates and keys, the addresses, the logs, the user), print what would be
+    /// served, with absolute roots, and exit: 0, or 2 naming every problem. Nothing is
+    /// served and no address is kept (nginx's -t)
+    #[arg(long)]
+    check: bool,
     #[command(flatten)]
     settings: linerate_server::Settings,
 }
@@ -143,23 +149,31 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     let mut flags = a.settings.clone();
     flags.root = a.dir.clone();
+    // Each a usage error on a start; with --check, problems among the others.
+    let mut problems = Vec::new();
     if let Err(e) = root_given(&flags, &file, a.config.is_some()) {
-        return Ok(usage_error(&e));
+        problems.push(e);
     }
     if a.dir.is_some() && file.sites.iter().any(|s| s.default) {
-        return Ok(usage_error(
-            "DIR with a default [[site]] in --config: DIR would be the default site too",
-        ));
+        problems.push(
+            "DIR with a default [[site]] in --config: DIR would be the default site too".into(),
+        );
     }
     let mut cfg = linerate_server::Config::new(PathBuf::from("."));
     flags.over(&file).apply(&mut cfg);
     if let Err(e) = linerate_server::tls::check(&cfg) {
-        return Ok(usage_error(&e));
+        problems.push(e);
     }
     if cfg.steer == linerate_server::config::Steer::Cpu && !cfg.pin {
-        return Ok(usage_error(
-            "--steer cpu needs --pin: a worker on no CPU of its own cannot be the CPU's",
-        ));
+        problems.push(
+            "--steer cpu needs --pin: a worker on no CPU of its own cannot be the CPU's".into(),
+        );
+    }
+    if a.check {
+        return Ok(check(&cfg, problems));
+    }
+    if let Some(e) = problems.first() {
+        return Ok(usage_error(e));
     }
     // SIGHUP: the file again, under the same flags.
     let config_path = a.config.clone();
@@ -190,6 +204,30 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     };
     linerate_server::serve(cfg, &control, &announce, &reload)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `serve --check`: what a start would serve on stdout, every problem on stderr (those
+/// found before, then the check's); exit 0 or 2.
+fn check(cfg: &linerate_server::Config, mut problems: Vec<String>) -> ExitCode {
+    let c = linerate_server::check::check(cfg);
+    problems.extend(c.problems);
+    for line in &c.served {
+        println!("{line}");
+    }
+    for p in &problems {
+        eprintln!("linerate: --check: {p}");
+    }
+    if problems.is_empty() {
+        println!("the configuration is good: a start would serve the above");
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "linerate: --check: {} problem{}: a start would fail",
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        );
+        ExitCode::from(EXIT_FAILURE)
+    }
 }
 
 /// Whether the settings name what to serve. Started from a configuration file or by

@@ -555,7 +555,7 @@ fn documented_keys() -> Vec<String> {
 }
 
 /// `serve --help`, contrib/linerate.toml and the settings agree: every key has its flag
-/// (`root` is the DIR argument) and every flag but --config its key.
+/// (`root` is the DIR argument) and every flag but --config and --check its key.
 #[test]
 fn serve_help_names_every_long_flag() {
     let out = LINERATE
@@ -574,7 +574,7 @@ fn serve_help_names_every_long_flag() {
             let end = flag.find([' ', '=', ',', '[']).unwrap_or(flag.len());
             Some(flag[..end].to_string())
         })
-        .filter(|f| f != "help" && f != "config")
+        .filter(|f| f != "help" && f != "config" && f != "check")
         .chain(["root".to_string()])
         .collect();
     in_help.sort();
@@ -1385,4 +1385,86 @@ fn a_reload_announces_a_new_address_with_the_new_root() {
     let r = fetch(second, "/which.txt", "");
     assert_eq!(r.body, b"b\n");
     server.signal("TERM");
+}
+
+/// `serve --check` (nginx's -t): a good configuration prints its sites with absolute
+/// roots and its addresses, exits 0 and keeps no address; a broken one names every
+/// problem (root, certificate, user, log directory, port in use) and exits 2, serving
+/// nothing; the shipped file checked from / names /var/www/html, never ".".
+#[test]
+fn check_names_what_a_start_would_serve_or_every_problem() {
+    let dir = docroot();
+    let root = dir.path().canonicalize().unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let conf = dir.path().join("good.toml");
+    fs::write(
+        &conf,
+        format!(
+            "root = \"{}\"\nlisten = \"{listen}\"\naccess-log = \"{}\"\n",
+            root.display(),
+            dir.path().join("access.log").display()
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = LINERATE.run(&["serve", "--config", conf.to_str().unwrap(), "--check"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains(&format!("root {}", root.display())), "{out}");
+    assert!(out.contains(&format!("listen {listen}: HTTP")), "{out}");
+    assert!(
+        !dir.path().join("access.log").exists(),
+        "a check creates no log"
+    );
+    // It kept nothing: the port is free at once.
+    std::net::TcpListener::bind(&listen).expect("the checked port is free");
+
+    // Broken in five ways at once: each is named, exit 2.
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = held.local_addr().unwrap().to_string();
+    let bad = dir.path().join("bad.toml");
+    fs::write(
+        &bad,
+        format!(
+            "root = \"{}/missing\"\nlisten = \"{busy}\"\ntls-listen = \"127.0.0.1:0\"\n\
+             tls-cert = \"{0}/no-cert.pem\"\ntls-key = \"{0}/no-key.pem\"\n\
+             user = \"no-such-user-here\"\naccess-log = \"{0}/no-dir/access.log\"\n",
+            dir.path().display()
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = LINERATE.run(&["serve", "--config", bad.to_str().unwrap(), "--check"]);
+    assert_eq!(code, 2, "{out}{err}");
+    for needle in [
+        "missing",
+        "no-cert.pem",
+        "no-such-user-here: no such user",
+        "no-dir",
+        &format!("listen {busy}: in use"),
+    ] {
+        assert!(err.contains(needle), "{needle} not named: {err}");
+    }
+    assert!(err.contains("5 problems"), "{err}");
+    assert!(!out.contains("listening on"), "{out}");
+    drop(held);
+
+    // The shipped file, from /: the root it names, absolute.
+    let contrib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../contrib/linerate.toml");
+    let out = LINERATE
+        .command()
+        .args(["serve", "--config"])
+        .arg(&contrib)
+        .arg("--check")
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("root /var/www/html"), "{out:?}");
+    assert!(
+        !text.contains("root .") && !text.contains("root /\n"),
+        "{text}"
+    );
 }

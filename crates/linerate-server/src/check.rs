@@ -1,0 +1,137 @@
+//! `linerate serve --check` (nginx's `-t`): reads and judges everything a start would
+//! (each site's root, the certificates and keys, the addresses to listen on, the log
+//! files, the user to become, the event loop) and says what would be served, with
+//! absolute roots, or every problem it found, one line each. It serves nothing and
+//! keeps nothing: an address is tried as a start tries it (a socket bound alone, to
+//! see that no one holds the port) and let go at once; a log file is opened only if it
+//! exists (a start would create it: here its directory is judged instead).
+
+use std::path::Path;
+
+use crate::config::Endpoint;
+use crate::config::{AccessLog, Config};
+use crate::logs::ErrorLog;
+
+/// What the check found.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// What a start would serve, one line each: the sites with their absolute roots,
+    /// the addresses and what each serves, the event loop.
+    pub served: Vec<String>,
+    /// Every problem, one line each; none if a start would succeed.
+    pub problems: Vec<String>,
+}
+
+/// Judges `cfg` as a start would (see the module's text).
+pub fn check(cfg: &Config) -> Checked {
+    let mut c = Checked::default();
+    for s in cfg.sites() {
+        let root = absolute(&s.root);
+        let names = if s.names.is_empty() {
+            "every Host".to_string()
+        } else {
+            s.names.join(" ")
+        };
+        let default = if s.default && !cfg.sites.is_empty() {
+            " (the default site)"
+        } else {
+            ""
+        };
+        c.served.push(format!("site {names}{default}: root {root}"));
+        if let Err(e) = linerate_sys::fs::open_directory(&s.root) {
+            c.problems.push(format!("site {names}: root {root}: {e}"));
+        }
+    }
+    if !cfg.tls_listen.is_empty() {
+        if let Err(e) = crate::tls::load(cfg) {
+            c.problems.push(format!("TLS: {e}"));
+        }
+    }
+    let listeners = cfg
+        .listen
+        .iter()
+        .map(|e| (e, "HTTP"))
+        .chain(cfg.tls_listen.iter().map(|e| (e, "HTTPS")))
+        .chain(cfg.redirect_listen.iter().map(|e| (e, "redirect to HTTPS")));
+    for (e, what) in listeners {
+        c.served.push(format!("listen {e}: {what}"));
+        if let Err(why) = try_listen(e) {
+            c.problems.push(format!("listen {e}: {why}"));
+        }
+    }
+    if let AccessLog::File(p) = &cfg.access_log {
+        if let Err(why) = log_file(p) {
+            c.problems
+                .push(format!("access log {}: {why}", p.display()));
+        }
+    }
+    if let ErrorLog::File(p) = &cfg.error_log {
+        if let Err(why) = log_file(p) {
+            c.problems.push(format!("error log {}: {why}", p.display()));
+        }
+    }
+    if let Some(name) = &cfg.user {
+        match linerate_sys::user::lookup(name) {
+            Ok(Some(u)) => c
+                .served
+                .push(format!("user {name} (uid {}, gid {})", u.uid, u.gid)),
+            Ok(None) => c.problems.push(format!("user {name}: no such user")),
+            Err(e) => c.problems.push(format!("user {name}: {e}")),
+        }
+    }
+    match cfg.driver.resolve() {
+        Ok(d) => c.served.push(format!("event loop: {d}")),
+        Err(e) => c.problems.push(format!("driver: {e}")),
+    }
+    c
+}
+
+/// The path as a start would serve it, from the current directory.
+fn absolute(p: &Path) -> String {
+    std::path::absolute(p)
+        .unwrap_or_else(|_| p.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// Whether a start could listen on `e`: an IP address whose port no one holds (port 0
+/// always can), or a Unix socket path in a directory that exists.
+fn try_listen(e: &Endpoint) -> Result<(), String> {
+    match e {
+        Endpoint::Ip(ip) if ip.port() == 0 => Ok(()),
+        Endpoint::Ip(ip) => {
+            use socket2::{Domain, Socket, Type};
+            let s = Socket::new(Domain::for_address(*ip), Type::STREAM, None)
+                .map_err(|e| e.to_string())?;
+            s.set_reuse_address(true).map_err(|e| e.to_string())?;
+            s.bind(&(*ip).into()).map_err(|e| {
+                if e.kind() == std::io::ErrorKind::AddrInUse {
+                    "in use (a start now would fail; a reload of the server that holds it would not)"
+                        .to_string()
+                } else {
+                    e.to_string()
+                }
+            })
+        }
+        Endpoint::Unix(p) => match p.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(d) if !d.is_dir() => Err(format!("no directory {}", d.display())),
+            _ => Ok(()),
+        },
+    }
+}
+
+/// Whether a start could append to the log at `p`: the file if it exists, else its
+/// directory (a start creates the file).
+fn log_file(p: &Path) -> Result<(), String> {
+    if p.exists() {
+        return std::fs::OpenOptions::new()
+            .append(true)
+            .open(p)
+            .map(drop)
+            .map_err(|e| e.to_string());
+    }
+    match p.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Some(d) if !d.is_dir() => Err(format!("no directory {}", d.display())),
+        _ => Ok(()),
+    }
+}
