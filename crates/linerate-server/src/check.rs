@@ -4,7 +4,9 @@
 //! absolute roots, or every problem it found, one line each. It serves nothing and
 //! keeps nothing: an address is tried as a start tries it (a socket bound alone, to
 //! see that no one holds the port) and let go at once; a log file is opened only if it
-//! exists (a start would create it: here its directory is judged instead).
+//! exists (a start would create it: here its directory is judged instead). A port in
+//! use is a note, not a problem: the check cannot tell the server it is run to reload
+//! (which keeps its sockets) from another program (which would fail a start).
 
 use std::path::Path;
 
@@ -20,6 +22,8 @@ pub struct Checked {
     pub served: Vec<String>,
     /// Every problem, one line each; none if a start would succeed.
     pub problems: Vec<String>,
+    /// What may stop a start but not a reload (a port in use).
+    pub notes: Vec<String>,
 }
 
 /// Judges `cfg` as a start would (see the module's text).
@@ -55,8 +59,12 @@ pub fn check(cfg: &Config) -> Checked {
         .chain(cfg.redirect_listen.iter().map(|e| (e, "redirect to HTTPS")));
     for (e, what) in listeners {
         c.served.push(format!("listen {e}: {what}"));
-        if let Err(why) = try_listen(e) {
-            c.problems.push(format!("listen {e}: {why}"));
+        match try_listen(e) {
+            Ok(()) => {}
+            Err(Listen::InUse) => c.notes.push(format!(
+                "listen {e}: in use now: a start would fail, a reload of the server that holds it would not"
+            )),
+            Err(Listen::Cannot(why)) => c.problems.push(format!("listen {e}: {why}")),
         }
     }
     if let AccessLog::File(p) = &cfg.access_log {
@@ -94,27 +102,33 @@ fn absolute(p: &Path) -> String {
         .to_string()
 }
 
+/// Why a start could not listen on an address.
+enum Listen {
+    /// Someone holds the port.
+    InUse,
+    Cannot(String),
+}
+
 /// Whether a start could listen on `e`: an IP address whose port no one holds (port 0
 /// always can), or a Unix socket path in a directory that exists.
-fn try_listen(e: &Endpoint) -> Result<(), String> {
+fn try_listen(e: &Endpoint) -> Result<(), Listen> {
+    let cannot = |e: std::io::Error| Listen::Cannot(e.to_string());
     match e {
         Endpoint::Ip(ip) if ip.port() == 0 => Ok(()),
         Endpoint::Ip(ip) => {
             use socket2::{Domain, Socket, Type};
-            let s = Socket::new(Domain::for_address(*ip), Type::STREAM, None)
-                .map_err(|e| e.to_string())?;
-            s.set_reuse_address(true).map_err(|e| e.to_string())?;
+            let s = Socket::new(Domain::for_address(*ip), Type::STREAM, None).map_err(cannot)?;
+            s.set_reuse_address(true).map_err(cannot)?;
             s.bind(&(*ip).into()).map_err(|e| {
                 if e.kind() == std::io::ErrorKind::AddrInUse {
-                    "in use (a start now would fail; a reload of the server that holds it would not)"
-                        .to_string()
+                    Listen::InUse
                 } else {
-                    e.to_string()
+                    cannot(e)
                 }
             })
         }
         Endpoint::Unix(p) => match p.parent().filter(|d| !d.as_os_str().is_empty()) {
-            Some(d) if !d.is_dir() => Err(format!("no directory {}", d.display())),
+            Some(d) if !d.is_dir() => Err(Listen::Cannot(format!("no directory {}", d.display()))),
             _ => Ok(()),
         },
     }

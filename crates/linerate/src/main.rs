@@ -75,8 +75,9 @@ struct ServeArgs {
     config: Option<PathBuf>,
     /// Read and judge everything a start would (the settings, each site's root, the
     /// certificates and keys, the addresses, the logs, the user), print what would be
-    /// served, with absolute roots, and exit: 0, or 2 naming every problem. Nothing is
-    /// served and no address is kept (nginx's -t)
+    /// served, with absolute roots, and exit: 0, or 2 naming every problem (a port in
+    /// use is a note: a reload keeps its sockets). Nothing is served and no address is
+    /// kept (nginx's -t)
     #[arg(long)]
     check: bool,
     #[command(flatten)]
@@ -213,6 +214,9 @@ fn check(cfg: &linerate_server::Config, mut problems: Vec<String>) -> ExitCode {
     problems.extend(c.problems);
     for line in &c.served {
         println!("{line}");
+    }
+    for n in &c.notes {
+        eprintln!("linerate: --check: note: {n}");
     }
     for p in &problems {
         eprintln!("linerate: --check: {p}");
