@@ -56,10 +56,12 @@ enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Write man pages (linerate.1 and one per subcommand, linerate-serve.1, …) into
-    /// DIR.
+    /// Write the man pages into a manual's directory: DIR/man1 (linerate.1 and one per
+    /// subcommand, linerate-serve.1, …) and DIR/man5 (linerate.toml.5, the
+    /// configuration file)
     Man {
-        /// Directory to write them into (made if missing).
+        /// The manual's directory, such as /usr/local/share/man or ~/.local/share/man
+        /// (made if missing; a directory named man1 is taken as its parent's man1)
         dir: PathBuf,
     },
 }
@@ -286,15 +288,136 @@ fn roots_of(cfg: &linerate_server::Config) -> String {
     format!("{} sites ({})", each.len(), each.join(", "))
 }
 
-/// `linerate man DIR`: a page per command, named as `man` finds them
-/// (`linerate-bench-http.1` for `linerate bench http`).
+/// `linerate man DIR`: a page per command in DIR/man1, named as `man` finds them
+/// (`linerate-bench-http.1` for `linerate bench http`), and the configuration file's
+/// page in DIR/man5.
 fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
     use anyhow::Context;
-    std::fs::create_dir_all(dir).with_context(|| format!("making {}", dir.display()))?;
+    // `linerate man ~/.local/share/man/man1`, as an earlier README said: its parent.
+    let root = match (dir.file_name(), dir.parent()) {
+        (Some(n), Some(p)) if n == "man1" => p,
+        _ => dir,
+    };
+    let (man1, man5) = (root.join("man1"), root.join("man5"));
+    for d in [&man1, &man5] {
+        std::fs::create_dir_all(d).with_context(|| format!("making {}", d.display()))?;
+    }
     let cmd = <Cli as clap::CommandFactory>::command();
-    let written = man_pages(&cmd, "linerate", dir)?;
-    println!("wrote {written} man pages in {}", dir.display());
+    let written = man_pages(&cmd, "linerate", &man1)?;
+    let path = man5.join("linerate.toml.5");
+    std::fs::write(&path, config_page()).with_context(|| format!("writing {}", path.display()))?;
+    println!(
+        "wrote {written} man pages in {} and linerate.toml.5 in {}",
+        man1.display(),
+        man5.display()
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// linerate.toml(5): what the file is, its sites and rules, and the reference file
+/// (contrib/linerate.toml, every key with its default) as it is, so the page cannot
+/// fall behind the keys (a test holds the file to `serve --help`).
+fn config_page() -> String {
+    const REFERENCE: &str = include_str!("../../../contrib/linerate.toml");
+    let mut page = format!(
+        r#".TH linerate.toml 5 "" "linerate {}" "File formats"
+.SH NAME
+linerate.toml \- the configuration file of linerate serve
+.SH SYNOPSIS
+.B /etc/linerate/linerate.toml
+.SH DESCRIPTION
+A TOML file, given as
+.B linerate serve \-\-config
+.IR FILE .
+Every setting of
+.BR linerate\-serve (1)
+is a key, named as its long flag without the dashes
+.RB ( workers ,
+.BR tls\-listen ,
+\&...), and
+.B root
+is the document root (the DIR argument). A flag given on the command line wins over
+the file, the file over the defaults. A relative root is taken from the directory the
+server starts in: under systemd that is /, so give an absolute one.
+.PP
+.B SIGHUP
+reads the file again and serves the new settings on the same sockets; a file that does
+not parse is named in one error\-log line and the settings before stay.
+.B linerate serve \-\-config
+.I FILE
+.B \-\-check
+judges it as a start would (roots, certificates, addresses, logs, user) and names every
+problem, serving nothing.
+.SH SITES
+Without
+.B [[site]]
+blocks, the root answers every Host. With them, each request goes to the site its Host
+names (port and case ignored): an exact name first, then the longest
+.B *.
+name, then the site with
+.BR "default = true" .
+A block has
+.B names
+(a list),
+.BR root ,
+.BR default ,
+its own
+.BR dotfiles ,
+.B autoindex
+and
+.B precompressed
+(which override the keys above for that site), and
+.B tls\-cert
+and
+.B tls\-key
+(its own certificate on tls\-listen, chosen by SNI).
+.SH RULES
+.B [[rule]]
+blocks apply to every site,
+.B [[site.rule]]
+blocks after a
+.B [[site]]
+to that site.
+.B path
+is a prefix ("/assets/"), an exact path ("=/about.html") or a glob ("*.js",
+"/static/**/*.css"); the most specific rule wins, setting by setting. A rule may set
+.B headers
+(a table of fields to add),
+.B expires
+(Cache\-Control and Expires),
+.B errors
+(a table of status to page),
+.B redirect
+and
+.BR redirect\-code ,
+.B fallback
+(a page for paths that are not files, as a single\-page application needs; false
+turns an outer rule's off),
+.BR dotfiles ,
+.BR autoindex ,
+and
+.BR precompressed .
+.SH THE REFERENCE FILE
+Every key with its default; the commented lines are examples. It is
+contrib/linerate.toml in the sources, and /etc/linerate/linerate.toml as the package
+installs it.
+.PP
+.nf
+"#,
+        env!("CARGO_PKG_VERSION")
+    );
+    for line in REFERENCE.lines() {
+        // Verbatim: a backslash written as roff's \e, a line that roff would take as a request
+        // (a leading dot or quote) escaped.
+        let line = line.replace('\\', "\\e");
+        if line.starts_with('.') || line.starts_with('\'') {
+            page.push_str("\\&");
+        }
+        page.push_str(&line);
+        page.push('\n');
+    }
+    page.push_str(".fi\n.SH SEE ALSO\n.BR linerate\\-serve (1),\n.BR linerate (1)\n");
+    page
 }
 
 fn man_pages(cmd: &clap::Command, name: &str, dir: &std::path::Path) -> anyhow::Result<usize> {

@@ -561,13 +561,13 @@ fn completions_and_man_pages_come_from_the_command_definitions() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("#compdef linerate"));
     assert_fails(&["completions", "tcsh"], 64, "tcsh");
     let dir = tempfile::tempdir().unwrap();
-    let man = dir.path().join("man1");
-    let out = LINERATE.output(&["man", man.to_str().unwrap()]);
+    let out = LINERATE.output(&["man", dir.path().to_str().unwrap()]);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    let man = dir.path().join("man1");
     let serve = std::fs::read_to_string(man.join("linerate-serve.1")).unwrap();
     assert!(
         serve.starts_with(".ie"),
@@ -579,4 +579,40 @@ fn completions_and_man_pages_come_from_the_command_definitions() {
     for page in ["linerate.1", "linerate-bench-http.1", "linerate-stat.1"] {
         assert!(man.join(page).exists(), "{page}");
     }
+    // The configuration file's page, in man5: its sites, its rules, every key.
+    let conf = std::fs::read_to_string(dir.path().join("man5/linerate.toml.5")).unwrap();
+    assert!(conf.contains(".TH linerate.toml 5"), "no title line");
+    for word in [
+        ".SH SITES",
+        ".SH RULES",
+        "[[site]]",
+        "[[rule]]",
+        "tls\\-listen",
+        "disk-helpers",
+    ] {
+        assert!(conf.contains(word), "linerate.toml.5 lacks {word}");
+    }
+    // Rendered by man without a warning, where man is.
+    if std::process::Command::new("man")
+        .arg("--version")
+        .output()
+        .is_ok()
+    {
+        let out = std::process::Command::new("man")
+            .args(["--warnings", "-l"])
+            .arg(dir.path().join("man5/linerate.toml.5"))
+            .env("MANWIDTH", "80")
+            .env("MANPAGER", "cat")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && err.trim().is_empty(), "{err}");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("[[site.rule]]"));
+    }
+    // Given a man1 directory (as the README once said), its parent is the manual.
+    let old = tempfile::tempdir().unwrap();
+    let out = LINERATE.output(&["man", old.path().join("man1").to_str().unwrap()]);
+    assert!(out.status.success());
+    assert!(old.path().join("man1/linerate-serve.1").exists());
+    assert!(old.path().join("man5/linerate.toml.5").exists());
 }
