@@ -506,7 +506,12 @@ fn the_unit_files_verify_and_are_hardened() {
     let dir = docroot();
     let service = std::fs::read_to_string(format!("{contrib}/linerate.service"))
         .unwrap()
-        .replace("/usr/local/bin/linerate", LINERATE.path());
+        // The unit names the command, which systemd finds in /usr/bin or /usr/local/bin
+        // once installed: here, the binary built.
+        .replace(
+            "ExecStart=linerate ",
+            &format!("ExecStart={} ", LINERATE.path()),
+        );
     std::fs::write(dir.path().join("linerate.service"), service).unwrap();
     std::fs::copy(
         format!("{contrib}/linerate.socket"),
