@@ -72,7 +72,9 @@ struct ServeArgs {
     /// it) and under systemd [default at a terminal: the current directory, never /].
     dir: Option<PathBuf>,
     /// TOML file with any of the settings below, each flag's name without the dashes
-    /// as its key (and `root` for DIR); see examples/linerate.toml. Flags win.
+    /// as its key (and `root` for DIR), and [[site]] (virtual hosts) and [[rule]]
+    /// (per-path settings) blocks: see linerate.toml(5) and contrib/linerate.toml.
+    /// Flags win.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Read and judge everything a start would (the settings, each site's root, the
