@@ -168,6 +168,11 @@ pub struct Config {
     pub read_ahead_bytes: u64,
     /// A path answering with the server's counters as JSON (None: no status page).
     pub status_path: Option<String>,
+    /// Answers 200 while serving, 503 once a stop has begun; never logged.
+    pub health_path: Option<String>,
+    /// After a stop is asked for, the listeners stay open this long (the health path
+    /// answering 503) before the stop proceeds.
+    pub shutdown_delay: Duration,
     /// A path answering with the counters as OpenMetrics text (None: no metrics).
     pub metrics_path: Option<String>,
     /// Clients that may read the metrics (empty: every client).
@@ -277,6 +282,8 @@ impl Config {
             metrics_path: None,
             metrics_allow: Vec::new(),
             status_path: None,
+            health_path: None,
+            shutdown_delay: Duration::ZERO,
             collapse_bytes: DEFAULT_COLLAPSE,
         }
     }

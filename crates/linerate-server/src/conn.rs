@@ -1250,6 +1250,9 @@ impl Conn {
             if let Http::One(c) = &mut self.http {
                 c.sent();
             }
+            if r.unlogged {
+                continue;
+            }
             log(self, r, None);
         }
     }

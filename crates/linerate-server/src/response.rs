@@ -94,6 +94,9 @@ pub(crate) struct Response {
     /// Frames of an HTTP/2 connection that end no answer (its own frames, an answer's
     /// HEADERS or DATA before the last): sent as any response, never logged.
     pub quiet: bool,
+    /// An answer the access log and the counters leave out (the health path's: a
+    /// balancer's checks are not the clients' requests).
+    pub unlogged: bool,
 }
 
 impl Response {
@@ -125,6 +128,7 @@ impl Response {
             },
             progress: Progress::default(),
             quiet: false,
+            unlogged: false,
         }
     }
 

@@ -1097,6 +1097,12 @@ pub struct Settings {
     #[arg(long, value_name = "PATH")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status_path: Option<UrlPath>,
+    /// Answer GET PATH with 200 `ok` while serving and 503 from the moment
+    /// a stop is asked for (SIGTERM, SIGINT, SIGQUIT), for a load balancer's health
+    /// checks; its answers are not logged [default: no health path].
+    #[arg(long, value_name = "PATH")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health_path: Option<UrlPath>,
     /// Answer GET PATH with the counters as Prometheus / OpenMetrics text (responses by
     /// method and status class, bytes, connections, timeouts, errors, open-file cache,
     /// disk helpers, collapses, a response-time histogram) [default: no metrics].
@@ -1157,6 +1163,12 @@ pub struct Settings {
     #[arg(long, value_name = "DURATION")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_timeout: Option<Seconds>,
+    /// After SIGTERM, SIGINT or SIGQUIT, serve on this long with the health path
+    /// answering 503 before the listeners close, so a load balancer's checks see the
+    /// drain before connections are refused [default: none].
+    #[arg(long, value_name = "DURATION")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shutdown_delay: Option<Seconds>,
     /// HTTP/2: on, offered by ALPN (`h2`, then `http/1.1`) on the TLS listeners and
     /// spoken in clear by a client that opens with its preface (prior knowledge, as
     /// load balancers do); off, every connection is HTTP/1.1; only, every connection
@@ -1268,6 +1280,7 @@ impl Settings {
             disk_helpers: pick(&self.disk_helpers, &under.disk_helpers),
             read_ahead: pick(&self.read_ahead, &under.read_ahead),
             status_path: pick(&self.status_path, &under.status_path),
+            health_path: pick(&self.health_path, &under.health_path),
             metrics_path: pick(&self.metrics_path, &under.metrics_path),
             metrics_allow: list(&self.metrics_allow, &under.metrics_allow),
             collapse: pick(&self.collapse, &under.collapse),
@@ -1280,6 +1293,7 @@ impl Settings {
             send_timeout: pick(&self.send_timeout, &under.send_timeout),
             body_timeout: pick(&self.body_timeout, &under.body_timeout),
             shutdown_timeout: pick(&self.shutdown_timeout, &under.shutdown_timeout),
+            shutdown_delay: pick(&self.shutdown_delay, &under.shutdown_delay),
             http2: pick(&self.http2, &under.http2),
             dotfiles: pick(&self.dotfiles, &under.dotfiles),
             autoindex: pick(&self.autoindex, &under.autoindex),
@@ -1383,6 +1397,9 @@ impl Settings {
         if let Some(p) = s.status_path {
             cfg.status_path = Some(p.0);
         }
+        if let Some(p) = s.health_path {
+            cfg.health_path = Some(p.0);
+        }
         set(&mut cfg.collapse_bytes, s.collapse.map(|b| b.0));
         if let Some(p) = s.metrics_path {
             cfg.metrics_path = Some(p.0);
@@ -1408,6 +1425,7 @@ impl Settings {
             (s.send_timeout, &mut cfg.send_timeout),
             (s.body_timeout, &mut cfg.body_timeout),
             (s.shutdown_timeout, &mut cfg.shutdown_timeout),
+            (s.shutdown_delay, &mut cfg.shutdown_delay),
         ] {
             if let Some(d) = v {
                 *slot = d.0;

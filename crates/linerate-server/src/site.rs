@@ -335,6 +335,9 @@ impl Site {
                 now,
             );
         }
+        if self.cfg.health_path.as_deref() == Some(req.path.as_str()) {
+            return self.health(req, line, now);
+        }
         if self.cfg.status_path.as_deref() == Some(req.path.as_str()) {
             return self.status(req, line, now);
         }
@@ -600,6 +603,33 @@ impl Site {
     }
 
     /// A 200 with a body made here (its head only, for HEAD).
+    /// The health path's answer: 200 `ok` while serving, 503 once a stop
+    /// has begun; never cached, never logged.
+    fn health(&mut self, req: &Request, line: String, now: SystemTime) -> Response {
+        let draining = self
+            .board
+            .draining
+            .load(std::sync::atomic::Ordering::Relaxed);
+        let fields = [
+            ("Content-Type", "text/plain"),
+            ("Cache-Control", "no-store"),
+        ];
+        let mut r = if draining {
+            self.error_for(
+                Status::ServiceUnavailable,
+                req.keep_alive,
+                &fields[1..],
+                line,
+                now,
+                req.method == Method::Head,
+            )
+        } else {
+            self.generated(req, &fields, b"ok\n".to_vec(), line, now)
+        };
+        r.unlogged = true;
+        r
+    }
+
     fn generated(
         &mut self,
         req: &Request,

@@ -290,6 +290,8 @@ pub(crate) struct Board {
     /// The workers of this generation.
     pub workers: Arc<[Arc<Stats>]>,
     pub earlier: Arc<Earlier>,
+    /// A stop has begun (the health path answers 503), for the whole process.
+    pub draining: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The counters of generations before the current one: the workers still draining
@@ -336,6 +338,7 @@ impl Board {
         Board {
             workers: workers.into(),
             earlier: Arc::default(),
+            draining: Arc::default(),
         }
     }
 
@@ -462,6 +465,7 @@ mod tests {
         let second = Board {
             workers: vec![Arc::clone(&new)].into(),
             earlier: Arc::clone(&first.earlier),
+            draining: Arc::default(),
         };
         Stats::add(&new.requests, 1);
         // The old generation (a keep-alive request in flight at the reload) reads its

@@ -362,6 +362,8 @@ struct Generation<'scope> {
     number: u64,
     /// Its workers' counters.
     stats: Arc<[Arc<Stats>]>,
+    /// Its settings' `shutdown-delay`.
+    shutdown_delay: Duration,
 }
 
 /// A worker's place in its generation's count of workers still accepting: given up
@@ -421,6 +423,8 @@ struct Shared<'a> {
     jobs: Option<&'a std::sync::mpsc::Sender<Job>>,
     cpus: &'a [usize],
     earlier: Arc<Earlier>,
+    /// A stop has begun: the health path answers 503.
+    draining: Arc<AtomicBool>,
 }
 
 /// Starts a generation's workers on `listeners` (one list per worker).
@@ -438,6 +442,7 @@ fn start_generation<'scope>(
     let board = Board {
         workers: (0..listeners.len()).map(|_| Arc::default()).collect(),
         earlier: Arc::clone(&shared.earlier),
+        draining: Arc::clone(&shared.draining),
     };
     // Everything that can fail is done before the first thread starts, so a failure
     // leaves no worker running that nobody will stop.
@@ -500,6 +505,7 @@ fn start_generation<'scope>(
         log_file,
         number,
         stats: board.workers,
+        shutdown_delay: cfg.shutdown_delay,
     })
 }
 
@@ -625,6 +631,7 @@ pub fn serve(
             jobs: jobs.as_ref(),
             cpus: &cpus,
             earlier: Arc::default(),
+            draining: Arc::default(),
         };
         let per = hand_out(&bound, &cfg, tls.as_ref())?;
         let workers = per.len();
@@ -632,6 +639,8 @@ pub fn serve(
             start_generation(scope, Arc::new(cfg), &roots, per, log_file, &shared, 0)?;
         crate::systemd::ready(&status_line(&bound, workers));
         let mut told_stopping = false;
+        // When a stop asked for proceeds: at once, or after the shutdown delay.
+        let mut stop_at: Option<Instant> = None;
         // Processes started by SIGUSR2, reaped if they end first.
         let mut upgrades: Vec<std::process::Child> = Vec::new();
         let mut retiring: Vec<Generation<'_>> = Vec::new();
@@ -644,8 +653,19 @@ pub fn serve(
             if stopping && !told_stopping {
                 crate::systemd::stopping();
                 told_stopping = true;
+                // The health path answers 503 from now; the listeners stay open for
+                // the delay, so a balancer's checks see the drain first.
+                shared.draining.store(true, Ordering::Relaxed);
+                let delay = current.shutdown_delay;
+                if !delay.is_zero() {
+                    tracing::info!(
+                        "stopping in {:?} (shutdown-delay): the health path answers 503",
+                        delay
+                    );
+                }
+                stop_at = Some(Instant::now() + delay);
             }
-            if stopping {
+            if stopping && stop_at.is_some_and(|t| Instant::now() >= t) {
                 // The workers' copies are the last: the kernel refuses new connections
                 // once they let go. A Unix socket's file goes now, so no client finds
                 // it while it drains.

@@ -31,6 +31,8 @@ per_strategy!(
     a_file_replaced_or_deleted_during_a_send_is_served_from_the_open_file,
     // Rules: docs/http.md E4.
     sigterm_finishes_the_response_in_flight_closes_idle_ones_and_exits_0,
+    // Rules: docs/http.md E6.
+    the_health_path_turns_503_at_sigterm_and_the_listener_stays_for_the_shutdown_delay,
     // Rules: docs/http.md E4.
     sigterm_drains_an_idle_client_that_keeps_its_side_open_for_2_s_not_the_shutdown_timeout,
     // Rules: docs/http.md E4.
@@ -1468,4 +1470,74 @@ fn check_names_what_a_start_would_serve_or_every_problem() {
         !text.contains("root .") && !text.contains("root /\n"),
         "{text}"
     );
+}
+
+/// A balancer's view of a stop: the health path answers 200, then 503 from the moment
+/// of SIGTERM while the listener still takes new connections and serves files for the
+/// shutdown delay; then the listener closes and the server exits 0. The health checks
+/// are not in the access log; the files are.
+fn the_health_path_turns_503_at_sigterm_and_the_listener_stays_for_the_shutdown_delay(
+    transmit: &str,
+) {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let logs = tempfile::tempdir().unwrap();
+    let log = logs.path().join("access.log");
+    let log_s = log.to_str().unwrap();
+    let mut server = serve(
+        root.path(),
+        transmit,
+        &[
+            "--health-path",
+            "/healthz",
+            "--shutdown-delay",
+            "1.5",
+            "--access-log",
+            log_s,
+        ],
+    );
+    let addr = server.addr;
+    let health = fetch(addr, "/healthz", "");
+    assert_eq!((health.status, &health.body[..]), (200, &b"ok\n"[..]));
+    assert_eq!(fetch(addr, "/f.txt", "").status, 200);
+    server.sigterm();
+    let t = Instant::now();
+    // Within the delay: new connections taken, the health path 503, files served.
+    let mut saw_503 = false;
+    while t.elapsed() < Duration::from_millis(1000) {
+        let h = fetch(addr, "/healthz", "");
+        if h.status == 503 {
+            saw_503 = true;
+            break;
+        }
+        assert_eq!(h.status, 200, "before the stop is seen");
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(saw_503, "the health path never turned 503");
+    assert!(
+        t.elapsed() < Duration::from_millis(1000),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(
+        fetch(addr, "/f.txt", "").status,
+        200,
+        "still serving in the delay"
+    );
+    // After it: the listener closes and the server ends.
+    let status = server.wait_exit(Duration::from_secs(10)).expect("it exits");
+    assert!(
+        t.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(status.success(), "{status:?}");
+    assert!(TcpStream::connect(addr).is_err(), "the listener is closed");
+    let lines = log_lines(&log);
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("/f.txt")).count(),
+        2,
+        "{lines:?}"
+    );
+    assert!(!lines.iter().any(|l| l.contains("/healthz")), "{lines:?}");
 }
