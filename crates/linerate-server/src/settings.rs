@@ -1723,7 +1723,7 @@ mod tests {
             "user" | "unix-owner" => "\"nobody\"",
             "unix-mode" => "\"0660\"",
             "precompressed" => "[\"gzip\"]",
-            "status-path" | "metrics-path" => "\"/s\"",
+            "status-path" | "metrics-path" | "health-path" => "\"/s\"",
             "metrics-allow" => "[\"127.0.0.1/32\"]",
             "access-log" => "\"off\"",
             "error-log" => "\"off\"",
