@@ -94,8 +94,9 @@ pub fn check(cfg: &Config) -> Checked {
     c
 }
 
-/// The path as a start would serve it, from the current directory.
-fn absolute(p: &Path) -> String {
+/// The path as a start would serve it, from the current directory (what the start
+/// line and the check print).
+pub fn absolute(p: &Path) -> String {
     std::path::absolute(p)
         .unwrap_or_else(|_| p.to_path_buf())
         .display()
@@ -115,18 +116,13 @@ fn try_listen(e: &Endpoint) -> Result<(), Listen> {
     let cannot = |e: std::io::Error| Listen::Cannot(e.to_string());
     match e {
         Endpoint::Ip(ip) if ip.port() == 0 => Ok(()),
-        Endpoint::Ip(ip) => {
-            use socket2::{Domain, Socket, Type};
-            let s = Socket::new(Domain::for_address(*ip), Type::STREAM, None).map_err(cannot)?;
-            s.set_reuse_address(true).map_err(cannot)?;
-            s.bind(&(*ip).into()).map_err(|e| {
-                if e.kind() == std::io::ErrorKind::AddrInUse {
-                    Listen::InUse
-                } else {
-                    cannot(e)
-                }
-            })
-        }
+        Endpoint::Ip(ip) => crate::listen::port_free(*ip).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AddrInUse {
+                Listen::InUse
+            } else {
+                cannot(e)
+            }
+        }),
         Endpoint::Unix(p) => match p.parent().filter(|d| !d.as_os_str().is_empty()) {
             Some(d) if !d.is_dir() => Err(Listen::Cannot(format!("no directory {}", d.display()))),
             _ => Ok(()),

@@ -417,12 +417,7 @@ pub(crate) fn bind_all(
             }
             &Endpoint::Ip(ip) => {
                 if ip.port() != 0 {
-                    // Our listeners share their port by SO_REUSEPORT, and so could
-                    // another server's: a probe without it fails if anyone holds the
-                    // port at all.
-                    let probe = Socket::new(Domain::for_address(ip), Type::STREAM, None)?;
-                    probe.set_reuse_address(true)?;
-                    probe.bind(&ip.into()).map_err(fail(asked))?;
+                    port_free(ip).map_err(fail(asked))?;
                 }
                 // Port 0 is resolved by the first socket and reused by the others.
                 let first = tcp_listener(ip, cfg.sndbuf).map_err(fail(asked))?;
@@ -447,6 +442,16 @@ pub(crate) fn bind_all(
         }
     }
     Ok(out)
+}
+
+/// Whether no one holds `ip`'s port: our listeners share their port by SO_REUSEPORT,
+/// and so could another server's, so a socket bound without it (and let go at once)
+/// fails if anyone holds the port at all. A start asks this first; so does
+/// `serve --check`.
+pub(crate) fn port_free(ip: SocketAddr) -> io::Result<()> {
+    let probe = Socket::new(Domain::for_address(ip), Type::STREAM, None)?;
+    probe.set_reuse_address(true)?;
+    probe.bind(&ip.into())
 }
 
 /// Sends each IP address's new connections to the worker pinned to the CPU that

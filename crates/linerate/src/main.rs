@@ -270,12 +270,7 @@ fn root_given(
 /// What a start line says is served: the root as an absolute path, or each site's
 /// names and root.
 fn roots_of(cfg: &linerate_server::Config) -> String {
-    let abs = |p: &std::path::Path| {
-        std::path::absolute(p)
-            .unwrap_or_else(|_| p.to_path_buf())
-            .display()
-            .to_string()
-    };
+    let abs = linerate_server::check::absolute;
     if cfg.sites.is_empty() {
         return abs(&cfg.root);
     }
