@@ -646,13 +646,18 @@ impl Conn {
     /// with no allocation), or freed when there are enough spares.
     fn release_buffers(&mut self, site: &mut Site) {
         self.http.release_buffer();
-        if let Some(o) = self.out.as_mut() {
-            o.release();
-        }
-        if self.out.as_ref().is_some_and(|o| o.is_empty()) {
-            if let Some(o) = self.out.take() {
+        match self.out.take() {
+            // An empty queue goes to the spares with its room (bounded), so the next
+            // answers are queued with no allocation.
+            Some(mut o) if o.is_empty() => {
+                o.trim();
                 site.spare_output(o);
             }
+            Some(mut o) => {
+                o.release();
+                self.out = Some(o);
+            }
+            None => {}
         }
     }
 
@@ -1243,7 +1248,9 @@ impl Conn {
         let Some(out) = self.out.as_mut().filter(|o| o.has_finished()) else {
             return;
         };
-        for r in &out.take_finished() {
+        let mut done = out.take_finished();
+        for r in done.drain(..) {
+            let r = &r;
             if r.quiet {
                 continue;
             }
@@ -1254,6 +1261,9 @@ impl Conn {
                 continue;
             }
             log(self, r, None);
+        }
+        if let Some(o) = self.out.as_mut() {
+            o.recycle_finished(done);
         }
     }
 

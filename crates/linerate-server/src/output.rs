@@ -196,6 +196,9 @@ enum Pending {
     Ask,
 }
 
+/// Responses' room an idle queue keeps (in the queue, and in the finished list).
+const KEPT_ROOM: usize = 16;
+
 /// The responses of one connection on their way out.
 #[derive(Default)]
 pub(crate) struct Output {
@@ -269,6 +272,28 @@ impl Output {
         self.finished = Vec::new();
         self.tail = Vec::new();
         self.answers = Vec::new();
+    }
+
+    /// Keeps an empty queue's room for its next use (as a worker's spare), up to
+    /// [`KEPT_ROOM`] responses; the rest of its memory goes.
+    pub fn trim(&mut self) {
+        if self.queue.capacity() > KEPT_ROOM {
+            self.queue = VecDeque::new();
+        }
+        if self.finished.capacity() > KEPT_ROOM {
+            self.finished = Vec::new();
+        }
+        self.tail = Vec::new();
+        self.answers = Vec::new();
+    }
+
+    /// Gives back the list [`Output::take_finished`] took, emptied, so the next
+    /// responses finish into it without an allocation.
+    pub fn recycle_finished(&mut self, mut done: Vec<Response>) {
+        if self.finished.capacity() == 0 && done.capacity() <= KEPT_ROOM {
+            done.clear();
+            self.finished = done;
+        }
     }
 
     /// A new turn (a writable event, a drive): the transmit in progress counts a
@@ -587,7 +612,9 @@ impl Output {
             ..
         } = self;
         tail.clear();
-        let mut pieces: Vec<Piece<'_>> = Vec::new();
+        // Room for every byte part queued (one allocation, not a growth per turn).
+        let parts: usize = queue.iter().map(|r| r.plan.parts.len()).sum();
+        let mut pieces: Vec<Piece<'_>> = Vec::with_capacity(parts.min(IOV_MAX - 1));
         let mut bytes = 0usize;
         let mut file_follows = false;
         'gather: for (ri, resp) in queue.iter().enumerate() {

@@ -510,7 +510,8 @@ impl Session {
             self.small_left = SMALL_RECORDS;
         }
         self.last_write = Some(now);
-        let mut parts: Vec<&'a [u8]> = Vec::new();
+        let pieces = pieces.into_iter();
+        let mut parts: Vec<&'a [u8]> = Vec::with_capacity(pieces.size_hint().0);
         let mut room = WRITE_BYTES;
         for p in pieces {
             if room == 0 {
