@@ -13,7 +13,8 @@
 //! - [`response`]: response heads (every field value checked there);
 //! - [`location`]: `Location` values built from a request, kept on the site's origin;
 //! - [`mime`]: content types by file name;
-//! - [`coding`]: which precompressed variant `Accept-Encoding` asks for.
+//! - [`coding`]: which precompressed variant `Accept-Encoding` asks for;
+//! - [`forwarded`]: the client behind trusted proxies (`X-Forwarded-For`, `Forwarded`).
 //!
 //! # Non-goals
 //! HTTP/2, request bodies beyond discarding them, compressing on the fly (only
@@ -24,6 +25,7 @@
 pub mod coding;
 pub mod conditional;
 pub mod connection;
+pub mod forwarded;
 pub mod h2;
 pub mod location;
 pub mod mime;

@@ -19,6 +19,9 @@ pub struct Limits {
     /// Keep `User-Agent` and `Referer` (for an access log that writes them); off, they
     /// cost nothing.
     pub client_fields: bool,
+    /// Keep this header's fields (joined with ", "), for a server that trusts proxies
+    /// to name the client; none: it costs nothing.
+    pub forwarded: Option<crate::forwarded::Header>,
     /// Whether a connection speaks HTTP/2.
     pub http2: Http2,
 }
@@ -67,6 +70,7 @@ impl Default for Limits {
             header_bytes: 16 * 1024,
             header_fields: 100,
             client_fields: false,
+            forwarded: None,
             http2: Http2::On,
         }
     }
@@ -197,6 +201,9 @@ pub struct Request {
     pub referer: Option<Vec<u8>>,
     /// `Accept-Encoding` (every field of it), for the precompressed variants.
     pub accept_encoding: Option<crate::coding::AcceptEncoding>,
+    /// The header [`Limits::forwarded`] names (every field, joined with ", "), when it
+    /// asks for one.
+    pub forwarded: Option<String>,
 }
 
 /// What the bytes so far amount to.
@@ -387,6 +394,7 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         if_range: None,
         user_agent: None,
         referer: None,
+        forwarded: None,
         accept_encoding: None,
     };
     for h in req.headers.iter() {
@@ -477,6 +485,15 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
 /// Keeps `User-Agent` or `Referer` as sent, when the limits ask for them: true if
 /// `name` was one of them.
 pub(crate) fn client_field(r: &mut Request, name: &str, v: &[u8], limits: &Limits) -> bool {
+    if let Some(h) = limits.forwarded {
+        if name.eq_ignore_ascii_case(h.name()) {
+            // A chain with bytes no address has names no client past them: kept as
+            // text, a non-ASCII byte ends the walk there (read as "unknown").
+            let v = String::from_utf8_lossy(v);
+            append(&mut r.forwarded, v.trim_matches([' ', '\t']));
+            return true;
+        }
+    }
     if !limits.client_fields {
         return false;
     }
@@ -1033,6 +1050,28 @@ mod tests {
             parse(raw.as_bytes(), &Limits::default()),
             Parse::Complete { .. }
         ));
+    }
+
+    /// Rules: docs/http.md B2.
+    #[test]
+    fn the_forwarding_header_is_kept_only_when_asked_for_and_every_field_of_it() {
+        let raw = b"GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: 1.2.3.4\r\n\
+                    Forwarded: for=5.6.7.8\r\nx-forwarded-for:\t10.0.0.1 \r\n\r\n";
+        let kept = |limits: &Limits| match parse(raw, limits) {
+            Parse::Complete { request, .. } => request.forwarded,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(kept(&Limits::default()), None);
+        let xff = Limits {
+            forwarded: Some(crate::forwarded::Header::XForwardedFor),
+            ..Limits::default()
+        };
+        assert_eq!(kept(&xff).as_deref(), Some("1.2.3.4, 10.0.0.1"));
+        let fwd = Limits {
+            forwarded: Some(crate::forwarded::Header::Forwarded),
+            ..Limits::default()
+        };
+        assert_eq!(kept(&fwd).as_deref(), Some("for=5.6.7.8"));
     }
 
     /// Rules: docs/http.md P1, P6, R6.

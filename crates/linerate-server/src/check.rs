@@ -58,7 +58,12 @@ pub fn check(cfg: &Config) -> Checked {
         .chain(cfg.tls_listen.iter().map(|e| (e, "HTTPS")))
         .chain(cfg.redirect_listen.iter().map(|e| (e, "redirect to HTTPS")));
     for (e, what) in listeners {
-        c.served.push(format!("listen {e}: {what}"));
+        let proxy = if cfg.proxy_protocol.contains(e) {
+            ", PROXY protocol"
+        } else {
+            ""
+        };
+        c.served.push(format!("listen {e}: {what}{proxy}"));
         match try_listen(e) {
             Ok(()) => {}
             Err(Listen::InUse) => c.notes.push(format!(

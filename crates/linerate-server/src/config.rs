@@ -84,6 +84,14 @@ pub struct Config {
     pub tls_listen: Vec<Endpoint>,
     /// Addresses whose requests are redirected to HTTPS.
     pub redirect_listen: Vec<Endpoint>,
+    /// Listening addresses (of the three lists above) whose every connection opens
+    /// with a PROXY protocol header (v1 or v2): the client's address is the one it
+    /// names.
+    pub proxy_protocol: Vec<Endpoint>,
+    /// Senders whose forwarding header ([`Config::forwarded_header`]) is believed.
+    pub trusted_proxies: Vec<Cidr>,
+    /// The header trusted proxies name the client in.
+    pub forwarded_header: linerate_http::forwarded::Header,
     /// The certificate chain (PEM) of `tls_listen`.
     pub tls_cert: Option<PathBuf>,
     /// Its private key (PEM).
@@ -242,6 +250,9 @@ impl Config {
             listen: vec![Endpoint::Ip(SocketAddr::from(([127, 0, 0, 1], 8080)))],
             tls_listen: Vec::new(),
             redirect_listen: Vec::new(),
+            proxy_protocol: Vec::new(),
+            trusted_proxies: Vec::new(),
+            forwarded_header: Default::default(),
             tls_cert: None,
             kernel_tls: KernelTls::Off,
             tls_key: None,

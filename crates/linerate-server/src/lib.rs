@@ -27,6 +27,7 @@ mod metrics;
 mod output;
 #[cfg(any(test, feature = "fuzzing"))]
 mod output_model;
+mod proxy;
 #[cfg(any(test, feature = "fuzzing"))]
 mod redirect_model;
 mod response;
@@ -53,4 +54,14 @@ pub use worker::{serve, ServeError};
 pub mod fuzzing {
     pub use crate::output_model::run as output_queue;
     pub use crate::redirect_model::run as redirects;
+
+    /// A PROXY header at the start of `bytes`: None while partial, Some(None) when
+    /// refused, Some(Some(len)) when whole.
+    pub fn proxy_header(bytes: &[u8]) -> Option<Option<usize>> {
+        match crate::proxy::parse(bytes) {
+            crate::proxy::Header::Partial => None,
+            crate::proxy::Header::Invalid(_) => Some(None),
+            crate::proxy::Header::Whole { len, .. } => Some(Some(len)),
+        }
+    }
 }

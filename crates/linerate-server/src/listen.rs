@@ -73,6 +73,20 @@ impl fmt::Display for Peer {
     }
 }
 
+/// Checks that every `--proxy-protocol` address is one the server listens on; an error
+/// names the flag and the address.
+pub fn check_proxy(cfg: &Config) -> Result<(), String> {
+    let listened = |e: &Endpoint| {
+        cfg.listen.contains(e) || cfg.tls_listen.contains(e) || cfg.redirect_listen.contains(e)
+    };
+    match cfg.proxy_protocol.iter().find(|e| !listened(e)) {
+        Some(e) => Err(format!(
+            "--proxy-protocol {e}: not an address of --listen, --tls-listen or --redirect-listen"
+        )),
+        None => Ok(()),
+    }
+}
+
 /// A listening socket as a worker holds it.
 pub(crate) struct Listener {
     pub sock: Socket,
@@ -83,6 +97,8 @@ pub(crate) struct Listener {
     /// A redirect listener: every request is answered with a redirect to HTTPS on this
     /// port.
     pub redirect: Option<u16>,
+    /// Its connections open with a PROXY protocol header (`--proxy-protocol`).
+    pub proxy: bool,
 }
 
 /// What a listening endpoint serves.
@@ -540,12 +556,17 @@ pub(crate) fn hand_out(
             })?),
             _ => None,
         };
+        let proxy = cfg
+            .proxy_protocol
+            .iter()
+            .any(|e| e == &b.addr || e == &b.asked);
         let listener = |s: &Socket| -> io::Result<Listener> {
             Ok(Listener {
                 sock: s.try_clone()?,
                 unix,
                 tls: tls.clone(),
                 redirect,
+                proxy,
             })
         };
         if b.shared() {

@@ -48,6 +48,7 @@ struct Snapshot {
     tls_handshakes: u64,
     tls_kernel: u64,
     tls_refused: u64,
+    proxy_refused: u64,
     h2_connections: u64,
     h2_responses: u64,
     h2_errors: [u64; 3],
@@ -97,6 +98,7 @@ impl Snapshot {
             tls_handshakes: sum(&|s| &s.tls_handshakes),
             tls_kernel: sum(&|s| &s.tls_kernel),
             tls_refused: sum(&|s| &s.tls_refused),
+            proxy_refused: sum(&|s| &s.proxy_refused),
             h2_connections: sum(&|s| &s.h2_connections),
             h2_responses: sum(&|s| &s.h2_responses),
             aborted: sum(&|s| &s.aborted),
@@ -307,6 +309,12 @@ impl Collector for Snapshot {
                     .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
             }
         }
+        counter(
+            &mut e,
+            "linerate_proxy_header_refused",
+            "Connections to a --proxy-protocol listener closed for not opening with a PROXY header",
+            self.proxy_refused,
+        )?;
         counter(
             &mut e,
             "linerate_http2_connections",

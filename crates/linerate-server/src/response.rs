@@ -75,6 +75,8 @@ pub(crate) struct Record {
     pub referer: Option<Vec<u8>>,
     /// Answered on an HTTP/2 stream (counted by protocol).
     pub h2: bool,
+    /// The client a trusted proxy named, when it is not the connection's peer.
+    pub client: Option<std::net::IpAddr>,
 }
 
 /// How much of a response has left.
@@ -125,6 +127,7 @@ impl Response {
                 user_agent: None,
                 referer: None,
                 h2: false,
+                client: None,
             },
             progress: Progress::default(),
             quiet: false,

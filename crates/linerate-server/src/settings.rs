@@ -259,6 +259,25 @@ impl fmt::Display for Transmit {
 
 as_text!(Transmit);
 
+/// The header trusted proxies name the client in, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ForwardedHeader(pub linerate_http::forwarded::Header);
+
+impl FromStr for ForwardedHeader {
+    type Err = String;
+    fn from_str(s: &str) -> Result<ForwardedHeader, String> {
+        s.parse().map(ForwardedHeader)
+    }
+}
+
+impl fmt::Display for ForwardedHeader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+as_text!(ForwardedHeader);
+
 /// An event-loop driver by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Driver(pub linerate_event::DriverChoice);
@@ -984,6 +1003,31 @@ pub struct Settings {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub redirect_listen: Vec<ListenAddr>,
+    /// Address, among --listen, --tls-listen and --redirect-listen, whose every
+    /// connection opens with a PROXY protocol header (v1 or v2, as HAProxy's send-proxy
+    /// and send-proxy-v2, AWS and other load balancers send it, before any TLS): the
+    /// client's address is the one the header names, for the access log,
+    /// --metrics-allow and everything else; a connection without a valid header within
+    /// --header-timeout is closed. Repeat for several [default: none].
+    #[arg(long, value_name = "ADDR")]
+    #[serde(
+        default,
+        deserialize_with = "one_or_many",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub proxy_protocol: Vec<ListenAddr>,
+    /// Proxies whose --forwarded-header names the client: a network, an address, or
+    /// unix: for a Unix socket's clients; the header is read from the right, past every
+    /// trusted address, and ignored from any other sender. Repeat for several
+    /// [default: none: the header is never believed].
+    #[arg(long, value_name = "CIDR")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub trusted_proxies: Vec<Cidr>,
+    /// The header --trusted-proxies name the client in: x-forwarded-for or forwarded
+    /// (RFC 7239's for=) [default: x-forwarded-for].
+    #[arg(long, value_name = "HEADER")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forwarded_header: Option<ForwardedHeader>,
     /// Certificate chain of --tls-listen: a PEM file, the server's certificate first,
     /// then the intermediates (ECDSA or RSA); read again at each reload (SIGHUP), a bad
     /// one refusing the reload [default: none].
@@ -1261,6 +1305,9 @@ impl Settings {
             unix_owner: pick(&self.unix_owner, &under.unix_owner),
             tls_listen: list(&self.tls_listen, &under.tls_listen),
             redirect_listen: list(&self.redirect_listen, &under.redirect_listen),
+            proxy_protocol: list(&self.proxy_protocol, &under.proxy_protocol),
+            trusted_proxies: list(&self.trusted_proxies, &under.trusted_proxies),
+            forwarded_header: pick(&self.forwarded_header, &under.forwarded_header),
             tls_cert: pick(&self.tls_cert, &under.tls_cert),
             tls_key: pick(&self.tls_key, &under.tls_key),
             kernel_tls: pick(&self.kernel_tls, &under.kernel_tls),
@@ -1338,6 +1385,15 @@ impl Settings {
                 .into_iter()
                 .flat_map(|l| l.addrs)
                 .collect();
+        }
+        if !s.proxy_protocol.is_empty() {
+            cfg.proxy_protocol = s.proxy_protocol.into_iter().flat_map(|l| l.addrs).collect();
+        }
+        if !s.trusted_proxies.is_empty() {
+            cfg.trusted_proxies = s.trusted_proxies;
+        }
+        if let Some(h) = s.forwarded_header {
+            cfg.forwarded_header = h.0;
         }
         if s.tls_cert.is_some() {
             cfg.tls_cert = s.tls_cert;
@@ -1712,7 +1768,7 @@ mod tests {
         // Each key is accepted by the file (with a value of its type) ...
         let sample = |k: &str| match k {
             "root" => "\"/srv\"",
-            "listen" | "tls-listen" | "redirect-listen" => "\"127.0.0.1:80\"",
+            "listen" | "tls-listen" | "redirect-listen" | "proxy-protocol" => "\"127.0.0.1:80\"",
             "tls-cert" | "tls-key" => "\"/etc/ssl/x.pem\"",
             "pin" | "dotfiles" | "autoindex" => "true",
             "http2" => "\"only\"",
@@ -1724,7 +1780,8 @@ mod tests {
             "unix-mode" => "\"0660\"",
             "precompressed" => "[\"gzip\"]",
             "status-path" | "metrics-path" | "health-path" => "\"/s\"",
-            "metrics-allow" => "[\"127.0.0.1/32\"]",
+            "metrics-allow" | "trusted-proxies" => "[\"127.0.0.1/32\"]",
+            "forwarded-header" => "\"forwarded\"",
             "access-log" => "\"off\"",
             "error-log" => "\"off\"",
             "log-format" => "\"json\"",

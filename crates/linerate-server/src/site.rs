@@ -107,6 +107,7 @@ impl Site {
         let logging = cfg.access_log != crate::config::AccessLog::Off;
         let limits = std::rc::Rc::new(linerate_http::request::Limits {
             client_fields: logging && cfg.log_format != crate::config::LogFormat::Clf,
+            forwarded: (!cfg.trusted_proxies.is_empty()).then_some(cfg.forwarded_header),
             ..cfg.limits
         });
         Site {
@@ -218,6 +219,24 @@ impl Site {
     pub fn spare_output(&mut self, o: Box<crate::output::Output>) {
         if self.spare_outputs.len() < SPARE_OUTPUTS {
             self.spare_outputs.push(o);
+        }
+    }
+
+    /// The client of `req` from `peer` (none: a Unix socket's): the address a trusted
+    /// proxy's forwarding header names, else the peer itself.
+    pub fn client(
+        &self,
+        peer: Option<std::net::IpAddr>,
+        req: &Request,
+    ) -> Option<std::net::IpAddr> {
+        let trusted = &self.cfg.trusted_proxies;
+        match req.forwarded.as_deref() {
+            Some(chain) if trusted.iter().any(|c| c.admits(peer)) => {
+                let admitted = |ip| trusted.iter().any(|c| c.admits(Some(ip)));
+                linerate_http::forwarded::client(chain, self.cfg.forwarded_header, admitted)
+                    .or(peer)
+            }
+            _ => peer,
         }
     }
 

@@ -57,6 +57,9 @@ pub(crate) struct Stats {
     /// TLS connections closed for what their peer sent: not TLS at all, or a
     /// handshake or record rustls refused.
     pub tls_refused: AtomicU64,
+    /// Connections to a `--proxy-protocol` listener closed because they did not open
+    /// with a PROXY header.
+    pub proxy_refused: AtomicU64,
     /// Connections that turned to HTTP/2 (its preface, in clear or after ALPN `h2`),
     /// the streams taken on them, and the responses logged for them (as every
     /// response is, finished or cut).
@@ -198,6 +201,7 @@ impl Stats {
             tls_handshakes,
             tls_kernel,
             tls_refused,
+            proxy_refused,
             h2_connections,
             h2_streams,
             h2_responses,
@@ -248,6 +252,7 @@ impl Stats {
             (tls_handshakes, &sum.tls_handshakes),
             (tls_kernel, &sum.tls_kernel),
             (tls_refused, &sum.tls_refused),
+            (proxy_refused, &sum.proxy_refused),
             (h2_connections, &sum.h2_connections),
             (h2_streams, &sum.h2_streams),
             (h2_responses, &sum.h2_responses),
@@ -417,6 +422,7 @@ impl Board {
                 "forbidden_403": sum(|s| &s.forbidden),
                 "responses_aborted": sum(|s| &s.aborted),
                 "log_lines_dropped": sum(|s| &s.log_lines_dropped),
+                "proxy_header_refused": sum(|s| &s.proxy_refused),
             }
         })
     }

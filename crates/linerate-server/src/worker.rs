@@ -173,6 +173,12 @@ fn after(t: Instant, d: Duration) -> Instant {
 /// state's, whichever comes first (send progress while a response is in flight, the
 /// handshake or the head within the header timeout, the idle timeout between
 /// requests, a body being skipped no byte within the header timeout).
+/// A connection's token with the driver and the timers (made from its slot and serial,
+/// not kept: an idle connection is kept small).
+fn token_of(c: &Conn) -> u64 {
+    Token::conn(c.slot as usize, u64::from(c.serial)).encode()
+}
+
 fn deadline(c: &Conn, cfg: &Config) -> Deadline {
     let d = |at, cut, why, kind| Deadline { at, cut, why, kind };
     if let Some(s) = c.draining_since {
@@ -184,6 +190,13 @@ fn deadline(c: &Conn, cfg: &Config) -> Deadline {
             Cut::SendTimeout,
             "no send progress within --send-timeout",
             Some(2),
+        )
+    } else if let Some(p) = c.proxy_since() {
+        d(
+            after(p, cfg.header_timeout),
+            Cut::Client,
+            "PROXY protocol header not whole within --header-timeout",
+            Some(0),
         )
     } else if let Some(h) = c.handshake_since() {
         d(
@@ -901,6 +914,7 @@ struct Role {
     unix: bool,
     tls: Option<Arc<rustls::ServerConfig>>,
     redirect: Option<u16>,
+    proxy: bool,
 }
 
 /// One worker's state; everything it asks of the kernel's readiness machinery goes
@@ -1034,6 +1048,7 @@ impl<D: Driver> Worker<D> {
                     unix: l.unix,
                     tls: l.tls.clone(),
                     redirect: l.redirect,
+                    proxy: l.proxy,
                 })
                 .collect(),
             ending: false,
@@ -1346,7 +1361,6 @@ impl<D: Driver> Worker<D> {
         }
         let id = (idx, self.serial);
         let limits = self.site.limits();
-        let token = Token::conn(idx, self.serial).encode();
         let tls = match role.tls.as_ref().map(crate::tls::Session::new).transpose() {
             Ok(t) => t.map(Box::new),
             Err(e) => {
@@ -1356,8 +1370,16 @@ impl<D: Driver> Worker<D> {
             }
         };
         let ring = self.driver.ring_io();
-        let mut conn = Conn::new(sock, peer, limits, id, (token, ring), tls, now);
+        let mut conn = Conn::new(sock, peer, limits, id, ring, tls, now);
+        let token = token_of(&conn);
         conn.redirect = role.redirect;
+        if role.proxy {
+            conn.proxy = Some(Box::new(crate::conn::ProxyWait {
+                since: now,
+                got: Vec::new(),
+                refused: false,
+            }));
+        }
         if self
             .driver
             .register(conn.sock.as_fd(), token, Interest::Connection)
@@ -1452,7 +1474,7 @@ impl<D: Driver> Worker<D> {
         // on, so the armed tick is its deadline's own.)
         let earlier = c.armed.is_none_or(|tick| self.timers.tick_for(at) < tick);
         if earlier {
-            c.armed = Some(self.timers.arm(c.token, at));
+            c.armed = Some(self.timers.arm(token_of(c), at));
         }
     }
 
@@ -1532,13 +1554,16 @@ impl<D: Driver> Worker<D> {
             if c.tls_refused {
                 Stats::add(&self.site.stats.tls_refused, 1);
             }
+            if c.proxy_refused() {
+                Stats::add(&self.site.stats.proxy_refused, 1);
+            }
             if let Some(k) = c.tx_counters() {
                 self.stats.add_tx(k);
             }
             if how == After::Reset {
                 let _ = linerate_sys::fs::reset_on_close(c.sock.as_fd());
             }
-            let token = c.token;
+            let token = token_of(&c);
             let _ = self.driver.close(token, c.into_socket().into());
             self.free.push(idx);
         }
@@ -1589,7 +1614,7 @@ impl<D: Driver> Worker<D> {
             let Some(c) = self.conns.get_mut(i).and_then(Option::as_mut) else {
                 continue;
             };
-            if c.token != token || c.armed != Some(tick) {
+            if token_of(c) != token || c.armed != Some(tick) {
                 // Closed, or armed again since.
                 continue;
             }
@@ -1659,6 +1684,15 @@ fn write_access(
     }
 }
 
+/// The client's address as the log writes it: the one a trusted proxy named, else
+/// the connection's peer.
+fn remote(peer: Peer, r: &Response) -> String {
+    match r.record.client {
+        Some(ip) => ip.to_string(),
+        None => peer.remote(),
+    }
+}
+
 /// One access-log line: Common Log Format (`-` for no body bytes, the request line with
 /// `"`, `\\`, control and non-ASCII bytes as `\\xHH`, as nginx writes them), or a JSON
 /// object. A response cut before its end (`aborted`) has the body bytes that left (that
@@ -1683,7 +1717,7 @@ fn log_line(
         let (method, path) = (words.next(), words.next());
         let mut v = serde_json::json!({
             "time": humantime::format_rfc3339_micros(t).to_string(),
-            "remote": peer.remote(),
+            "remote": remote(peer, r),
             "host": r.record.host,
             "request": r.record.request_line,
             "method": method,
@@ -1703,7 +1737,7 @@ fn log_line(
         return line;
     }
     let mut line = String::with_capacity(80 + r.record.request_line.len());
-    let _ = write!(line, "{} - - [{}] \"", peer.remote(), clf_date(t));
+    let _ = write!(line, "{} - - [{}] \"", remote(peer, r), clf_date(t));
     clf_escape(&mut line, r.record.request_line.as_bytes());
     let _ = write!(line, "\" {status} ");
     match body_bytes {

@@ -169,6 +169,9 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = linerate_server::tls::check(&cfg) {
         problems.push(e);
     }
+    if let Err(e) = linerate_server::listen::check_proxy(&cfg) {
+        problems.push(e);
+    }
     if cfg.steer == linerate_server::config::Steer::Cpu && !cfg.pin {
         problems.push(
             "--steer cpu needs --pin: a worker on no CPU of its own cannot be the CPU's".into(),
@@ -190,6 +193,7 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         root_given(&flags, &file, config_path.is_some())?;
         let mut cfg = linerate_server::Config::new(PathBuf::from("."));
         flags.over(&file).apply(&mut cfg);
+        linerate_server::listen::check_proxy(&cfg)?;
         Ok(cfg)
     };
     let announce = |addr: &linerate_server::Endpoint,

@@ -598,8 +598,13 @@ fn serve_help_names_every_long_flag() {
         .filter_map(|l| l.strip_prefix("# ").or((!l.starts_with('#')).then_some(l)))
         .filter(|l| l.split_once(" = ").is_some_and(|(k, _)| !k.contains(' ')))
         // The TLS keys name files that are not there, and a redirect needs them (serve_tls.rs
-        // starts HTTPS from a file of its own).
-        .filter(|l| !l.starts_with("tls-") && !l.starts_with("redirect-listen"))
+        // starts HTTPS from a file of its own); a PROXY listener would want a header
+        // before the fetch below (serve_balancer.rs).
+        .filter(|l| {
+            !l.starts_with("tls-")
+                && !l.starts_with("redirect-listen")
+                && !l.starts_with("proxy-protocol")
+        })
         .map(|l| format!("{}\n", l.split(" # ").next().unwrap()))
         .collect::<String>()
         .replace(

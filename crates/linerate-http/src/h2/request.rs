@@ -73,6 +73,7 @@ impl Fields {
                 if_range: None,
                 user_agent: None,
                 referer: None,
+                forwarded: None,
                 accept_encoding: None,
             },
             method: None,
