@@ -932,8 +932,13 @@ impl Conn {
                     self.http.receive(&rest);
                     continue;
                 }
-                Event::Request(request) => {
+                Event::Request(mut request) => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
+                    if site.draining() {
+                        // A stop's delay: this answer ends the connection, so the
+                        // client's next request goes through its balancer again.
+                        request.keep_alive = false;
+                    }
                     let mut r = answer(site, self.redirect, self.peer, &request, t);
                     // The loop's clock: no clock read of its own per request.
                     r.record.started = Some(now);

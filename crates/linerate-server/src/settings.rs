@@ -1209,7 +1209,9 @@ pub struct Settings {
     pub shutdown_timeout: Option<Seconds>,
     /// After SIGTERM, SIGINT or SIGQUIT, serve on this long with the health path
     /// answering 503 before the listeners close, so a load balancer's checks see the
-    /// drain before connections are refused [default: none].
+    /// drain before connections are refused; meanwhile every answer closes its
+    /// connection (HTTP/2: GOAWAY), so clients come back through the balancer
+    /// [default: none].
     #[arg(long, value_name = "DURATION")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shutdown_delay: Option<Seconds>,

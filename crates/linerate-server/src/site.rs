@@ -621,14 +621,18 @@ impl Site {
         self.generated(req, &fields, body, line, now)
     }
 
-    /// A 200 with a body made here (its head only, for HEAD).
+    /// A stop has begun (SIGTERM, SIGINT, SIGQUIT), its shutdown delay running or
+    /// past.
+    pub fn draining(&self) -> bool {
+        self.board
+            .draining
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// The health path's answer: 200 `ok` while serving, 503 once a stop
     /// has begun; never cached, never logged.
     fn health(&mut self, req: &Request, line: String, now: SystemTime) -> Response {
-        let draining = self
-            .board
-            .draining
-            .load(std::sync::atomic::Ordering::Relaxed);
+        let draining = self.draining();
         let fields = [
             ("Content-Type", "text/plain"),
             ("Cache-Control", "no-store"),

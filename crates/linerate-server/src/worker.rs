@@ -931,6 +931,9 @@ struct Worker<D: Driver> {
     roles: Vec<Role>,
     /// The worker has begun to end: no new work after what it has.
     ending: bool,
+    /// A stop's shutdown delay was seen: connections are answered once more, with a
+    /// close.
+    drain_seen: bool,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     site: Site,
@@ -1052,6 +1055,7 @@ impl<D: Driver> Worker<D> {
                 })
                 .collect(),
             ending: false,
+            drain_seen: false,
             listeners: listeners.into_iter().map(Some).collect(),
             conns: Vec::new(),
             free: Vec::new(),
@@ -1300,7 +1304,13 @@ impl<D: Driver> Worker<D> {
                 }
                 Err(_) => return,
             };
-            self.adopt(li, fd, now);
+            if let Some(idx) = self.adopt(li, fd, now) {
+                if self.ending {
+                    if let Some(c) = self.conns[idx].as_mut() {
+                        c.http.finish_next();
+                    }
+                }
+            }
         }
     }
 
@@ -1314,13 +1324,7 @@ impl<D: Driver> Worker<D> {
             let Token::Listener(li) = Token::decode(token) else {
                 continue;
             };
-            if let Some(idx) = self.adopt(li, fd, now) {
-                if self.ending {
-                    if let Some(c) = self.conns[idx].as_mut() {
-                        c.http.finish_next();
-                    }
-                }
-            }
+            self.adopt(li, fd, now);
         }
     }
 
@@ -1572,6 +1576,22 @@ impl<D: Driver> Worker<D> {
     fn tick(&mut self, now: Instant) {
         if let Some(d) = self.site.disk.as_mut() {
             d.epoch += 1;
+        }
+        if !self.drain_seen && self.site.draining() {
+            // A stop's shutdown delay: an HTTP/2 connection is told GOAWAY now (its
+            // streams taken are answered), as every HTTP/1.1 answer from now on says
+            // `Connection: close` (`Conn::process`), so clients come back through the
+            // balancer, to an instance that is staying; the listeners stay open.
+            self.drain_seen = true;
+            for (i, c) in self.conns.iter_mut().enumerate() {
+                if let Some(c) = c.as_mut().filter(|c| c.http.is_two()) {
+                    c.http.finish_next();
+                    if !c.on_run_list {
+                        c.on_run_list = true;
+                        self.runnable.push(i);
+                    }
+                }
+            }
         }
         // What the ring accepted for a listener whose watch ended after the worker
         // last looked (a pause, a stop) is served within a tick.

@@ -501,6 +501,56 @@ fn a_stop_sends_goaway_and_finishes_the_streams_taken() {
     assert_eq!(body, 1 << 20);
 }
 
+/// A stop's shutdown delay: an HTTP/2 connection gets GOAWAY within a tick of SIGTERM,
+/// its stream answered, while the listener still takes new connections (whose streams
+/// are answered too).
+/// Rules: docs/http.md E6, T6.
+#[test]
+fn a_stops_delay_sends_goaway_at_once_and_keeps_serving() {
+    let root = docroot();
+    put(root.path(), "f.txt", b"F\n");
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, _) = serve(
+        root.path(),
+        certs.path(),
+        "splice",
+        &log,
+        &["--shutdown-delay", "3", "--health-path", "/healthz"],
+    );
+    let wait = std::time::Duration::from_secs(5);
+    let mut c = Raw::open(server.addr, &[]);
+    c.get(1, "/f.txt");
+    let answered = |c: &mut Raw, id: u32| loop {
+        match c.frame(wait) {
+            Some((0, flags, s, _)) if s == id && flags & 1 != 0 => return,
+            Some(_) => continue,
+            None => panic!("stream {id} not answered"),
+        }
+    };
+    answered(&mut c, 1);
+    let t = std::time::Instant::now();
+    server.sigterm();
+    let goaway = loop {
+        match c.frame(wait) {
+            Some((7, _, _, p)) => break u32::from_be_bytes([p[0], p[1], p[2], p[3]]),
+            Some(_) => continue,
+            None => panic!("no GOAWAY"),
+        }
+    };
+    assert_eq!(goaway, 1, "GOAWAY names stream 1");
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        t.elapsed()
+    );
+    // A new connection in the delay is served.
+    let mut d = Raw::open(server.addr, &[]);
+    d.get(1, "/f.txt");
+    answered(&mut d, 1);
+    drop(server);
+}
+
 /// A browser: headless Chromium loads a page of 40 images over HTTPS, every request
 /// over HTTP/2, and every connection it opened speaks it. (Chromium opens a second
 /// connection beside the first; which requests went on which, the access log cannot

@@ -1524,11 +1524,13 @@ fn the_health_path_turns_503_at_sigterm_and_the_listener_stays_for_the_shutdown_
         "{:?}",
         t.elapsed()
     );
-    assert_eq!(
-        fetch(addr, "/f.txt", "").status,
-        200,
-        "still serving in the delay"
-    );
+    // Still serving in the delay, each answer closing its connection (a keep-alive
+    // client comes back through its balancer).
+    let mut c = server.conn();
+    let r = c.get("/f.txt", "");
+    assert_eq!(r.status, 200, "still serving in the delay");
+    assert!(r.closes(), "{:?}", r.headers);
+    c.expect_eof();
     // After it: the listener closes and the server ends.
     let status = server.wait_exit(Duration::from_secs(10)).expect("it exits");
     assert!(
