@@ -1411,7 +1411,7 @@ fn check_names_what_a_start_would_serve_or_every_problem() {
     fs::write(
         &conf,
         format!(
-            "root = \"{}\"\nlisten = \"{listen}\"\naccess-log = \"{}\"\n",
+            "root = \"{}\"\nlisten = \"{listen}\"\nproxy-protocol = \"{listen}\"\naccess-log = \"{}\"\n",
             root.display(),
             dir.path().join("access.log").display()
         ),
@@ -1420,7 +1420,10 @@ fn check_names_what_a_start_would_serve_or_every_problem() {
     let (code, out, err) = LINERATE.run(&["serve", "--config", conf.to_str().unwrap(), "--check"]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains(&format!("root {}", root.display())), "{out}");
-    assert!(out.contains(&format!("listen {listen}: HTTP")), "{out}");
+    assert!(
+        out.contains(&format!("listen {listen}: HTTP, PROXY protocol")),
+        "{out}"
+    );
     assert!(
         !dir.path().join("access.log").exists(),
         "a check creates no log"
