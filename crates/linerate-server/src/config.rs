@@ -493,14 +493,16 @@ impl Default for UnixFile {
     }
 }
 
-/// Clients: a network (`127.0.0.0/8`, `::1/128`), one address, or `unix:` (every
-/// client of a Unix socket, as nginx's `allow unix:`).
+/// Clients: a network (`127.0.0.0/8`, `::1/128`), one address, `unix:` (every
+/// client of a Unix socket, as nginx's `allow unix:`), or `all`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cidr {
     /// Clients with an address in this network.
     Net(ipnet::IpNet),
     /// Clients of a Unix socket.
     Unix,
+    /// Every client.
+    All,
 }
 
 impl Cidr {
@@ -509,8 +511,18 @@ impl Cidr {
         match (self, peer) {
             // An IPv4 client of an IPv6 socket arrives as ::ffff:a.b.c.d.
             (Cidr::Net(n), Some(ip)) => n.contains(&ip.to_canonical()),
-            (Cidr::Unix, None) => true,
+            (Cidr::Unix, None) | (Cidr::All, _) => true,
             _ => false,
+        }
+    }
+
+    /// How narrowly it names clients: `all` least, then networks by prefix length (an
+    /// address most), `unix:` (its own kind) above them.
+    pub fn specificity(&self) -> u16 {
+        match self {
+            Cidr::All => 0,
+            Cidr::Net(n) => 1 + u16::from(n.prefix_len()),
+            Cidr::Unix => 200,
         }
     }
 }
@@ -522,12 +534,17 @@ impl std::str::FromStr for Cidr {
         if t == "unix:" {
             return Ok(Cidr::Unix);
         }
+        if t == "all" {
+            return Ok(Cidr::All);
+        }
         if let Ok(n) = t.parse::<ipnet::IpNet>() {
             return Ok(Cidr::Net(n));
         }
         t.parse::<std::net::IpAddr>()
             .map(|a| Cidr::Net(ipnet::IpNet::from(a)))
-            .map_err(|_| format!("'{s}' is not an address, a network or unix: (127.0.0.1/32, ::1)"))
+            .map_err(|_| {
+                format!("'{s}' is not an address, a network, unix: or all (127.0.0.1/32, ::1)")
+            })
     }
 }
 
@@ -536,6 +553,7 @@ impl std::fmt::Display for Cidr {
         match self {
             Cidr::Net(n) => write!(f, "{n}"),
             Cidr::Unix => f.write_str("unix:"),
+            Cidr::All => f.write_str("all"),
         }
     }
 }

@@ -14,6 +14,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::config::Cidr;
+
 /// Where a rule applies.
 #[derive(Clone, Debug)]
 pub enum PathMatch {
@@ -125,6 +127,36 @@ pub enum Fallback {
     Off,
 }
 
+/// Who may have a path (`allow`, `deny`): the most specific entry that matches the
+/// client decides (an address over its network, a longer network over a shorter,
+/// `all` last), a `deny` winning a tie; a client no entry matches is refused if there
+/// is an `allow` list and admitted if there is only a `deny` list. Order-free, so two
+/// TOML lists can say it; it answers as nginx's first-match `allow`/`deny` for every
+/// list written the way nginx's must be to mean anything (specific before general).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Access {
+    pub allow: Vec<Cidr>,
+    pub deny: Vec<Cidr>,
+}
+
+impl Access {
+    /// Whether `client` (none: a Unix socket's) may have the path.
+    pub fn admits(&self, client: Option<std::net::IpAddr>) -> bool {
+        let best = |list: &[Cidr]| {
+            list.iter()
+                .filter(|c| c.admits(client))
+                .map(Cidr::specificity)
+                .max()
+        };
+        match (best(&self.allow), best(&self.deny)) {
+            (Some(a), Some(d)) => a > d,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => self.allow.is_empty(),
+        }
+    }
+}
+
 /// One rule.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Rule {
@@ -143,6 +175,9 @@ pub struct Rule {
     /// A path served (with 200) for a path that names nothing, or none even where a
     /// less specific rule gives one.
     pub fallback: Option<Fallback>,
+    /// Who may have its paths (both lists come from the most specific rule that gives
+    /// either).
+    pub access: Option<Access>,
     /// A site's own rule (over a server-wide one of the same specificity).
     pub site: bool,
 }
@@ -199,6 +234,9 @@ impl Rule {
         if r.fallback.is_some() {
             self.fallback.clone_from(&r.fallback);
         }
+        if r.access.is_some() {
+            self.access.clone_from(&r.access);
+        }
     }
 }
 
@@ -252,6 +290,11 @@ impl Effective {
             .unwrap_or_default();
         let to = linerate_http::location::build(&r.to, rest.as_bytes(), query);
         Some((r.code, to))
+    }
+
+    /// Whether `client` (none: a Unix socket's) may have the path.
+    pub fn admits(&self, client: Option<std::net::IpAddr>) -> bool {
+        self.merged.access.as_ref().is_none_or(|a| a.admits(client))
     }
 
     /// The page the rules give a path that names nothing, if any.
@@ -405,6 +448,47 @@ mod tests {
             Effective::of(&rules, "/assets/missing.js").fallback_page(),
             None
         );
+    }
+
+    /// Rules: docs/http.md W6.
+    #[test]
+    fn the_most_specific_access_entry_decides_and_deny_wins_a_tie() {
+        let c = |s: &str| s.parse::<Cidr>().unwrap();
+        let ip = |s: &str| Some(s.parse::<std::net::IpAddr>().unwrap());
+        let access = |allow: &[&str], deny: &[&str]| Access {
+            allow: allow.iter().map(|s| c(s)).collect(),
+            deny: deny.iter().map(|s| c(s)).collect(),
+        };
+        // nginx: allow 10.0.0.0/8; deny all.
+        let a = access(&["10.0.0.0/8"], &["all"]);
+        assert!(a.admits(ip("10.1.2.3")) && !a.admits(ip("192.0.2.1")) && !a.admits(None));
+        // An allow list alone refuses the rest; a deny list alone admits the rest.
+        let a = access(&["10.0.0.0/8"], &[]);
+        assert!(!a.admits(ip("192.0.2.1")));
+        let a = access(&[], &["192.0.2.0/24"]);
+        assert!(!a.admits(ip("192.0.2.1")) && a.admits(ip("198.51.100.1")));
+        // nginx: deny 10.0.0.5; allow 10.0.0.0/8; deny all; and the other way round.
+        let a = access(&["10.0.0.0/8"], &["10.0.0.5", "all"]);
+        assert!(!a.admits(ip("10.0.0.5")) && a.admits(ip("10.0.0.6")));
+        let a = access(&["10.0.0.5", "all"], &["10.0.0.0/8"]);
+        assert!(a.admits(ip("10.0.0.5")) && !a.admits(ip("10.0.0.6")) && a.admits(ip("192.0.2.1")));
+        // A tie: deny.
+        let a = access(&["10.0.0.0/8"], &["10.0.0.0/8"]);
+        assert!(!a.admits(ip("10.0.0.1")));
+        // A Unix socket's clients by unix:; IPv4 clients of an IPv6 socket as IPv4.
+        let a = access(&["unix:"], &["all"]);
+        assert!(a.admits(None) && !a.admits(ip("127.0.0.1")));
+        let a = access(&["127.0.0.1"], &[]);
+        assert!(a.admits(ip("::ffff:127.0.0.1")));
+        // The most specific rule that gives either list gives both.
+        let mut site = rule("/", true);
+        site.access = Some(access(&["10.0.0.0/8"], &["all"]));
+        let mut public = rule("/public/", true);
+        public.access = Some(access(&["all"], &[]));
+        let mut rules = vec![public, site];
+        sort(&mut rules);
+        assert!(!Effective::of(&rules, "/a.html").admits(ip("192.0.2.1")));
+        assert!(Effective::of(&rules, "/public/a.html").admits(ip("192.0.2.1")));
     }
 
     #[test]

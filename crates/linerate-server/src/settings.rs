@@ -19,7 +19,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::config::{AccessLog, Cidr, Config, Endpoint, KernelTls, LogFormat, SiteConfig, Steer};
 use crate::logs::ErrorLog;
-use crate::rules::{Fallback, PathMatch, Redirect, Rule};
+use crate::rules::{Access, Fallback, PathMatch, Redirect, Rule};
 use std::collections::BTreeMap;
 
 /// A byte count from `LO` to `HI`: `16384`, `16K`, `4M`, `1G` (binary multiples), in a
@@ -613,6 +613,13 @@ pub struct RuleSettings {
     /// rule gives (`/assets/` under an app's `/`, whose missing files stay 404).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<FallbackSetting>,
+    /// Clients that may have these paths (networks, addresses, unix:, all); the most
+    /// specific entry of `allow` and `deny` that matches decides, others get 403.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<Cidr>,
+    /// Clients refused these paths (403).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<Cidr>,
 }
 
 /// What a configured header value may hold: visible ASCII and spaces (what the
@@ -702,6 +709,10 @@ impl RuleSettings {
                 FallbackSetting::Page(p) => Fallback::Page(p.0.clone()),
                 FallbackSetting::Off => Fallback::Off,
             }),
+            access: (!self.allow.is_empty() || !self.deny.is_empty()).then(|| Access {
+                allow: self.allow.clone(),
+                deny: self.deny.clone(),
+            }),
             site,
         })
     }
@@ -767,6 +778,13 @@ pub struct SiteSettings {
     /// The key of its `tls-cert`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_key: Option<PathBuf>,
+    /// Clients that may have the site, and clients refused it (403), as a
+    /// `[[site.rule]]` for `/` with these keys says (its own rules may say otherwise
+    /// for their paths).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow: Vec<Cidr>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deny: Vec<Cidr>,
     /// `[[site.rule]]` blocks: per-path settings for this site.
     #[serde(default, rename = "rule", skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<RuleSettings>,
@@ -1525,6 +1543,18 @@ impl Settings {
             .map(|b| SiteConfig {
                 rules: {
                     let mut all = server_rules.clone();
+                    if !b.allow.is_empty() || !b.deny.is_empty() {
+                        // The site's own `/` rule, before its blocks (which win a tie).
+                        all.push(Rule {
+                            path: PathMatch::parse("/").ok(),
+                            access: Some(Access {
+                                allow: b.allow.clone(),
+                                deny: b.deny.clone(),
+                            }),
+                            site: true,
+                            ..Rule::default()
+                        });
+                    }
                     all.extend(rules(&b.rules, true));
                     crate::rules::sort(&mut all);
                     all
@@ -1669,7 +1699,7 @@ mod tests {
         assert_eq!(unix.to_string(), "unix:");
         let e = Settings::parse("metrics-allow = [\"unix\"]\n").unwrap_err();
         assert!(
-            e.contains("'unix' is not an address, a network or unix:"),
+            e.contains("'unix' is not an address, a network, unix: or all"),
             "{e}"
         );
     }
@@ -1856,8 +1886,8 @@ mod contrib {
             .map(|l| format!("{l}\n"))
             .collect();
         let s = Settings::parse(&blocks).unwrap();
-        assert_eq!(s.sites.len(), 3, "{blocks}");
-        assert_eq!(s.rules.len(), 5, "{blocks}");
+        assert_eq!(s.sites.len(), 4, "{blocks}");
+        assert_eq!(s.rules.len(), 6, "{blocks}");
         let mut cfg = Config::new(PathBuf::from("."));
         s.apply(&mut cfg);
         assert_eq!(
@@ -1865,7 +1895,12 @@ mod contrib {
             ["docs.example.com", "*.docs.example.com"]
         );
         assert!(cfg.sites[1].autoindex && !cfg.sites[0].autoindex);
-        assert!(cfg.sites[2].default);
+        assert!(cfg.sites[3].default);
+        // The intranet's allow/deny: a site rule for `/`.
+        let fx = crate::rules::Effective::of(&cfg.sites[2].rules, "/a.html");
+        let ip = |s: &str| Some(s.parse::<std::net::IpAddr>().unwrap());
+        assert!(fx.admits(ip("10.1.1.1")) && fx.admits(None));
+        assert!(!fx.admits(ip("10.0.66.1")) && !fx.admits(ip("192.0.2.1")));
     }
 
     #[test]

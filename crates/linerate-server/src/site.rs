@@ -407,6 +407,12 @@ impl Site {
             Err(status) => return self.error_for(status, keep, &[], line, now, head),
         };
         let fx = fx.as_ref();
+        if fx.is_some_and(|f| !f.admits(peer)) {
+            // Before a redirect or anything else: a refused client learns nothing of
+            // the path (docs/http.md W6).
+            Stats::add(&self.stats.forbidden, 1);
+            return self.not_served(Found::Forbidden, req, h, fx, line, now);
+        }
         if let Some((code, loc)) = fx.and_then(|f| f.location(req.query.as_deref())) {
             let status = Status::redirect(code).unwrap_or(Status::MovedPermanently);
             return self.error_for(status, keep, &[("Location", &loc)], line, now, head);

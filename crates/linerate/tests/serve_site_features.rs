@@ -1,0 +1,133 @@
+//! What a site needs beyond files (issue 33), through the binary under every transmit
+//! strategy and driver: who may have a path (`allow`, `deny`, by the client's real
+//! address behind trusted proxies).
+
+use std::fs;
+use std::path::Path;
+
+use linerate_testkit::{docroot, exchange, per_strategy, put, variant, Linerate, Response, Server};
+
+const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
+
+per_strategy!(
+    // Rules: docs/http.md W6.
+    allow_and_deny_by_the_clients_address_per_site_and_path,
+);
+
+/// `linerate serve --config` of `body` (after the case's transmit and driver) with
+/// loopback trusted to name the client by X-Forwarded-For, so one test can be any
+/// client.
+fn serve_conf(dir: &Path, case: &str, body: &str) -> Server {
+    let (transmit, driver) = variant(case);
+    let conf = dir.join("site.toml");
+    fs::write(
+        &conf,
+        format!(
+            "access-log = \"off\"\ntransmit = \"{transmit}\"\ndriver = \"{driver}\"\n\
+             trusted-proxies = [\"127.0.0.1/32\"]\n{body}"
+        ),
+    )
+    .unwrap();
+    LINERATE.serve_config(None, &conf, &["--workers", "1"])
+}
+
+/// GET `target` on `host`, as the client `client` (named by X-Forwarded-For).
+fn get_as(s: &Server, host: &str, target: &str, client: &str) -> Response {
+    let req = format!(
+        "GET {target} HTTP/1.1\r\nHost: {host}\r\nX-Forwarded-For: {client}\r\nConnection: close\r\n\r\n"
+    );
+    exchange(s.addr, req.as_bytes(), false)
+}
+
+fn allow_and_deny_by_the_clients_address_per_site_and_path(case: &str) {
+    let base = docroot();
+    let (intra, www) = (base.path().join("intra"), base.path().join("www"));
+    for root in [&intra, &www] {
+        put(root, "index.html", b"home\n");
+        put(root, "public/a.txt", b"public\n");
+        put(root, "errors/403.html", b"<h1>not for you</h1>\n");
+        put(root, "old/x.txt", b"x\n");
+    }
+    let s = serve_conf(
+        base.path(),
+        case,
+        &format!(
+            r#"
+[[site]]
+names = ["intra.test"]
+root = "{}"
+allow = ["10.0.0.0/8", "unix:"]
+deny = ["10.6.6.6", "all"]
+
+[[site.rule]]
+path = "/public/"
+allow = ["all"]
+
+[[site.rule]]
+path = "/"
+errors = {{ 403 = "/errors/403.html" }}
+
+[[site.rule]]
+path = "/old/"
+redirect = "/public/"
+
+[[site]]
+names = ["www.test"]
+default = true
+root = "{}"
+
+[[rule]]
+path = "/public/"
+deny = ["192.0.2.0/24"]
+"#,
+            intra.display(),
+            www.display()
+        ),
+    );
+    let status = |host: &str, target: &str, client: &str| get_as(&s, host, target, client).status;
+    // The site: its network in, one address of it out, everyone else out.
+    assert_eq!(status("intra.test", "/index.html", "10.1.2.3"), 200);
+    assert_eq!(status("intra.test", "/index.html", "10.6.6.6"), 403);
+    assert_eq!(status("intra.test", "/index.html", "198.51.100.7"), 403);
+    // A more specific rule opens a subtree.
+    assert_eq!(status("intra.test", "/public/a.txt", "198.51.100.7"), 200);
+    // The refusal comes before a redirect, and with the site's error page.
+    assert_eq!(status("intra.test", "/old/x.txt", "198.51.100.7"), 403);
+    assert_eq!(status("intra.test", "/old/x.txt", "10.1.2.3"), 301);
+    let r = get_as(&s, "intra.test", "/index.html", "198.51.100.7");
+    assert_eq!(r.body, b"<h1>not for you</h1>\n");
+    // A server-wide rule: a deny list alone refuses its network and no one else; a
+    // site's own rule for the same path wins over it.
+    assert_eq!(status("www.test", "/public/a.txt", "192.0.2.9"), 403);
+    assert_eq!(status("www.test", "/public/a.txt", "198.51.100.7"), 200);
+    assert_eq!(status("www.test", "/index.html", "192.0.2.9"), 200);
+    assert_eq!(status("intra.test", "/public/a.txt", "192.0.2.9"), 200);
+    // Without a trusted header the client is loopback itself: refused by the site.
+    let r = exchange(
+        s.addr,
+        b"GET /index.html HTTP/1.1\r\nHost: intra.test\r\nConnection: close\r\n\r\n",
+        false,
+    );
+    assert_eq!(r.status, 403);
+}
+
+#[test]
+fn bad_access_lists_are_refused_with_their_reason() {
+    let dir = docroot();
+    let conf = dir.path().join("c.toml");
+    for (body, why) in [
+        (
+            "[[rule]]\npath = \"/\"\nallow = [\"10.0.0.0/33\"]\n",
+            "10.0.0.0/33",
+        ),
+        (
+            "[[rule]]\npath = \"/\"\ndeny = [\"everyone\"]\n",
+            "'everyone' is not an address",
+        ),
+    ] {
+        fs::write(&conf, body).unwrap();
+        let (code, _, err) = LINERATE.run(&["serve", "--config", conf.to_str().unwrap()]);
+        assert_eq!(code, 2, "{body}: {err}");
+        assert!(err.contains(why), "{body}: {err}");
+    }
+}
