@@ -178,6 +178,10 @@ pub struct Rule {
     /// Who may have its paths (both lists come from the most specific rule that gives
     /// either).
     pub access: Option<Access>,
+    /// Files tried in order for a path (`try`): each a path in the site, `{path}`
+    /// standing for the request's path without its last `/`; the first that names a
+    /// file is served.
+    pub try_files: Vec<String>,
     /// A site's own rule (over a server-wide one of the same specificity).
     pub site: bool,
 }
@@ -237,6 +241,9 @@ impl Rule {
         if r.access.is_some() {
             self.access.clone_from(&r.access);
         }
+        if !r.try_files.is_empty() {
+            self.try_files.clone_from(&r.try_files);
+        }
     }
 }
 
@@ -290,6 +297,16 @@ impl Effective {
             .unwrap_or_default();
         let to = linerate_http::location::build(&r.to, rest.as_bytes(), query);
         Some((r.code, to))
+    }
+
+    /// The paths to try for a request whose path (still percent-encoded, as sent) is
+    /// `raw`, in order: the rules' `try` list with `{path}` replaced.
+    pub fn tries<'a>(&'a self, raw: &'a str) -> impl Iterator<Item = String> + 'a {
+        let base = raw.strip_suffix('/').unwrap_or(raw);
+        self.merged
+            .try_files
+            .iter()
+            .map(move |t| t.replace("{path}", base))
     }
 
     /// Whether `client` (none: a Unix socket's) may have the path.

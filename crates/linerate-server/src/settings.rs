@@ -620,6 +620,11 @@ pub struct RuleSettings {
     /// Clients refused these paths (403).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<Cidr>,
+    /// Files to try in order, `{path}` standing for the request's path (clean URLs:
+    /// `["{path}", "{path}.html", "{path}/index.html"]`); the first that is a file is
+    /// served; a fixed path last (`"/index.html"`) serves that for what names nothing.
+    #[serde(default, rename = "try", skip_serializing_if = "Vec::is_empty")]
+    pub try_files: Vec<String>,
 }
 
 /// What a configured header value may hold: visible ASCII and spaces (what the
@@ -667,6 +672,14 @@ impl RuleSettings {
             }
             errors.push((status, page.clone()));
         }
+        for t in &self.try_files {
+            let fixed = t.replace("{path}", "");
+            if !(t.starts_with('/') || t.starts_with("{path}")) || fixed.contains(['{', '}']) {
+                return Err(at(format!(
+                    "try: '{t}' is not a path in the site (/PATH, or {{path}} with text after it)"
+                )));
+            }
+        }
         let redirect = match (&self.redirect, self.redirect_code) {
             (Some(to), code) => {
                 let code = code.unwrap_or(301);
@@ -709,6 +722,7 @@ impl RuleSettings {
                 FallbackSetting::Page(p) => Fallback::Page(p.0.clone()),
                 FallbackSetting::Off => Fallback::Off,
             }),
+            try_files: self.try_files.clone(),
             access: (!self.allow.is_empty() || !self.deny.is_empty()).then(|| Access {
                 allow: self.allow.clone(),
                 deny: self.deny.clone(),
@@ -1887,7 +1901,7 @@ mod contrib {
             .collect();
         let s = Settings::parse(&blocks).unwrap();
         assert_eq!(s.sites.len(), 4, "{blocks}");
-        assert_eq!(s.rules.len(), 6, "{blocks}");
+        assert_eq!(s.rules.len(), 7, "{blocks}");
         let mut cfg = Config::new(PathBuf::from("."));
         s.apply(&mut cfg);
         assert_eq!(

@@ -417,6 +417,22 @@ impl Site {
             let status = Status::redirect(code).unwrap_or(Status::MovedPermanently);
             return self.error_for(status, keep, &[("Location", &loc)], line, now, head);
         }
+        if let Some(f) = fx.filter(|f| !f.try_files.is_empty()) {
+            // `try`: the first candidate that is a file (docs/http.md W7); none, and
+            // the path is looked up as it would be without the list.
+            let dotfiles = f.dotfiles.unwrap_or(self.hosts[h].cfg.dotfiles);
+            for candidate in f.tries(&req.path) {
+                let Ok(c) = path::resolve(&candidate, dotfiles) else {
+                    continue;
+                };
+                if c.trailing_slash || c.relative().is_empty() {
+                    continue;
+                }
+                if let Found::File(e) = self.hosts[h].cache.lookup(c.relative()) {
+                    return self.representation(req, h, c.relative(), e, fx, line, now);
+                }
+            }
+        }
         let rel = resolved.relative();
         match self.hosts[h].cache.lookup(rel) {
             // A path that names a directory (`/f.bin/`, `/f.bin/.`) is no file's.

@@ -1,6 +1,6 @@
 //! What a site needs beyond files (issue 33), through the binary under every transmit
 //! strategy and driver: who may have a path (`allow`, `deny`, by the client's real
-//! address behind trusted proxies).
+//! address behind trusted proxies), clean URLs (`try`).
 
 use std::fs;
 use std::path::Path;
@@ -12,6 +12,8 @@ const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 per_strategy!(
     // Rules: docs/http.md W6.
     allow_and_deny_by_the_clients_address_per_site_and_path,
+    // Rules: docs/http.md W7.
+    try_serves_clean_urls_and_a_page_last,
 );
 
 /// `linerate serve --config` of `body` (after the case's transmit and driver) with
@@ -112,7 +114,7 @@ deny = ["192.0.2.0/24"]
 }
 
 #[test]
-fn bad_access_lists_are_refused_with_their_reason() {
+fn bad_access_lists_and_try_paths_are_refused_with_their_reason() {
     let dir = docroot();
     let conf = dir.path().join("c.toml");
     for (body, why) in [
@@ -124,10 +126,69 @@ fn bad_access_lists_are_refused_with_their_reason() {
             "[[rule]]\npath = \"/\"\ndeny = [\"everyone\"]\n",
             "'everyone' is not an address",
         ),
+        (
+            "[[rule]]\npath = \"/\"\ntry = [\"index.html\"]\n",
+            "try: 'index.html' is not a path",
+        ),
+        (
+            "[[rule]]\npath = \"/\"\ntry = [\"{uri}.html\"]\n",
+            "try: '{uri}.html' is not a path",
+        ),
     ] {
         fs::write(&conf, body).unwrap();
         let (code, _, err) = LINERATE.run(&["serve", "--config", conf.to_str().unwrap()]);
         assert_eq!(code, 2, "{body}: {err}");
         assert!(err.contains(why), "{body}: {err}");
     }
+}
+
+fn try_serves_clean_urls_and_a_page_last(case: &str) {
+    let base = docroot();
+    let root = base.path().join("www");
+    put(&root, "posts/hello.html", b"<p>hello</p>\n");
+    put(&root, "posts/a b.html", b"<p>a b</p>\n");
+    put(&root, "blog/index.html", b"<p>blog</p>\n");
+    put(&root, "notes.txt", b"notes\n");
+    put(&root, "app/index.html", b"<div id=app></div>\n");
+    put(&root, "app/main.js", b"js\n");
+    let s = serve_conf(
+        base.path(),
+        case,
+        &format!(
+            r#"root = "{}"
+
+[[rule]]
+path = "/"
+try = ["{{path}}", "{{path}}.html", "{{path}}/index.html"]
+
+[[rule]]
+path = "/app/"
+try = ["{{path}}", "/app/index.html"]
+"#,
+            root.display()
+        ),
+    );
+    let get = |target: &str| get_as(&s, "x", target, "127.0.0.1");
+    // What static-site generators write, by its clean URL, as text/html.
+    let r = get("/posts/hello");
+    assert_eq!((r.status, &r.body[..]), (200, &b"<p>hello</p>\n"[..]));
+    assert!(r.must("Content-Type").starts_with("text/html"), "{r:?}");
+    assert_eq!(get("/posts/hello/").body, b"<p>hello</p>\n");
+    // The path is decoded once, as any path is.
+    assert_eq!(get("/posts/a%20b").body, b"<p>a b</p>\n");
+    // A directory's index without the redirect to its slash.
+    let r = get("/blog");
+    assert_eq!((r.status, &r.body[..]), (200, &b"<p>blog</p>\n"[..]));
+    // The path itself first.
+    assert_eq!(get("/notes.txt").body, b"notes\n");
+    assert_eq!(get("/posts/missing").status, 404);
+    // No candidate leaves the root: a path that would is refused before any (F6),
+    // and one that stays is tried under the root alone.
+    assert_eq!(get("/../../etc/passwd").status, 400);
+    assert_eq!(get("/posts/../../posts/hello").status, 400);
+    assert_eq!(get("/posts/x/../hello").body, b"<p>hello</p>\n");
+    // A page last: what names nothing is the app's page; its files are themselves.
+    let r = get("/app/settings/profile");
+    assert_eq!((r.status, &r.body[..]), (200, &b"<div id=app></div>\n"[..]));
+    assert_eq!(get("/app/main.js").body, b"js\n");
 }
