@@ -204,6 +204,9 @@ pub struct Request {
     /// The header [`Limits::forwarded`] names (every field, joined with ", "), when it
     /// asks for one.
     pub forwarded: Option<String>,
+    /// It came over TLS: set by the server that knows its connection (no parser sets
+    /// it).
+    pub secure: bool,
 }
 
 /// What the bytes so far amount to.
@@ -395,6 +398,7 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         user_agent: None,
         referer: None,
         forwarded: None,
+        secure: false,
         accept_encoding: None,
     };
     for h in req.headers.iter() {

@@ -934,6 +934,7 @@ impl Conn {
                 }
                 Event::Request(mut request) => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
+                    request.secure = !matches!(self.transport, Transport::Plain);
                     if site.draining() {
                         // A stop's delay: this answer ends the connection, so the
                         // client's next request goes through its balancer again.
@@ -993,10 +994,11 @@ impl Conn {
                 E::Wait => break,
                 E::Request {
                     stream,
-                    request,
+                    mut request,
                     priority,
                 } => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
+                    request.secure = !matches!(self.transport, Transport::Plain);
                     let r = answer(site, self.redirect, self.peer, &request, t);
                     (stream, priority, r)
                 }

@@ -127,6 +127,15 @@ pub enum Fallback {
     Off,
 }
 
+/// The fields `security-headers = true` adds (each unless a `headers` entry names it):
+/// no type sniffing, the origin alone as the referrer to other sites, no framing by
+/// other sites.
+pub const SECURITY_HEADERS: [(&str, &str); 3] = [
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "strict-origin-when-cross-origin"),
+    ("X-Frame-Options", "SAMEORIGIN"),
+];
+
 /// Who may have a path (`allow`, `deny`): the most specific entry that matches the
 /// client decides (an address over its network, a longer network over a shorter,
 /// `all` last), a `deny` winning a tie; a client no entry matches is refused if there
@@ -178,6 +187,10 @@ pub struct Rule {
     /// Who may have its paths (both lists come from the most specific rule that gives
     /// either).
     pub access: Option<Access>,
+    /// `security-headers`: the preset fields ([`SECURITY_HEADERS`]) on or off.
+    pub security_headers: Option<bool>,
+    /// `hsts`: `Strict-Transport-Security: max-age` of this, on answers over TLS.
+    pub hsts: Option<Duration>,
     /// Files tried in order for a path (`try`): each a path in the site, `{path}`
     /// standing for the request's path without its last `/`; the first that names a
     /// file is served.
@@ -244,6 +257,8 @@ impl Rule {
         if !r.try_files.is_empty() {
             self.try_files.clone_from(&r.try_files);
         }
+        self.security_headers = r.security_headers.or(self.security_headers);
+        self.hsts = r.hsts.or(self.hsts);
     }
 }
 
@@ -322,11 +337,28 @@ impl Effective {
         }
     }
 
-    /// The response fields the rules add: their headers, and for `expires` a
-    /// `Cache-Control: max-age` (unless a header rule sets `Cache-Control`) and an
-    /// `Expires` date from `now`.
-    pub fn fields(&self, now: std::time::SystemTime) -> Vec<(String, String)> {
+    /// The response fields the rules add: their headers; the security preset's fields
+    /// and, on an answer over TLS (`secure`), `Strict-Transport-Security`, each unless
+    /// a header of the rules has its name; and for `expires` a `Cache-Control: max-age`
+    /// (unless a header rule sets `Cache-Control`) and an `Expires` date from `now`.
+    pub fn fields(&self, now: std::time::SystemTime, secure: bool) -> Vec<(String, String)> {
         let mut out = self.headers.clone();
+        let mut preset = |name: &str, value: String| {
+            if !out.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
+                out.push((name.into(), value));
+            }
+        };
+        if self.security_headers == Some(true) {
+            for (name, value) in SECURITY_HEADERS {
+                preset(name, value.into());
+            }
+        }
+        if let (Some(d), true) = (self.hsts, secure) {
+            preset(
+                "Strict-Transport-Security",
+                format!("max-age={}", d.as_secs()),
+            );
+        }
         if let Some(d) = self.expires {
             if !out
                 .iter()

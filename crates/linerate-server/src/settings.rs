@@ -625,6 +625,14 @@ pub struct RuleSettings {
     /// served; a fixed path last (`"/index.html"`) serves that for what names nothing.
     #[serde(default, rename = "try", skip_serializing_if = "Vec::is_empty")]
     pub try_files: Vec<String>,
+    /// `X-Content-Type-Options: nosniff`, `Referrer-Policy:
+    /// strict-origin-when-cross-origin` and `X-Frame-Options: SAMEORIGIN` (each unless
+    /// `headers` names it); false turns a less specific rule's off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_headers: Option<bool>,
+    /// `Strict-Transport-Security: max-age` of this on answers over HTTPS.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hsts: Option<Age>,
 }
 
 /// What a configured header value may hold: visible ASCII and spaces (what the
@@ -723,6 +731,8 @@ impl RuleSettings {
                 FallbackSetting::Off => Fallback::Off,
             }),
             try_files: self.try_files.clone(),
+            security_headers: self.security_headers,
+            hsts: self.hsts.map(|a| a.0),
             access: (!self.allow.is_empty() || !self.deny.is_empty()).then(|| Access {
                 allow: self.allow.clone(),
                 deny: self.deny.clone(),
@@ -799,6 +809,11 @@ pub struct SiteSettings {
     pub allow: Vec<Cidr>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<Cidr>,
+    /// The security preset and HSTS for the whole site, as a rule's keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub security_headers: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hsts: Option<Age>,
     /// `[[site.rule]]` blocks: per-path settings for this site.
     #[serde(default, rename = "rule", skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<RuleSettings>,
@@ -1557,14 +1572,17 @@ impl Settings {
             .map(|b| SiteConfig {
                 rules: {
                     let mut all = server_rules.clone();
-                    if !b.allow.is_empty() || !b.deny.is_empty() {
+                    let access = !b.allow.is_empty() || !b.deny.is_empty();
+                    if access || b.security_headers.is_some() || b.hsts.is_some() {
                         // The site's own `/` rule, before its blocks (which win a tie).
                         all.push(Rule {
                             path: PathMatch::parse("/").ok(),
-                            access: Some(Access {
+                            access: access.then(|| Access {
                                 allow: b.allow.clone(),
                                 deny: b.deny.clone(),
                             }),
+                            security_headers: b.security_headers,
+                            hsts: b.hsts.map(|a| a.0),
                             site: true,
                             ..Rule::default()
                         });

@@ -727,7 +727,7 @@ impl Site {
                 "text/html; charset=utf-8",
             )
         };
-        let added = fx.map(|f| f.fields(now)).unwrap_or_default();
+        let added = fx.map(|f| f.fields(now, req.secure)).unwrap_or_default();
         let mut fields = vec![("Content-Type", content_type)];
         fields.extend(added.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         self.generated(req, &fields, body.into_bytes(), line, now)
@@ -753,7 +753,7 @@ impl Site {
             f.content_type(&String::from_utf8_lossy(rel))
                 .map(str::to_string)
         });
-        let fields = fx.map(|f| f.fields(now)).unwrap_or_default();
+        let fields = fx.map(|f| f.fields(now, req.secure)).unwrap_or_default();
         let content_type = typed.as_deref().unwrap_or(&e.content_type);
         let host = &mut self.hosts[h];
         if !e.compressible || host.cfg.precompressed.is_empty() {

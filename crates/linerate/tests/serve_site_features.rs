@@ -1,11 +1,15 @@
 //! What a site needs beyond files (issue 33), through the binary under every transmit
 //! strategy and driver: who may have a path (`allow`, `deny`, by the client's real
-//! address behind trusted proxies), clean URLs (`try`).
+//! address behind trusted proxies), clean URLs (`try`), the security-header preset
+//! and HSTS.
 
 use std::fs;
 use std::path::Path;
 
-use linerate_testkit::{docroot, exchange, per_strategy, put, variant, Linerate, Response, Server};
+use linerate_testkit::{
+    curl_tls, docroot, exchange, installed, per_strategy, put, tls_files, variant, Linerate,
+    Response, Server,
+};
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
@@ -14,6 +18,8 @@ per_strategy!(
     allow_and_deny_by_the_clients_address_per_site_and_path,
     // Rules: docs/http.md W7.
     try_serves_clean_urls_and_a_page_last,
+    // Rules: docs/http.md W8.
+    security_headers_with_hsts_over_https_and_rules_over_them,
 );
 
 /// `linerate serve --config` of `body` (after the case's transmit and driver) with
@@ -191,4 +197,74 @@ try = ["{{path}}", "/app/index.html"]
     let r = get("/app/settings/profile");
     assert_eq!((r.status, &r.body[..]), (200, &b"<div id=app></div>\n"[..]));
     assert_eq!(get("/app/main.js").body, b"js\n");
+}
+
+fn security_headers_with_hsts_over_https_and_rules_over_them(case: &str) {
+    let base = docroot();
+    let root = base.path().join("www");
+    put(&root, "index.html", b"home\n");
+    put(&root, "embed/w.html", b"widget\n");
+    put(&root, "raw/r.txt", b"raw\n");
+    let (cert, key) = tls_files(base.path(), "server");
+    let s = serve_conf(
+        base.path(),
+        case,
+        &format!(
+            r#"tls-listen = "127.0.0.1:0"
+tls-cert = "{}"
+tls-key = "{}"
+
+[[site]]
+names = ["localhost"]
+default = true
+root = "{}"
+security-headers = true
+hsts = "365d"
+
+[[site.rule]]
+path = "/embed/"
+headers = {{ "X-Frame-Options" = "DENY" }}
+
+[[site.rule]]
+path = "/raw/"
+security-headers = false
+"#,
+            cert.display(),
+            key.display(),
+            root.display()
+        ),
+    );
+    // In clear: the preset, no HSTS (a browser ignores it there, and it would be a lie).
+    let r = get_as(&s, "localhost", "/index.html", "127.0.0.1");
+    assert_eq!(r.header("X-Content-Type-Options"), Some("nosniff"));
+    assert_eq!(
+        r.header("Referrer-Policy"),
+        Some("strict-origin-when-cross-origin")
+    );
+    assert_eq!(r.header("X-Frame-Options"), Some("SAMEORIGIN"));
+    assert_eq!(r.header("Strict-Transport-Security"), None);
+    // A rule's own field wins over the preset's of the same name; a rule turns it off.
+    let r = get_as(&s, "localhost", "/embed/w.html", "127.0.0.1");
+    assert_eq!(r.header("X-Frame-Options"), Some("DENY"));
+    assert_eq!(r.header("X-Content-Type-Options"), Some("nosniff"));
+    let r = get_as(&s, "localhost", "/raw/r.txt", "127.0.0.1");
+    assert_eq!(r.header("X-Content-Type-Options"), None);
+    // Not on errors, as the rules' headers (W2).
+    let r = get_as(&s, "localhost", "/missing", "127.0.0.1");
+    assert_eq!((r.status, r.header("X-Frame-Options")), (404, None));
+    if !installed("curl") {
+        return;
+    }
+    // Over HTTPS, both protocols: HSTS too.
+    for version in [&["--http1.1"][..], &["--http2"]] {
+        let args = [version, &["-D", "-", "-o", "/dev/null"]].concat();
+        let out = curl_tls(s.tls_addr(), &cert, &args, &["/index.html"]);
+        let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+        assert!(
+            head.contains("strict-transport-security: max-age=31536000")
+                && head.contains("x-content-type-options: nosniff"),
+            "{head}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

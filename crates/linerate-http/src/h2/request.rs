@@ -74,6 +74,7 @@ impl Fields {
                 user_agent: None,
                 referer: None,
                 forwarded: None,
+                secure: false,
                 accept_encoding: None,
             },
             method: None,
