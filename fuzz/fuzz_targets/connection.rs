@@ -13,6 +13,7 @@ fn events(data: &[u8], step: usize) -> (Vec<Event>, usize) {
         header_fields: 8,
         client_fields: true,
         forwarded: Some(linerate_http::forwarded::Header::XForwardedFor),
+        cors: true,
         http2: Http2::On,
     };
     let mut c = Connection::new(limits, 4);

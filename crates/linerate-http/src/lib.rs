@@ -39,6 +39,8 @@ pub mod response;
 pub enum Status {
     /// 200
     Ok,
+    /// 204
+    NoContent,
     /// 206
     PartialContent,
     /// 301
@@ -96,6 +98,7 @@ impl Status {
     pub fn code(self) -> u16 {
         match self {
             Status::Ok => 200,
+            Status::NoContent => 204,
             Status::PartialContent => 206,
             Status::MovedPermanently => 301,
             Status::Found => 302,
@@ -122,6 +125,7 @@ impl Status {
     pub fn reason(self) -> &'static str {
         match self {
             Status::Ok => "OK",
+            Status::NoContent => "No Content",
             Status::PartialContent => "Partial Content",
             Status::MovedPermanently => "Moved Permanently",
             Status::Found => "Found",

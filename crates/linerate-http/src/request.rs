@@ -22,6 +22,9 @@ pub struct Limits {
     /// Keep this header's fields (joined with ", "), for a server that trusts proxies
     /// to name the client; none: it costs nothing.
     pub forwarded: Option<crate::forwarded::Header>,
+    /// Keep `Origin`, `Access-Control-Request-Method` and
+    /// `Access-Control-Request-Headers`, for a server that answers CORS.
+    pub cors: bool,
     /// Whether a connection speaks HTTP/2.
     pub http2: Http2,
 }
@@ -71,6 +74,7 @@ impl Default for Limits {
             header_fields: 100,
             client_fields: false,
             forwarded: None,
+            cors: false,
             http2: Http2::On,
         }
     }
@@ -207,6 +211,17 @@ pub struct Request {
     /// It came over TLS: set by the server that knows its connection (no parser sets
     /// it).
     pub secure: bool,
+    /// `Origin`, `Access-Control-Request-Method` and `Access-Control-Request-Headers`
+    /// (every field of the last, joined), when [`Limits::cors`] asks for them.
+    pub cors: Option<Box<CorsFields>>,
+}
+
+/// What a CORS request says of itself.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CorsFields {
+    pub origin: Option<String>,
+    pub request_method: Option<String>,
+    pub request_headers: Option<String>,
 }
 
 /// What the bytes so far amount to.
@@ -399,6 +414,7 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         referer: None,
         forwarded: None,
         secure: false,
+        cors: None,
         accept_encoding: None,
     };
     for h in req.headers.iter() {
@@ -489,6 +505,26 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
 /// Keeps `User-Agent` or `Referer` as sent, when the limits ask for them: true if
 /// `name` was one of them.
 pub(crate) fn client_field(r: &mut Request, name: &str, v: &[u8], limits: &Limits) -> bool {
+    if limits.cors {
+        let which = [
+            "origin",
+            "access-control-request-method",
+            "access-control-request-headers",
+        ]
+        .iter()
+        .position(|n| name.eq_ignore_ascii_case(n));
+        if let Some(i) = which {
+            let text = String::from_utf8_lossy(v);
+            let text = text.trim_matches([' ', '\t']);
+            let c = r.cors.get_or_insert_with(Default::default);
+            match i {
+                0 => c.origin = Some(text.to_string()),
+                1 => c.request_method = Some(text.to_string()),
+                _ => append(&mut c.request_headers, text),
+            }
+            return true;
+        }
+    }
     if let Some(h) = limits.forwarded {
         if name.eq_ignore_ascii_case(h.name()) {
             // A chain with bytes no address has names no client past them: kept as

@@ -136,6 +136,105 @@ pub const SECURITY_HEADERS: [(&str, &str); 3] = [
     ("X-Frame-Options", "SAMEORIGIN"),
 ];
 
+/// Cross-origin requests a path admits (`cors`), as the Fetch standard's CORS
+/// protocol asks a server to say.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cors {
+    /// Origins (`https://app.example.com`) that may read the answers.
+    pub origins: Vec<String>,
+    /// `*`: every origin (never with `credentials`).
+    pub any_origin: bool,
+    /// Methods a preflight may ask for (GET and HEAD, what the server answers).
+    pub methods: Vec<String>,
+    /// Request header fields a preflight may ask for.
+    pub headers: Vec<String>,
+    /// How long a browser may keep a preflight's answer.
+    pub max_age: Option<Duration>,
+    /// Requests with credentials (cookies, HTTP authentication) may read the answers.
+    pub credentials: bool,
+    /// Response header fields the page's script may read beyond the safelisted ones.
+    pub expose: Vec<String>,
+}
+
+impl Cors {
+    /// The `Access-Control-Allow-Origin` value for `origin`, if it may read.
+    pub fn allow_origin<'a>(&self, origin: &'a str) -> Option<&'a str> {
+        if self.any_origin && !self.credentials {
+            Some("*")
+        } else if self.any_origin || self.origins.iter().any(|o| o.eq_ignore_ascii_case(origin)) {
+            Some(origin)
+        } else {
+            None
+        }
+    }
+
+    /// The fields of an answer to a request from `origin` (none: not a CORS request):
+    /// always `Vary: Origin` (the answer depends on it); for an origin that may read,
+    /// `Access-Control-Allow-Origin`, with credentials and exposed fields as set.
+    pub fn fields(&self, origin: Option<&str>, out: &mut Vec<(String, String)>) {
+        out.push(("Vary".into(), "Origin".into()));
+        let Some(allowed) = origin.and_then(|o| self.allow_origin(o)) else {
+            return;
+        };
+        out.push(("Access-Control-Allow-Origin".into(), allowed.into()));
+        if self.credentials {
+            out.push(("Access-Control-Allow-Credentials".into(), "true".into()));
+        }
+        if !self.expose.is_empty() {
+            out.push((
+                "Access-Control-Expose-Headers".into(),
+                self.expose.join(", "),
+            ));
+        }
+    }
+
+    /// The fields of the answer (204) to a preflight from `origin` asking for `method`
+    /// and the header fields `headers`: the allow fields if the origin, the method and
+    /// every field asked for are admitted; else `Vary` alone, so the browser refuses.
+    pub fn preflight(
+        &self,
+        origin: &str,
+        method: &str,
+        headers: Option<&str>,
+    ) -> Vec<(String, String)> {
+        let mut out = vec![(
+            "Vary".to_string(),
+            "Origin, Access-Control-Request-Method, Access-Control-Request-Headers".to_string(),
+        )];
+        let Some(allowed) = self.allow_origin(origin) else {
+            return out;
+        };
+        let method_ok = self.methods.iter().any(|m| m == method);
+        let headers_ok = headers.is_none_or(|h| {
+            h.split(',')
+                .map(str::trim)
+                .filter(|f| !f.is_empty())
+                .all(|f| self.headers.iter().any(|a| a.eq_ignore_ascii_case(f)))
+        });
+        if !(method_ok && headers_ok) {
+            return out;
+        }
+        out.push(("Access-Control-Allow-Origin".into(), allowed.into()));
+        out.push((
+            "Access-Control-Allow-Methods".into(),
+            self.methods.join(", "),
+        ));
+        if !self.headers.is_empty() {
+            out.push((
+                "Access-Control-Allow-Headers".into(),
+                self.headers.join(", "),
+            ));
+        }
+        if let Some(d) = self.max_age {
+            out.push(("Access-Control-Max-Age".into(), d.as_secs().to_string()));
+        }
+        if self.credentials {
+            out.push(("Access-Control-Allow-Credentials".into(), "true".into()));
+        }
+        out
+    }
+}
+
 /// Who may have a path (`allow`, `deny`): the most specific entry that matches the
 /// client decides (an address over its network, a longer network over a shorter,
 /// `all` last), a `deny` winning a tie; a client no entry matches is refused if there
@@ -191,6 +290,9 @@ pub struct Rule {
     pub security_headers: Option<bool>,
     /// `hsts`: `Strict-Transport-Security: max-age` of this, on answers over TLS.
     pub hsts: Option<Duration>,
+    /// `cors`: cross-origin reads admitted (the whole table from the most specific rule
+    /// that gives one).
+    pub cors: Option<Cors>,
     /// Files tried in order for a path (`try`): each a path in the site, `{path}`
     /// standing for the request's path without its last `/`; the first that names a
     /// file is served.
@@ -256,6 +358,9 @@ impl Rule {
         }
         if !r.try_files.is_empty() {
             self.try_files.clone_from(&r.try_files);
+        }
+        if r.cors.is_some() {
+            self.cors.clone_from(&r.cors);
         }
         self.security_headers = r.security_headers.or(self.security_headers);
         self.hsts = r.hsts.or(self.hsts);
@@ -337,12 +442,22 @@ impl Effective {
         }
     }
 
-    /// The response fields the rules add: their headers; the security preset's fields
+    /// The response fields the rules add: their headers; CORS's for the request's
+    /// `Origin` (W9); the security preset's fields
     /// and, on an answer over TLS (`secure`), `Strict-Transport-Security`, each unless
     /// a header of the rules has its name; and for `expires` a `Cache-Control: max-age`
     /// (unless a header rule sets `Cache-Control`) and an `Expires` date from `now`.
-    pub fn fields(&self, now: std::time::SystemTime, secure: bool) -> Vec<(String, String)> {
+    pub fn fields(
+        &self,
+        now: std::time::SystemTime,
+        req: &linerate_http::request::Request,
+    ) -> Vec<(String, String)> {
+        let secure = req.secure;
         let mut out = self.headers.clone();
+        if let Some(c) = &self.cors {
+            let origin = req.cors.as_ref().and_then(|c| c.origin.as_deref());
+            c.fields(origin, &mut out);
+        }
         let mut preset = |name: &str, value: String| {
             if !out.iter().any(|(n, _)| n.eq_ignore_ascii_case(name)) {
                 out.push((name.into(), value));

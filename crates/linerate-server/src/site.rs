@@ -108,6 +108,9 @@ impl Site {
         let limits = std::rc::Rc::new(linerate_http::request::Limits {
             client_fields: logging && cfg.log_format != crate::config::LogFormat::Clf,
             forwarded: (!cfg.trusted_proxies.is_empty()).then_some(cfg.forwarded_header),
+            cors: hosts
+                .iter()
+                .any(|h| h.cfg.rules.iter().any(|r| r.cors.is_some())),
             ..cfg.limits
         });
         Site {
@@ -345,14 +348,11 @@ impl Site {
         let line = self.request_line(req);
         let keep = req.keep_alive;
         Stats::add(&self.stats.requests, 1);
+        if req.method == Method::Options && !req.path.is_empty() {
+            return self.options(req, peer, line, now);
+        }
         if !matches!(req.method, Method::Get | Method::Head) {
-            return self.error(
-                Status::MethodNotAllowed,
-                keep,
-                &[("Allow", "GET, HEAD")],
-                line,
-                now,
-            );
+            return self.not_allowed(keep, line, now);
         }
         if self.cfg.health_path.as_deref() == Some(req.path.as_str()) {
             return self.health(req, line, now);
@@ -395,12 +395,7 @@ impl Site {
             ];
             return self.generated(req, &fields, body.into_bytes(), line, now);
         }
-        // One site: no routing to pay for.
-        let h = if self.hosts.len() == 1 {
-            0
-        } else {
-            self.router.route(req.host.as_deref())
-        };
+        let h = self.site_of(req);
         let head = req.method == Method::Head;
         let (resolved, fx) = match self.resolve(req, h) {
             Ok(r) => r,
@@ -475,6 +470,66 @@ impl Site {
             }
             other => self.not_served(other, req, h, fx, line, now),
         }
+    }
+
+    /// The site a request goes to (one site: no routing to pay for).
+    fn site_of(&self, req: &Request) -> usize {
+        if self.hosts.len() == 1 {
+            0
+        } else {
+            self.router.route(req.host.as_deref())
+        }
+    }
+
+    /// 405, with the methods the server answers.
+    fn not_allowed(&mut self, keep: bool, line: String, now: SystemTime) -> Response {
+        self.error(
+            Status::MethodNotAllowed,
+            keep,
+            &[("Allow", "GET, HEAD")],
+            line,
+            now,
+        )
+    }
+
+    /// OPTIONS on a path: where a rule gives `cors`, 204 (a preflight's answer, its
+    /// allow fields if the origin, method and fields asked for are admitted; a plain
+    /// OPTIONS's, `Allow`); elsewhere 405, as for any other method (docs/http.md W9).
+    fn options(
+        &mut self,
+        req: &Request,
+        peer: Option<std::net::IpAddr>,
+        line: String,
+        now: SystemTime,
+    ) -> Response {
+        let keep = req.keep_alive;
+        let h = self.site_of(req);
+        let fx = self.resolve(req, h).ok().and_then(|(_, fx)| fx);
+        let Some(cors) = fx.as_ref().and_then(|f| f.cors.as_ref()) else {
+            return self.not_allowed(keep, line, now);
+        };
+        if fx.as_ref().is_some_and(|f| !f.admits(peer)) {
+            Stats::add(&self.stats.forbidden, 1);
+            return self.error(Status::Forbidden, keep, &[], line, now);
+        }
+        let asked = req.cors.as_deref();
+        let fields = match (
+            asked.and_then(|c| c.origin.as_deref()),
+            asked.and_then(|c| c.request_method.as_deref()),
+        ) {
+            (Some(origin), Some(method)) => cors.preflight(
+                origin,
+                method,
+                asked.and_then(|c| c.request_headers.as_deref()),
+            ),
+            _ => vec![("Allow".to_string(), "GET, HEAD, OPTIONS".to_string())],
+        };
+        let mut head = Head::new(Status::NoContent, self.date(now));
+        for (n, v) in &fields {
+            head.field(n, v);
+        }
+        let head = head.finish(keep);
+        Response::new([Part::Bytes(head)].into(), Status::NoContent, keep, line, 0)
     }
 
     /// The request's path resolved beneath site `h`'s root, and what the site's rules
@@ -727,7 +782,7 @@ impl Site {
                 "text/html; charset=utf-8",
             )
         };
-        let added = fx.map(|f| f.fields(now, req.secure)).unwrap_or_default();
+        let added = fx.map(|f| f.fields(now, req)).unwrap_or_default();
         let mut fields = vec![("Content-Type", content_type)];
         fields.extend(added.iter().map(|(n, v)| (n.as_str(), v.as_str())));
         self.generated(req, &fields, body.into_bytes(), line, now)
@@ -753,7 +808,7 @@ impl Site {
             f.content_type(&String::from_utf8_lossy(rel))
                 .map(str::to_string)
         });
-        let fields = fx.map(|f| f.fields(now, req.secure)).unwrap_or_default();
+        let fields = fx.map(|f| f.fields(now, req)).unwrap_or_default();
         let content_type = typed.as_deref().unwrap_or(&e.content_type);
         let host = &mut self.hosts[h];
         if !e.compressible || host.cfg.precompressed.is_empty() {

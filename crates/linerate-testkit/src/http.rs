@@ -125,10 +125,13 @@ pub fn parse_response(buf: &[u8], head: bool) -> Option<(Response, usize)> {
         r.header("transfer-encoding").is_none(),
         "responses are never chunked: {r:?}"
     );
-    let len = if r.status == 304 {
+    // RFC 9112 6.3: a 204 or 304 ends at its head, and (RFC 9110 8.6) a 204 sends no
+    // Content-Length; ours never do.
+    let len = if r.status == 304 || r.status == 204 {
         assert!(
             r.header("content-length").is_none(),
-            "a 304 has no Content-Length: {r:?}"
+            "a {} has no Content-Length: {r:?}",
+            r.status
         );
         0
     } else {

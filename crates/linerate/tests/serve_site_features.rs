@@ -1,7 +1,7 @@
 //! What a site needs beyond files (issue 33), through the binary under every transmit
 //! strategy and driver: who may have a path (`allow`, `deny`, by the client's real
 //! address behind trusted proxies), clean URLs (`try`), the security-header preset
-//! and HSTS.
+//! and HSTS, CORS.
 
 use std::fs;
 use std::path::Path;
@@ -20,6 +20,8 @@ per_strategy!(
     try_serves_clean_urls_and_a_page_last,
     // Rules: docs/http.md W8.
     security_headers_with_hsts_over_https_and_rules_over_them,
+    // Rules: docs/http.md W9.
+    cors_preflights_and_reads_for_listed_origins_alone,
 );
 
 /// `linerate serve --config` of `body` (after the case's transmit and driver) with
@@ -37,6 +39,26 @@ fn serve_conf(dir: &Path, case: &str, body: &str) -> Server {
     )
     .unwrap();
     LINERATE.serve_config(None, &conf, &["--workers", "1"])
+}
+
+/// [`serve_conf`] with `root = ROOT` before `rules`.
+fn serve_root(base: &tempfile::TempDir, root: &Path, case: &str, rules: &str) -> Server {
+    serve_conf(
+        base.path(),
+        case,
+        &format!("root = \"{}\"\n{rules}", root.display()),
+    )
+}
+
+/// A directory holding `www/` with `files` (path, bytes) in it: the directory (kept
+/// while it serves) and the root.
+fn www(files: &[(&str, &[u8])]) -> (tempfile::TempDir, std::path::PathBuf) {
+    let base = docroot();
+    let root = base.path().join("www");
+    for (p, b) in files {
+        put(&root, p, b);
+    }
+    (base, root)
 }
 
 /// GET `target` on `host`, as the client `client` (named by X-Forwarded-For).
@@ -120,7 +142,7 @@ deny = ["192.0.2.0/24"]
 }
 
 #[test]
-fn bad_access_lists_and_try_paths_are_refused_with_their_reason() {
+fn bad_access_lists_try_paths_and_cors_tables_are_refused_with_their_reason() {
     let dir = docroot();
     let conf = dir.path().join("c.toml");
     for (body, why) in [
@@ -140,6 +162,22 @@ fn bad_access_lists_and_try_paths_are_refused_with_their_reason() {
             "[[rule]]\npath = \"/\"\ntry = [\"{uri}.html\"]\n",
             "try: '{uri}.html' is not a path",
         ),
+        (
+            "[[rule]]\npath = \"/\"\ncors = { origins = [\"app.test\"] }\n",
+            "cors: origins: 'app.test' is not an origin",
+        ),
+        (
+            "[[rule]]\npath = \"/\"\ncors = { origins = [\"*\"], credentials = true }\n",
+            "credentials need the origins listed",
+        ),
+        (
+            "[[rule]]\npath = \"/\"\ncors = { origins = [\"*\"], methods = [\"POST\"] }\n",
+            "'POST': the server answers GET and HEAD alone",
+        ),
+        (
+            "[[rule]]\npath = \"/\"\ncors = { origin = [\"*\"] }\n",
+            "unknown field",
+        ),
     ] {
         fs::write(&conf, body).unwrap();
         let (code, _, err) = LINERATE.run(&["serve", "--config", conf.to_str().unwrap()]);
@@ -149,30 +187,27 @@ fn bad_access_lists_and_try_paths_are_refused_with_their_reason() {
 }
 
 fn try_serves_clean_urls_and_a_page_last(case: &str) {
-    let base = docroot();
-    let root = base.path().join("www");
-    put(&root, "posts/hello.html", b"<p>hello</p>\n");
-    put(&root, "posts/a b.html", b"<p>a b</p>\n");
-    put(&root, "blog/index.html", b"<p>blog</p>\n");
-    put(&root, "notes.txt", b"notes\n");
-    put(&root, "app/index.html", b"<div id=app></div>\n");
-    put(&root, "app/main.js", b"js\n");
-    let s = serve_conf(
-        base.path(),
+    let (base, root) = www(&[
+        ("posts/hello.html", b"<p>hello</p>\n"),
+        ("posts/a b.html", b"<p>a b</p>\n"),
+        ("blog/index.html", b"<p>blog</p>\n"),
+        ("notes.txt", b"notes\n"),
+        ("app/index.html", b"<div id=app></div>\n"),
+        ("app/main.js", b"js\n"),
+    ]);
+    let s = serve_root(
+        &base,
+        &root,
         case,
-        &format!(
-            r#"root = "{}"
-
+        r#"
 [[rule]]
 path = "/"
-try = ["{{path}}", "{{path}}.html", "{{path}}/index.html"]
+try = ["{path}", "{path}.html", "{path}/index.html"]
 
 [[rule]]
 path = "/app/"
-try = ["{{path}}", "/app/index.html"]
+try = ["{path}", "/app/index.html"]
 "#,
-            root.display()
-        ),
     );
     let get = |target: &str| get_as(&s, "x", target, "127.0.0.1");
     // What static-site generators write, by its clean URL, as text/html.
@@ -200,11 +235,11 @@ try = ["{{path}}", "/app/index.html"]
 }
 
 fn security_headers_with_hsts_over_https_and_rules_over_them(case: &str) {
-    let base = docroot();
-    let root = base.path().join("www");
-    put(&root, "index.html", b"home\n");
-    put(&root, "embed/w.html", b"widget\n");
-    put(&root, "raw/r.txt", b"raw\n");
+    let (base, root) = www(&[
+        ("index.html", b"home\n"),
+        ("embed/w.html", b"widget\n"),
+        ("raw/r.txt", b"raw\n"),
+    ]);
     let (cert, key) = tls_files(base.path(), "server");
     let s = serve_conf(
         base.path(),
@@ -263,6 +298,133 @@ security-headers = false
         assert!(
             head.contains("strict-transport-security: max-age=31536000")
                 && head.contains("x-content-type-options: nosniff"),
+            "{head}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// `METHOD target` with `fields` (CRLF-ended lines), Connection: close.
+fn ask(s: &Server, method: &str, target: &str, fields: &str) -> Response {
+    let req = format!("{method} {target} HTTP/1.1\r\nHost: x\r\n{fields}Connection: close\r\n\r\n");
+    exchange(s.addr, req.as_bytes(), method == "HEAD")
+}
+
+fn cors_preflights_and_reads_for_listed_origins_alone(case: &str) {
+    let (base, root) = www(&[
+        ("api/data.json", b"{}\n"),
+        ("pub/font.woff2", b"font\n"),
+        ("index.html", b"home\n"),
+    ]);
+    let s = serve_root(
+        &base,
+        &root,
+        case,
+        r#"
+[[rule]]
+path = "/api/"
+cors = { origins = ["https://app.test"], headers = ["X-Requested-With"], max-age = "10m", credentials = true, expose = ["ETag"] }
+
+[[rule]]
+path = "/pub/"
+cors = { origins = ["*"] }
+"#,
+    );
+    let preflight = "Origin: https://app.test\r\nAccess-Control-Request-Method: GET\r\n\
+                     Access-Control-Request-Headers: x-requested-with\r\n";
+    // A preflight from a listed origin: 204 and every allow field.
+    let r = ask(&s, "OPTIONS", "/api/data.json", preflight);
+    assert_eq!(r.status, 204, "{r:?}");
+    assert_eq!(
+        r.header("Access-Control-Allow-Origin"),
+        Some("https://app.test")
+    );
+    assert_eq!(r.header("Access-Control-Allow-Methods"), Some("GET, HEAD"));
+    assert_eq!(
+        r.header("Access-Control-Allow-Headers"),
+        Some("X-Requested-With")
+    );
+    assert_eq!(r.header("Access-Control-Max-Age"), Some("600"));
+    assert_eq!(r.header("Access-Control-Allow-Credentials"), Some("true"));
+    assert_eq!(r.header("Content-Length"), None);
+    assert!(r.body.is_empty());
+    // From another origin, or asking for what is not listed: no allow field at all.
+    for fields in [
+        "Origin: https://evil.test\r\nAccess-Control-Request-Method: GET\r\n",
+        "Origin: https://app.test\r\nAccess-Control-Request-Method: PUT\r\n",
+        "Origin: https://app.test\r\nAccess-Control-Request-Method: GET\r\n\
+         Access-Control-Request-Headers: authorization\r\n",
+    ] {
+        let r = ask(&s, "OPTIONS", "/api/data.json", fields);
+        assert_eq!(r.status, 204);
+        assert_eq!(r.header("Access-Control-Allow-Origin"), None, "{fields}");
+        assert!(r.header("Vary").is_some_and(|v| v.contains("Origin")));
+    }
+    // A plain OPTIONS there says what is allowed; OPTIONS where no rule gives cors is
+    // 405 as before.
+    let r = ask(&s, "OPTIONS", "/api/data.json", "");
+    assert_eq!(
+        (r.status, r.header("Allow")),
+        (204, Some("GET, HEAD, OPTIONS"))
+    );
+    let r = ask(&s, "OPTIONS", "/index.html", preflight);
+    assert_eq!((r.status, r.header("Allow")), (405, Some("GET, HEAD")));
+    // The reads: the allow field for a listed origin, Vary always.
+    let r = ask(&s, "GET", "/api/data.json", "Origin: https://app.test\r\n");
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("Access-Control-Allow-Origin"),
+        Some("https://app.test")
+    );
+    assert_eq!(r.header("Access-Control-Expose-Headers"), Some("ETag"));
+    assert!(r
+        .headers
+        .iter()
+        .any(|(n, v)| n.eq_ignore_ascii_case("vary") && v.contains("Origin")));
+    let r = ask(&s, "GET", "/api/data.json", "Origin: https://evil.test\r\n");
+    assert_eq!(
+        (r.status, r.header("Access-Control-Allow-Origin")),
+        (200, None)
+    );
+    let r = ask(&s, "HEAD", "/api/data.json", "Origin: https://app.test\r\n");
+    assert_eq!(
+        r.header("Access-Control-Allow-Origin"),
+        Some("https://app.test")
+    );
+    // "*": any origin, as "*".
+    let r = ask(
+        &s,
+        "GET",
+        "/pub/font.woff2",
+        "Origin: https://anyone.test\r\n",
+    );
+    assert_eq!(r.header("Access-Control-Allow-Origin"), Some("*"));
+    // Over HTTP/2 (h2c) the same answers.
+    if installed("curl") {
+        let out = std::process::Command::new("curl")
+            .args([
+                "-sS",
+                "-D",
+                "-",
+                "-o",
+                "/dev/null",
+                "--http2-prior-knowledge",
+                "-X",
+                "OPTIONS",
+            ])
+            .args([
+                "-H",
+                "Origin: https://app.test",
+                "-H",
+                "Access-Control-Request-Method: GET",
+            ])
+            .arg(format!("http://{}/api/data.json", s.addr))
+            .output()
+            .unwrap();
+        let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+        assert!(
+            head.starts_with("http/2 204")
+                && head.contains("access-control-allow-origin: https://app.test"),
             "{head}{}",
             String::from_utf8_lossy(&out.stderr)
         );

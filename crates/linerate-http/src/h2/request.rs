@@ -75,6 +75,7 @@ impl Fields {
                 referer: None,
                 forwarded: None,
                 secure: false,
+                cors: None,
                 accept_encoding: None,
             },
             method: None,
