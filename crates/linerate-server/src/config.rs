@@ -20,7 +20,7 @@ pub enum AccessLog {
 }
 
 /// The access log's line format.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LogFormat {
     /// Common Log Format.
     Clf,
@@ -29,6 +29,123 @@ pub enum LogFormat {
     Combined,
     /// One JSON object per line.
     Json,
+    /// A line of the operator's: text and nginx-like `$variables`.
+    Custom(LogTemplate),
+}
+
+/// A custom access-log line (`log-format = "$remote_addr $status ..."`): its text as
+/// written, and its pieces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogTemplate {
+    pub source: String,
+    pub pieces: std::sync::Arc<[LogPiece]>,
+}
+
+/// A piece of a [`LogTemplate`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogPiece {
+    /// Text as written: `start..end` of the source.
+    Text(usize, usize),
+    Var(LogVar),
+}
+
+/// The variables a custom line may hold, by their nginx names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogVar {
+    RemoteAddr,
+    Host,
+    Request,
+    RequestMethod,
+    RequestUri,
+    Protocol,
+    Status,
+    BodyBytesSent,
+    RequestTime,
+    HttpReferer,
+    HttpUserAgent,
+    SslProtocol,
+    TimeLocal,
+    TimeIso8601,
+    Msec,
+}
+
+impl LogVar {
+    /// Every variable with its name.
+    pub const ALL: [(&'static str, LogVar); 15] = [
+        ("remote_addr", LogVar::RemoteAddr),
+        ("host", LogVar::Host),
+        ("request", LogVar::Request),
+        ("request_method", LogVar::RequestMethod),
+        ("request_uri", LogVar::RequestUri),
+        ("protocol", LogVar::Protocol),
+        ("status", LogVar::Status),
+        ("body_bytes_sent", LogVar::BodyBytesSent),
+        ("request_time", LogVar::RequestTime),
+        ("http_referer", LogVar::HttpReferer),
+        ("http_user_agent", LogVar::HttpUserAgent),
+        ("ssl_protocol", LogVar::SslProtocol),
+        ("time_local", LogVar::TimeLocal),
+        ("time_iso8601", LogVar::TimeIso8601),
+        ("msec", LogVar::Msec),
+    ];
+}
+
+impl std::str::FromStr for LogTemplate {
+    type Err = String;
+    /// `$name` or `${name}`; `$$` is a `$`.
+    fn from_str(s: &str) -> Result<LogTemplate, String> {
+        let mut pieces = Vec::new();
+        let (mut i, mut text) = (0, 0);
+        let b = s.as_bytes();
+        while i < b.len() {
+            if b[i] != b'$' {
+                i += 1;
+                continue;
+            }
+            if i > text {
+                pieces.push(LogPiece::Text(text, i));
+            }
+            if b.get(i + 1) == Some(&b'$') {
+                pieces.push(LogPiece::Text(i, i + 1));
+                i += 2;
+                text = i;
+                continue;
+            }
+            let braced = b.get(i + 1) == Some(&b'{');
+            let start = i + 1 + usize::from(braced);
+            let mut end = start;
+            while end < b.len() && (b[end].is_ascii_alphanumeric() || b[end] == b'_') {
+                end += 1;
+            }
+            let name = &s[start..end];
+            if braced && b.get(end) != Some(&b'}') {
+                return Err(format!("'{s}': ${{{name} has no closing }}"));
+            }
+            let var = LogVar::ALL
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = LogVar::ALL.iter().map(|(n, _)| *n).collect();
+                    format!("'{s}': ${name} is not a variable (${})", known.join(", $"))
+                })?;
+            pieces.push(LogPiece::Var(var));
+            i = end + usize::from(braced);
+            text = i;
+        }
+        if text < b.len() {
+            pieces.push(LogPiece::Text(text, b.len()));
+        }
+        if !s.bytes().all(|c| c == b' ' || c.is_ascii_graphic()) {
+            return Err(format!(
+                "'{s}': a line format holds visible ASCII and spaces (a tab or a line break would split the line)"
+            ));
+        }
+        Ok(LogTemplate {
+            source: s.to_string(),
+            pieces: pieces.into(),
+        })
+    }
 }
 
 /// Default [`Config::send_slice_bytes`]: 256 KiB, lighttpd's turn. A connection whose

@@ -710,6 +710,16 @@ impl Conn {
         }
     }
 
+    /// Its TLS version as logs name it (`TLSv1.3`), if it speaks TLS.
+    pub fn tls_protocol(&self) -> Option<&'static str> {
+        match &self.transport {
+            Transport::Plain => None,
+            // Kernel TLS takes TLS 1.3 sessions alone.
+            Transport::Kernel => Some("TLSv1.3"),
+            Transport::Tls(t) => t.protocol_name(),
+        }
+    }
+
     /// Since when its PROXY header has been awaited, if it is.
     pub fn proxy_since(&self) -> Option<Instant> {
         self.proxy.as_ref().map(|w| w.since)

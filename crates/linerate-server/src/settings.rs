@@ -354,7 +354,10 @@ impl FromStr for LogFormat {
             "clf" => Ok(LogFormat::Clf),
             "combined" => Ok(LogFormat::Combined),
             "json" => Ok(LogFormat::Json),
-            _ => Err(format!("'{s}': give clf, combined or json")),
+            _ if s.contains('$') => s.parse().map(LogFormat::Custom),
+            _ => Err(format!(
+                "'{s}': give clf, combined, json or a line with $variables (\"$remote_addr $status\")"
+            )),
         }
     }
 }
@@ -365,6 +368,7 @@ impl fmt::Display for LogFormat {
             LogFormat::Clf => "clf",
             LogFormat::Combined => "combined",
             LogFormat::Json => "json",
+            LogFormat::Custom(t) => &t.source,
         })
     }
 }
@@ -1383,9 +1387,13 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub access_log: Option<AccessLog>,
     /// Access log lines: clf (Common Log Format), combined (CLF with Referer and
-    /// User-Agent) or json (ISO 8601 time, method, path, host, status, bytes, duration in
-    /// µs, user agent, referer, transmit strategy) [default: clf].
-    #[arg(long, value_name = "clf|combined|json")]
+    /// User-Agent), json (ISO 8601 time, method, path, host, status, bytes, duration in
+    /// µs, user agent, referer, transmit strategy), or a line of your own with nginx-like
+    /// variables: "$remote_addr $host \"$request\" $status $body_bytes_sent
+    /// $request_time $http_user_agent $ssl_protocol" (also $request_method,
+    /// $request_uri, $protocol, $http_referer, $time_local, $time_iso8601, $msec)
+    /// [default: clf].
+    #[arg(long, value_name = "clf|combined|json|LINE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
     /// Error log (operational conditions: out of descriptors, permission refused, disk
@@ -1766,7 +1774,7 @@ mod tests {
             ("kernel-tls", "auto", "yes", "expected off, auto or on"),
             ("http2", "only", "h2c", "expected on, off or only"),
             ("steer", "cpu", "rss", "expected off, auto or cpu"),
-            ("log-format", "json", "xml", "give clf, combined or json"),
+            ("log-format", "json", "xml", "give clf, combined, json or a line"),
             (
                 "error-log-level",
                 "info",

@@ -577,6 +577,15 @@ impl Session {
         self.conn.send_close_notify();
     }
 
+    /// The version agreed, as logs name it (`TLSv1.3`), once the handshake says.
+    pub fn protocol_name(&self) -> Option<&'static str> {
+        match self.conn.protocol_version()? {
+            rustls::ProtocolVersion::TLSv1_3 => Some("TLSv1.3"),
+            rustls::ProtocolVersion::TLSv1_2 => Some("TLSv1.2"),
+            _ => Some("TLS"),
+        }
+    }
+
     /// The handshake is done.
     pub fn ready(&self) -> bool {
         !self.conn.is_handshaking()

@@ -1039,7 +1039,7 @@ impl<D: Driver> Worker<D> {
             cpu: None,
             stats: Arc::clone(&stats),
             log_style: LogStyle {
-                format: cfg.log_format,
+                format: cfg.log_format.clone(),
                 transmit: cfg.transmit.to_string(),
             },
             site: Site::new(Arc::clone(&cfg), hosts, stats, board, disk),
@@ -1698,7 +1698,13 @@ fn write_access(
         Stats::add(&stats.h2_responses, 1);
     }
     if let Some(l) = log.as_mut() {
-        let line = log_line(style, c.peer, r, aborted, SystemTime::now());
+        let line = log_line(
+            style,
+            (c.peer, c.tls_protocol()),
+            r,
+            aborted,
+            SystemTime::now(),
+        );
         // Whole lines: the buffer flushes between lines, never inside one.
         Stats::add(&stats.log_lines_dropped, l.push(&line));
     }
@@ -1721,7 +1727,7 @@ fn remote(peer: Peer, r: &Response) -> String {
 /// CLF, `"aborted": "HOW"` in JSON.
 fn log_line(
     style: &LogStyle,
-    peer: Peer,
+    (peer, tls): (Peer, Option<&str>),
     r: &Response,
     aborted: Option<Aborted>,
     t: SystemTime,
@@ -1732,6 +1738,14 @@ fn log_line(
         Some(a) => (r.record.status.code(), a.body_sent),
         None => (r.record.status.code(), r.record.body_bytes),
     };
+    if let LogFormat::Custom(template) = &style.format {
+        let said = Said {
+            status,
+            body_bytes,
+            tls,
+        };
+        return custom_line(template, peer, r, said, aborted, t);
+    }
     if style.format == LogFormat::Json {
         let mut words = r.record.request_line.splitn(3, ' ');
         let (method, path) = (words.next(), words.next());
@@ -1776,6 +1790,78 @@ fn log_line(
                 }
                 None => line.push_str(" \"-\""),
             }
+        }
+    }
+    if let Some(a) = aborted {
+        let _ = write!(line, " aborted={}", a.cut.as_str());
+    }
+    line.push('\n');
+    line
+}
+
+/// What a line says that the response alone does not: the status and body bytes as
+/// logged (an aborted answer's), and the connection's TLS version.
+struct Said<'a> {
+    status: u16,
+    body_bytes: u64,
+    tls: Option<&'a str>,
+}
+
+/// A line of the operator's template: each variable as nginx writes it (`-` for what
+/// is not there), client-sent text escaped as in CLF lines, then ` aborted=HOW` for a
+/// cut answer, as the other formats say it.
+fn custom_line(
+    template: &crate::config::LogTemplate,
+    peer: Peer,
+    r: &Response,
+    said: Said<'_>,
+    aborted: Option<Aborted>,
+    t: SystemTime,
+) -> String {
+    use crate::config::{LogPiece, LogVar};
+    use std::fmt::Write as _;
+    let rec = &r.record;
+    let mut words = rec.request_line.splitn(3, ' ');
+    let (method, uri, protocol) = (words.next(), words.next(), words.next());
+    let mut line = String::with_capacity(template.source.len() + 64);
+    let text = |line: &mut String, v: Option<&[u8]>| match v {
+        Some(v) if !v.is_empty() => clf_escape(line, v),
+        _ => line.push('-'),
+    };
+    for piece in template.pieces.iter() {
+        match *piece {
+            LogPiece::Text(a, b) => line.push_str(&template.source[a..b]),
+            LogPiece::Var(v) => match v {
+                LogVar::RemoteAddr => line.push_str(&remote(peer, r)),
+                LogVar::Host => text(&mut line, rec.host.as_deref().map(str::as_bytes)),
+                LogVar::Request => clf_escape(&mut line, rec.request_line.as_bytes()),
+                LogVar::RequestMethod => text(&mut line, method.map(str::as_bytes)),
+                LogVar::RequestUri => text(&mut line, uri.map(str::as_bytes)),
+                LogVar::Protocol => text(&mut line, protocol.map(str::as_bytes)),
+                LogVar::Status => {
+                    let _ = write!(line, "{}", said.status);
+                }
+                LogVar::BodyBytesSent => {
+                    let _ = write!(line, "{}", said.body_bytes);
+                }
+                LogVar::RequestTime => match rec.started {
+                    Some(s) => {
+                        let _ = write!(line, "{:.3}", s.elapsed().as_secs_f64());
+                    }
+                    None => line.push('-'),
+                },
+                LogVar::HttpReferer => text(&mut line, rec.referer.as_deref()),
+                LogVar::HttpUserAgent => text(&mut line, rec.user_agent.as_deref()),
+                LogVar::SslProtocol => line.push_str(said.tls.unwrap_or("-")),
+                LogVar::TimeLocal => line.push_str(&clf_date(t)),
+                LogVar::TimeIso8601 => {
+                    let _ = write!(line, "{}", humantime::format_rfc3339_seconds(t));
+                }
+                LogVar::Msec => {
+                    let d = t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
+                    let _ = write!(line, "{}.{:03}", d.as_secs(), d.subsec_millis());
+                }
+            },
         }
     }
     if let Some(a) = aborted {
@@ -1887,16 +1973,16 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(971_186_136);
         let r = response("GET /a.txt HTTP/1.1", Some("h"), Status::Ok, 1234);
         assert_eq!(
-            log_line(&CLF, peer, &r, None, t),
+            log_line(&CLF, (peer, None), &r, None, t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /a.txt HTTP/1.1\" 200 1234\n"
         );
         let r = response("GET /\"x\\\u{7f}é HTTP/1.1", None, Status::NotFound, 0);
         assert_eq!(
-            log_line(&CLF, peer, &r, None, t),
+            log_line(&CLF, (peer, None), &r, None, t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /\\x22x\\x5C\\x7F\\xC3\\xA9 HTTP/1.1\" 404 -\n"
         );
         let j: serde_json::Value =
-            serde_json::from_str(&log_line(&json_style(), peer, &r, None, t)).unwrap();
+            serde_json::from_str(&log_line(&json_style(), (peer, None), &r, None, t)).unwrap();
         assert_eq!(j["request"], "GET /\"x\\\u{7f}é HTTP/1.1");
         assert_eq!(j["host"], serde_json::Value::Null);
         assert_eq!(j["remote"], "198.18.0.2");
@@ -1919,19 +2005,64 @@ mod tests {
         let mut r = response("GET / HTTP/1.1", None, Status::Ok, 5);
         r.record.user_agent = Some(b"curl/8 \"x\" \xff".to_vec());
         assert_eq!(
-            log_line(&COMBINED, peer, &r, None, t),
+            log_line(&COMBINED, (peer, None), &r, None, t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET / HTTP/1.1\" 200 5 \"-\" \"curl/8 \\x22x\\x22 \\xFF\"\n"
         );
         // Regression (issue 28): a byte that is not UTF-8 hid the whole field (`-`,
         // or null in JSON); now it is written escaped, in both.
         let j: serde_json::Value =
-            serde_json::from_str(&log_line(&json_style(), peer, &r, None, t)).unwrap();
+            serde_json::from_str(&log_line(&json_style(), (peer, None), &r, None, t)).unwrap();
         assert_eq!(j["user_agent"], "curl/8 \\x22x\\x22 \\xFF");
         let r = response("GET http://a/ HTTP/1.1", Some("a"), Status::Ok, 5);
         let j: serde_json::Value =
-            serde_json::from_str(&log_line(&json_style(), peer, &r, None, t)).unwrap();
+            serde_json::from_str(&log_line(&json_style(), (peer, None), &r, None, t)).unwrap();
         assert_eq!(j["host"], "a");
         assert_eq!(j.get("aborted"), None);
+    }
+
+    /// A custom format writes exactly its variables, client text escaped, `-` for
+    /// what is not there.
+    #[test]
+    fn a_custom_line_writes_exactly_the_variables_asked() {
+        let peer = Peer::Ip("198.18.0.2:4000".parse().unwrap());
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(971_186_136_250);
+        let style = |f: &str| LogStyle {
+            format: f.parse().unwrap(),
+            transmit: String::new(),
+        };
+        let mut r = response("GET /a?b=1 HTTP/2.0", Some("a.test"), Status::Ok, 42);
+        r.record.user_agent = Some(b"ua \"q\"".to_vec());
+        let s = style(
+            "$remote_addr|$host|$request|$request_method|$request_uri|$protocol|$status|\
+             $body_bytes_sent|$http_referer|$http_user_agent|$ssl_protocol|[$time_local]|\
+             $time_iso8601|$msec|${status}x|$$",
+        );
+        assert_eq!(
+            log_line(&s, (peer, Some("TLSv1.3")), &r, None, t),
+            "198.18.0.2|a.test|GET /a?b=1 HTTP/2.0|GET|/a?b=1|HTTP/2.0|200|42|-|ua \\x22q\\x22|\
+             TLSv1.3|[10/Oct/2000:13:55:36 +0000]|2000-10-10T13:55:36Z|971186136.250|200x|$\n"
+        );
+        // A trusted proxy's client; an aborted answer as the other formats say it.
+        r.record.client = Some("203.0.113.9".parse().unwrap());
+        let cut = Some(Aborted {
+            cut: Cut::Client,
+            body_sent: 0,
+            nothing_sent: true,
+        });
+        assert_eq!(
+            log_line(
+                &style("$remote_addr $status $body_bytes_sent"),
+                (peer, None),
+                &r,
+                cut,
+                t
+            ),
+            "203.0.113.9 499 0 aborted=client\n"
+        );
+        for bad in ["$nope", "${status", "$status\t$host"] {
+            assert!(bad.parse::<LogFormat>().is_err(), "{bad}");
+        }
+        assert!("clf".parse::<LogFormat>() == Ok(LogFormat::Clf));
     }
 
     #[test]
@@ -1947,19 +2078,25 @@ mod tests {
             })
         };
         assert_eq!(
-            log_line(&CLF, peer, &r, cut(Cut::SendTimeout, 65536, false), t),
+            log_line(&CLF, (peer, None), &r, cut(Cut::SendTimeout, 65536, false), t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /big HTTP/1.1\" 200 65536 aborted=send-timeout\n"
         );
         assert_eq!(
-            log_line(&CLF, peer, &r, cut(Cut::Client, 0, true), t),
+            log_line(&CLF, (peer, None), &r, cut(Cut::Client, 0, true), t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /big HTTP/1.1\" 499 - aborted=client\n"
         );
         assert_eq!(
-            log_line(&CLF, peer, &r, cut(Cut::Shutdown, 0, false), t),
+            log_line(&CLF, (peer, None), &r, cut(Cut::Shutdown, 0, false), t),
             "198.18.0.2 - - [10/Oct/2000:13:55:36 +0000] \"GET /big HTTP/1.1\" 200 - aborted=shutdown\n",
             "the head left, no body byte"
         );
-        let line = log_line(&json_style(), peer, &r, cut(Cut::Truncated, 100, false), t);
+        let line = log_line(
+            &json_style(),
+            (peer, None),
+            &r,
+            cut(Cut::Truncated, 100, false),
+            t,
+        );
         let j: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(
             (j["status"].as_u64(), j["bytes"].as_u64()),

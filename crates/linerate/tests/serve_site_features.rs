@@ -1,14 +1,14 @@
 //! What a site needs beyond files (issue 33), through the binary under every transmit
 //! strategy and driver: who may have a path (`allow`, `deny`, by the client's real
 //! address behind trusted proxies), clean URLs (`try`), the security-header preset
-//! and HSTS, CORS.
+//! and HSTS, CORS, a custom access-log format.
 
 use std::fs;
 use std::path::Path;
 
 use linerate_testkit::{
-    curl_tls, docroot, exchange, installed, per_strategy, put, tls_files, variant, Linerate,
-    Response, Server,
+    curl_tls, docroot, exchange, installed, per_strategy, put, tls_files, variant, wait_log_lines,
+    Linerate, Response, Server,
 };
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
@@ -22,6 +22,7 @@ per_strategy!(
     security_headers_with_hsts_over_https_and_rules_over_them,
     // Rules: docs/http.md W9.
     cors_preflights_and_reads_for_listed_origins_alone,
+    a_custom_log_format_writes_exactly_the_fields_asked,
 );
 
 /// `linerate serve --config` of `body` (after the case's transmit and driver) with
@@ -429,4 +430,54 @@ cors = { origins = ["*"] }
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+fn a_custom_log_format_writes_exactly_the_fields_asked(case: &str) {
+    let (base, root) = www(&[("f.txt", b"F\n")]);
+    let log = base.path().join("access.log");
+    let (cert, key) = tls_files(base.path(), "server");
+    let (transmit, driver) = variant(case);
+    let conf = base.path().join("log.toml");
+    fs::write(
+        &conf,
+        format!(
+            r#"root = "{}"
+transmit = "{transmit}"
+driver = "{driver}"
+access-log = "{}"
+log-format = "$remote_addr|$host|$request|$status|$body_bytes_sent|$http_user_agent|$protocol|$ssl_protocol"
+tls-listen = "127.0.0.1:0"
+tls-cert = "{}"
+tls-key = "{}"
+"#,
+            root.display(),
+            log.display(),
+            cert.display(),
+            key.display()
+        ),
+    )
+    .unwrap();
+    let s = LINERATE.serve_config(None, &conf, &["--workers", "1"]);
+    let r = exchange(
+        s.addr,
+        b"GET /f.txt HTTP/1.1\r\nHost: a.test\r\nUser-Agent: t \"1\"\r\nConnection: close\r\n\r\n",
+        false,
+    );
+    assert_eq!(r.status, 200);
+    let mut want =
+        vec!["127.0.0.1|a.test|GET /f.txt HTTP/1.1|200|2|t \\x221\\x22|HTTP/1.1|-".to_string()];
+    if installed("curl") {
+        let out = curl_tls(s.tls_addr(), &cert, &["--http2", "-A", "c"], &["/f.txt"]);
+        assert_eq!(
+            out.stdout,
+            b"F\n",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        want.push(format!(
+            "127.0.0.1|localhost:{}|GET /f.txt HTTP/2.0|200|2|c|HTTP/2.0|TLSv1.3",
+            s.tls_addr().port()
+        ));
+    }
+    assert_eq!(wait_log_lines(&log, want.len()), want);
 }
