@@ -72,10 +72,19 @@ pub fn check(cfg: &Config) -> Checked {
             Err(Listen::Cannot(why)) => c.problems.push(format!("listen {e}: {why}")),
         }
     }
-    if let AccessLog::File(p) = &cfg.access_log {
-        if let Err(why) = log_file(p) {
-            c.problems
-                .push(format!("access log {}: {why}", p.display()));
+    // The server's access log and the sites' own, each path once.
+    let mut paths: Vec<&std::path::Path> = Vec::new();
+    let logs = cfg.site_logs();
+    for log in logs.iter().map(|(l, _)| l).chain([&cfg.access_log]) {
+        if let AccessLog::File(p) = log {
+            if paths.contains(&p.as_path()) {
+                continue;
+            }
+            paths.push(p);
+            if let Err(why) = log_file(p) {
+                c.problems
+                    .push(format!("access log {}: {why}", p.display()));
+            }
         }
     }
     if let ErrorLog::File(p) = &cfg.error_log {

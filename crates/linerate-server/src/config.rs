@@ -325,6 +325,9 @@ pub struct SiteConfig {
     pub rules: Vec<crate::rules::Rule>,
     /// Its own certificate chain and key (PEM files) for HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Its own access log and line format (none: the server's).
+    pub access_log: Option<AccessLog>,
+    pub log_format: Option<LogFormat>,
 }
 
 impl SiteConfig {
@@ -338,6 +341,24 @@ impl SiteConfig {
 }
 
 impl Config {
+    /// Where each site's access-log lines go and how they are written, by site
+    /// ([`Config::sites`]' order): its own, else the server's.
+    pub fn site_logs(&self) -> Vec<(AccessLog, LogFormat)> {
+        self.sites()
+            .iter()
+            .map(|s| {
+                (
+                    s.access_log
+                        .clone()
+                        .unwrap_or_else(|| self.access_log.clone()),
+                    s.log_format
+                        .clone()
+                        .unwrap_or_else(|| self.log_format.clone()),
+                )
+            })
+            .collect()
+    }
+
     /// The sites served: the `[[site]]` blocks, or one site for every Host from `root`
     /// and the server's settings.
     pub fn sites(&self) -> Vec<SiteConfig> {
@@ -346,6 +367,8 @@ impl Config {
         }
         vec![SiteConfig {
             tls: None,
+            access_log: None,
+            log_format: None,
             names: Vec::new(),
             root: self.root.clone(),
             default: true,

@@ -77,6 +77,8 @@ pub(crate) struct Record {
     pub h2: bool,
     /// The client a trusted proxy named, when it is not the connection's peer.
     pub client: Option<std::net::IpAddr>,
+    /// The site that answered (none: an answer to no request), for its own log.
+    pub site: Option<u16>,
 }
 
 /// How much of a response has left.
@@ -128,6 +130,7 @@ impl Response {
                 referer: None,
                 h2: false,
                 client: None,
+                site: None,
             },
             progress: Progress::default(),
             quiet: false,

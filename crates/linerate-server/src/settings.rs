@@ -905,6 +905,12 @@ pub struct SiteSettings {
     pub allow: Vec<Cidr>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub deny: Vec<Cidr>,
+    /// Its own access log (stdout, off or a file) and line format; without them its
+    /// lines go to the server's, in the server's format.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub access_log: Option<AccessLog>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_format: Option<LogFormat>,
     /// The security preset and HSTS for the whole site, as a rule's keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_headers: Option<bool>,
@@ -1693,6 +1699,8 @@ impl Settings {
                 },
                 names: b.names.iter().map(|n| n.0.clone()).collect(),
                 tls: b.tls_cert.clone().zip(b.tls_key.clone()),
+                access_log: b.access_log.clone(),
+                log_format: b.log_format.clone(),
                 root: b.root.clone(),
                 default: b.default,
                 dotfiles: b.dotfiles.unwrap_or(cfg.dotfiles),
@@ -1774,7 +1782,12 @@ mod tests {
             ("kernel-tls", "auto", "yes", "expected off, auto or on"),
             ("http2", "only", "h2c", "expected on, off or only"),
             ("steer", "cpu", "rss", "expected off, auto or cpu"),
-            ("log-format", "json", "xml", "give clf, combined, json or a line"),
+            (
+                "log-format",
+                "json",
+                "xml",
+                "give clf, combined, json or a line",
+            ),
             (
                 "error-log-level",
                 "info",

@@ -104,9 +104,18 @@ impl Site {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
             | 1;
-        let logging = cfg.access_log != crate::config::AccessLog::Off;
+        // Lines are made if any site's log (its own, or the server's) is on, and the
+        // Referer and User-Agent kept if any such log writes more than CLF.
+        let logs = cfg.site_logs();
+        let on = |l: &&(crate::config::AccessLog, crate::config::LogFormat)| {
+            l.0 != crate::config::AccessLog::Off
+        };
+        let logging = logs.iter().any(|l| on(&l));
         let limits = std::rc::Rc::new(linerate_http::request::Limits {
-            client_fields: logging && cfg.log_format != crate::config::LogFormat::Clf,
+            client_fields: logs
+                .iter()
+                .filter(on)
+                .any(|l| l.1 != crate::config::LogFormat::Clf),
             forwarded: (!cfg.trusted_proxies.is_empty()).then_some(cfg.forwarded_header),
             cors: hosts
                 .iter()
@@ -257,8 +266,10 @@ impl Site {
 
     /// What the counters and the access log take from the request into its response.
     fn stamp(&self, r: &mut Response, req: &Request) {
+        let site = self.site_of(req) as u16;
         let r = &mut r.record;
         r.method = Some(req.method);
+        r.site = Some(site);
         if self.logging {
             r.host.clone_from(&req.host);
             r.user_agent.clone_from(&req.user_agent);
@@ -1195,6 +1206,8 @@ pub(crate) mod tests {
     fn the_router_takes_exact_names_then_the_longest_wildcard_then_the_default() {
         let site = |names: &[&str], default: bool| SiteConfig {
             tls: None,
+            access_log: None,
+            log_format: None,
             names: names.iter().map(|n| n.to_string()).collect(),
             root: "/".into(),
             default,

@@ -370,7 +370,9 @@ struct Generation<'scope> {
     /// let go of its listeners).
     accepting: Arc<std::sync::atomic::AtomicUsize>,
     handles: Vec<std::thread::ScopedJoinHandle<'scope, io::Result<()>>>,
-    log_file: Option<Arc<LogFile>>,
+    /// Its access-log files (the server's and the sites' own), open once for all its
+    /// workers.
+    log_files: Vec<Arc<LogFile>>,
     /// Reloads before it (0: the start).
     number: u64,
     /// Its workers' counters.
@@ -446,7 +448,7 @@ fn start_generation<'scope>(
     cfg: Arc<Config>,
     roots: &Roots,
     listeners: Vec<Vec<Listener>>,
-    log_file: Option<Arc<LogFile>>,
+    log_files: Vec<Arc<LogFile>>,
     shared: &Shared<'_>,
     number: u64,
 ) -> io::Result<Generation<'scope>> {
@@ -479,16 +481,18 @@ fn start_generation<'scope>(
         let cpu = shared.cpus[i % shared.cpus.len()];
         let stop = Arc::clone(&stop);
         let mut counted = CountedIn(Some(Arc::clone(&accepting)));
-        let log_file = log_file.clone();
+        let log_files = log_files.clone();
         handles.push(scope.spawn(move || -> io::Result<()> {
             // Best effort: a restricted affinity mask is not fatal.
             let pinned =
                 (cfg.pin && linerate_sys::cpu::pin_thread_to_cpu(cpu).is_ok()).then_some(cpu);
             match cfg.driver {
                 DriverChoice::Uring => match UringDriver::new() {
-                    Ok(driver) => Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
-                        .pinned_to(pinned)
-                        .run(&stop, &mut counted),
+                    Ok(driver) => {
+                        Worker::new(driver, cfg, root, listeners, &log_files, jobs, stats)?
+                            .pinned_to(pinned)
+                            .run(&stop, &mut counted)
+                    }
                     // The probe at the start passed, but this worker's ring cannot be
                     // made (locked-memory limits on older kernels, say).
                     Err(e) if cfg.driver_fallback => {
@@ -496,7 +500,7 @@ fn start_generation<'scope>(
                             "driver auto: a worker cannot set up io_uring ({e}); it runs epoll"
                         );
                         let driver = EpollDriver::new()?;
-                        Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
+                        Worker::new(driver, cfg, root, listeners, &log_files, jobs, stats)?
                             .pinned_to(pinned)
                             .run(&stop, &mut counted)
                     }
@@ -504,7 +508,7 @@ fn start_generation<'scope>(
                 },
                 DriverChoice::Epoll | DriverChoice::Auto => {
                     let driver = EpollDriver::new()?;
-                    Worker::new(driver, cfg, root, listeners, log_file, jobs, stats)?
+                    Worker::new(driver, cfg, root, listeners, &log_files, jobs, stats)?
                         .pinned_to(pinned)
                         .run(&stop, &mut counted)
                 }
@@ -515,32 +519,40 @@ fn start_generation<'scope>(
         stop,
         accepting,
         handles,
-        log_file,
+        log_files,
         number,
         stats: board.workers,
         shutdown_delay: cfg.shutdown_delay,
     })
 }
 
-/// The access log of `cfg`: the file already open when the path is the same.
-fn open_access_log(
-    cfg: &Config,
-    open: Option<&Arc<LogFile>>,
-) -> Result<Option<Arc<LogFile>>, ServeError> {
-    match &cfg.access_log {
-        AccessLog::File(p) => {
-            if let Some(f) = open.filter(|f| f.path() == p.as_path()) {
-                return Ok(Some(Arc::clone(f)));
-            }
-            let f = LogFile::open(p).map_err(|source| ServeError::Log {
-                what: "access log",
-                path: p.clone(),
-                source,
-            })?;
-            Ok(Some(Arc::new(f)))
+/// The access-log files of `cfg` (the server's and the sites' own, each path once): a
+/// file already open when the path is the same.
+fn open_access_logs(cfg: &Config, open: &[Arc<LogFile>]) -> Result<Vec<Arc<LogFile>>, ServeError> {
+    let mut files: Vec<Arc<LogFile>> = Vec::new();
+    for (log, _) in cfg
+        .site_logs()
+        .iter()
+        .chain([&(cfg.access_log.clone(), cfg.log_format.clone())])
+    {
+        let AccessLog::File(p) = log else {
+            continue;
+        };
+        if files.iter().any(|f| f.path() == p.as_path()) {
+            continue;
         }
-        _ => Ok(None),
+        if let Some(f) = open.iter().find(|f| f.path() == p.as_path()) {
+            files.push(Arc::clone(f));
+            continue;
+        }
+        let f = LogFile::open(p).map_err(|source| ServeError::Log {
+            what: "access log",
+            path: p.clone(),
+            source,
+        })?;
+        files.push(Arc::new(f));
     }
+    Ok(files)
 }
 
 /// Serves `cfg` until `control` says stop; then finishes in-flight responses (up to the
@@ -607,7 +619,7 @@ pub fn serve(
     drop(activated);
     // The log opens after the binds (a port in use creates no log file) and before
     // any address is announced (a start that fails names none).
-    let log_file = open_access_log(&cfg, None)?;
+    let log_files = open_access_logs(&cfg, &[])?;
     // Root is given up before any thread starts, with everything that needs it done.
     drop_privileges(&cfg)?;
     if control.stopping() {
@@ -649,7 +661,7 @@ pub fn serve(
         let per = hand_out(&bound, &cfg, tls.as_ref())?;
         let workers = per.len();
         let mut current =
-            start_generation(scope, Arc::new(cfg), &roots, per, log_file, &shared, 0)?;
+            start_generation(scope, Arc::new(cfg), &roots, per, log_files, &shared, 0)?;
         crate::systemd::ready(&status_line(&bound, workers));
         let mut told_stopping = false;
         // When a stop asked for proceeds: at once, or after the shutdown delay.
@@ -748,7 +760,7 @@ pub fn serve(
                         let mut logs: Vec<&LogFile> = Vec::new();
                         for f in std::iter::once(&current)
                             .chain(&retiring)
-                            .filter_map(|g| g.log_file.as_deref())
+                            .flat_map(|g| g.log_files.iter().map(|f| &**f))
                             .chain(error_log.as_deref())
                         {
                             if !logs.iter().any(|l| std::ptr::eq(*l, f)) {
@@ -815,7 +827,7 @@ fn reload_generation<'scope>(
     cfg.driver = cfg.driver.resolve()?;
     let roots = open_roots(&cfg).map_err(|e| describe(&e))?;
     let tls = crate::tls::load(&cfg)?;
-    let log_file = open_access_log(&cfg, current.log_file.as_ref()).map_err(|e| describe(&e))?;
+    let log_files = open_access_logs(&cfg, &current.log_files).map_err(|e| describe(&e))?;
     if (&cfg.error_log, cfg.error_log_level) != (&fixed.error_log, fixed.error_log_level) {
         tracing::warn!("SIGHUP: error-log and error-log-level take effect at the next start");
     }
@@ -855,7 +867,7 @@ fn reload_generation<'scope>(
         Arc::clone(&cfg),
         &roots,
         per,
-        log_file,
+        log_files,
         shared,
         current.number + 1,
     )
@@ -939,13 +951,12 @@ struct Worker<D: Driver> {
     site: Site,
     /// The site's counters, borrowed apart from it while a connection drives the site.
     stats: Arc<Stats>,
-    log_style: LogStyle,
     accept_paused_until: Option<Instant>,
     /// The driver's ring counts already added to the counters.
     ring_seen: linerate_sys::uring::RingCounts,
     /// The descriptor limit (soft, hard) at the last tick.
     nofile: Option<(u64, u64)>,
-    log: Option<AccessLines>,
+    log: AccessLogs,
     /// Where every connection's reads land first.
     scratch: Vec<u8>,
     /// Connections that gave up their turn with the socket still writable; served
@@ -982,7 +993,7 @@ impl<D: Driver> Worker<D> {
         cfg: Arc<Config>,
         roots: Vec<(SiteConfig, OwnedFd)>,
         listeners: Vec<Listener>,
-        log_file: Option<Arc<LogFile>>,
+        log_files: &[Arc<LogFile>],
         jobs: Option<std::sync::mpsc::Sender<Job>>,
         (stats, board): (Arc<Stats>, Board),
     ) -> io::Result<Worker<D>> {
@@ -1025,23 +1036,11 @@ impl<D: Driver> Worker<D> {
                 ),
             })
             .collect();
-        let log = match (&cfg.access_log, log_file) {
-            (AccessLog::Off, _) => None,
-            (AccessLog::Stdout, _) => {
-                let out = io::stdout().as_fd().try_clone_to_owned()?;
-                Some(AccessLines::new(AccessTarget::Stdout(out.into())))
-            }
-            (AccessLog::File(_), Some(f)) => Some(AccessLines::new(AccessTarget::File(f))),
-            (AccessLog::File(_), None) => None,
-        };
+        let log = AccessLogs::new(&cfg, log_files)?;
         let check_every = check_every(&cfg);
         Ok(Worker {
             cpu: None,
             stats: Arc::clone(&stats),
-            log_style: LogStyle {
-                format: cfg.log_format.clone(),
-                transmit: cfg.transmit.to_string(),
-            },
             site: Site::new(Arc::clone(&cfg), hosts, stats, board, disk),
             cfg,
             driver,
@@ -1190,9 +1189,7 @@ impl<D: Driver> Worker<D> {
                 // Nothing the ring accepted ahead is left unserved at the end.
                 self.adopt_orphans(now);
                 if self.conns.iter().all(Option::is_none) {
-                    if let Some(l) = self.log.as_mut() {
-                        Stats::add(&self.stats.log_lines_dropped, l.flush());
-                    }
+                    Stats::add(&self.stats.log_lines_dropped, self.log.flush());
                     self.count_ring();
                     return Ok(());
                 }
@@ -1414,11 +1411,10 @@ impl<D: Driver> Worker<D> {
         let Some(conn) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
             return;
         };
-        let log = &mut self.log;
-        let (stats, style) = (&self.stats, &self.log_style);
+        let (log, stats) = (&mut self.log, &self.stats);
         let mut done = Done::default();
         let mut write_log = |c: &Conn, r: &Response, a: Option<Aborted>| {
-            write_access(log, stats, style, c, r, a, &mut done)
+            write_access(log, stats, c, r, a, &mut done)
         };
         let after = conn.drive(
             &mut self.site,
@@ -1548,11 +1544,10 @@ impl<D: Driver> Worker<D> {
         if let Some(mut c) = self.conns[idx].take() {
             self.open -= 1;
             self.idle -= u64::from(c.counted_idle);
-            let log = &mut self.log;
-            let (stats, style) = (&self.stats, &self.log_style);
+            let (log, stats) = (&mut self.log, &self.stats);
             let mut done = Done::default();
             let aborted = c.abort(cut, &mut |c, r, a| {
-                write_access(log, stats, style, c, r, a, &mut done)
+                write_access(log, stats, c, r, a, &mut done)
             });
             Stats::add(&self.site.stats.aborted, aborted);
             if c.tls_refused {
@@ -1658,9 +1653,7 @@ impl<D: Driver> Worker<D> {
         self.fired = fired;
         Stats::set(&self.site.stats.open, self.open);
         Stats::set(&self.site.stats.idle, self.idle);
-        if let Some(l) = self.log.as_mut() {
-            Stats::add(&self.stats.log_lines_dropped, l.flush());
-        }
+        Stats::add(&self.stats.log_lines_dropped, self.log.flush());
     }
 }
 
@@ -1677,9 +1670,8 @@ impl Done {
 }
 
 fn write_access(
-    log: &mut Option<AccessLines>,
+    log: &mut AccessLogs,
     stats: &Stats,
-    style: &LogStyle,
     c: &Conn,
     r: &Response,
     aborted: Option<Aborted>,
@@ -1697,7 +1689,7 @@ fn write_access(
     if r.record.h2 {
         Stats::add(&stats.h2_responses, 1);
     }
-    if let Some(l) = log.as_mut() {
+    if let Some((l, style)) = log.of(r.record.site) {
         let line = log_line(
             style,
             (c.peer, c.tls_protocol()),
@@ -1895,6 +1887,70 @@ fn json_text(v: &[u8]) -> String {
             clf_escape(&mut out, v);
             out
         }
+    }
+}
+
+/// A worker's access logs: one buffer per place lines go (standard output, each
+/// file), and by site which of them and in which format (a site's own, else the
+/// server's; the server's for an answer to no site).
+pub(crate) struct AccessLogs {
+    lines: Vec<AccessLines>,
+    /// By site index, then the server's last: the buffer and the style.
+    by_site: Vec<Option<(usize, LogStyle)>>,
+}
+
+impl AccessLogs {
+    fn new(cfg: &Config, files: &[Arc<LogFile>]) -> io::Result<AccessLogs> {
+        let mut lines: Vec<AccessLines> = Vec::new();
+        let mut keys: Vec<AccessLog> = Vec::new();
+        let mut by_site = Vec::new();
+        let server = (cfg.access_log.clone(), cfg.log_format.clone());
+        for (target, format) in cfg.site_logs().into_iter().chain([server]) {
+            let at = match keys.iter().position(|k| *k == target) {
+                Some(i) => Some(i),
+                None => {
+                    let made = match &target {
+                        AccessLog::Off => None,
+                        AccessLog::Stdout => {
+                            let out = io::stdout().as_fd().try_clone_to_owned()?;
+                            Some(AccessLines::new(AccessTarget::Stdout(out.into())))
+                        }
+                        AccessLog::File(p) => files
+                            .iter()
+                            .find(|f| f.path() == p.as_path())
+                            .map(|f| AccessLines::new(AccessTarget::File(Arc::clone(f)))),
+                    };
+                    made.map(|l| {
+                        lines.push(l);
+                        keys.push(target);
+                        lines.len() - 1
+                    })
+                }
+            };
+            by_site.push(at.map(|i| {
+                (
+                    i,
+                    LogStyle {
+                        format,
+                        transmit: cfg.transmit.to_string(),
+                    },
+                )
+            }));
+        }
+        Ok(AccessLogs { lines, by_site })
+    }
+
+    /// Where the lines of site `site` go (none: an answer to no site), if anywhere.
+    fn of(&mut self, site: Option<u16>) -> Option<(&mut AccessLines, &LogStyle)> {
+        let last = self.by_site.len() - 1;
+        let i = site.map_or(last, |s| usize::from(s).min(last));
+        let (at, style) = self.by_site[i].as_ref()?;
+        Some((&mut self.lines[*at], style))
+    }
+
+    /// Writes every buffer; the lines dropped.
+    fn flush(&mut self) -> u64 {
+        self.lines.iter_mut().map(AccessLines::flush).sum()
     }
 }
 

@@ -1,7 +1,7 @@
 //! What a site needs beyond files (issue 33), through the binary under every transmit
 //! strategy and driver: who may have a path (`allow`, `deny`, by the client's real
 //! address behind trusted proxies), clean URLs (`try`), the security-header preset
-//! and HSTS, CORS, a custom access-log format.
+//! and HSTS, CORS, a custom access-log format, logs per site.
 
 use std::fs;
 use std::path::Path;
@@ -23,6 +23,7 @@ per_strategy!(
     // Rules: docs/http.md W9.
     cors_preflights_and_reads_for_listed_origins_alone,
     a_custom_log_format_writes_exactly_the_fields_asked,
+    each_site_logs_to_its_own_file_in_its_own_format,
 );
 
 /// `linerate serve --config` of `body` (after the case's transmit and driver) with
@@ -480,4 +481,76 @@ tls-key = "{}"
         ));
     }
     assert_eq!(wait_log_lines(&log, want.len()), want);
+}
+
+fn each_site_logs_to_its_own_file_in_its_own_format(case: &str) {
+    let (base, root) = www(&[("f.txt", b"F\n")]);
+    let (main, own) = (base.path().join("main.log"), base.path().join("a.log"));
+    let (transmit, driver) = variant(case);
+    let conf = base.path().join("logs.toml");
+    fs::write(
+        &conf,
+        format!(
+            r#"transmit = "{transmit}"
+driver = "{driver}"
+access-log = "{}"
+
+[[site]]
+names = ["a.test"]
+root = "{}"
+access-log = "{}"
+log-format = "json"
+
+[[site]]
+names = ["b.test"]
+root = "{root}"
+default = true
+
+[[site]]
+names = ["c.test"]
+root = "{root}"
+access-log = "off"
+"#,
+            main.display(),
+            root.display(),
+            own.display(),
+            root = root.display()
+        ),
+    )
+    .unwrap();
+    let s = LINERATE.serve_config(None, &conf, &["--workers", "1"]);
+    let get = |host: &str| {
+        let req = format!("GET /f.txt HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+        exchange(s.addr, req.as_bytes(), false).status
+    };
+    assert_eq!(get("a.test"), 200);
+    assert_eq!(get("c.test"), 200);
+    assert_eq!(get("b.test"), 200);
+    assert_eq!(get("a.test"), 200);
+    // An answer to no request (no site): the server's log.
+    assert_eq!(
+        exchange(s.addr, b"GET / HTTP/1.1\r\n\r\n", false).status,
+        400
+    );
+    let lines = wait_log_lines(&own, 2);
+    for l in &lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        assert_eq!(
+            (v["host"].as_str(), v["status"].as_u64()),
+            (Some("a.test"), Some(200))
+        );
+    }
+    let lines = wait_log_lines(&main, 2);
+    assert!(
+        lines[0].contains("\"GET /f.txt HTTP/1.1\" 200 2"),
+        "{lines:?}"
+    );
+    assert!(lines[1].contains("\" 400 "), "{lines:?}");
+    drop(s);
+    assert_eq!(fs::read_to_string(&own).unwrap().lines().count(), 2);
+    assert_eq!(
+        fs::read_to_string(&main).unwrap().lines().count(),
+        2,
+        "c.test's line is in no file"
+    );
 }
