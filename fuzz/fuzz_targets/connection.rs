@@ -14,6 +14,7 @@ fn events(data: &[u8], step: usize) -> (Vec<Event>, usize) {
         client_fields: true,
         forwarded: Some(linerate_http::forwarded::Header::XForwardedFor),
         cors: true,
+        authorization: true,
         http2: Http2::On,
     };
     let mut c = Connection::new(limits, 4);

@@ -16,6 +16,7 @@ fn run(data: &[u8], step: usize) -> (Vec<Event>, Vec<u8>) {
         client_fields: true,
         forwarded: Some(linerate_http::forwarded::Header::XForwardedFor),
         cors: true,
+        authorization: true,
         http2: Http2::On,
     };
     let mut c = Connection::new(limits, Config::default());

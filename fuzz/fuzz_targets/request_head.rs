@@ -5,7 +5,7 @@ use libfuzzer_sys::fuzz_target;
 use linerate_http::request::{parse, Http2, Limits, Parse};
 
 fuzz_target!(|data: &[u8]| {
-    let limits = Limits { request_line_bytes: 256, header_bytes: 512, header_fields: 8, client_fields: true, forwarded: Some(linerate_http::forwarded::Header::Forwarded), cors: true, http2: Http2::On };
+    let limits = Limits { request_line_bytes: 256, header_bytes: 512, header_fields: 8, client_fields: true, forwarded: Some(linerate_http::forwarded::Header::Forwarded), cors: true, authorization: true, http2: Http2::On };
     let whole = parse(data, &limits);
     let mut fed = Parse::Incomplete;
     for n in 1..=data.len() {

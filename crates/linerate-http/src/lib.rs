@@ -57,6 +57,8 @@ pub enum Status {
     NotModified,
     /// 400
     BadRequest,
+    /// 401
+    Unauthorized,
     /// 403
     Forbidden,
     /// 404
@@ -71,6 +73,8 @@ pub enum Status {
     UriTooLong,
     /// 416
     RangeNotSatisfiable,
+    /// 429
+    TooManyRequests,
     /// 431
     HeaderFieldsTooLarge,
     /// 500
@@ -107,6 +111,7 @@ impl Status {
             Status::PermanentRedirect => 308,
             Status::NotModified => 304,
             Status::BadRequest => 400,
+            Status::Unauthorized => 401,
             Status::Forbidden => 403,
             Status::NotFound => 404,
             Status::MethodNotAllowed => 405,
@@ -114,6 +119,7 @@ impl Status {
             Status::PreconditionFailed => 412,
             Status::UriTooLong => 414,
             Status::RangeNotSatisfiable => 416,
+            Status::TooManyRequests => 429,
             Status::HeaderFieldsTooLarge => 431,
             Status::InternalServerError => 500,
             Status::NotImplemented => 501,
@@ -134,6 +140,7 @@ impl Status {
             Status::PermanentRedirect => "Permanent Redirect",
             Status::NotModified => "Not Modified",
             Status::BadRequest => "Bad Request",
+            Status::Unauthorized => "Unauthorized",
             Status::Forbidden => "Forbidden",
             Status::NotFound => "Not Found",
             Status::MethodNotAllowed => "Method Not Allowed",
@@ -141,6 +148,7 @@ impl Status {
             Status::PreconditionFailed => "Precondition Failed",
             Status::UriTooLong => "URI Too Long",
             Status::RangeNotSatisfiable => "Range Not Satisfiable",
+            Status::TooManyRequests => "Too Many Requests",
             Status::HeaderFieldsTooLarge => "Request Header Fields Too Large",
             Status::InternalServerError => "Internal Server Error",
             Status::NotImplemented => "Not Implemented",

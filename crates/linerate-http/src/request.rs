@@ -25,6 +25,8 @@ pub struct Limits {
     /// Keep `Origin`, `Access-Control-Request-Method` and
     /// `Access-Control-Request-Headers`, for a server that answers CORS.
     pub cors: bool,
+    /// Keep `Authorization`, for a server that checks credentials.
+    pub authorization: bool,
     /// Whether a connection speaks HTTP/2.
     pub http2: Http2,
 }
@@ -75,6 +77,7 @@ impl Default for Limits {
             client_fields: false,
             forwarded: None,
             cors: false,
+            authorization: false,
             http2: Http2::On,
         }
     }
@@ -214,6 +217,8 @@ pub struct Request {
     /// `Origin`, `Access-Control-Request-Method` and `Access-Control-Request-Headers`
     /// (every field of the last, joined), when [`Limits::cors`] asks for them.
     pub cors: Option<Box<CorsFields>>,
+    /// `Authorization`, when [`Limits::authorization`] asks for it.
+    pub authorization: Option<String>,
 }
 
 /// What a CORS request says of itself.
@@ -415,6 +420,7 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         forwarded: None,
         secure: false,
         cors: None,
+        authorization: None,
         accept_encoding: None,
     };
     for h in req.headers.iter() {
@@ -505,6 +511,10 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
 /// Keeps `User-Agent` or `Referer` as sent, when the limits ask for them: true if
 /// `name` was one of them.
 pub(crate) fn client_field(r: &mut Request, name: &str, v: &[u8], limits: &Limits) -> bool {
+    if limits.authorization && name.eq_ignore_ascii_case("authorization") {
+        r.authorization = Some(String::from_utf8_lossy(v).trim().to_string());
+        return true;
+    }
     if limits.cors {
         let which = [
             "origin",

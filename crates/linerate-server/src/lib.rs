@@ -12,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod check;
 pub mod compress;
 pub mod config;

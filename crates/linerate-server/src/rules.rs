@@ -293,6 +293,8 @@ pub struct Rule {
     /// `cors`: cross-origin reads admitted (the whole table from the most specific rule
     /// that gives one).
     pub cors: Option<Cors>,
+    /// `htpasswd`: the file whose users may have the paths (HTTP Basic).
+    pub htpasswd: Option<std::path::PathBuf>,
     /// Files tried in order for a path (`try`): each a path in the site, `{path}`
     /// standing for the request's path without its last `/`; the first that names a
     /// file is served.
@@ -361,6 +363,9 @@ impl Rule {
         }
         if r.cors.is_some() {
             self.cors.clone_from(&r.cors);
+        }
+        if r.htpasswd.is_some() {
+            self.htpasswd.clone_from(&r.htpasswd);
         }
         self.security_headers = r.security_headers.or(self.security_headers);
         self.hsts = r.hsts.or(self.hsts);

@@ -637,6 +637,10 @@ pub struct RuleSettings {
     /// `Strict-Transport-Security: max-age` of this on answers over HTTPS.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hsts: Option<Age>,
+    /// An htpasswd file (bcrypt, `htpasswd -B`) whose users alone may have these paths:
+    /// others get 401 (HTTP Basic).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub htpasswd: Option<PathBuf>,
     /// Cross-origin reads: `{ origins = ["https://app.example.com"], headers =
     /// ["X-Requested-With"], max-age = "10m", credentials = false, expose = [...] }`;
     /// OPTIONS preflights answered 204.
@@ -829,6 +833,7 @@ impl RuleSettings {
             security_headers: self.security_headers,
             hsts: self.hsts.map(|a| a.0),
             cors,
+            htpasswd: self.htpasswd.clone(),
             access: (!self.allow.is_empty() || !self.deny.is_empty()).then(|| Access {
                 allow: self.allow.clone(),
                 deny: self.deny.clone(),
@@ -911,6 +916,9 @@ pub struct SiteSettings {
     pub access_log: Option<AccessLog>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub log_format: Option<LogFormat>,
+    /// An htpasswd file for the whole site, as a rule's key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub htpasswd: Option<PathBuf>,
     /// The security preset and HSTS for the whole site, as a rule's keys.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub security_headers: Option<bool>,
@@ -1679,7 +1687,11 @@ impl Settings {
                 rules: {
                     let mut all = server_rules.clone();
                     let access = !b.allow.is_empty() || !b.deny.is_empty();
-                    if access || b.security_headers.is_some() || b.hsts.is_some() {
+                    if access
+                        || b.security_headers.is_some()
+                        || b.hsts.is_some()
+                        || b.htpasswd.is_some()
+                    {
                         // The site's own `/` rule, before its blocks (which win a tie).
                         all.push(Rule {
                             path: PathMatch::parse("/").ok(),
@@ -1689,6 +1701,7 @@ impl Settings {
                             }),
                             security_headers: b.security_headers,
                             hsts: b.hsts.map(|a| a.0),
+                            htpasswd: b.htpasswd.clone(),
                             site: true,
                             ..Rule::default()
                         });

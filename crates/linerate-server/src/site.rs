@@ -32,6 +32,8 @@ pub(crate) struct Host {
 const SPARE_OUTPUTS: usize = 256;
 
 pub(crate) struct Site {
+    /// The htpasswd files of the rules, the credentials that passed, failures by client.
+    auth: crate::auth::Guard,
     /// Output queues idle connections gave back, for the next ones that answer (a
     /// keep-alive connection's queue goes and comes with each request: reused, not
     /// allocated; at most [`SPARE_OUTPUTS`]).
@@ -120,9 +122,13 @@ impl Site {
             cors: hosts
                 .iter()
                 .any(|h| h.cfg.rules.iter().any(|r| r.cors.is_some())),
+            authorization: hosts
+                .iter()
+                .any(|h| h.cfg.rules.iter().any(|r| r.htpasswd.is_some())),
             ..cfg.limits
         });
         Site {
+            auth: crate::auth::Guard::new(&cfg),
             spare_outputs: Vec::new(),
             h2_heads: Default::default(),
             logging,
@@ -418,6 +424,43 @@ impl Site {
             // the path (docs/http.md W6).
             Stats::add(&self.stats.forbidden, 1);
             return self.not_served(Found::Forbidden, req, h, fx, line, now);
+        }
+        if let Some(file) = fx.and_then(|f| f.htpasswd.as_deref()) {
+            // Then its users alone (W10).
+            let verdict = self.auth.check(
+                file,
+                req.authorization.as_deref(),
+                peer,
+                std::time::Instant::now(),
+            );
+            match verdict {
+                crate::auth::Verdict::Pass => {}
+                crate::auth::Verdict::Challenge => {
+                    let realm = format!(
+                        "Basic realm=\"{}\", charset=\"UTF-8\"",
+                        self.hosts[h].cfg.label().replace(['"', '\\'], "")
+                    );
+                    return self.error_for(
+                        Status::Unauthorized,
+                        keep,
+                        &[("WWW-Authenticate", &realm)],
+                        line,
+                        now,
+                        head,
+                    );
+                }
+                crate::auth::Verdict::Throttled(left) => {
+                    let secs = left.as_secs().max(1).to_string();
+                    return self.error_for(
+                        Status::TooManyRequests,
+                        keep,
+                        &[("Retry-After", &secs)],
+                        line,
+                        now,
+                        head,
+                    );
+                }
+            }
         }
         if let Some((code, loc)) = fx.and_then(|f| f.location(req.query.as_deref())) {
             let status = Status::redirect(code).unwrap_or(Status::MovedPermanently);

@@ -172,6 +172,9 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     if let Err(e) = linerate_server::listen::check_proxy(&cfg) {
         problems.push(e);
     }
+    if let Err(e) = linerate_server::auth::check(&cfg) {
+        problems.push(e);
+    }
     if cfg.steer == linerate_server::config::Steer::Cpu && !cfg.pin {
         problems.push(
             "--steer cpu needs --pin: a worker on no CPU of its own cannot be the CPU's".into(),
@@ -194,6 +197,7 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
         let mut cfg = linerate_server::Config::new(PathBuf::from("."));
         flags.over(&file).apply(&mut cfg);
         linerate_server::listen::check_proxy(&cfg)?;
+        linerate_server::auth::check(&cfg)?;
         Ok(cfg)
     };
     let announce = |addr: &linerate_server::Endpoint,

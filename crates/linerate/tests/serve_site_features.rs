@@ -1,7 +1,8 @@
 //! What a site needs beyond files (issue 33), through the binary under every transmit
 //! strategy and driver: who may have a path (`allow`, `deny`, by the client's real
 //! address behind trusted proxies), clean URLs (`try`), the security-header preset
-//! and HSTS, CORS, a custom access-log format, logs per site.
+//! and HSTS, CORS, a custom access-log format, logs per site, HTTP Basic from an
+//! htpasswd file.
 
 use std::fs;
 use std::path::Path;
@@ -24,6 +25,8 @@ per_strategy!(
     cors_preflights_and_reads_for_listed_origins_alone,
     a_custom_log_format_writes_exactly_the_fields_asked,
     each_site_logs_to_its_own_file_in_its_own_format,
+    // Rules: docs/http.md W10.
+    htpasswd_admits_its_users_and_throttles_a_guessing_client_alone,
 );
 
 /// `linerate serve --config` of `body` (after the case's transmit and driver) with
@@ -552,5 +555,99 @@ access-log = "off"
         fs::read_to_string(&main).unwrap().lines().count(),
         2,
         "c.test's line is in no file"
+    );
+}
+
+/// `htpasswd -nbB -C 5 alice secret`.
+const ALICE: &str = "alice:$2y$05$K96.w96XA89FxJ..xXDe4emC.79jgwH3z0UIzIVIzhKY4W9SZ9uhm\n";
+
+fn htpasswd_admits_its_users_and_throttles_a_guessing_client_alone(case: &str) {
+    let (base, root) = www(&[
+        ("private/a.txt", b"secret stuff\n"),
+        ("index.html", b"home\n"),
+    ]);
+    let users = base.path().join("htpasswd");
+    fs::write(&users, ALICE).unwrap();
+    let s = serve_root(
+        &base,
+        &root,
+        case,
+        &format!(
+            "[[rule]]\npath = \"/private/\"\nhtpasswd = \"{}\"\n",
+            users.display()
+        ),
+    );
+    // "alice:secret", "alice:guess", "mallory:secret".
+    let (good, wrong, unknown) = (
+        "Authorization: Basic YWxpY2U6c2VjcmV0\r\n",
+        "Authorization: Basic YWxpY2U6Z3Vlc3M=\r\n",
+        "Authorization: Basic bWFsbG9yeTpzZWNyZXQ=\r\n",
+    );
+    let as_client = |client: &str, fields: &str| {
+        let req = format!(
+            "GET /private/a.txt HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: {client}\r\n{fields}Connection: close\r\n\r\n"
+        );
+        exchange(s.addr, req.as_bytes(), false)
+    };
+    let r = as_client("198.51.100.1", "");
+    assert_eq!(r.status, 401);
+    assert!(
+        r.must("WWW-Authenticate").starts_with("Basic realm="),
+        "{r:?}"
+    );
+    assert_eq!(as_client("198.51.100.1", good).body, b"secret stuff\n");
+    assert_eq!(as_client("198.51.100.1", unknown).status, 401);
+    assert_eq!(get_as(&s, "x", "/index.html", "198.51.100.1").status, 200);
+    // Guessing from one address: refused, unchecked, once it has failed ten times in a
+    // minute (credentials that passed before still pass: they need no check).
+    for _ in 0..10 {
+        assert_eq!(as_client("203.0.113.5", wrong).status, 401);
+    }
+    let r = as_client("203.0.113.5", unknown);
+    assert_eq!(r.status, 429);
+    let secs: u64 = r.must("Retry-After").parse().unwrap();
+    assert!((1..=60).contains(&secs), "{secs}");
+    // Another client is checked as ever, and remembered credentials pass.
+    assert_eq!(as_client("198.51.100.2", good).status, 200);
+    assert_eq!(as_client("198.51.100.2", wrong).status, 401);
+    if installed("curl") {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--http2-prior-knowledge", "-u", "alice:secret"])
+            .arg(format!("http://{}/private/a.txt", s.addr))
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.stdout,
+            b"secret stuff\n",
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn an_htpasswd_file_with_a_hash_other_than_bcrypt_is_refused_at_start() {
+    let dir = docroot();
+    let users = dir.path().join("htpasswd");
+    fs::write(
+        &users,
+        format!("{ALICE}carol:$apr1$A6uNhTrX$2AIzdiySDRczo6mGDL4f41\n"),
+    )
+    .unwrap();
+    let conf = dir.path().join("c.toml");
+    fs::write(
+        &conf,
+        format!(
+            "root = \"{}\"\n[[rule]]\npath = \"/\"\nhtpasswd = \"{}\"\n",
+            dir.path().display(),
+            users.display()
+        ),
+    )
+    .unwrap();
+    let (code, _, err) = LINERATE.run(&["serve", "--config", conf.to_str().unwrap()]);
+    assert_eq!(code, 64, "{err}");
+    assert!(
+        err.contains("line 2: user carol: not a bcrypt hash"),
+        "{err}"
     );
 }

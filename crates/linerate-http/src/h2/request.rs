@@ -76,6 +76,7 @@ impl Fields {
                 forwarded: None,
                 secure: false,
                 cors: None,
+                authorization: None,
                 accept_encoding: None,
             },
             method: None,

@@ -1,0 +1,300 @@
+//! HTTP Basic authentication from htpasswd files (`htpasswd = "FILE"` on a site or a
+//! rule; docs/http.md W10).
+//!
+//! Only bcrypt hashes (`$2y$`, `$2b$`, `$2a$`, as `htpasswd -B` writes them) are
+//! taken: the others htpasswd can write (MD5-crypt `$apr1$`, `{SHA}`, crypt) are fast
+//! to guess, and a file holding one is refused with its line named. The bcrypt crate
+//! checks a password. A check costs milliseconds of a worker's time by design, so:
+//! - credentials that passed are remembered per worker ([`Guard`], bounded), and a
+//!   client sending them again costs a map lookup, not a bcrypt check;
+//! - failures are counted per client address: past [`FAILURES`] in a minute, the
+//!   client gets 429 without a check until the minute is over, so guessing from one
+//!   address cannot take a worker's time from the others;
+//! - an unknown user is checked against a hash of the file's own cost, so the time
+//!   of an answer does not tell a user that exists from one that does not.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+/// Failed checks a client address may have in a [`WINDOW`] before it is refused.
+pub const FAILURES: u32 = 10;
+/// The window failures are counted in.
+pub const WINDOW: Duration = Duration::from_secs(60);
+/// Credentials remembered per worker (all forgotten when full).
+const REMEMBERED: usize = 4096;
+/// Client addresses whose failures are counted per worker (the oldest windows
+/// forgotten when full).
+const COUNTED: usize = 16384;
+
+/// The users of one htpasswd file.
+#[derive(Debug)]
+pub struct Htpasswd {
+    path: PathBuf,
+    users: HashMap<String, String>,
+    /// A hash of the file's highest cost, checked for an unknown user.
+    dummy: String,
+}
+
+impl Htpasswd {
+    /// Reads `path`: `user:hash` lines (blank lines and `#` comments skipped), every
+    /// hash bcrypt; an error names the file, the line and why.
+    pub fn load(path: &Path) -> Result<Htpasswd, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("htpasswd {}: {e}", path.display()))?;
+        let mut users = HashMap::new();
+        let mut cost = 4;
+        for (n, line) in text.lines().enumerate() {
+            let at = |why: &str| format!("htpasswd {} line {}: {why}", path.display(), n + 1);
+            let line = line.trim_end_matches('\r');
+            if line.trim().is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (user, hash) = line.split_once(':').ok_or_else(|| at("not user:hash"))?;
+            let c = bcrypt_cost(hash).ok_or_else(|| {
+                at(&format!(
+                    "user {user}: not a bcrypt hash; only bcrypt ($2y$, from htpasswd -B) is taken, \
+                     as MD5-crypt, SHA and crypt hashes are fast to guess"
+                ))
+            })?;
+            cost = cost.max(c);
+            users.insert(user.to_string(), hash.to_string());
+        }
+        let dummy = bcrypt::hash("an unknown user's password", cost)
+            .map_err(|e| format!("htpasswd {}: {e}", path.display()))?;
+        Ok(Htpasswd {
+            path: path.to_path_buf(),
+            users,
+            dummy,
+        })
+    }
+
+    /// Whether `user` with `password` is in the file (a bcrypt check either way).
+    fn check(&self, user: &str, password: &str) -> bool {
+        let (hash, known) = match self.users.get(user) {
+            Some(h) => (h.as_str(), true),
+            None => (self.dummy.as_str(), false),
+        };
+        bcrypt::verify(password, hash).unwrap_or(false) && known
+    }
+}
+
+/// The cost of a bcrypt hash (`$2y$05$...`), if it is one.
+fn bcrypt_cost(hash: &str) -> Option<u32> {
+    let rest = ["$2y$", "$2b$", "$2a$"]
+        .iter()
+        .find_map(|p| hash.strip_prefix(p))?;
+    let (cost, body) = rest.split_once('$')?;
+    let cost: u32 = cost.parse().ok().filter(|c| (4..=31).contains(c))?;
+    (body.len() == 53).then_some(cost)
+}
+
+/// Checks every htpasswd file `cfg` names (the sites' rules), as a start or a reload
+/// would load them.
+pub fn check(cfg: &crate::Config) -> Result<(), String> {
+    for p in files(cfg) {
+        Htpasswd::load(&p)?;
+    }
+    Ok(())
+}
+
+/// The htpasswd files `cfg`'s rules name, each once.
+fn files(cfg: &crate::Config) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = Vec::new();
+    for s in cfg.sites() {
+        for r in &s.rules {
+            if let Some(p) = &r.htpasswd {
+                if !out.contains(p) {
+                    out.push(p.clone());
+                }
+            }
+        }
+    }
+    out
+}
+
+/// What a request's credentials come to.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    /// 401: none, or wrong.
+    Challenge,
+    /// 429: too many failures from this client lately; try again after this long.
+    Throttled(Duration),
+}
+
+/// One worker's htpasswd files, the credentials that passed, the failures by client.
+#[derive(Debug, Default)]
+pub struct Guard {
+    files: HashMap<PathBuf, Option<Rc<Htpasswd>>>,
+    passed: std::collections::HashSet<(PathBuf, String)>,
+    failures: HashMap<Option<IpAddr>, (Instant, u32)>,
+}
+
+impl Guard {
+    /// Loads the files `cfg` names. One that cannot be read now (it changed since the
+    /// start's check) is kept as none: its paths refuse every request (401).
+    pub fn new(cfg: &crate::Config) -> Guard {
+        let files = files(cfg)
+            .into_iter()
+            .map(|p| {
+                let loaded = match Htpasswd::load(&p) {
+                    Ok(h) => Some(Rc::new(h)),
+                    Err(e) => {
+                        tracing::error!("{e}; its paths refuse every request");
+                        None
+                    }
+                };
+                (p, loaded)
+            })
+            .collect();
+        Guard {
+            files,
+            ..Guard::default()
+        }
+    }
+
+    /// The verdict on `authorization` (the field's value, if sent) for a path the
+    /// htpasswd `file` guards, from `client` at `now`.
+    pub fn check(
+        &mut self,
+        file: &Path,
+        authorization: Option<&str>,
+        client: Option<IpAddr>,
+        now: Instant,
+    ) -> Verdict {
+        let Some(Some(h)) = self.files.get(file).cloned() else {
+            return Verdict::Challenge;
+        };
+        let Some(creds) = authorization.and_then(|a| {
+            let (scheme, token) = a.trim().split_once(' ')?;
+            scheme.eq_ignore_ascii_case("basic").then(|| token.trim())
+        }) else {
+            return Verdict::Challenge;
+        };
+        let key = (h.path.clone(), creds.to_string());
+        if self.passed.contains(&key) {
+            return Verdict::Pass;
+        }
+        if let Some((since, n)) = self.failures.get(&client) {
+            let left = WINDOW.saturating_sub(now.saturating_duration_since(*since));
+            if *n >= FAILURES && !left.is_zero() {
+                return Verdict::Throttled(left);
+            }
+        }
+        use base64::Engine as _;
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(creds)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok());
+        let ok = decoded
+            .as_deref()
+            .and_then(|d| d.split_once(':'))
+            .is_some_and(|(user, password)| h.check(user, password));
+        if ok {
+            if self.passed.len() >= REMEMBERED {
+                self.passed.clear();
+            }
+            self.passed.insert(key);
+            return Verdict::Pass;
+        }
+        if self.failures.len() >= COUNTED {
+            self.failures
+                .retain(|_, (since, _)| now.saturating_duration_since(*since) < WINDOW);
+            if self.failures.len() >= COUNTED {
+                self.failures.clear();
+            }
+        }
+        let e = self.failures.entry(client).or_insert((now, 0));
+        if now.saturating_duration_since(e.0) >= WINDOW {
+            *e = (now, 0);
+        }
+        e.1 += 1;
+        Verdict::Challenge
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // `htpasswd -nbB -C 5 alice secret`
+    const ALICE: &str = "alice:$2y$05$K96.w96XA89FxJ..xXDe4emC.79jgwH3z0UIzIVIzhKY4W9SZ9uhm";
+
+    fn file(text: &str) -> (tempfile::TempDir, PathBuf) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("htpasswd");
+        std::fs::write(&p, text).unwrap();
+        (d, p)
+    }
+
+    fn basic(user_pass: &str) -> String {
+        use base64::Engine as _;
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(user_pass)
+        )
+    }
+
+    /// Rules: docs/http.md W10.
+    #[test]
+    fn only_bcrypt_is_taken_and_a_bad_line_is_named() {
+        let (_d, p) = file(&format!("# users\n{ALICE}\n\n"));
+        let h = Htpasswd::load(&p).unwrap();
+        assert!(h.check("alice", "secret") && !h.check("alice", "Secret"));
+        assert!(!h.check("mallory", "secret"));
+        for (line, why) in [
+            (
+                "carol:$apr1$A6uNhTrX$2AIzdiySDRczo6mGDL4f41",
+                "line 2: user carol: not a bcrypt hash",
+            ),
+            (
+                "dave:{SHA}EfatjsUqKYSrqv18O1FlA3hcIHI=",
+                "line 2: user dave: not a bcrypt hash",
+            ),
+            ("erin", "line 2: not user:hash"),
+        ] {
+            let (_d, p) = file(&format!("{ALICE}\n{line}\n"));
+            let e = Htpasswd::load(&p).unwrap_err();
+            assert!(e.contains(why), "{e}");
+        }
+    }
+
+    /// Rules: docs/http.md W10.
+    #[test]
+    fn passed_credentials_are_remembered_and_failures_throttle_their_client_alone() {
+        let (_d, p) = file(ALICE);
+        let mut g = Guard::default();
+        g.files
+            .insert(p.clone(), Some(Rc::new(Htpasswd::load(&p).unwrap())));
+        let t = Instant::now();
+        let (a, b) = (
+            Some("192.0.2.1".parse().unwrap()),
+            Some("192.0.2.2".parse().unwrap()),
+        );
+        assert_eq!(g.check(&p, None, a, t), Verdict::Challenge);
+        assert_eq!(g.check(&p, Some("Bearer x"), a, t), Verdict::Challenge);
+        let good = basic("alice:secret");
+        assert_eq!(g.check(&p, Some(&good), a, t), Verdict::Pass);
+        assert!(g.passed.contains(&(p.clone(), good[6..].to_string())));
+        let bad = basic("alice:guess");
+        for _ in 0..FAILURES {
+            assert_eq!(g.check(&p, Some(&bad), a, t), Verdict::Challenge);
+        }
+        assert!(matches!(
+            g.check(&p, Some(&bad), a, t + Duration::from_secs(1)),
+            Verdict::Throttled(d) if d == Duration::from_secs(59)
+        ));
+        // Remembered credentials pass, from the throttled client too; another client
+        // is checked as ever; the window passes.
+        assert_eq!(g.check(&p, Some(&good), a, t), Verdict::Pass);
+        assert_eq!(g.check(&p, Some(&bad), b, t), Verdict::Challenge);
+        assert_eq!(g.check(&p, Some(&bad), a, t + WINDOW), Verdict::Challenge);
+        // A file that could not be loaded refuses everyone.
+        let gone = Path::new("/nonexistent/htpasswd");
+        g.files.insert(gone.to_path_buf(), None);
+        assert_eq!(g.check(gone, Some(&good), a, t), Verdict::Challenge);
+    }
+}
