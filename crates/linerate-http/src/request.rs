@@ -512,7 +512,8 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
 /// `name` was one of them.
 pub(crate) fn client_field(r: &mut Request, name: &str, v: &[u8], limits: &Limits) -> bool {
     if limits.authorization && name.eq_ignore_ascii_case("authorization") {
-        r.authorization = Some(String::from_utf8_lossy(v).trim().to_string());
+        // Credentials that are not UTF-8 are none the server could take.
+        r.authorization = std::str::from_utf8(v).ok().map(|t| t.trim().to_string());
         return true;
     }
     if limits.cors {

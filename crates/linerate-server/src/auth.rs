@@ -32,7 +32,6 @@ const COUNTED: usize = 16384;
 /// The users of one htpasswd file.
 #[derive(Debug)]
 pub struct Htpasswd {
-    path: PathBuf,
     users: HashMap<String, String>,
     /// A hash of the file's highest cost, checked for an unknown user.
     dummy: String,
@@ -64,11 +63,7 @@ impl Htpasswd {
         }
         let dummy = bcrypt::hash("an unknown user's password", cost)
             .map_err(|e| format!("htpasswd {}: {e}", path.display()))?;
-        Ok(Htpasswd {
-            path: path.to_path_buf(),
-            users,
-            dummy,
-        })
+        Ok(Htpasswd { users, dummy })
     }
 
     /// Whether `user` with `password` is in the file (a bcrypt check either way).
@@ -125,11 +120,16 @@ pub enum Verdict {
     Throttled(Duration),
 }
 
-/// One worker's htpasswd files, the credentials that passed, the failures by client.
+/// A set of strings hashed by foldhash (the credentials that passed: the client sends
+/// them, but only ones that passed a bcrypt check are ever put in).
+type Passed = std::collections::HashSet<String, foldhash::fast::RandomState>;
+
+/// One worker's htpasswd files with the credentials that passed each, and the
+/// failures by client.
 #[derive(Debug, Default)]
 pub struct Guard {
-    files: HashMap<PathBuf, Option<Rc<Htpasswd>>>,
-    passed: std::collections::HashSet<(PathBuf, String)>,
+    /// By path (few: compared as bytes, no hashing per request).
+    files: Vec<(PathBuf, Option<Rc<Htpasswd>>, Passed)>,
     failures: HashMap<Option<IpAddr>, (Instant, u32)>,
 }
 
@@ -147,7 +147,7 @@ impl Guard {
                         None
                     }
                 };
-                (p, loaded)
+                (p, loaded, Passed::default())
             })
             .collect();
         Guard {
@@ -165,7 +165,9 @@ impl Guard {
         client: Option<IpAddr>,
         now: Instant,
     ) -> Verdict {
-        let Some(Some(h)) = self.files.get(file).cloned() else {
+        let Some((_, Some(h), passed)) = self.files.iter_mut().find(|(p, ..)| {
+            p.as_os_str().as_encoded_bytes() == file.as_os_str().as_encoded_bytes()
+        }) else {
             return Verdict::Challenge;
         };
         let Some(creds) = authorization.and_then(|a| {
@@ -174,10 +176,10 @@ impl Guard {
         }) else {
             return Verdict::Challenge;
         };
-        let key = (h.path.clone(), creds.to_string());
-        if self.passed.contains(&key) {
+        if passed.contains(creds) {
             return Verdict::Pass;
         }
+        let h = Rc::clone(h);
         if let Some((since, n)) = self.failures.get(&client) {
             let left = WINDOW.saturating_sub(now.saturating_duration_since(*since));
             if *n >= FAILURES && !left.is_zero() {
@@ -194,10 +196,10 @@ impl Guard {
             .and_then(|d| d.split_once(':'))
             .is_some_and(|(user, password)| h.check(user, password));
         if ok {
-            if self.passed.len() >= REMEMBERED {
-                self.passed.clear();
+            if passed.len() >= REMEMBERED {
+                passed.clear();
             }
-            self.passed.insert(key);
+            passed.insert(creds.to_string());
             return Verdict::Pass;
         }
         if self.failures.len() >= COUNTED {
@@ -267,8 +269,8 @@ mod tests {
     fn passed_credentials_are_remembered_and_failures_throttle_their_client_alone() {
         let (_d, p) = file(ALICE);
         let mut g = Guard::default();
-        g.files
-            .insert(p.clone(), Some(Rc::new(Htpasswd::load(&p).unwrap())));
+        let loaded = Some(Rc::new(Htpasswd::load(&p).unwrap()));
+        g.files.push((p.clone(), loaded, Passed::default()));
         let t = Instant::now();
         let (a, b) = (
             Some("192.0.2.1".parse().unwrap()),
@@ -278,7 +280,7 @@ mod tests {
         assert_eq!(g.check(&p, Some("Bearer x"), a, t), Verdict::Challenge);
         let good = basic("alice:secret");
         assert_eq!(g.check(&p, Some(&good), a, t), Verdict::Pass);
-        assert!(g.passed.contains(&(p.clone(), good[6..].to_string())));
+        assert!(g.files[0].2.contains(&good[6..]));
         let bad = basic("alice:guess");
         for _ in 0..FAILURES {
             assert_eq!(g.check(&p, Some(&bad), a, t), Verdict::Challenge);
@@ -294,7 +296,7 @@ mod tests {
         assert_eq!(g.check(&p, Some(&bad), a, t + WINDOW), Verdict::Challenge);
         // A file that could not be loaded refuses everyone.
         let gone = Path::new("/nonexistent/htpasswd");
-        g.files.insert(gone.to_path_buf(), None);
+        g.files.push((gone.to_path_buf(), None, Passed::default()));
         assert_eq!(g.check(gone, Some(&good), a, t), Verdict::Challenge);
     }
 }
