@@ -651,3 +651,69 @@ fn an_htpasswd_file_with_a_hash_other_than_bcrypt_is_refused_at_start() {
         "{err}"
     );
 }
+
+/// SIGHUP takes every one of these keys from the file again; a bad htpasswd file
+/// keeps the settings before.
+#[test]
+fn a_reload_takes_the_site_keys_and_a_bad_htpasswd_keeps_the_settings_before() {
+    let (base, root) = www(&[("posts/hello.html", b"hello\n"), ("f.txt", b"F\n")]);
+    let users = base.path().join("htpasswd");
+    fs::write(&users, ALICE).unwrap();
+    let conf = base.path().join("site.toml");
+    let head = format!(
+        "root = \"{}\"\naccess-log = \"off\"\ntrusted-proxies = [\"127.0.0.1/32\"]\n",
+        root.display()
+    );
+    fs::write(&conf, &head).unwrap();
+    let s = LINERATE.serve_config(
+        None,
+        &conf,
+        &["--workers", "1", "--error-log-level", "info"],
+    );
+    let ask = |target: &str, fields: &str| {
+        let req = format!("GET {target} HTTP/1.1\r\nHost: x\r\n{fields}Connection: close\r\n\r\n");
+        exchange(s.addr, req.as_bytes(), false)
+    };
+    assert_eq!(ask("/posts/hello", "").status, 404);
+    assert_eq!(ask("/f.txt", "").status, 200);
+    let rules = format!(
+        r#"
+[[rule]]
+path = "/"
+try = ["{{path}}", "{{path}}.html"]
+security-headers = true
+cors = {{ origins = ["https://app.test"] }}
+
+[[rule]]
+path = "=/f.txt"
+htpasswd = "{}"
+deny = ["192.0.2.0/24"]
+"#,
+        users.display()
+    );
+    fs::write(&conf, format!("{head}{rules}")).unwrap();
+    s.signal("HUP");
+    s.wait_stderr("(generation 1)");
+    let r = ask("/posts/hello", "Origin: https://app.test\r\n");
+    assert_eq!((r.status, &r.body[..]), (200, &b"hello\n"[..]));
+    assert_eq!(r.header("X-Content-Type-Options"), Some("nosniff"));
+    assert_eq!(
+        r.header("Access-Control-Allow-Origin"),
+        Some("https://app.test")
+    );
+    assert_eq!(ask("/f.txt", "").status, 401);
+    assert_eq!(
+        ask("/f.txt", "Authorization: Basic YWxpY2U6c2VjcmV0\r\n").status,
+        200
+    );
+    assert_eq!(ask("/f.txt", "X-Forwarded-For: 192.0.2.7\r\n").status, 403);
+    // A file the reload cannot take: one line says why, the settings before serve on.
+    fs::write(&users, "alice:{SHA}EfatjsUqKYSrqv18O1FlA3hcIHI=\n").unwrap();
+    s.signal("HUP");
+    let log = s.wait_stderr("serving on with the settings before");
+    assert!(log.contains("not a bcrypt hash"), "{log}");
+    assert_eq!(
+        ask("/f.txt", "Authorization: Basic YWxpY2U6c2VjcmV0\r\n").status,
+        200
+    );
+}
