@@ -7,11 +7,13 @@
 //! checks a password. A check costs milliseconds of a worker's time by design, so:
 //! - credentials that passed are remembered per worker ([`Guard`], bounded), and a
 //!   client sending them again costs a map lookup, not a bcrypt check;
-//! - failures are counted per client address: past [`FAILURES`] in a minute, the
-//!   client gets 429 without a check until the minute is over, so guessing from one
-//!   address cannot take a worker's time from the others;
-//! - an unknown user is checked against a hash of the file's own cost, so the time
-//!   of an answer does not tell a user that exists from one that does not.
+//! - failures are counted per client (an IPv4 address, an IPv6 /64) and worker: past
+//!   [`FAILURES`] in a minute, the client gets 429 without a check (of its password,
+//!   or of the remembered ones) until the minute is over, so guessing from one address
+//!   cannot take a worker's time from the others;
+//! - an unknown user is checked against a hash of the file's own cost (a file takes
+//!   one cost for all its users), so the time of an answer does not tell a user that
+//!   exists from one that does not.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -33,7 +35,7 @@ const COUNTED: usize = 16384;
 #[derive(Debug)]
 pub struct Htpasswd {
     users: HashMap<String, String>,
-    /// A hash of the file's highest cost, checked for an unknown user.
+    /// A hash of the file's cost (one for all its users), checked for an unknown user.
     dummy: String,
 }
 
@@ -58,7 +60,14 @@ impl Htpasswd {
                      as MD5-crypt, SHA and crypt hashes are fast to guess"
                 ))
             })?;
-            cost = cost.max(c);
+            if users.is_empty() {
+                cost = c;
+            } else if c != cost {
+                return Err(at(&format!(
+                    "user {user}: cost {c}, where the users before have {cost}; one cost for \
+                     all (htpasswd -B -C N), so an unknown user takes as long as a known one"
+                )));
+            }
             users.insert(user.to_string(), hash.to_string());
         }
         let dummy = bcrypt::hash("an unknown user's password", cost)
@@ -130,7 +139,26 @@ type Passed = std::collections::HashSet<String, foldhash::fast::RandomState>;
 pub struct Guard {
     /// By path (few: compared as bytes, no hashing per request).
     files: Vec<(PathBuf, Option<Rc<Htpasswd>>, Passed)>,
-    failures: HashMap<Option<IpAddr>, (Instant, u32)>,
+    failures: HashMap<Counted, (Instant, u32)>,
+}
+
+/// Whose failures count together: an IPv4 address, an IPv6 /64 (one host's, which it
+/// may rotate through at will), or every client of a Unix socket.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+enum Counted {
+    V4(u32),
+    V6(u64),
+    Unix,
+}
+
+impl Counted {
+    fn of(client: Option<IpAddr>) -> Counted {
+        match client.map(|ip| ip.to_canonical()) {
+            Some(IpAddr::V4(a)) => Counted::V4(u32::from(a)),
+            Some(IpAddr::V6(a)) => Counted::V6((u128::from(a) >> 64) as u64),
+            None => Counted::Unix,
+        }
+    }
 }
 
 impl Guard {
@@ -176,16 +204,19 @@ impl Guard {
         }) else {
             return Verdict::Challenge;
         };
-        if passed.contains(creds) {
-            return Verdict::Pass;
-        }
-        let h = Rc::clone(h);
-        if let Some((since, n)) = self.failures.get(&client) {
+        // The throttle first: a client past it learns nothing, not even whether its
+        // guess is credentials some other client had pass.
+        let who = Counted::of(client);
+        if let Some((since, n)) = self.failures.get(&who) {
             let left = WINDOW.saturating_sub(now.saturating_duration_since(*since));
             if *n >= FAILURES && !left.is_zero() {
                 return Verdict::Throttled(left);
             }
         }
+        if passed.contains(creds) {
+            return Verdict::Pass;
+        }
+        let h = Rc::clone(h);
         use base64::Engine as _;
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(creds)
@@ -206,10 +237,15 @@ impl Guard {
             self.failures
                 .retain(|_, (since, _)| now.saturating_duration_since(*since) < WINDOW);
             if self.failures.len() >= COUNTED {
-                self.failures.clear();
+                // Still full: the older half of the windows go, the newest (a guesser
+                // at work now) stay counted.
+                let mut starts: Vec<Instant> = self.failures.values().map(|v| v.0).collect();
+                starts.sort_unstable();
+                let cut = starts[starts.len() / 2];
+                self.failures.retain(|_, (since, _)| *since > cut);
             }
         }
-        let e = self.failures.entry(client).or_insert((now, 0));
+        let e = self.failures.entry(who).or_insert((now, 0));
         if now.saturating_duration_since(e.0) >= WINDOW {
             *e = (now, 0);
         }
@@ -257,6 +293,10 @@ mod tests {
                 "line 2: user dave: not a bcrypt hash",
             ),
             ("erin", "line 2: not user:hash"),
+            (
+                "bob:$2y$06$PCxeaqGvM768VMJFLwUYEOH1rQvZ9pHF5AN4EyiI92S8hNgeIBSIu",
+                "line 2: user bob: cost 6, where the users before have 5",
+            ),
         ] {
             let (_d, p) = file(&format!("{ALICE}\n{line}\n"));
             let e = Htpasswd::load(&p).unwrap_err();
@@ -289,10 +329,26 @@ mod tests {
             g.check(&p, Some(&bad), a, t + Duration::from_secs(1)),
             Verdict::Throttled(d) if d == Duration::from_secs(59)
         ));
-        // Remembered credentials pass, from the throttled client too; another client
-        // is checked as ever; the window passes.
-        assert_eq!(g.check(&p, Some(&good), a, t), Verdict::Pass);
+        // Not even remembered credentials pass from the throttled client; another
+        // client is checked as ever; the window passes.
+        assert!(matches!(
+            g.check(&p, Some(&good), a, t),
+            Verdict::Throttled(_)
+        ));
+        assert_eq!(g.check(&p, Some(&good), b, t), Verdict::Pass);
         assert_eq!(g.check(&p, Some(&bad), b, t), Verdict::Challenge);
+        // An IPv6 client's /64 is one client.
+        let (v6a, v6b) = (
+            Some("2001:db8::1".parse().unwrap()),
+            Some("2001:db8::ffff".parse().unwrap()),
+        );
+        for _ in 0..FAILURES {
+            assert_eq!(g.check(&p, Some(&bad), v6a, t), Verdict::Challenge);
+        }
+        assert!(matches!(
+            g.check(&p, Some(&bad), v6b, t),
+            Verdict::Throttled(_)
+        ));
         assert_eq!(g.check(&p, Some(&bad), a, t + WINDOW), Verdict::Challenge);
         // A file that could not be loaded refuses everyone.
         let gone = Path::new("/nonexistent/htpasswd");

@@ -678,13 +678,25 @@ impl std::str::FromStr for Cidr {
             return Ok(Cidr::All);
         }
         if let Ok(n) = t.parse::<ipnet::IpNet>() {
-            return Ok(Cidr::Net(n));
+            return Ok(Cidr::Net(canonical(n)));
         }
         t.parse::<std::net::IpAddr>()
-            .map(|a| Cidr::Net(ipnet::IpNet::from(a)))
+            .map(|a| Cidr::Net(canonical(ipnet::IpNet::from(a))))
             .map_err(|_| {
                 format!("'{s}' is not an address, a network, unix: or all (127.0.0.1/32, ::1)")
             })
+    }
+}
+
+/// An IPv4-mapped IPv6 network (`::ffff:10.0.0.0/104`) as the IPv4 one it names:
+/// clients are compared in their IPv4 form, so the mapped form would match none.
+fn canonical(n: ipnet::IpNet) -> ipnet::IpNet {
+    match n {
+        ipnet::IpNet::V6(v6) if v6.prefix_len() >= 96 => match v6.addr().to_ipv4_mapped() {
+            Some(v4) => ipnet::Ipv4Net::new(v4, v6.prefix_len() - 96).map_or(n, ipnet::IpNet::V4),
+            None => n,
+        },
+        _ => n,
     }
 }
 

@@ -649,6 +649,9 @@ mod tests {
         assert!(a.admits(None) && !a.admits(ip("127.0.0.1")));
         let a = access(&["127.0.0.1"], &[]);
         assert!(a.admits(ip("::ffff:127.0.0.1")));
+        // ... and an IPv4-mapped entry is the IPv4 network it names.
+        let a = access(&["::ffff:10.0.0.0/104"], &["all"]);
+        assert!(a.admits(ip("10.1.2.3")) && !a.admits(ip("192.0.2.1")));
         // The most specific rule that gives either list gives both.
         let mut site = rule("/", true);
         site.access = Some(access(&["10.0.0.0/8"], &["all"]));

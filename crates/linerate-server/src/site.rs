@@ -419,66 +419,38 @@ impl Site {
             Err(status) => return self.error_for(status, keep, &[], line, now, head),
         };
         let fx = fx.as_ref();
-        if fx.is_some_and(|f| !f.admits(peer)) {
-            // Before a redirect or anything else: a refused client learns nothing of
-            // the path (docs/http.md W6).
-            Stats::add(&self.stats.forbidden, 1);
-            return self.not_served(Found::Forbidden, req, h, fx, line, now);
-        }
-        if let Some(file) = fx.and_then(|f| f.htpasswd.as_deref()) {
-            // Then its users alone (W10).
-            let verdict = self.auth.check(
-                file,
-                req.authorization.as_deref(),
-                peer,
-                std::time::Instant::now(),
-            );
-            match verdict {
-                crate::auth::Verdict::Pass => {}
-                crate::auth::Verdict::Challenge => {
-                    let realm = format!(
-                        "Basic realm=\"{}\", charset=\"UTF-8\"",
-                        self.hosts[h].cfg.label().replace(['"', '\\'], "")
-                    );
-                    return self.error_for(
-                        Status::Unauthorized,
-                        keep,
-                        &[("WWW-Authenticate", &realm)],
-                        line,
-                        now,
-                        head,
-                    );
-                }
-                crate::auth::Verdict::Throttled(left) => {
-                    let secs = left.as_secs().max(1).to_string();
-                    return self.error_for(
-                        Status::TooManyRequests,
-                        keep,
-                        &[("Retry-After", &secs)],
-                        line,
-                        now,
-                        head,
-                    );
-                }
-            }
-        }
+        // Before a redirect or anything else: a refused client learns nothing of the
+        // path.
+        let line = match self.guard(req, h, fx, peer, line, now) {
+            Ok(line) => line,
+            Err(refused) => return *refused,
+        };
         if let Some((code, loc)) = fx.and_then(|f| f.location(req.query.as_deref())) {
             let status = Status::redirect(code).unwrap_or(Status::MovedPermanently);
             return self.error_for(status, keep, &[("Location", &loc)], line, now, head);
         }
         if let Some(f) = fx.filter(|f| !f.try_files.is_empty()) {
-            // `try`: the first candidate that is a file (docs/http.md W7); none, and
-            // the path is looked up as it would be without the list.
-            let dotfiles = f.dotfiles.unwrap_or(self.hosts[h].cfg.dotfiles);
+            // `try`: the first candidate that is a file (docs/http.md W7), answered as
+            // if it had been asked for, under its own rules (their allow/deny, htpasswd,
+            // dot-files, fields); none, and the path is looked up as without the list.
             for candidate in f.tries(&req.path) {
-                let Ok(c) = path::resolve(&candidate, dotfiles) else {
+                let Ok(c) = path::resolve(&candidate, true) else {
                     continue;
                 };
                 if c.trailing_slash || c.relative().is_empty() {
                     continue;
                 }
+                let cfx = self.rules_at(h, &c);
+                if !self.dotfiles_allowed(h, &c, cfx.as_ref()) {
+                    continue;
+                }
                 if let Found::File(e) = self.hosts[h].cache.lookup(c.relative()) {
-                    return self.representation(req, h, c.relative(), e, fx, line, now);
+                    let cfx = cfx.as_ref();
+                    let line = match self.guard(req, h, cfx, peer, line, now) {
+                        Ok(line) => line,
+                        Err(refused) => return *refused,
+                    };
+                    return self.representation(req, h, c.relative(), e, cfx, line, now);
                 }
             }
         }
@@ -599,6 +571,19 @@ impl Site {
             return Ok((path::resolve(&req.path, site.dotfiles)?, None));
         }
         let resolved = path::resolve(&req.path, true)?;
+        let fx = self.rules_at(h, &resolved);
+        if !self.dotfiles_allowed(h, &resolved, fx.as_ref()) {
+            return Err(Status::NotFound);
+        }
+        Ok((resolved, fx))
+    }
+
+    /// What site `h`'s rules say for a resolved path (none without rules).
+    fn rules_at(&self, h: usize, resolved: &path::Resolved) -> Option<Effective> {
+        let site = &self.hosts[h].cfg;
+        if site.rules.is_empty() {
+            return None;
+        }
         let rel = resolved.relative();
         let mut p = String::with_capacity(rel.len() + 2);
         p.push('/');
@@ -606,16 +591,75 @@ impl Site {
         if resolved.trailing_slash && !rel.is_empty() {
             p.push('/');
         }
-        let fx = Effective::of(&site.rules, &p);
-        let dotfiles = fx.dotfiles.unwrap_or(site.dotfiles);
-        if !dotfiles
-            && rel
+        Some(Effective::of(&site.rules, &p))
+    }
+
+    /// Whether a resolved path may name dot-files, by its rules or else the site.
+    fn dotfiles_allowed(
+        &self,
+        h: usize,
+        resolved: &path::Resolved,
+        fx: Option<&Effective>,
+    ) -> bool {
+        let dotfiles = fx
+            .and_then(|f| f.dotfiles)
+            .unwrap_or(self.hosts[h].cfg.dotfiles);
+        dotfiles
+            || !resolved
+                .relative()
                 .split(|&b| b == b'/')
                 .any(|seg| seg.first() == Some(&b'.'))
-        {
-            return Err(Status::NotFound);
+    }
+
+    /// `line` back if the rules `fx` let the client `peer` have the path; else the
+    /// answer that refuses it: 403 by `allow`/`deny` (docs/http.md W6), then 401 or 429
+    /// by `htpasswd` (W10).
+    fn guard(
+        &mut self,
+        req: &Request,
+        h: usize,
+        fx: Option<&Effective>,
+        peer: Option<std::net::IpAddr>,
+        line: String,
+        now: SystemTime,
+    ) -> Result<String, Box<Response>> {
+        let (keep, head) = (req.keep_alive, req.method == Method::Head);
+        if fx.is_some_and(|f| !f.admits(peer)) {
+            Stats::add(&self.stats.forbidden, 1);
+            return Err(Box::new(self.not_served(
+                Found::Forbidden,
+                req,
+                h,
+                fx,
+                line,
+                now,
+            )));
         }
-        Ok((resolved, Some(fx)))
+        let Some(file) = fx.and_then(|f| f.htpasswd.as_deref()) else {
+            return Ok(line);
+        };
+        let at = std::time::Instant::now();
+        match self
+            .auth
+            .check(file, req.authorization.as_deref(), peer, at)
+        {
+            crate::auth::Verdict::Pass => Ok(line),
+            crate::auth::Verdict::Challenge => {
+                let realm = format!(
+                    "Basic realm=\"{}\", charset=\"UTF-8\"",
+                    self.hosts[h].cfg.label().replace(['"', '\\'], "")
+                );
+                let extra = [("WWW-Authenticate", realm.as_str())];
+                let r = self.error_for(Status::Unauthorized, keep, &extra, line, now, head);
+                Err(Box::new(r))
+            }
+            crate::auth::Verdict::Throttled(left) => {
+                let secs = left.as_secs().max(1).to_string();
+                let extra = [("Retry-After", secs.as_str())];
+                let r = self.error_for(Status::TooManyRequests, keep, &extra, line, now, head);
+                Err(Box::new(r))
+            }
+        }
     }
 
     /// A page of site `h` at `page` (a path the operator configured), if it is a file.

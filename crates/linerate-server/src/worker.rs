@@ -1301,13 +1301,7 @@ impl<D: Driver> Worker<D> {
                 }
                 Err(_) => return,
             };
-            if let Some(idx) = self.adopt(li, fd, now) {
-                if self.ending {
-                    if let Some(c) = self.conns[idx].as_mut() {
-                        c.http.finish_next();
-                    }
-                }
-            }
+            self.adopt(li, fd, now);
         }
     }
 
@@ -1321,7 +1315,13 @@ impl<D: Driver> Worker<D> {
             let Token::Listener(li) = Token::decode(token) else {
                 continue;
             };
-            self.adopt(li, fd, now);
+            if let Some(idx) = self.adopt(li, fd, now) {
+                if self.ending {
+                    if let Some(c) = self.conns[idx].as_mut() {
+                        c.http.finish_next();
+                    }
+                }
+            }
         }
     }
 

@@ -300,7 +300,8 @@ fn a_trusted_proxys_forwarding_header_names_the_client_and_an_untrusted_ones_is_
         get("X-Forwarded-For: 203.0.113.1, 198.51.100.8\r\nX-Forwarded-For: 10.1.2.3\r\n"),
         200
     );
-    // Every hop trusted: the leftmost; an entry with no address: the hop right of it.
+    // Every hop trusted: the leftmost; an entry with no address: unknown (0.0.0.0), not
+    // the trusted hop right of it.
     assert_eq!(get("X-Forwarded-For: 10.9.9.9, 10.1.1.1\r\n"), 200);
     assert_eq!(
         get("X-Forwarded-For: 203.0.113.1, unknown, 10.1.1.2\r\n"),
@@ -316,7 +317,7 @@ fn a_trusted_proxys_forwarding_header_names_the_client_and_an_untrusted_ones_is_
         "198.51.100.7",
         "198.51.100.8",
         "10.9.9.9",
-        "10.1.1.2",
+        "0.0.0.0",
         "127.0.0.1",
         "198.51.100.50",
         "203.0.113.50",

@@ -199,6 +199,8 @@ fn try_serves_clean_urls_and_a_page_last(case: &str) {
         ("notes.txt", b"notes\n"),
         ("app/index.html", b"<div id=app></div>\n"),
         ("app/main.js", b"js\n"),
+        ("admin/index.html", b"admin\n"),
+        ("admin.html", b"admin page\n"),
     ]);
     let s = serve_root(
         &base,
@@ -212,6 +214,14 @@ try = ["{path}", "{path}.html", "{path}/index.html"]
 [[rule]]
 path = "/app/"
 try = ["{path}", "/app/index.html"]
+
+[[rule]]
+path = "/admin/"
+deny = ["all"]
+
+[[rule]]
+path = "=/admin.html"
+deny = ["all"]
 "#,
     );
     let get = |target: &str| get_as(&s, "x", target, "127.0.0.1");
@@ -233,6 +243,10 @@ try = ["{path}", "/app/index.html"]
     assert_eq!(get("/../../etc/passwd").status, 400);
     assert_eq!(get("/posts/../../posts/hello").status, 400);
     assert_eq!(get("/posts/x/../hello").body, b"<p>hello</p>\n");
+    // A candidate is answered under its own rules: /admin tries /admin.html and
+    // /admin/index.html, each refused where they are.
+    assert_eq!(get("/admin").status, 403);
+    assert_eq!(get("/admin/").status, 403);
     // A page last: what names nothing is the app's page; its files are themselves.
     let r = get("/app/settings/profile");
     assert_eq!((r.status, &r.body[..]), (200, &b"<div id=app></div>\n"[..]));
@@ -598,12 +612,12 @@ fn htpasswd_admits_its_users_and_throttles_a_guessing_client_alone(case: &str) {
     assert_eq!(as_client("198.51.100.1", good).body, b"secret stuff\n");
     assert_eq!(as_client("198.51.100.1", unknown).status, 401);
     assert_eq!(get_as(&s, "x", "/index.html", "198.51.100.1").status, 200);
-    // Guessing from one address: refused, unchecked, once it has failed ten times in a
-    // minute (credentials that passed before still pass: they need no check).
+    // Guessing from one address: refused, unchecked (its remembered credentials too),
+    // once it has failed ten times in a minute.
     for _ in 0..10 {
         assert_eq!(as_client("203.0.113.5", wrong).status, 401);
     }
-    let r = as_client("203.0.113.5", unknown);
+    let r = as_client("203.0.113.5", good);
     assert_eq!(r.status, 429);
     let secs: u64 = r.must("Retry-After").parse().unwrap();
     assert!((1..=60).contains(&secs), "{secs}");
