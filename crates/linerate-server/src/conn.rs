@@ -271,6 +271,11 @@ impl Http {
         matches!(self, Http::Two(_))
     }
 
+    /// HTTP/2 that has taken a stream and not said GOAWAY yet.
+    pub fn is_two_serving(&self) -> bool {
+        matches!(self, Http::Two(h) if h.proto.serving())
+    }
+
     /// Nothing handed out yet.
     pub fn is_fresh(&self) -> bool {
         match self {

@@ -943,9 +943,6 @@ struct Worker<D: Driver> {
     roles: Vec<Role>,
     /// The worker has begun to end: no new work after what it has.
     ending: bool,
-    /// A stop's shutdown delay was seen: connections are answered once more, with a
-    /// close.
-    drain_seen: bool,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     site: Site,
@@ -1054,7 +1051,6 @@ impl<D: Driver> Worker<D> {
                 })
                 .collect(),
             ending: false,
-            drain_seen: false,
             listeners: listeners.into_iter().map(Some).collect(),
             conns: Vec::new(),
             free: Vec::new(),
@@ -1572,14 +1568,15 @@ impl<D: Driver> Worker<D> {
         if let Some(d) = self.site.disk.as_mut() {
             d.epoch += 1;
         }
-        if !self.drain_seen && self.site.draining() {
-            // A stop's shutdown delay: an HTTP/2 connection is told GOAWAY now (its
-            // streams taken are answered), as every HTTP/1.1 answer from now on says
-            // `Connection: close` (`Conn::process`), so clients come back through the
-            // balancer, to an instance that is staying; the listeners stay open.
-            self.drain_seen = true;
+        if self.site.draining() {
+            // A stop's shutdown delay: an HTTP/2 connection that has served is told
+            // GOAWAY (its streams taken are answered), at the first tick or, if it
+            // opened since, at the tick after its first stream, as every HTTP/1.1
+            // answer from now on says `Connection: close` (`Conn::process`), so clients
+            // come back through the balancer, to an instance that is staying; the
+            // listeners stay open.
             for (i, c) in self.conns.iter_mut().enumerate() {
-                if let Some(c) = c.as_mut().filter(|c| c.http.is_two()) {
+                if let Some(c) = c.as_mut().filter(|c| c.http.is_two_serving()) {
                     c.http.finish_next();
                     if !c.on_run_list {
                         c.on_run_list = true;

@@ -503,7 +503,7 @@ fn a_stop_sends_goaway_and_finishes_the_streams_taken() {
 
 /// A stop's shutdown delay: an HTTP/2 connection gets GOAWAY within a tick of SIGTERM,
 /// its stream answered, while the listener still takes new connections (whose streams
-/// are answered too).
+/// are answered, then told GOAWAY as well).
 /// Rules: docs/http.md E6, T6.
 #[test]
 fn a_stops_delay_sends_goaway_at_once_and_keeps_serving() {
@@ -544,10 +544,26 @@ fn a_stops_delay_sends_goaway_at_once_and_keeps_serving() {
         "{:?}",
         t.elapsed()
     );
-    // A new connection in the delay is served.
+    // A new connection in the delay is served, then told GOAWAY too.
     let mut d = Raw::open(server.addr, &[]);
     d.get(1, "/f.txt");
     answered(&mut d, 1);
+    let t = std::time::Instant::now();
+    loop {
+        match d.frame(wait) {
+            Some((7, _, _, p)) => {
+                assert_eq!(u32::from_be_bytes([p[0], p[1], p[2], p[3]]), 1);
+                break;
+            }
+            Some(_) => continue,
+            None => panic!("no GOAWAY on the connection opened in the delay"),
+        }
+    }
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(1),
+        "{:?}",
+        t.elapsed()
+    );
     drop(server);
 }
 

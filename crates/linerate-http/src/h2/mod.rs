@@ -1218,6 +1218,12 @@ impl Connection {
         !self.control.is_empty()
     }
 
+    /// A stream has been taken, and no GOAWAY sent yet: a GOAWAY now would end a
+    /// connection that has served, not refuse one before its first request.
+    pub fn serving(&self) -> bool {
+        self.last_stream > 0 && self.goaway.is_none()
+    }
+
     /// Stop taking new streams: GOAWAY with the last stream taken (those are answered,
     /// later ones ignored), and the connection closes once they are.
     pub fn go_away(&mut self) {
