@@ -10,8 +10,8 @@
 
 use std::path::Path;
 
+use crate::config::Config;
 use crate::config::Endpoint;
-use crate::config::{AccessLog, Config};
 use crate::logs::ErrorLog;
 
 /// What the check found.
@@ -72,19 +72,10 @@ pub fn check(cfg: &Config) -> Checked {
             Err(Listen::Cannot(why)) => c.problems.push(format!("listen {e}: {why}")),
         }
     }
-    // The server's access log and the sites' own, each path once.
-    let mut paths: Vec<&std::path::Path> = Vec::new();
-    let logs = cfg.site_logs();
-    for log in logs.iter().map(|(l, _)| l).chain([&cfg.access_log]) {
-        if let AccessLog::File(p) = log {
-            if paths.contains(&p.as_path()) {
-                continue;
-            }
-            paths.push(p);
-            if let Err(why) = log_file(p) {
-                c.problems
-                    .push(format!("access log {}: {why}", p.display()));
-            }
+    for p in cfg.access_log_paths() {
+        if let Err(why) = log_file(&p) {
+            c.problems
+                .push(format!("access log {}: {why}", p.display()));
         }
     }
     if let ErrorLog::File(p) = &cfg.error_log {

@@ -359,6 +359,20 @@ impl Config {
             .collect()
     }
 
+    /// The access-log files written (the server's and the sites' own), each path once.
+    pub fn access_log_paths(&self) -> Vec<PathBuf> {
+        let mut out: Vec<PathBuf> = Vec::new();
+        let sites = self.site_logs().into_iter().map(|(l, _)| l);
+        for log in sites.chain([self.access_log.clone()]) {
+            if let AccessLog::File(p) = log {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+
     /// The sites served: the `[[site]]` blocks, or one site for every Host from `root`
     /// and the server's settings.
     pub fn sites(&self) -> Vec<SiteConfig> {

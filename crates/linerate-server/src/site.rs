@@ -265,17 +265,18 @@ impl Site {
         peer: Option<std::net::IpAddr>,
         now: SystemTime,
     ) -> Response {
-        let mut r = self.answer(req, peer, now);
-        self.stamp(&mut r, req);
+        // Routed once: the answer and the log's site are the same one.
+        let h = self.site_of(req);
+        let mut r = self.answer(req, h, peer, now);
+        self.stamp(&mut r, req, h);
         r
     }
 
     /// What the counters and the access log take from the request into its response.
-    fn stamp(&self, r: &mut Response, req: &Request) {
-        let site = self.site_of(req) as u16;
+    fn stamp(&self, r: &mut Response, req: &Request, h: usize) {
         let r = &mut r.record;
         r.method = Some(req.method);
-        r.site = Some(site);
+        r.site = Some(h as u16);
         if self.logging {
             r.host.clone_from(&req.host);
             r.user_agent.clone_from(&req.user_agent);
@@ -333,7 +334,8 @@ impl Site {
                 )
             }
         };
-        self.stamp(&mut r, req);
+        let h = self.site_of(req);
+        self.stamp(&mut r, req, h);
         r
     }
 
@@ -359,6 +361,7 @@ impl Site {
     fn answer(
         &mut self,
         req: &Request,
+        h: usize,
         peer: Option<std::net::IpAddr>,
         now: SystemTime,
     ) -> Response {
@@ -366,7 +369,7 @@ impl Site {
         let keep = req.keep_alive;
         Stats::add(&self.stats.requests, 1);
         if req.method == Method::Options && !req.path.is_empty() {
-            return self.options(req, peer, line, now);
+            return self.options(req, h, peer, line, now);
         }
         if !matches!(req.method, Method::Get | Method::Head) {
             return self.not_allowed(keep, line, now);
@@ -412,7 +415,6 @@ impl Site {
             ];
             return self.generated(req, &fields, body.into_bytes(), line, now);
         }
-        let h = self.site_of(req);
         let head = req.method == Method::Head;
         let (resolved, fx) = match self.resolve(req, h) {
             Ok(r) => r,
@@ -524,12 +526,12 @@ impl Site {
     fn options(
         &mut self,
         req: &Request,
+        h: usize,
         peer: Option<std::net::IpAddr>,
         line: String,
         now: SystemTime,
     ) -> Response {
         let keep = req.keep_alive;
-        let h = self.site_of(req);
         let fx = self.resolve(req, h).ok().and_then(|(_, fx)| fx);
         let Some(cors) = fx.as_ref().and_then(|f| f.cors.as_ref()) else {
             return self.not_allowed(keep, line, now);

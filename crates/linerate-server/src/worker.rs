@@ -530,24 +530,14 @@ fn start_generation<'scope>(
 /// file already open when the path is the same.
 fn open_access_logs(cfg: &Config, open: &[Arc<LogFile>]) -> Result<Vec<Arc<LogFile>>, ServeError> {
     let mut files: Vec<Arc<LogFile>> = Vec::new();
-    for (log, _) in cfg
-        .site_logs()
-        .iter()
-        .chain([&(cfg.access_log.clone(), cfg.log_format.clone())])
-    {
-        let AccessLog::File(p) = log else {
-            continue;
-        };
-        if files.iter().any(|f| f.path() == p.as_path()) {
-            continue;
-        }
+    for p in cfg.access_log_paths() {
         if let Some(f) = open.iter().find(|f| f.path() == p.as_path()) {
             files.push(Arc::clone(f));
             continue;
         }
-        let f = LogFile::open(p).map_err(|source| ServeError::Log {
+        let f = LogFile::open(&p).map_err(|source| ServeError::Log {
             what: "access log",
-            path: p.clone(),
+            path: p,
             source,
         })?;
         files.push(Arc::new(f));
