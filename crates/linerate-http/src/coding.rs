@@ -48,7 +48,8 @@ impl Coding {
         }
     }
 
-    fn index(self) -> usize {
+    /// Its place in [`Coding::ALL`].
+    pub fn index(self) -> usize {
         match self {
             Coding::Br => 0,
             Coding::Zstd => 1,

@@ -1,6 +1,6 @@
 //! `linerate serve --check` (nginx's `-t`): reads and judges everything a start would
 //! (each site's root, the certificates and keys, the addresses to listen on, the log
-//! files, the user to become, the event loop) and says what would be served, with
+//! files, the compression cache's directory, the user to become, the event loop) and says what would be served, with
 //! absolute roots, or every problem it found, one line each. It serves nothing and
 //! keeps nothing: an address is tried as a start tries it (a socket bound alone, to
 //! see that no one holds the port) and let go at once; a log file is opened only if it
@@ -81,6 +81,24 @@ pub fn check(cfg: &Config) -> Checked {
     if let ErrorLog::File(p) = &cfg.error_log {
         if let Err(why) = log_file(p) {
             c.problems.push(format!("error log {}: {why}", p.display()));
+        }
+    }
+    if let Some(dir) = &cfg.compress_cache {
+        let shown = absolute(dir);
+        c.served.push(format!(
+            "compress-cache {shown} (at most {} bytes)",
+            cfg.compress_cache_size
+        ));
+        // A start makes what is missing: the nearest part that exists must be a
+        // directory.
+        let there = dir
+            .ancestors()
+            .find(|a| a.exists() || a.as_os_str().is_empty());
+        if let Some(a) = there.filter(|a| !a.as_os_str().is_empty() && !a.is_dir()) {
+            c.problems.push(format!(
+                "compress-cache {shown}: {} is not a directory",
+                absolute(a)
+            ));
         }
     }
     if let Some(name) = &cfg.user {

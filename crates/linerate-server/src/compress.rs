@@ -180,27 +180,7 @@ fn write_variant(job: &Job, variant: &Path, opts: &Options) -> io::Result<Outcom
     let written = (|| -> io::Result<u64> {
         let mut input = BufReader::new(File::open(&job.file)?);
         let out = io::BufWriter::new(File::create(&tmp)?);
-        let out = match job.coding {
-            Coding::Gzip => {
-                let level = flate2::Compression::new(opts.gzip_level);
-                let mut enc = flate2::write::GzEncoder::new(out, level);
-                io::copy(&mut input, &mut enc)?;
-                enc.finish()?
-            }
-            Coding::Br => {
-                let mut enc = brotli::CompressorWriter::new(out, 1 << 16, opts.brotli_level, 22);
-                io::copy(&mut input, &mut enc)?;
-                enc.flush()?;
-                enc.into_inner()
-            }
-            Coding::Zstd => {
-                let mut enc = zstd::Encoder::new(out, opts.zstd_level)?;
-                enc.include_contentsize(true)?;
-                enc.set_pledged_src_size(Some(job.size))?;
-                io::copy(&mut input, &mut enc)?;
-                enc.finish()?
-            }
-        };
+        let out = encode(job.coding, &mut input, out, opts, job.size)?;
         let file = out.into_inner().map_err(io::IntoInnerError::into_error)?;
         // Readable by whoever may read the file.
         file.set_permissions(fs::metadata(&job.file)?.permissions())?;
@@ -228,6 +208,38 @@ fn write_variant(job: &Job, variant: &Path, opts: &Options) -> io::Result<Outcom
     Ok(Outcome::Written {
         original,
         compressed,
+    })
+}
+
+/// Compresses all of `input` (`size` bytes: zstd writes it in its frame) into `out` in
+/// `coding`, at `opts`' level for it; gives `out` back.
+pub(crate) fn encode<W: Write>(
+    coding: Coding,
+    input: &mut impl io::Read,
+    out: W,
+    opts: &Options,
+    size: u64,
+) -> io::Result<W> {
+    Ok(match coding {
+        Coding::Gzip => {
+            let level = flate2::Compression::new(opts.gzip_level);
+            let mut enc = flate2::write::GzEncoder::new(out, level);
+            io::copy(input, &mut enc)?;
+            enc.finish()?
+        }
+        Coding::Br => {
+            let mut enc = brotli::CompressorWriter::new(out, 1 << 16, opts.brotli_level, 22);
+            io::copy(input, &mut enc)?;
+            enc.flush()?;
+            enc.into_inner()
+        }
+        Coding::Zstd => {
+            let mut enc = zstd::Encoder::new(out, opts.zstd_level)?;
+            enc.include_contentsize(true)?;
+            enc.set_pledged_src_size(Some(size))?;
+            io::copy(input, &mut enc)?;
+            enc.finish()?
+        }
     })
 }
 
@@ -272,9 +284,22 @@ pub fn run(plan: &Plan, opts: &Options, done: &(dyn Fn(&Job, &Outcome) + Sync)) 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::Read;
+
+    /// `n` random bytes (xorshift): nothing compresses them.
+    pub(crate) fn noise(n: usize) -> Vec<u8> {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        (0..n)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x >> 32) as u8
+            })
+            .collect()
+    }
 
     fn decompress(c: Coding, bytes: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
@@ -303,16 +328,7 @@ mod tests {
         fs::write(d.path().join("b.png"), &text).unwrap();
         fs::write(d.path().join(".hidden.css"), &text).unwrap();
         // Random bytes named as text: no variant saves 10%.
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let noise: Vec<u8> = (0..20_000)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                (x >> 32) as u8
-            })
-            .collect();
-        fs::write(d.path().join("noise.txt"), &noise).unwrap();
+        fs::write(d.path().join("noise.txt"), noise(20_000)).unwrap();
         let opts = Options {
             brotli_level: 5,
             zstd_level: 3,

@@ -260,6 +260,10 @@ pub struct Config {
     pub autoindex: bool,
     /// Precompressed variants sent, in order of preference (empty: none).
     pub precompressed: Vec<linerate_http::coding::Coding>,
+    /// The compression cache's directory (docs/http.md V4); None: no cache.
+    pub compress_cache: Option<PathBuf>,
+    /// Most bytes it holds.
+    pub compress_cache_size: u64,
     /// The sites (virtual hosts) of `[[site]]` blocks; none: one site, `root`, for every
     /// Host.
     pub sites: Vec<SiteConfig>,
@@ -431,6 +435,8 @@ impl Config {
             dotfiles: false,
             autoindex: false,
             precompressed: linerate_http::coding::Coding::ALL.to_vec(),
+            compress_cache: None,
+            compress_cache_size: 256 << 20,
             sites: Vec::new(),
             rules: Vec::new(),
             access_log: AccessLog::Stdout,

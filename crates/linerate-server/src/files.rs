@@ -65,6 +65,8 @@ pub(crate) struct Entry {
     pub compressible: bool,
     /// Its precompressed variants, once looked for (see [`FileCache::variants`]).
     variants: RefCell<Option<Variants>>,
+    /// Its variants in the compression cache, by coding (see [`FileCache::compressed`]).
+    made: RefCell<[Made; 3]>,
     /// The whole contents, for files up to the small-file size: see [`Small`].
     pub small: RefCell<Small>,
     /// What the residency probe found of the whole file, epoch by epoch (see
@@ -84,6 +86,30 @@ pub(crate) struct Variants {
     trusted: bool,
 }
 
+/// A file's variant in one coding in the compression cache, as its entry knows it.
+#[derive(Clone, Default)]
+enum Made {
+    /// Not looked for yet.
+    #[default]
+    Unknown,
+    /// Asked of the compressor.
+    Waiting(Arc<crate::compress_cache::Ticket>),
+    /// Written, and open.
+    Ready(Rc<Entry>),
+    /// Not written (it would save too little, or it failed): the identity body goes.
+    No,
+}
+
+/// What [`FileCache::compressed`] found.
+pub(crate) enum Compressed {
+    /// A variant the client takes.
+    Variant(Coding, Rc<Entry>),
+    /// The one the client takes best is being written: the identity body goes for now.
+    Waiting,
+    /// None, and none coming.
+    None,
+}
+
 /// What a cache entry holds of its file's contents.
 #[derive(Clone, Debug, Default)]
 pub(crate) enum Small {
@@ -101,6 +127,25 @@ pub(crate) enum Small {
 }
 
 impl Entry {
+    fn new(file: File, fm: FileMeta, content_type: std::borrow::Cow<'static, str>) -> Entry {
+        let mtime =
+            UNIX_EPOCH + Duration::from_nanos(fm.mtime_ns.clamp(0, u64::MAX as i128) as u64);
+        let validators = Validators::new(fm.ino, fm.size, mtime);
+        Entry {
+            last_modified: validators.last_modified_http(),
+            validators,
+            compressible: linerate_http::mime::compressible(&content_type),
+            content_type,
+            variants: RefCell::new(None),
+            made: RefCell::default(),
+            meta: fm,
+            file: Arc::new(file),
+            small: RefCell::new(Small::Unread),
+            whole: crate::disk::Whole::new(fm.size),
+            whole_fields: RefCell::new(None),
+        }
+    }
+
     /// The fields `write` writes for a whole answer of this file as `content_type`
     /// (a variant is sent as its original's type): written the first time, then
     /// kept with the entry, which a change to the file replaces.
@@ -179,6 +224,8 @@ pub(crate) struct FileCache {
     notify_replaced: bool,
     /// Read small files only from the page cache (`RWF_NOWAIT`).
     nowait: bool,
+    /// The compression cache (docs/http.md V4), if configured.
+    compress: Option<Arc<crate::compress_cache::Store>>,
     stats: Arc<Stats>,
     /// Error-log lines for running out of descriptors, and for refused permissions.
     out_of_fds_log: RateLimit,
@@ -205,10 +252,17 @@ impl FileCache {
             watched: HashSet::default(),
             notify_replaced: true,
             nowait,
+            compress: None,
             stats,
             out_of_fds_log: RateLimit::new(Duration::from_secs(1)),
             forbidden_log: RateLimit::new(Duration::from_secs(1)),
         }
+    }
+
+    /// Variants not found beside their files are made in `store`.
+    pub fn with_compress_cache(mut self, store: Option<Arc<crate::compress_cache::Store>>) -> Self {
+        self.compress = store;
+        self
     }
 
     /// Opens `rel` beneath the root. Out of descriptors (`EMFILE`/`ENFILE`), the cache
@@ -393,36 +447,115 @@ impl FileCache {
         if !fm.is_file() {
             return Found::Missing;
         }
-        let file = File::from(fd);
-        let mtime =
-            UNIX_EPOCH + Duration::from_nanos(fm.mtime_ns.clamp(0, u64::MAX as i128) as u64);
         let name = String::from_utf8_lossy(rel);
-        let validators = Validators::new(fm.ino, fm.size, mtime);
         let content_type = linerate_http::mime::content_type(&name);
-        let e = Rc::new(Entry {
-            last_modified: validators.last_modified_http(),
-            validators,
-            compressible: linerate_http::mime::compressible(&content_type),
-            content_type,
-            variants: RefCell::new(None),
-            meta: fm,
-            file: Arc::new(file),
-            small: RefCell::new(Small::Unread),
-            whole: crate::disk::Whole::new(fm.size),
-            whole_fields: RefCell::new(None),
-        });
+        let e = Rc::new(Entry::new(File::from(fd), fm, content_type));
+        self.keep(rel, &e);
+        let m = e.meta;
+        self.make_current(rel, &m);
+        Found::File(e)
+    }
+
+    /// Puts `e` in the map under `key`, and reads its contents if small.
+    fn keep(&mut self, key: &[u8], e: &Rc<Entry>) {
         if self.entries.len() >= self.max_entries {
             // Bounded: start over rather than track recency on the request path.
             self.clear_entries();
             self.forget_watches();
         }
-        self.remove_entry(rel);
-        self.entries.insert(rel.to_vec(), Rc::clone(&e));
+        self.remove_entry(key);
+        self.entries.insert(key.to_vec(), Rc::clone(e));
         // Once in the map, so the budget's accounting sees it.
-        self.fill(&e);
-        let m = e.meta;
-        self.make_current(rel, &m);
-        Found::File(e)
+        self.fill(e);
+    }
+
+    /// The variant of `base` in the compression cache that `ae` takes best among
+    /// `codings`, if written (docs/http.md V4). The first time an entry is asked in a
+    /// coding, the variant is looked for in the directory (one `open`) and, missing, asked
+    /// of the compressor; from then on the entry remembers it, and an answer costs no
+    /// system call. While the client's best coding is being written, another that it
+    /// takes and that is written already goes.
+    pub fn compressed(
+        &mut self,
+        base: &Rc<Entry>,
+        ae: &linerate_http::coding::AcceptEncoding,
+        codings: &[Coding],
+    ) -> Compressed {
+        let Some(store) = &self.compress else {
+            return Compressed::None;
+        };
+        let size = base.meta.size;
+        if size < crate::compress_cache::MIN_SIZE || size > store.largest() {
+            return Compressed::None;
+        }
+        let Some(best) = ae.choose(codings.iter().copied()) else {
+            return Compressed::None;
+        };
+        let made = self.made(base, best);
+        if let Made::Ready(v) = made {
+            return Compressed::Variant(best, v);
+        }
+        let ready = |c: Coding| matches!(base.made.borrow()[c.index()], Made::Ready(_));
+        let other = ae.choose(codings.iter().copied().filter(|&c| c != best && ready(c)));
+        if let Some(c) = other {
+            if let Made::Ready(v) = &base.made.borrow()[c.index()] {
+                return Compressed::Variant(c, Rc::clone(v));
+            }
+        }
+        match made {
+            Made::Waiting(_) => Compressed::Waiting,
+            _ => Compressed::None,
+        }
+    }
+
+    /// What `base`'s entry knows of its variant in `coding`, brought up to date.
+    fn made(&mut self, base: &Rc<Entry>, coding: Coding) -> Made {
+        use crate::compress_cache::{name, Found as Cached, State};
+        let i = coding.index();
+        let now = base.made.borrow()[i].clone();
+        let Some(store) = self.compress.clone() else {
+            return Made::No;
+        };
+        let next = match now {
+            Made::Ready(_) | Made::No => return now,
+            Made::Waiting(t) => match t.state() {
+                State::Pending => return Made::Waiting(t),
+                State::NotWritten => Made::No,
+                State::Written => match store.find(&name(&base.meta, coding)) {
+                    Cached::File(f) => self.variant_entry(f, base, coding),
+                    // Gone already (evicted at once): asked again at the next entry.
+                    _ => Made::No,
+                },
+            },
+            Made::Unknown => {
+                let n = name(&base.meta, coding);
+                match store.find(&n) {
+                    Cached::File(f) => self.variant_entry(f, base, coding),
+                    Cached::NotSmaller => Made::No,
+                    Cached::Missing => Made::Waiting(store.ask(&n, &base.file, base.meta, coding)),
+                }
+            }
+        };
+        base.made.borrow_mut()[i] = next.clone();
+        next
+    }
+
+    /// The entry of a variant opened in the compression cache, kept in the map (under a
+    /// key no path has: it starts with NUL) so its contents count in the budget.
+    fn variant_entry(&mut self, f: File, base: &Entry, coding: Coding) -> Made {
+        let Ok(fm) = stat_fd(f.as_fd()) else {
+            return Made::No;
+        };
+        if !fm.is_file() {
+            return Made::No;
+        }
+        let e = Rc::new(Entry::new(f, fm, base.content_type.clone()));
+        let mut key = vec![0u8];
+        key.extend_from_slice(&base.meta.dev.to_le_bytes());
+        key.extend_from_slice(&base.meta.ino.to_le_bytes());
+        key.extend_from_slice(coding.suffix().as_bytes());
+        self.keep(&key, &e);
+        Made::Ready(e)
     }
 
     /// The precompressed variants of `base`, the entry of `rel`, among `codings`:

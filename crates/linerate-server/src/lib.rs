@@ -15,6 +15,7 @@
 pub mod auth;
 pub mod check;
 pub mod compress;
+mod compress_cache;
 pub mod config;
 mod conn;
 pub mod control;

@@ -6,7 +6,7 @@
 //! never set a counter back) into one [`Snapshot`], and a collector of
 //! `prometheus-client` encodes it.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
@@ -35,6 +35,14 @@ struct Snapshot {
     timeouts: [u64; 4],
     cache_hits: u64,
     cache_misses: u64,
+    compress_hits: u64,
+    compress_waits: u64,
+    /// The compression cache's: written, not smaller, failed; evictions; bytes held;
+    /// jobs queued.
+    compress_made: [u64; 3],
+    compress_evicted: u64,
+    compress_bytes: u64,
+    compress_queued: u64,
     probes: u64,
     misses: u64,
     helper_reads: u64,
@@ -85,6 +93,16 @@ impl Snapshot {
             idle: sum(&|s| &s.idle),
             cache_hits: sum(&|s| &s.cache_hits),
             cache_misses: sum(&|s| &s.cache_misses),
+            compress_hits: sum(&|s| &s.compress_hits),
+            compress_waits: sum(&|s| &s.compress_waits),
+            compress_made: [
+                board.compress.written.load(Ordering::Relaxed),
+                board.compress.not_smaller.load(Ordering::Relaxed),
+                board.compress.failed.load(Ordering::Relaxed),
+            ],
+            compress_evicted: board.compress.evicted.load(Ordering::Relaxed),
+            compress_bytes: board.compress.bytes_held.load(Ordering::Relaxed),
+            compress_queued: board.compress.queued.load(Ordering::Relaxed),
             probes: sum(&|s| &s.probes),
             misses: sum(&|s| &s.misses),
             helper_reads: sum(&|s| &s.helper_reads),
@@ -352,6 +370,51 @@ impl Collector for Snapshot {
                     .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
             }
         }
+        {
+            let mut m = e.encode_descriptor(
+                "linerate_compress_cache_answers",
+                "Answers for files with no precompressed variant that the client takes: from the compression cache (hit), or the identity body while the variant is written (wait)",
+                None,
+                MetricType::Counter,
+            )?;
+            for (result, v) in [("hit", self.compress_hits), ("wait", self.compress_waits)] {
+                m.encode_family(&[("result", result)])?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
+        {
+            let mut m = e.encode_descriptor(
+                "linerate_compress_cache_variants",
+                "Variants the compressor made: written to the cache, not written because they saved under 10%, failed",
+                None,
+                MetricType::Counter,
+            )?;
+            for (result, v) in ["written", "not_smaller", "failed"]
+                .into_iter()
+                .zip(self.compress_made)
+            {
+                m.encode_family(&[("result", result)])?
+                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
+        counter(
+            &mut e,
+            "linerate_compress_cache_evictions",
+            "Variants deleted from the compression cache to stay within its size",
+            self.compress_evicted,
+        )?;
+        gauge(
+            &mut e,
+            "linerate_compress_cache_bytes",
+            "Bytes the compression cache's directory holds",
+            self.compress_bytes,
+        )?;
+        gauge(
+            &mut e,
+            "linerate_compress_cache_queue",
+            "Variants asked of the compressor and not made yet",
+            self.compress_queued,
+        )?;
         counter(
             &mut e,
             "linerate_log_lines_dropped",

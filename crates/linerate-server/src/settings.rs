@@ -1395,6 +1395,20 @@ pub struct Settings {
     #[arg(long, value_name = "CODINGS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub precompressed: Option<Codings>,
+    /// Compress text files that have no precompressed variant beside them into DIR,
+    /// once, on a helper thread, the first time a client takes a coding of them, and
+    /// send them from there from then on (the identity file goes out until the variant
+    /// is written); created mode 0700 if missing. Only codings of `precompressed` are
+    /// made [default: none].
+    #[arg(long, value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compress_cache: Option<PathBuf>,
+    /// Most bytes the compress-cache directory holds; past it the least recently used
+    /// variants are deleted, and files above an eighth of it are not compressed
+    /// [default: 256M].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub compress_cache_size: Option<Bytes<1, { i64::MAX as u64 }>>,
     /// Access log: stdout, off, or a file to append to; SIGUSR1 reopens a file
     /// [default: stdout].
     #[arg(long, value_name = "stdout|off|FILE")]
@@ -1508,6 +1522,8 @@ impl Settings {
             dotfiles: pick(&self.dotfiles, &under.dotfiles),
             autoindex: pick(&self.autoindex, &under.autoindex),
             precompressed: pick(&self.precompressed, &under.precompressed),
+            compress_cache: pick(&self.compress_cache, &under.compress_cache),
+            compress_cache_size: pick(&self.compress_cache_size, &under.compress_cache_size),
             access_log: pick(&self.access_log, &under.access_log),
             log_format: pick(&self.log_format, &under.log_format),
             error_log: pick(&self.error_log, &under.error_log),
@@ -1662,6 +1678,13 @@ impl Settings {
         if let Some(c) = s.precompressed {
             cfg.precompressed = c.0;
         }
+        if s.compress_cache.is_some() {
+            cfg.compress_cache = s.compress_cache;
+        }
+        set(
+            &mut cfg.compress_cache_size,
+            s.compress_cache_size.map(|b| b.0),
+        );
         if let Some(l) = s.access_log {
             cfg.access_log = l;
         }
@@ -1960,6 +1983,7 @@ mod tests {
             "root" => "\"/srv\"",
             "listen" | "tls-listen" | "redirect-listen" | "proxy-protocol" => "\"127.0.0.1:80\"",
             "tls-cert" | "tls-key" => "\"/etc/ssl/x.pem\"",
+            "compress-cache" => "\"/var/cache/linerate\"",
             "pin" | "dotfiles" | "autoindex" => "true",
             "http2" => "\"only\"",
             "transmit" => "\"copy\"",

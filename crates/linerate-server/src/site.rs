@@ -14,7 +14,7 @@ use linerate_http::{path, Status};
 
 use crate::config::{Config, SiteConfig};
 use crate::disk::{Disk, Residency};
-use crate::files::{Entry, FileCache, Found};
+use crate::files::{Compressed, Entry, FileCache, Found};
 use crate::response::{FileRange, Part, Response};
 use crate::router::Router;
 use crate::rules::Effective;
@@ -926,8 +926,21 @@ impl Site {
             // Variants are looked for only when the client takes one of them.
             Some(ae) if codings.iter().any(|&c| ae.quality(c) > 0) => {
                 let variants = host.cache.variants(rel, &e, codings);
-                ae.choose(variants.found.iter().map(|(c, _)| *c))
-                    .and_then(|c| variants.found.iter().find(|(vc, _)| *vc == c).cloned())
+                let beside = ae
+                    .choose(variants.found.iter().map(|(c, _)| *c))
+                    .and_then(|c| variants.found.iter().find(|(vc, _)| *vc == c).cloned());
+                // None beside the file that the client takes: the compression cache's.
+                beside.or_else(|| match host.cache.compressed(&e, ae, codings) {
+                    Compressed::Variant(c, v) => {
+                        Stats::add(&self.stats.compress_hits, 1);
+                        Some((c, v))
+                    }
+                    Compressed::Waiting => {
+                        Stats::add(&self.stats.compress_waits, 1);
+                        None
+                    }
+                    Compressed::None => None,
+                })
             }
             _ => None,
         };

@@ -101,6 +101,10 @@ pub(crate) struct Stats {
     /// Open-file cache lookups answered from the cache, and those that opened.
     pub cache_hits: AtomicU64,
     pub cache_misses: AtomicU64,
+    /// Answers sent from the compression cache, and identity answers sent while the
+    /// client's coding was being written there.
+    pub compress_hits: AtomicU64,
+    pub compress_waits: AtomicU64,
     /// The engine's counters of closed connections (see [`Stats::add_tx`]).
     pub tx_syscalls: AtomicU64,
     pub zc_sends: AtomicU64,
@@ -222,6 +226,8 @@ impl Stats {
             timeouts,
             cache_hits,
             cache_misses,
+            compress_hits,
+            compress_waits,
             tx_syscalls,
             zc_sends,
             zc_completions,
@@ -267,6 +273,8 @@ impl Stats {
             (response_time_sum_us, &sum.response_time_sum_us),
             (cache_hits, &sum.cache_hits),
             (cache_misses, &sum.cache_misses),
+            (compress_hits, &sum.compress_hits),
+            (compress_waits, &sum.compress_waits),
             (tx_syscalls, &sum.tx_syscalls),
             (zc_sends, &sum.zc_sends),
             (zc_completions, &sum.zc_completions),
@@ -297,6 +305,8 @@ pub(crate) struct Board {
     pub earlier: Arc<Earlier>,
     /// A stop has begun (the health path answers 503), for the whole process.
     pub draining: Arc<std::sync::atomic::AtomicBool>,
+    /// The compression cache's counters, for the whole process.
+    pub compress: Arc<crate::compress_cache::Counters>,
 }
 
 /// The counters of generations before the current one: the workers still draining
@@ -344,6 +354,7 @@ impl Board {
             workers: workers.into(),
             earlier: Arc::default(),
             draining: Arc::default(),
+            compress: Arc::default(),
         }
     }
 
@@ -369,6 +380,7 @@ impl Board {
     /// The status page's JSON for all workers' counters.
     pub fn json(&self) -> serde_json::Value {
         let sum = |f: fn(&Stats) -> &AtomicU64| self.total(f);
+        let c = &self.compress;
         serde_json::json!({
             "workers": self.workers.len(),
             "connections_accepted": sum(|s| &s.accepted),
@@ -385,6 +397,18 @@ impl Board {
             "small_files": {
                 "bytes_held": sum(|s| &s.small_bytes_held),
                 "evictions": sum(|s| &s.small_evictions),
+            },
+            "compress_cache": {
+                "hits": sum(|s| &s.compress_hits),
+                "waits": sum(|s| &s.compress_waits),
+                "written": c.written.load(Ordering::Relaxed),
+                "not_smaller": c.not_smaller.load(Ordering::Relaxed),
+                "failed": c.failed.load(Ordering::Relaxed),
+                "bytes_in": c.bytes_in.load(Ordering::Relaxed),
+                "bytes_out": c.bytes_out.load(Ordering::Relaxed),
+                "evictions": c.evicted.load(Ordering::Relaxed),
+                "bytes_held": c.bytes_held.load(Ordering::Relaxed),
+                "queued": c.queued.load(Ordering::Relaxed),
             },
             "queue": {
                 "collapsed": sum(|s| &s.collapsed),
@@ -472,6 +496,7 @@ mod tests {
             workers: vec![Arc::clone(&new)].into(),
             earlier: Arc::clone(&first.earlier),
             draining: Arc::default(),
+            compress: Arc::default(),
         };
         Stats::add(&new.requests, 1);
         // The old generation (a keep-alive request in flight at the reload) reads its

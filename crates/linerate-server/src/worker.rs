@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use crate::compress_cache::{Compressor, Store};
 use crate::config::Endpoint;
 use crate::config::{AccessLog, Config, LogFormat, SiteConfig};
 use crate::conn::{Aborted, After, Conn, Cut};
@@ -67,6 +68,14 @@ pub enum ServeError {
     /// The TLS certificate or key.
     #[error("{0}")]
     Tls(String),
+    /// The compression cache's directory.
+    #[error("compress-cache {}", path.display())]
+    CompressCache {
+        /// The path.
+        path: std::path::PathBuf,
+        /// Why.
+        source: io::Error,
+    },
     /// Anything else.
     #[error(transparent)]
     Io(#[from] io::Error),
@@ -102,6 +111,28 @@ fn open_roots(cfg: &Config) -> Result<Roots, ServeError> {
         .collect()
 }
 
+/// The user `--user` names, or why not.
+fn looked_up(name: &str) -> Result<linerate_sys::user::User, ServeError> {
+    let fail = |reason: String| ServeError::User {
+        name: name.to_string(),
+        reason,
+    };
+    linerate_sys::user::lookup(name)
+        .map_err(|e| fail(e.to_string()))?
+        .ok_or_else(|| fail("no such user".into()))
+}
+
+/// The user and group `--user` names, when the server is root and will become them.
+fn serving_user(cfg: &Config) -> Result<Option<(u32, u32)>, ServeError> {
+    match &cfg.user {
+        Some(name) if linerate_sys::ns::effective_uid() == 0 => {
+            let user = looked_up(name)?;
+            Ok(Some((user.uid, user.gid)))
+        }
+        _ => Ok(None),
+    }
+}
+
 /// Gives up root for `cfg.user` (see [`linerate_sys::user::become_user`]); as root
 /// without it, a warning.
 fn drop_privileges(cfg: &Config) -> Result<(), ServeError> {
@@ -111,13 +142,11 @@ fn drop_privileges(cfg: &Config) -> Result<(), ServeError> {
         }
         return Ok(());
     };
+    let user = looked_up(name)?;
     let fail = |reason: String| ServeError::User {
         name: name.clone(),
         reason,
     };
-    let user = linerate_sys::user::lookup(name)
-        .map_err(|e| fail(e.to_string()))?
-        .ok_or_else(|| fail("no such user".into()))?;
     linerate_sys::user::become_user(&user).map_err(|e| fail(e.to_string()))?;
     tracing::info!(
         "serving as {} (uid {}, gid {})",
@@ -373,6 +402,8 @@ struct Generation<'scope> {
     /// Its access-log files (the server's and the sites' own), open once for all its
     /// workers.
     log_files: Vec<Arc<LogFile>>,
+    /// Its compression cache.
+    compress: Option<Arc<Store>>,
     /// Reloads before it (0: the start).
     number: u64,
     /// Its workers' counters.
@@ -440,6 +471,43 @@ struct Shared<'a> {
     earlier: Arc<Earlier>,
     /// A stop has begun: the health path answers 503.
     draining: Arc<AtomicBool>,
+    /// The compression cache's thread.
+    compressor: &'a Compressor,
+}
+
+/// What a generation opened before its workers start: its access-log files and its
+/// compression cache.
+struct Opened {
+    log_files: Vec<Arc<LogFile>>,
+    compress: Option<Arc<Store>>,
+}
+
+/// The compression cache of `cfg`: `current`'s when it is the same directory (its size
+/// set anew), else opened.
+fn compress_store(
+    cfg: &Config,
+    compressor: &Compressor,
+    current: Option<&Arc<Store>>,
+) -> Result<Option<Arc<Store>>, ServeError> {
+    let Some(dir) = &cfg.compress_cache else {
+        return Ok(None);
+    };
+    if let Some(s) = current.filter(|s| s.dir() == dir.as_path()) {
+        s.set_limit(cfg.compress_cache_size);
+        return Ok(Some(Arc::clone(s)));
+    }
+    let fail = |source| ServeError::CompressCache {
+        path: dir.clone(),
+        source,
+    };
+    crate::compress_cache::prepare(dir, None).map_err(fail)?;
+    let s = Store::open(dir, cfg.compress_cache_size, compressor).map_err(fail)?;
+    tracing::info!(
+        "compress-cache: {} (at most {} bytes)",
+        dir.display(),
+        cfg.compress_cache_size
+    );
+    Ok(Some(s))
 }
 
 /// Starts a generation's workers on `listeners` (one list per worker).
@@ -448,16 +516,21 @@ fn start_generation<'scope>(
     cfg: Arc<Config>,
     roots: &Roots,
     listeners: Vec<Vec<Listener>>,
-    log_files: Vec<Arc<LogFile>>,
+    opened: Opened,
     shared: &Shared<'_>,
     number: u64,
 ) -> io::Result<Generation<'scope>> {
+    let Opened {
+        log_files,
+        compress,
+    } = opened;
     let stop = Arc::new(Ending::default());
     let accepting = Arc::new(std::sync::atomic::AtomicUsize::new(listeners.len()));
     let board = Board {
         workers: (0..listeners.len()).map(|_| Arc::default()).collect(),
         earlier: Arc::clone(&shared.earlier),
         draining: Arc::clone(&shared.draining),
+        compress: Arc::clone(&shared.compressor.counters),
     };
     // Everything that can fail is done before the first thread starts, so a failure
     // leaves no worker running that nobody will stop.
@@ -482,6 +555,7 @@ fn start_generation<'scope>(
         let stop = Arc::clone(&stop);
         let mut counted = CountedIn(Some(Arc::clone(&accepting)));
         let log_files = log_files.clone();
+        let helpers = (jobs, compress.clone());
         handles.push(scope.spawn(move || -> io::Result<()> {
             // Best effort: a restricted affinity mask is not fatal.
             let pinned =
@@ -489,7 +563,7 @@ fn start_generation<'scope>(
             match cfg.driver {
                 DriverChoice::Uring => match UringDriver::new() {
                     Ok(driver) => {
-                        Worker::new(driver, cfg, root, listeners, &log_files, jobs, stats)?
+                        Worker::new(driver, cfg, root, listeners, &log_files, helpers, stats)?
                             .pinned_to(pinned)
                             .run(&stop, &mut counted)
                     }
@@ -500,7 +574,7 @@ fn start_generation<'scope>(
                             "driver auto: a worker cannot set up io_uring ({e}); it runs epoll"
                         );
                         let driver = EpollDriver::new()?;
-                        Worker::new(driver, cfg, root, listeners, &log_files, jobs, stats)?
+                        Worker::new(driver, cfg, root, listeners, &log_files, helpers, stats)?
                             .pinned_to(pinned)
                             .run(&stop, &mut counted)
                     }
@@ -508,7 +582,7 @@ fn start_generation<'scope>(
                 },
                 DriverChoice::Epoll | DriverChoice::Auto => {
                     let driver = EpollDriver::new()?;
-                    Worker::new(driver, cfg, root, listeners, &log_files, jobs, stats)?
+                    Worker::new(driver, cfg, root, listeners, &log_files, helpers, stats)?
                         .pinned_to(pinned)
                         .run(&stop, &mut counted)
                 }
@@ -520,6 +594,7 @@ fn start_generation<'scope>(
         accepting,
         handles,
         log_files,
+        compress,
         number,
         stats: board.workers,
         shutdown_delay: cfg.shutdown_delay,
@@ -610,6 +685,15 @@ pub fn serve(
     // The log opens after the binds (a port in use creates no log file) and before
     // any address is announced (a start that fails names none).
     let log_files = open_access_logs(&cfg, &[])?;
+    // Made while the server may still be root, for the user it will serve as.
+    if let Some(dir) = &cfg.compress_cache {
+        crate::compress_cache::prepare(dir, serving_user(&cfg)?).map_err(|source| {
+            ServeError::CompressCache {
+                path: dir.clone(),
+                source,
+            }
+        })?;
+    }
     // Root is given up before any thread starts, with everything that needs it done.
     drop_privileges(&cfg)?;
     if control.stopping() {
@@ -642,16 +726,21 @@ pub fn serve(
     std::thread::scope(|scope| -> Result<(), ServeError> {
         // The helpers serve every generation; they end when the last sender is gone.
         let jobs = (helpers > 0).then(|| disk::start_helpers(scope, helpers));
+        let compressor = Compressor::start(scope);
         let shared = Shared {
             jobs: jobs.as_ref(),
             cpus: &cpus,
             earlier: Arc::default(),
             draining: Arc::default(),
+            compressor: &compressor,
         };
         let per = hand_out(&bound, &cfg, tls.as_ref())?;
         let workers = per.len();
-        let mut current =
-            start_generation(scope, Arc::new(cfg), &roots, per, log_files, &shared, 0)?;
+        let opened = Opened {
+            log_files,
+            compress: compress_store(&cfg, &compressor, None)?,
+        };
+        let mut current = start_generation(scope, Arc::new(cfg), &roots, per, opened, &shared, 0)?;
         crate::systemd::ready(&status_line(&bound, workers));
         let mut told_stopping = false;
         // When a stop asked for proceeds: at once, or after the shutdown delay.
@@ -691,6 +780,7 @@ pub fn serve(
                 for g in &retiring {
                     g.stop.stop();
                 }
+                shared.compressor.stop();
             }
             for r in control.take() {
                 match r {
@@ -818,6 +908,8 @@ fn reload_generation<'scope>(
     let roots = open_roots(&cfg).map_err(|e| describe(&e))?;
     let tls = crate::tls::load(&cfg)?;
     let log_files = open_access_logs(&cfg, &current.log_files).map_err(|e| describe(&e))?;
+    let compress = compress_store(&cfg, shared.compressor, current.compress.as_ref())
+        .map_err(|e| describe(&e))?;
     if (&cfg.error_log, cfg.error_log_level) != (&fixed.error_log, fixed.error_log_level) {
         tracing::warn!("SIGHUP: error-log and error-log-level take effect at the next start");
     }
@@ -857,7 +949,10 @@ fn reload_generation<'scope>(
         Arc::clone(&cfg),
         &roots,
         per,
-        log_files,
+        Opened {
+            log_files,
+            compress,
+        },
         shared,
         current.number + 1,
     )
@@ -981,7 +1076,7 @@ impl<D: Driver> Worker<D> {
         roots: Vec<(SiteConfig, OwnedFd)>,
         listeners: Vec<Listener>,
         log_files: &[Arc<LogFile>],
-        jobs: Option<std::sync::mpsc::Sender<Job>>,
+        (jobs, compress): (Option<std::sync::mpsc::Sender<Job>>, Option<Arc<Store>>),
         (stats, board): (Arc<Stats>, Board),
     ) -> io::Result<Worker<D>> {
         for (i, l) in listeners.iter().enumerate() {
@@ -1020,7 +1115,8 @@ impl<D: Driver> Worker<D> {
                     ),
                     disk.is_some(),
                     Arc::clone(&stats),
-                ),
+                )
+                .with_compress_cache(compress.clone()),
             })
             .collect();
         let log = AccessLogs::new(&cfg, log_files)?;

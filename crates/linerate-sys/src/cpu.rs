@@ -68,6 +68,18 @@ pub fn pin_thread_to_cpu(cpu: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Lowers the calling thread's scheduling priority to `nice` (Linux keeps a nice value
+/// per thread), so it runs on CPU time the other threads leave. Raising it back needs
+/// privileges this process gives up.
+pub fn lower_thread_priority(nice: i32) -> io::Result<()> {
+    // SAFETY: gettid takes no arguments and cannot fail.
+    let tid = unsafe { libc::gettid() };
+    // SAFETY: PRIO_PROCESS with a thread id sets that thread's nice value; plain
+    // integers, no memory passed.
+    cvt(unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) })?;
+    Ok(())
+}
+
 /// Clock ticks per second (`_SC_CLK_TCK`), the unit of `/proc/*/stat` times.
 pub fn clock_ticks_per_second() -> u64 {
     // SAFETY: sysconf has no memory effects.

@@ -1119,6 +1119,17 @@ fn user_gives_up_root_before_serving() {
     fs::set_permissions(root.path(), fs::Permissions::from_mode(0o755)).unwrap();
     put(root.path(), "f.txt", b"F\n");
     fs::set_permissions(root.path().join("f.txt"), fs::Permissions::from_mode(0o644)).unwrap();
+    let script = "let x = 1;\n".repeat(100);
+    put(root.path(), "app.js", script.as_bytes());
+    fs::set_permissions(
+        root.path().join("app.js"),
+        fs::Permissions::from_mode(0o644),
+    )
+    .unwrap();
+    // The compression cache's directory is made for the user (docs/http.md V4).
+    let state = docroot();
+    fs::set_permissions(state.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let cache = state.path().join("zcache");
     let nobody = Command::new("id").args(["-u", "nobody"]).output().unwrap();
     let uid = String::from_utf8_lossy(&nobody.stdout).trim().to_string();
     let server = LINERATE.spawn(&[
@@ -1130,10 +1141,24 @@ fn user_gives_up_root_before_serving() {
         "2",
         "--access-log",
         "off",
+        "--compress-cache",
+        cache.to_str().unwrap(),
         "--user",
         "nobody",
     ]);
     assert_eq!(fetch(server.addr, "/f.txt", "").status, 200);
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(fs::metadata(&cache).unwrap().uid().to_string(), uid);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while fetch(server.addr, "/app.js", "Accept-Encoding: gzip\r\n").header("Content-Encoding")
+        != Some("gzip")
+    {
+        assert!(
+            std::time::Instant::now() < until,
+            "no variant written as nobody"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let tasks: Vec<_> = fs::read_dir(format!("/proc/{}/task", server.pid()))
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -1396,7 +1421,8 @@ fn a_reload_announces_a_new_address_with_the_new_root() {
 
 /// `serve --check` (nginx's -t): a good configuration prints its sites with absolute
 /// roots and its addresses, exits 0 and keeps no address; a broken one names every
-/// problem (root, certificate, user, log directory; a port in use as a note) and exits
+/// problem (root, certificate, user, log directory, compress-cache; a port in use as a
+/// note) and exits
 /// 2, serving nothing; the shipped file checked from / names /var/www/html, never ".".
 #[test]
 fn check_names_what_a_start_would_serve_or_every_problem() {
@@ -1411,9 +1437,11 @@ fn check_names_what_a_start_would_serve_or_every_problem() {
     fs::write(
         &conf,
         format!(
-            "root = \"{}\"\nlisten = \"{listen}\"\nproxy-protocol = \"{listen}\"\naccess-log = \"{}\"\n",
+            "root = \"{}\"\nlisten = \"{listen}\"\nproxy-protocol = \"{listen}\"\naccess-log = \"{}\"\n\
+             compress-cache = \"{}\"\n",
             root.display(),
-            dir.path().join("access.log").display()
+            dir.path().join("access.log").display(),
+            root.join("zcache").display()
         ),
     )
     .unwrap();
@@ -1425,8 +1453,15 @@ fn check_names_what_a_start_would_serve_or_every_problem() {
         "{out}"
     );
     assert!(
-        !dir.path().join("access.log").exists(),
-        "a check creates no log"
+        out.contains(&format!(
+            "compress-cache {} (at most 268435456 bytes)",
+            root.join("zcache").display()
+        )),
+        "{out}"
+    );
+    assert!(
+        !dir.path().join("access.log").exists() && !root.join("zcache").exists(),
+        "a check creates no log and no directory"
     );
     // It kept nothing: the port is free at once.
     std::net::TcpListener::bind(&listen).expect("the checked port is free");
@@ -1440,7 +1475,8 @@ fn check_names_what_a_start_would_serve_or_every_problem() {
         format!(
             "root = \"{}/missing\"\nlisten = \"{busy}\"\ntls-listen = \"127.0.0.1:0\"\n\
              tls-cert = \"{0}/no-cert.pem\"\ntls-key = \"{0}/no-key.pem\"\n\
-             user = \"no-such-user-here\"\naccess-log = \"{0}/no-dir/access.log\"\n",
+             user = \"no-such-user-here\"\naccess-log = \"{0}/no-dir/access.log\"\n\
+             compress-cache = \"{0}/good.toml/zcache\"\n",
             dir.path().display()
         ),
     )
@@ -1452,12 +1488,13 @@ fn check_names_what_a_start_would_serve_or_every_problem() {
         "no-cert.pem",
         "no-such-user-here: no such user",
         "no-dir",
+        "good.toml is not a directory",
         &format!("note: listen {busy}: in use"),
     ] {
         assert!(err.contains(needle), "{needle} not named: {err}");
     }
     // The port in use is a note (a reload keeps its sockets), not a problem.
-    assert!(err.contains("4 problems"), "{err}");
+    assert!(err.contains("5 problems"), "{err}");
     assert!(!out.contains("listening on"), "{out}");
     drop(held);
 

@@ -2,7 +2,7 @@
 //! strategy and driver: who may have a path (`allow`, `deny`, by the client's real
 //! address behind trusted proxies), clean URLs (`try`), the security-header preset
 //! and HSTS, CORS, a custom access-log format, logs per site, HTTP Basic from an
-//! htpasswd file.
+//! htpasswd file, the compression cache.
 
 use std::fs;
 use std::path::Path;
@@ -27,6 +27,8 @@ per_strategy!(
     each_site_logs_to_its_own_file_in_its_own_format,
     // Rules: docs/http.md W10.
     htpasswd_admits_its_users_and_throttles_a_guessing_client_alone,
+    // Rules: docs/http.md V4.
+    the_compression_cache_sends_each_variant_made_once_and_never_a_stale_one,
 );
 
 /// `linerate serve --config` of `body` (after the case's transmit and driver) with
@@ -329,6 +331,24 @@ fn ask(s: &Server, method: &str, target: &str, fields: &str) -> Response {
     exchange(s.addr, req.as_bytes(), method == "HEAD")
 }
 
+/// curl's answer to `target` over h2c (prior knowledge) with `args`: the head on
+/// stdout.
+fn h2c_head(s: &Server, target: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+            "--http2-prior-knowledge",
+        ])
+        .args(args)
+        .arg(format!("http://{}{target}", s.addr))
+        .output()
+        .unwrap()
+}
+
 fn cors_preflights_and_reads_for_listed_origins_alone(case: &str) {
     let (base, root) = www(&[
         ("api/data.json", b"{}\n"),
@@ -420,26 +440,18 @@ cors = { origins = ["*"] }
     assert_eq!(r.header("Access-Control-Allow-Origin"), Some("*"));
     // Over HTTP/2 (h2c) the same answers.
     if installed("curl") {
-        let out = std::process::Command::new("curl")
-            .args([
-                "-sS",
-                "-D",
-                "-",
-                "-o",
-                "/dev/null",
-                "--http2-prior-knowledge",
+        let out = h2c_head(
+            &s,
+            "/api/data.json",
+            &[
                 "-X",
                 "OPTIONS",
-            ])
-            .args([
                 "-H",
                 "Origin: https://app.test",
                 "-H",
                 "Access-Control-Request-Method: GET",
-            ])
-            .arg(format!("http://{}/api/data.json", s.addr))
-            .output()
-            .unwrap();
+            ],
+        );
         let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
         assert!(
             head.starts_with("http/2 204")
@@ -730,4 +742,266 @@ deny = ["192.0.2.0/24"]
         ask("/f.txt", "Authorization: Basic YWxpY2U6c2VjcmV0\r\n").status,
         200
     );
+}
+
+/// Text that compresses to about half: words drawn at random from a small list.
+fn prose(seed: u64, bytes: usize) -> Vec<u8> {
+    const WORDS: [&str; 16] = [
+        "const", "let", "function", "return", "this", "value", "document", "window", "render",
+        "state", "props", "export", "import", "default", "async", "await",
+    ];
+    let mut x = seed | 1;
+    let mut out = Vec::with_capacity(bytes + 16);
+    while out.len() < bytes {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(WORDS[(x % 16) as usize].as_bytes());
+        out.extend_from_slice(if x.is_multiple_of(7) { b";\n" } else { b" " });
+        if x.is_multiple_of(5) {
+            // A number now and then, so it does not compress to nothing.
+            out.extend_from_slice(format!("{} ", x % 100_000).as_bytes());
+        }
+    }
+    out.truncate(bytes);
+    out
+}
+
+fn gunzip(b: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(b)
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+fn unbrotli(b: &[u8]) -> Vec<u8> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    brotli::Decompressor::new(b, 4096)
+        .read_to_end(&mut out)
+        .unwrap();
+    out
+}
+
+/// GETs `target` with `Accept-Encoding: ae` until the answer comes in `coding` (at most
+/// 20 s), checking each on the way: the identity body or that coding, of `want`. The
+/// answers before it, and it.
+fn until_coded(s: &Server, target: &str, ae: &str, coding: &str, want: &[u8]) -> (usize, Response) {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut before = 0;
+    loop {
+        let r = ask(s, "GET", target, &format!("Accept-Encoding: {ae}\r\n"));
+        assert_eq!(r.status, 200, "{r:?}");
+        assert_eq!(r.header("Vary"), Some("Accept-Encoding"), "{r:?}");
+        match r.header("Content-Encoding") {
+            None => assert!(r.body == want, "identity, of the file as it is"),
+            Some(c) if c == coding => {
+                let plain = if c == "gzip" {
+                    gunzip(&r.body)
+                } else {
+                    unbrotli(&r.body)
+                };
+                assert!(plain == want, "{c} of the file as it is");
+                return (before, r);
+            }
+            // Another coding the client takes, made already.
+            Some("gzip") => assert!(gunzip(&r.body) == want),
+            Some(c) => panic!("{c}: {r:?}"),
+        }
+        before += 1;
+        assert!(
+            std::time::Instant::now() < until,
+            "no {coding} after {before} answers"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn cache_files(dir: &Path) -> Vec<(String, u64)> {
+    let mut v: Vec<(String, u64)> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn the_compression_cache_sends_each_variant_made_once_and_never_a_stale_one(case: &str) {
+    let js = prose(1, 100 << 10);
+    let (base, root) = www(&[
+        ("app.js", &js),
+        ("pre.css", &prose(2, 4000)),
+        ("pre.css.gz", b"precompressed beside"),
+        ("tiny.js", b"let x = 1;\n"),
+        ("logo.png", &prose(3, 4000)),
+    ]);
+    let cache = base.path().join("zcache");
+    let s = serve_root(
+        &base,
+        &root,
+        case,
+        &format!(
+            "compress-cache = \"{}\"\nstatus-path = \"/.status\"\n",
+            cache.display()
+        ),
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        fs::metadata(&cache).unwrap().permissions().mode() & 0o777,
+        0o700,
+        "made private"
+    );
+    let plain = ask(&s, "GET", "/app.js", "");
+    assert_eq!(plain.header("Content-Encoding"), None);
+    // The first answers may be identity; then gzip from the cache, every time.
+    let (_, gz) = until_coded(&s, "/app.js", "gzip", "gzip", &js);
+    assert!(gz.body.len() < js.len() * 2 / 3, "{}", gz.body.len());
+    assert_ne!(
+        gz.header("ETag"),
+        plain.header("ETag"),
+        "validators per coding"
+    );
+    assert_eq!(gz.header("Last-Modified"), plain.header("Last-Modified"));
+    for _ in 0..20 {
+        let r = ask(&s, "GET", "/app.js", "Accept-Encoding: gzip\r\n");
+        assert_eq!(r.header("Content-Encoding"), Some("gzip"));
+        assert!(r.body == gz.body);
+    }
+    // A range of the variant, and a 304 on its validator.
+    let r = ask(
+        &s,
+        "GET",
+        "/app.js",
+        "Accept-Encoding: gzip\r\nRange: bytes=0-9\r\n",
+    );
+    assert_eq!((r.status, &r.body[..]), (206, &gz.body[..10]));
+    let etag = gz.header("ETag").unwrap();
+    let r = ask(
+        &s,
+        "GET",
+        "/app.js",
+        &format!("Accept-Encoding: gzip\r\nIf-None-Match: {etag}\r\n"),
+    );
+    assert_eq!(r.status, 304);
+    // A client preferring br gets gzip while br is made, then br.
+    until_coded(&s, "/app.js", "br, gzip;q=0.5", "br", &js);
+    // Over HTTP/2 (h2c), the same variant.
+    if installed("curl") {
+        let out = h2c_head(&s, "/app.js", &["-H", "Accept-Encoding: gzip"]);
+        let head = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+        assert!(
+            head.starts_with("http/2 200") && head.contains("content-encoding: gzip"),
+            "{head}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // A variant beside the file is sent as it is; a tiny file and an image never.
+    let r = ask(&s, "GET", "/pre.css", "Accept-Encoding: gzip\r\n");
+    assert_eq!(&r.body[..], b"precompressed beside");
+    for t in ["/tiny.js", "/logo.png"] {
+        for _ in 0..3 {
+            let r = ask(&s, "GET", t, "Accept-Encoding: gzip\r\n");
+            assert_eq!((r.status, r.header("Content-Encoding")), (200, None), "{t}");
+        }
+    }
+    let files = cache_files(&cache);
+    assert_eq!(
+        files.len(),
+        2,
+        "app.js in gzip and br, nothing else: {files:?}"
+    );
+    assert!(
+        files.iter().any(|(n, _)| n.ends_with(".gz"))
+            && files.iter().any(|(n, _)| n.ends_with(".br")),
+        "{files:?}"
+    );
+    // The file edited: never the old contents again, in any coding.
+    let edited = prose(4, 90 << 10);
+    fs::write(root.join("app.js"), &edited).unwrap();
+    until_coded(&s, "/app.js", "gzip", "gzip", &edited);
+    let st: serde_json::Value =
+        serde_json::from_slice(&ask(&s, "GET", "/.status", "").body).unwrap();
+    let c = &st["compress_cache"];
+    assert_eq!(c["written"], 3, "{c}");
+    assert_eq!(c["failed"], 0, "{c}");
+    assert!(c["hits"].as_u64().unwrap() >= 22, "{c}");
+    assert_eq!(cache_files(&cache).len(), 3);
+}
+
+/// Rules: docs/http.md V4.
+#[test]
+fn the_compression_cache_stays_within_its_size_and_a_reload_moves_it() {
+    // About 650 bytes each in gzip: 40 of them, 26K, in 16K.
+    let files: Vec<(String, Vec<u8>)> = (0..40)
+        .map(|i| (format!("f{i}.js"), prose(10 + i, 2000)))
+        .collect();
+    let named: Vec<(&str, &[u8])> = files.iter().map(|(n, b)| (n.as_str(), &b[..])).collect();
+    let (base, root) = www(&named);
+    let conf = base.path().join("site.toml");
+    let cache = base.path().join("zcache");
+    let head = format!(
+        "root = \"{}\"\naccess-log = \"off\"\nstatus-path = \"/.status\"\n",
+        root.display()
+    );
+    fs::write(
+        &conf,
+        format!(
+            "{head}compress-cache = \"{}\"\ncompress-cache-size = \"16K\"\n",
+            cache.display()
+        ),
+    )
+    .unwrap();
+    let s = LINERATE.serve_config(
+        None,
+        &conf,
+        &["--workers", "1", "--error-log-level", "info"],
+    );
+    for (n, b) in &files {
+        until_coded(&s, &format!("/{n}"), "gzip", "gzip", b);
+    }
+    let held: u64 = cache_files(&cache).iter().map(|f| f.1).sum();
+    assert!(held <= 16 << 10, "{held} bytes held");
+    let st: serde_json::Value =
+        serde_json::from_slice(&ask(&s, "GET", "/.status", "").body).unwrap();
+    let c = &st["compress_cache"];
+    assert_eq!(c["written"], 40, "{c}");
+    assert!(c["evictions"].as_u64().unwrap() >= 10, "{c}");
+    assert_eq!(c["bytes_held"], held, "{c}");
+    // Every file is still answered right, evicted variants made again.
+    for (n, b) in files.iter().take(4) {
+        until_coded(&s, &format!("/{n}"), "gzip", "gzip", b);
+    }
+    // A reload to another directory: variants are made there.
+    let moved = base.path().join("zcache2");
+    fs::write(
+        &conf,
+        format!("{head}compress-cache = \"{}\"\n", moved.display()),
+    )
+    .unwrap();
+    s.signal("HUP");
+    s.wait_stderr("(generation 1)");
+    until_coded(&s, "/f5.js", "br", "br", &files[5].1);
+    assert_eq!(cache_files(&moved).len(), 1);
+    // A directory the server cannot make refuses the reload; it serves on.
+    fs::write(base.path().join("plain-file"), b"x").unwrap();
+    fs::write(
+        &conf,
+        format!(
+            "{head}compress-cache = \"{}\"\n",
+            base.path().join("plain-file/sub").display()
+        ),
+    )
+    .unwrap();
+    s.signal("HUP");
+    let log = s.wait_stderr("serving on with the settings before");
+    assert!(log.contains("compress-cache"), "{log}");
+    until_coded(&s, "/f5.js", "br", "br", &files[5].1);
 }
