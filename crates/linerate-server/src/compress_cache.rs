@@ -218,6 +218,16 @@ fn is_variant_name(n: &str) -> bool {
 
 const TEMPORARY: &str = ".tmp-";
 
+/// Whether the process that names a temporary file (`.tmp-...-PID`) runs, other than
+/// this one.
+fn writer_alive(temporary: &str) -> bool {
+    let pid = temporary
+        .rsplit('-')
+        .next()
+        .and_then(|p| p.parse::<u32>().ok());
+    pid.is_some_and(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists())
+}
+
 /// Creates `dir` (mode 0700, owned by `owner` when given) if it is missing.
 pub(crate) fn prepare(dir: &Path, owner: Option<(u32, u32)>) -> io::Result<()> {
     if dir.is_dir() {
@@ -244,7 +254,11 @@ impl Store {
             let name = e.file_name();
             let Some(name) = name.to_str() else { continue };
             if name.starts_with(TEMPORARY) {
-                let _ = fs::remove_file(e.path());
+                // Left by a process that is gone; another's (the other process of an
+                // upgrade) is being written.
+                if !writer_alive(name) {
+                    let _ = fs::remove_file(e.path());
+                }
                 continue;
             }
             if !is_variant_name(name) {
@@ -621,6 +635,8 @@ mod tests {
         let cache = d.path().join("cache");
         fs::create_dir(&cache).unwrap();
         fs::write(cache.join(format!("{TEMPORARY}left-by-a-crash")), b"x").unwrap();
+        // The init process stands for a live writer (the other process of an upgrade).
+        fs::write(cache.join(format!("{TEMPORARY}being-written-1")), b"x").unwrap();
         fs::write(cache.join("README"), b"not ours").unwrap();
         std::thread::scope(|s| {
             let c = Compressor::start(s);
@@ -652,7 +668,11 @@ mod tests {
                 .map(|e| e.unwrap().file_name().into_string().unwrap())
                 .collect();
             left.sort();
-            assert_eq!(left, ["README"], "no temporary file, nothing written");
+            assert_eq!(
+                left,
+                [".tmp-being-written-1", "README"],
+                "no temporary file of its own or a dead one, nothing written"
+            );
             drop(store);
         });
     }
