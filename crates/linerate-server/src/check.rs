@@ -83,6 +83,14 @@ pub fn check(cfg: &Config) -> Checked {
             c.problems.push(format!("error log {}: {why}", p.display()));
         }
     }
+    for s in cfg.sites().iter().filter(|s| s.acme) {
+        c.served.push(format!(
+            "site {}: certificate by ACME from {}, kept in {}",
+            s.label(),
+            cfg.acme.directory,
+            absolute(&cfg.acme.dir)
+        ));
+    }
     if let Some(dir) = &cfg.compress_cache {
         let shown = absolute(dir);
         c.served.push(format!(

@@ -260,6 +260,8 @@ pub struct Config {
     pub autoindex: bool,
     /// Precompressed variants sent, in order of preference (empty: none).
     pub precompressed: Vec<linerate_http::coding::Coding>,
+    /// ACME (issue 34): where certificates of `acme = true` sites come from.
+    pub acme: AcmeConfig,
     /// The compression cache's directory (docs/http.md V4); None: no cache.
     pub compress_cache: Option<PathBuf>,
     /// Most bytes it holds.
@@ -329,9 +331,48 @@ pub struct SiteConfig {
     pub rules: Vec<crate::rules::Rule>,
     /// Its own certificate chain and key (PEM files) for HTTPS.
     pub tls: Option<(PathBuf, PathBuf)>,
+    /// Its certificate comes from ACME (issue 34).
+    pub acme: bool,
     /// Its own access log and line format (none: the server's).
     pub access_log: Option<AccessLog>,
     pub log_format: Option<LogFormat>,
+}
+
+/// How the ACME directory checks a site's names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AcmeChallenge {
+    /// TLS-ALPN-01 when there is a `tls-listen` address (always, with ACME).
+    #[default]
+    Auto,
+    Http01,
+    TlsAlpn01,
+}
+
+/// Where certificates of `acme = true` sites come from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcmeConfig {
+    pub directory: String,
+    /// The root of the directory's own HTTPS certificate (PEM), if not the system's.
+    pub directory_ca: Option<PathBuf>,
+    pub email: Option<String>,
+    /// The account key and the certificates.
+    pub dir: PathBuf,
+    pub challenge: AcmeChallenge,
+}
+
+/// Let's Encrypt's production directory.
+pub const LETS_ENCRYPT: &str = "https://acme-v02.api.letsencrypt.org/directory";
+
+impl Default for AcmeConfig {
+    fn default() -> Self {
+        AcmeConfig {
+            directory: LETS_ENCRYPT.to_string(),
+            directory_ca: None,
+            email: None,
+            dir: PathBuf::from("/var/lib/linerate/acme"),
+            challenge: AcmeChallenge::Auto,
+        }
+    }
 }
 
 impl SiteConfig {
@@ -385,6 +426,7 @@ impl Config {
         }
         vec![SiteConfig {
             tls: None,
+            acme: false,
             access_log: None,
             log_format: None,
             names: Vec::new(),
@@ -435,6 +477,7 @@ impl Config {
             dotfiles: false,
             autoindex: false,
             precompressed: linerate_http::coding::Coding::ALL.to_vec(),
+            acme: AcmeConfig::default(),
             compress_cache: None,
             compress_cache_size: 256 << 20,
             sites: Vec::new(),

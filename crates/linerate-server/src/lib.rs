@@ -12,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+mod acme;
 pub mod auth;
 pub mod check;
 pub mod compress;

@@ -43,6 +43,8 @@ struct Snapshot {
     compress_evicted: u64,
     compress_bytes: u64,
     compress_queued: u64,
+    /// ACME: each site's certificate, and attempts issued and failed.
+    acme: Option<(Vec<crate::acme::SiteStatus>, u64, u64)>,
     probes: u64,
     misses: u64,
     helper_reads: u64,
@@ -103,6 +105,13 @@ impl Snapshot {
             compress_evicted: board.compress.evicted.load(Ordering::Relaxed),
             compress_bytes: board.compress.bytes_held.load(Ordering::Relaxed),
             compress_queued: board.compress.queued.load(Ordering::Relaxed),
+            acme: board.acme.as_ref().map(|a| {
+                (
+                    a.status(),
+                    a.counters.issued.load(Ordering::Relaxed),
+                    a.counters.failed.load(Ordering::Relaxed),
+                )
+            }),
             probes: sum(&|s| &s.probes),
             misses: sum(&|s| &s.misses),
             helper_reads: sum(&|s| &s.helper_reads),
@@ -395,6 +404,53 @@ impl Collector for Snapshot {
             {
                 m.encode_family(&[("result", result)])?
                     .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
+            }
+        }
+        if let Some((sites, issued, failed)) = &self.acme {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let valid = sites
+                .iter()
+                .filter(|s| s.not_after.is_some_and(|t| t > now))
+                .count() as u64;
+            {
+                let mut m = e.encode_descriptor(
+                    "linerate_acme_certificates",
+                    "Sites with acme = true, by whether an ACME certificate of theirs serves (valid) or not yet (missing)",
+                    None,
+                    MetricType::Gauge,
+                )?;
+                for (state, v) in [("valid", valid), ("missing", sites.len() as u64 - valid)] {
+                    m.encode_family(&[("state", state)])?.encode_gauge(&v)?;
+                }
+            }
+            {
+                let mut m = e.encode_descriptor(
+                    "linerate_acme_certificate_expiry_seconds",
+                    "Seconds until the ACME certificate serving a site expires",
+                    None,
+                    MetricType::Gauge,
+                )?;
+                for s in sites {
+                    if let Some(t) = s.not_after {
+                        let left = t as i64 - now as i64;
+                        m.encode_family(&[("site", s.name.as_str())])?
+                            .encode_gauge(&left)?;
+                    }
+                }
+            }
+            {
+                let mut m = e.encode_descriptor(
+                    "linerate_acme_attempts",
+                    "ACME orders, by result: issued or failed",
+                    None,
+                    MetricType::Counter,
+                )?;
+                for (result, v) in [("issued", *issued), ("failed", *failed)] {
+                    m.encode_family(&[("result", result)])?
+                        .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
+                }
             }
         }
         counter(

@@ -278,6 +278,62 @@ impl fmt::Display for ForwardedHeader {
 
 as_text!(ForwardedHeader);
 
+/// An ACME directory's URL: https, or http to a loopback address (a test directory).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcmeUrl(pub String);
+
+impl FromStr for AcmeUrl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<AcmeUrl, String> {
+        if s.starts_with("https://")
+            && s.len() > "https://".len()
+            && !s.contains(char::is_whitespace)
+        {
+            Ok(AcmeUrl(s.to_string()))
+        } else {
+            Err(format!("'{s}' is not an https:// URL"))
+        }
+    }
+}
+
+impl fmt::Display for AcmeUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+as_text!(AcmeUrl);
+
+/// The ACME challenge a server answers, by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AcmeChallenge(pub crate::config::AcmeChallenge);
+
+impl FromStr for AcmeChallenge {
+    type Err = String;
+    fn from_str(s: &str) -> Result<AcmeChallenge, String> {
+        use crate::config::AcmeChallenge as C;
+        match s {
+            "auto" => Ok(AcmeChallenge(C::Auto)),
+            "http-01" => Ok(AcmeChallenge(C::Http01)),
+            "tls-alpn-01" => Ok(AcmeChallenge(C::TlsAlpn01)),
+            _ => Err(format!("'{s}': expected auto, http-01 or tls-alpn-01")),
+        }
+    }
+}
+
+impl fmt::Display for AcmeChallenge {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use crate::config::AcmeChallenge as C;
+        f.write_str(match self.0 {
+            C::Auto => "auto",
+            C::Http01 => "http-01",
+            C::TlsAlpn01 => "tls-alpn-01",
+        })
+    }
+}
+
+as_text!(AcmeChallenge);
+
 /// An event-loop driver by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Driver(pub linerate_event::DriverChoice);
@@ -903,6 +959,10 @@ pub struct SiteSettings {
     /// The key of its `tls-cert`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_key: Option<PathBuf>,
+    /// Its certificate for `tls-listen` is obtained and renewed by ACME (acme-directory)
+    /// for its names; with a `tls-cert` too, that one serves until the first arrives.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub acme: bool,
     /// Clients that may have the site, and clients refused it (403), as a
     /// `[[site.rule]]` for `/` with these keys says (its own rules may say otherwise
     /// for their paths).
@@ -1196,6 +1256,34 @@ pub struct Settings {
     #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_key: Option<PathBuf>,
+    /// ACME directory of the `[[site]]` blocks with `acme = true`: Let's Encrypt's
+    /// production one unless given (its staging one, for trials:
+    /// https://acme-staging-v02.api.letsencrypt.org/directory) [default:
+    /// https://acme-v02.api.letsencrypt.org/directory].
+    #[arg(long, value_name = "URL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acme_directory: Option<AcmeUrl>,
+    /// A PEM file of the root that signs the ACME directory's own HTTPS certificate
+    /// (a private CA's, or pebble's in tests) [default: the system's roots].
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acme_directory_ca: Option<PathBuf>,
+    /// Contact address given to the ACME directory with the account [default: none].
+    #[arg(long, value_name = "EMAIL")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acme_email: Option<String>,
+    /// Where the ACME account key and the certificates are kept (made mode 0700 for
+    /// --user) [default: /var/lib/linerate/acme].
+    #[arg(long, value_name = "DIR")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acme_dir: Option<PathBuf>,
+    /// How the ACME directory checks the names: tls-alpn-01 (on a tls-listen address,
+    /// its port 443 for a public CA), http-01 (on a listen or redirect-listen address,
+    /// port 80), or auto (tls-alpn-01 when there is a tls-listen address) [default:
+    /// auto].
+    #[arg(long, value_name = "auto|http-01|tls-alpn-01")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub acme_challenge: Option<AcmeChallenge>,
     /// Kernel TLS: auto hands each TLS 1.3 connection's keys to its socket after the
     /// handshake where the kernel has kernel TLS (CONFIG_TLS), so file bodies go by
     /// --transmit and the kernel seals the records (else user space, said once); on
@@ -1485,6 +1573,11 @@ impl Settings {
             proxy_protocol: list(&self.proxy_protocol, &under.proxy_protocol),
             trusted_proxies: list(&self.trusted_proxies, &under.trusted_proxies),
             forwarded_header: pick(&self.forwarded_header, &under.forwarded_header),
+            acme_directory: pick(&self.acme_directory, &under.acme_directory),
+            acme_directory_ca: pick(&self.acme_directory_ca, &under.acme_directory_ca),
+            acme_email: pick(&self.acme_email, &under.acme_email),
+            acme_dir: pick(&self.acme_dir, &under.acme_dir),
+            acme_challenge: pick(&self.acme_challenge, &under.acme_challenge),
             tls_cert: pick(&self.tls_cert, &under.tls_cert),
             tls_key: pick(&self.tls_key, &under.tls_key),
             kernel_tls: pick(&self.kernel_tls, &under.kernel_tls),
@@ -1570,6 +1663,21 @@ impl Settings {
         }
         if !s.trusted_proxies.is_empty() {
             cfg.trusted_proxies = s.trusted_proxies;
+        }
+        if let Some(u) = s.acme_directory {
+            cfg.acme.directory = u.0;
+        }
+        if s.acme_directory_ca.is_some() {
+            cfg.acme.directory_ca = s.acme_directory_ca;
+        }
+        if s.acme_email.is_some() {
+            cfg.acme.email = s.acme_email;
+        }
+        if let Some(d) = s.acme_dir {
+            cfg.acme.dir = d;
+        }
+        if let Some(c) = s.acme_challenge {
+            cfg.acme.challenge = c.0;
         }
         if let Some(h) = s.forwarded_header {
             cfg.forwarded_header = h.0;
@@ -1735,6 +1843,7 @@ impl Settings {
                 },
                 names: b.names.iter().map(|n| n.0.clone()).collect(),
                 tls: b.tls_cert.clone().zip(b.tls_key.clone()),
+                acme: b.acme,
                 access_log: b.access_log.clone(),
                 log_format: b.log_format.clone(),
                 root: b.root.clone(),
@@ -1982,7 +2091,11 @@ mod tests {
         let sample = |k: &str| match k {
             "root" => "\"/srv\"",
             "listen" | "tls-listen" | "redirect-listen" | "proxy-protocol" => "\"127.0.0.1:80\"",
-            "tls-cert" | "tls-key" => "\"/etc/ssl/x.pem\"",
+            "tls-cert" | "tls-key" | "acme-directory-ca" => "\"/etc/ssl/x.pem\"",
+            "acme-directory" => "\"https://acme.test/dir\"",
+            "acme-email" => "\"ops@example.com\"",
+            "acme-dir" => "\"/var/lib/linerate/acme\"",
+            "acme-challenge" => "\"http-01\"",
             "compress-cache" => "\"/var/cache/linerate\"",
             "pin" | "dotfiles" | "autoindex" => "true",
             "http2" => "\"only\"",
@@ -2068,7 +2181,7 @@ mod contrib {
             .map(|l| format!("{l}\n"))
             .collect();
         let s = Settings::parse(&blocks).unwrap();
-        assert_eq!(s.sites.len(), 4, "{blocks}");
+        assert_eq!(s.sites.len(), 5, "{blocks}");
         assert_eq!(s.rules.len(), 8, "{blocks}");
         let mut cfg = Config::new(PathBuf::from("."));
         s.apply(&mut cfg);
@@ -2076,10 +2189,11 @@ mod contrib {
             cfg.sites[0].names,
             ["docs.example.com", "*.docs.example.com"]
         );
-        assert!(cfg.sites[1].autoindex && !cfg.sites[0].autoindex);
-        assert!(cfg.sites[3].default);
+        assert!(cfg.sites[1].acme && !cfg.sites[0].acme);
+        assert!(cfg.sites[2].autoindex && !cfg.sites[0].autoindex);
+        assert!(cfg.sites[4].default);
         // The intranet's allow/deny: a site rule for `/`.
-        let fx = crate::rules::Effective::of(&cfg.sites[2].rules, "/a.html");
+        let fx = crate::rules::Effective::of(&cfg.sites[3].rules, "/a.html");
         let ip = |s: &str| Some(s.parse::<std::net::IpAddr>().unwrap());
         assert!(fx.admits(ip("10.1.1.1")) && fx.admits(None));
         assert!(!fx.admits(ip("10.0.66.1")) && !fx.admits(ip("192.0.2.1")));

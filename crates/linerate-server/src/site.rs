@@ -32,6 +32,8 @@ pub(crate) struct Host {
 const SPARE_OUTPUTS: usize = 256;
 
 pub(crate) struct Site {
+    /// HTTP-01 challenges are answered (from the board's ACME state).
+    acme_http: bool,
     /// The htpasswd files of the rules, the credentials that passed, failures by client.
     auth: crate::auth::Guard,
     /// Output queues idle connections gave back, for the next ones that answer (a
@@ -127,7 +129,12 @@ impl Site {
                 .any(|h| h.cfg.rules.iter().any(|r| r.htpasswd.is_some())),
             ..cfg.limits
         });
+        let acme_http = crate::acme::Plan::of(&cfg)
+            .ok()
+            .flatten()
+            .is_some_and(|p| p.http());
         Site {
+            acme_http,
             auth: crate::auth::Guard::new(&cfg),
             spare_outputs: Vec::new(),
             h2_heads: Default::default(),
@@ -290,6 +297,9 @@ impl Site {
     pub fn redirect_to_https(&mut self, req: &Request, port: u16, now: SystemTime) -> Response {
         let line = self.request_line(req);
         Stats::add(&self.stats.requests, 1);
+        if self.acme_http && req.path.starts_with(crate::acme::CHALLENGE_PATH) {
+            return self.acme_challenge(req, line, now);
+        }
         let head = req.method == Method::Head;
         let default = self.hosts[self.router.route(None)]
             .cfg
@@ -368,6 +378,9 @@ impl Site {
         let line = self.request_line(req);
         let keep = req.keep_alive;
         Stats::add(&self.stats.requests, 1);
+        if self.acme_http && req.path.starts_with(crate::acme::CHALLENGE_PATH) {
+            return self.acme_challenge(req, line, now);
+        }
         if req.method == Method::Options && !req.path.is_empty() {
             return self.options(req, h, peer, line, now);
         }
@@ -808,6 +821,35 @@ impl Site {
 
     /// The health path's answer: 200 `ok` while serving, 503 once a stop
     /// has begun; never cached, never logged.
+    /// An HTTP-01 challenge (docs/operations.md, "Automatic HTTPS"): the key
+    /// authorization of a token of an order under way, before any rule or redirect;
+    /// 404 for any other.
+    fn acme_challenge(&mut self, req: &Request, line: String, now: SystemTime) -> Response {
+        let token = &req.path[crate::acme::CHALLENGE_PATH.len()..];
+        let answer = self
+            .board
+            .acme
+            .as_ref()
+            .and_then(|a| a.key_authorization(token));
+        match answer {
+            Some(ka) if matches!(req.method, Method::Get | Method::Head) => {
+                let fields = [
+                    ("Content-Type", "text/plain"),
+                    ("Cache-Control", "no-store"),
+                ];
+                self.generated(req, &fields, ka.into_bytes(), line, now)
+            }
+            _ => self.error_for(
+                Status::NotFound,
+                req.keep_alive,
+                &[],
+                line,
+                now,
+                req.method == Method::Head,
+            ),
+        }
+    }
+
     fn health(&mut self, req: &Request, line: String, now: SystemTime) -> Response {
         let draining = self.draining();
         let fields = [
@@ -1308,6 +1350,7 @@ pub(crate) mod tests {
     fn the_router_takes_exact_names_then_the_longest_wildcard_then_the_default() {
         let site = |names: &[&str], default: bool| SiteConfig {
             tls: None,
+            acme: false,
             access_log: None,
             log_format: None,
             names: names.iter().map(|n| n.to_string()).collect(),

@@ -307,6 +307,9 @@ pub(crate) struct Board {
     pub draining: Arc<std::sync::atomic::AtomicBool>,
     /// The compression cache's counters, for the whole process.
     pub compress: Arc<crate::compress_cache::Counters>,
+    /// The ACME certificates and challenges, for the whole process (when a site has
+    /// `acme = true`).
+    pub acme: Option<Arc<crate::acme::Acme>>,
 }
 
 /// The counters of generations before the current one: the workers still draining
@@ -355,6 +358,7 @@ impl Board {
             earlier: Arc::default(),
             draining: Arc::default(),
             compress: Arc::default(),
+            acme: None,
         }
     }
 
@@ -410,6 +414,11 @@ impl Board {
                 "bytes_held": c.bytes_held.load(Ordering::Relaxed),
                 "queued": c.queued.load(Ordering::Relaxed),
             },
+            "acme": self.acme.as_ref().map(|a| serde_json::json!({
+                "certificates": a.status(),
+                "issued": a.counters.issued.load(Ordering::Relaxed),
+                "failed": a.counters.failed.load(Ordering::Relaxed),
+            })),
             "queue": {
                 "collapsed": sum(|s| &s.collapsed),
                 "collapsed_bytes": sum(|s| &s.collapsed_bytes),
@@ -497,6 +506,7 @@ mod tests {
             earlier: Arc::clone(&first.earlier),
             draining: Arc::default(),
             compress: Arc::default(),
+            acme: None,
         };
         Stats::add(&new.requests, 1);
         // The old generation (a keep-alive request in flight at the reload) reads its

@@ -97,7 +97,13 @@ pub fn path_note() -> String {
 
 /// Checks that the TLS settings go together; an error names the flags.
 pub fn check(cfg: &Config) -> Result<(), String> {
-    let own = cfg.sites.iter().filter(|s| s.tls.is_some()).count();
+    crate::acme::Plan::of(cfg)?;
+    // A site with acme = true has its certificate from the directory.
+    let own = cfg
+        .sites
+        .iter()
+        .filter(|s| s.tls.is_some() || s.acme)
+        .count();
     match (&cfg.tls_cert, &cfg.tls_key) {
         (Some(_), None) | (None, Some(_)) => {
             return Err("--tls-cert and --tls-key go together".into())
@@ -130,7 +136,7 @@ pub fn check(cfg: &Config) -> Result<(), String> {
     if own == 0 {
         return Err("--tls-listen needs --tls-cert and --tls-key".into());
     }
-    match cfg.sites.iter().find(|s| s.tls.is_none()) {
+    match cfg.sites.iter().find(|s| s.tls.is_none() && !s.acme) {
         Some(s) => Err(format!(
             "--tls-listen: site {} has no tls-cert of its own, and there is no --tls-cert \
              for it",
@@ -146,7 +152,18 @@ pub fn check(cfg: &Config) -> Result<(), String> {
 /// client's SNI as a request's Host chooses the site; the others, and a client that
 /// names no site or an unknown one, get the default site's, else `--tls-cert`.
 pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
+    load_with(cfg, None)
+}
+
+/// [`load`], with the certificates `acme` obtains for the sites with `acme = true`
+/// (docs/operations.md, "Automatic HTTPS"): the newest serves, else the site's own
+/// `tls-cert`, else the server's; and TLS-ALPN-01 answered when that is the challenge.
+pub(crate) fn load_with(
+    cfg: &Config,
+    acme: Option<&Arc<crate::acme::Acme>>,
+) -> Result<Option<Arc<ServerConfig>>, String> {
     check(cfg)?;
+    let plan = crate::acme::Plan::of(cfg)?;
     if cfg.tls_listen.is_empty() {
         return Ok(None);
     }
@@ -199,16 +216,26 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
     let mut keys = Vec::with_capacity(sites.len());
     for s in &sites {
         let key = match (&s.tls, &global) {
-            (Some((c, k)), _) => certified(c, k, &provider, ("tls-cert", "tls-key"))
-                .map_err(|e| format!("site {}: {e}", s.label()))?,
-            (None, Some(g)) => Arc::clone(g),
-            (None, None) => unreachable!("check() saw to a certificate for every site"),
+            (Some((c, k)), _) => Some(
+                certified(c, k, &provider, ("tls-cert", "tls-key"))
+                    .map_err(|e| format!("site {}: {e}", s.label()))?,
+            ),
+            (None, Some(g)) => Some(Arc::clone(g)),
+            // check() saw to a certificate for every site but those of ACME.
+            (None, None) => None,
         };
         keys.push(key);
     }
     let resolver = BySite {
         router: crate::router::Router::new(&sites),
         keys,
+        acme: acme.filter(|_| plan.is_some()).map(|a| {
+            (
+                Arc::clone(a),
+                sites.iter().map(|s| s.acme.then(|| s.label())).collect(),
+                plan.as_ref().is_some_and(crate::acme::Plan::tls_alpn),
+            )
+        }),
     };
     let mut config = ServerConfig::builder_with_provider(Arc::new(provider))
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -221,6 +248,10 @@ pub fn load(cfg: &Config) -> Result<Option<Arc<ServerConfig>>, String> {
         Http2::Only => vec![b"h2".to_vec()],
         Http2::Off => vec![b"http/1.1".to_vec()],
     };
+    // Offered last: only the ACME directory's validator asks for it.
+    if plan.as_ref().is_some_and(crate::acme::Plan::tls_alpn) {
+        config.alpn_protocols.push(crate::acme::ACME_TLS.to_vec());
+    }
     config.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
     config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS: {e}"))?;
     // The server picks the cipher suite, by the order above.
@@ -252,11 +283,22 @@ fn certified(
 }
 
 /// The certificate of the site a ClientHello's name (SNI) routes to.
-#[derive(Debug)]
 struct BySite {
     router: crate::router::Router,
-    /// One per site, in the router's order.
-    keys: Vec<Arc<rustls::sign::CertifiedKey>>,
+    /// One per site, in the router's order (none: an ACME site without a certificate
+    /// of its own or the server's).
+    keys: Vec<Option<Arc<rustls::sign::CertifiedKey>>>,
+    /// The ACME certificates, each site's name among them (`Some` for `acme = true`),
+    /// and whether TLS-ALPN-01 is answered.
+    acme: Option<(Arc<crate::acme::Acme>, Vec<Option<String>>, bool)>,
+}
+
+impl std::fmt::Debug for BySite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BySite")
+            .field("sites", &self.keys.len())
+            .finish()
+    }
 }
 
 impl rustls::server::ResolvesServerCert for BySite {
@@ -264,9 +306,23 @@ impl rustls::server::ResolvesServerCert for BySite {
         &self,
         hello: rustls::server::ClientHello<'_>,
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
-        self.keys
-            .get(self.router.route(hello.server_name()))
-            .cloned()
+        let i = self.router.route(hello.server_name());
+        if let Some((acme, labels, tls_alpn)) = &self.acme {
+            let validating = *tls_alpn
+                && hello
+                    .alpn()
+                    .is_some_and(|mut p| p.any(|x| x == crate::acme::ACME_TLS));
+            if validating {
+                // The validator's handshake: the challenge's certificate or none.
+                return hello.server_name().and_then(|n| acme.alpn_certificate(n));
+            }
+            if let Some(label) = labels.get(i).and_then(Option::as_ref) {
+                if let Some(k) = acme.issued(label) {
+                    return Some(k);
+                }
+            }
+        }
+        self.keys.get(i).cloned().flatten()
     }
 }
 
@@ -456,8 +512,16 @@ impl Session {
             if !self.alpn_told && !self.conn.is_handshaking() {
                 // Before any plaintext: with `h2`, the first byte is HTTP/2's.
                 self.alpn_told = true;
-                if self.conn.alpn_protocol() == Some(b"h2") {
-                    http.h2();
+                match self.conn.alpn_protocol() {
+                    Some(b"h2") => http.h2(),
+                    // TLS-ALPN-01: the handshake was all the validator wanted.
+                    Some(crate::acme::ACME_TLS) => {
+                        self.conn.send_close_notify();
+                        self.closed = true;
+                        http.peer_closed();
+                        break;
+                    }
+                    _ => {}
                 }
             }
             loop {

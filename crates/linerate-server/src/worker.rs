@@ -473,6 +473,28 @@ struct Shared<'a> {
     draining: Arc<AtomicBool>,
     /// The compression cache's thread.
     compressor: &'a Compressor,
+    /// The ACME certificates and challenges.
+    acme: &'a Arc<crate::acme::Acme>,
+}
+
+/// Stops the ACME thread however the scope it runs in ends.
+struct StopAcme<'a>(&'a crate::acme::Acme);
+
+impl Drop for StopAcme<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
+/// The ACME plan of `cfg`, its directory made (owned by `owner`) and its stored
+/// certificates read; or why not.
+fn acme_plan(cfg: &Config, owner: Option<(u32, u32)>) -> Result<Option<crate::acme::Plan>, String> {
+    let plan = crate::acme::Plan::of(cfg)?;
+    if plan.is_some() {
+        crate::acme::prepare(&cfg.acme.dir, owner)
+            .map_err(|e| format!("acme-dir {}: {e}", cfg.acme.dir.display()))?;
+    }
+    Ok(plan)
 }
 
 /// What a generation opened before its workers start: its access-log files and its
@@ -531,6 +553,11 @@ fn start_generation<'scope>(
         earlier: Arc::clone(&shared.earlier),
         draining: Arc::clone(&shared.draining),
         compress: Arc::clone(&shared.compressor.counters),
+        acme: cfg
+            .sites()
+            .iter()
+            .any(|s| s.acme)
+            .then(|| Arc::clone(shared.acme)),
     };
     // Everything that can fail is done before the first thread starts, so a failure
     // leaves no worker running that nobody will stop.
@@ -652,8 +679,12 @@ pub fn serve(
     cfg.driver_fallback = cfg.driver == DriverChoice::Auto;
     cfg.driver = cfg.driver.resolve().map_err(ServeError::Driver)?;
     tracing::info!("event loop: {}", cfg.driver);
+    // The ACME directory is made for the user the server becomes, and the certificates
+    // stored there serve from the first handshake.
+    let acme = Arc::new(crate::acme::Acme::default());
+    acme.install(acme_plan(&cfg, serving_user(&cfg)?).map_err(ServeError::Tls)?);
     // Read while the server may still be root (a key is often readable by root only).
-    let tls = crate::tls::load(&cfg).map_err(ServeError::Tls)?;
+    let tls = crate::tls::load_with(&cfg, Some(&acme)).map_err(ServeError::Tls)?;
     tracing::info!(
         "small files: up to {} bytes each, {} bytes in all per worker",
         cfg.small_file_bytes,
@@ -727,12 +758,18 @@ pub fn serve(
         // The helpers serve every generation; they end when the last sender is gone.
         let jobs = (helpers > 0).then(|| disk::start_helpers(scope, helpers));
         let compressor = Compressor::start(scope);
+        let _stop_acme = StopAcme(&acme);
+        {
+            let acme = &acme;
+            scope.spawn(move || acme.run());
+        }
         let shared = Shared {
             jobs: jobs.as_ref(),
             cpus: &cpus,
             earlier: Arc::default(),
             draining: Arc::default(),
             compressor: &compressor,
+            acme: &acme,
         };
         let per = hand_out(&bound, &cfg, tls.as_ref())?;
         let workers = per.len();
@@ -781,6 +818,7 @@ pub fn serve(
                     g.stop.stop();
                 }
                 shared.compressor.stop();
+                shared.acme.stop();
             }
             for r in control.take() {
                 match r {
@@ -906,7 +944,8 @@ fn reload_generation<'scope>(
     cfg.driver_fallback = cfg.driver == DriverChoice::Auto;
     cfg.driver = cfg.driver.resolve()?;
     let roots = open_roots(&cfg).map_err(|e| describe(&e))?;
-    let tls = crate::tls::load(&cfg)?;
+    let tls = crate::tls::load_with(&cfg, Some(shared.acme))?;
+    let acme_plan = acme_plan(&cfg, None)?;
     let log_files = open_access_logs(&cfg, &current.log_files).map_err(|e| describe(&e))?;
     let compress = compress_store(&cfg, shared.compressor, current.compress.as_ref())
         .map_err(|e| describe(&e))?;
@@ -924,6 +963,7 @@ fn reload_generation<'scope>(
     // From here the old generation's counters are the earlier ones (counted once
     // whichever generation is asked).
     shared.earlier.retire(&current.stats);
+    shared.acme.install(acme_plan);
     let mut fresh = Vec::new();
     let next = bind_all(&cfg, bound, &mut |a| fresh.push(a.clone()))
         .map_err(|e| describe(&ServeError::from(e)))?;

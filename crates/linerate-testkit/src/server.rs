@@ -298,7 +298,12 @@ impl Server {
 
     /// Waits up to 5 s for standard error to hold `needle`; returns all of it.
     pub fn wait_stderr(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        self.wait_stderr_for(needle, Duration::from_secs(5))
+    }
+
+    /// [`Server::wait_stderr`], waiting up to `most`.
+    pub fn wait_stderr_for(&self, needle: &str, most: Duration) -> String {
+        let deadline = Instant::now() + most;
         loop {
             let text = self.stderr_text();
             if text.contains(needle) || Instant::now() > deadline {
