@@ -18,9 +18,11 @@
 //! them first: a stored certificate that covers the site's names and has not expired
 //! serves at once, and no order is made until it is due.
 //!
-//! **Renewal.** A certificate is renewed when two thirds of its lifetime have passed
-//! (a third left, as Let's Encrypt advises; the directories here offer no ACME
-//! Renewal Information). A failed attempt is logged once, with the directory's problem
+//! **Renewal.** Where the directory offers ACME Renewal Information (ARI, RFC 9773),
+//! a certificate is renewed at a moment drawn in the window it suggests (asked after
+//! each issuance and again when its Retry-After says), and the order names the
+//! certificate it replaces; elsewhere when two thirds of its lifetime have passed (a
+//! third left, as Let's Encrypt advises). A failed attempt is logged once, with the directory's problem
 //! document, counted, shown on the status page, and tried again after 30 s, doubling
 //! up to 6 hours, with a little jitter; the certificate before serves on meanwhile.
 //!
@@ -149,11 +151,16 @@ struct Held {
     key: Arc<CertifiedKey>,
     not_before: SystemTime,
     not_after: SystemTime,
+    /// The DNS names it covers, lower case.
+    names: Vec<String>,
 }
 
 #[derive(Default)]
 struct Work {
     plan: Option<Plan>,
+    /// Sites whose certificate no longer covers their names (a reload added one): due
+    /// now.
+    due_now: Vec<String>,
 }
 
 /// What the workers, the main thread and the ACME thread share (see the module's text).
@@ -191,7 +198,12 @@ fn unix(t: SystemTime) -> u64 {
 impl Acme {
     /// The certificate issued for the site first named `label`.
     pub fn issued(&self, label: &str) -> Option<Arc<CertifiedKey>> {
-        read(&self.issued).get(label).map(|h| Arc::clone(&h.key))
+        read(&self.issued)
+            .get(label)
+            // Expired (renewals failing all along): the site's own or the server's
+            // certificate, if any, rather than one every client refuses.
+            .filter(|h| h.not_after > SystemTime::now())
+            .map(|h| Arc::clone(&h.key))
     }
 
     /// The TLS-ALPN-01 certificate for `name`, while its order waits.
@@ -223,7 +235,15 @@ impl Acme {
                     name: label.clone(),
                     ..SiteStatus::default()
                 };
-                if !read(&self.issued).contains_key(label) {
+                let covers = read(&self.issued)
+                    .get(label)
+                    .map(|h| names.iter().all(|n| h.names.contains(n)));
+                if covers == Some(false) {
+                    // It serves its names meanwhile; a new one is ordered at once.
+                    tracing::info!("acme: {label}: the site has a name its certificate lacks");
+                    lock(&self.work).due_now.push(label.clone());
+                }
+                if covers.is_none() {
                     match load_stored(&p.cfg.dir, names) {
                         Ok(Some(h)) => {
                             tracing::info!(
@@ -243,6 +263,11 @@ impl Acme {
         }
         lock(&self.work).plan = plan;
         self.wake.notify_all();
+    }
+
+    /// Some site has `acme = true`.
+    pub fn planned(&self) -> bool {
+        lock(&self.work).plan.is_some()
     }
 
     /// The process is stopping: the order under way is given up.
@@ -267,19 +292,93 @@ impl Acme {
         let mut account: Option<(String, instant_acme::Account)> = None;
         // By site: when to try next, and failures in a row.
         let mut due: HashMap<String, (SystemTime, u32)> = HashMap::new();
+        // By site: when to ask for its renewal information (ARI) again; and whether the
+        // directory offers it.
+        let mut ari: HashMap<String, SystemTime> = HashMap::new();
+        let mut ari_offered: Option<(String, bool)> = None;
         while !self.stopping() {
             let plan = lock(&self.work).plan.clone();
             let now = SystemTime::now();
+            if let Some(p) = &plan {
+                let asked = ari_offered
+                    .as_ref()
+                    .filter(|(d, _)| *d == p.cfg.directory)
+                    .map(|(_, yes)| *yes);
+                if asked != Some(false)
+                    && p.sites
+                        .iter()
+                        .any(|n| read(&self.issued).contains_key(&n[0]))
+                {
+                    let Some(rt) = started(&mut runtime) else {
+                        return;
+                    };
+                    for names in &p.sites {
+                        let label = &names[0];
+                        let Some(leaf) =
+                            read(&self.issued).get(label).map(|h| h.key.cert[0].clone())
+                        else {
+                            continue;
+                        };
+                        // Not while failing (the backoff decides), nor before it is time.
+                        if ari.get(label).is_some_and(|t| *t > now)
+                            || due.get(label).is_some_and(|d| d.1 > 0)
+                        {
+                            continue;
+                        }
+                        let r = rt.block_on(async {
+                            tokio::select! {
+                                r = self.window(p, &leaf, &mut account) => Some(r),
+                                _ = stopped(&self.stop) => None,
+                            }
+                        });
+                        match r {
+                            None => return,
+                            Some(Ok(Some((at, retry)))) => {
+                                ari_offered = Some((p.cfg.directory.clone(), true));
+                                tracing::info!(
+                                    "acme: {label}: the directory's renewal information says renew at {}",
+                                    httpdate::fmt_http_date(at)
+                                );
+                                self.set_status(label, |s| s.next_attempt = Some(unix(at)));
+                                due.insert(label.clone(), (at, 0));
+                                let again = retry.clamp(Duration::from_secs(60), MOST_BACKOFF);
+                                ari.insert(label.clone(), now + again);
+                            }
+                            Some(Ok(None)) => {
+                                ari_offered = Some((p.cfg.directory.clone(), false));
+                                break;
+                            }
+                            Some(Err(e)) => {
+                                tracing::warn!(
+                                    "acme: {label}: {e}; renewal at two thirds of the lifetime"
+                                );
+                                ari.insert(label.clone(), now + Duration::from_secs(3600));
+                            }
+                        }
+                    }
+                }
+            }
+            for label in std::mem::take(&mut lock(&self.work).due_now) {
+                ari.remove(&label);
+                due.insert(label, (now, 0));
+            }
             let next = plan.as_ref().and_then(|p| {
                 p.sites
                     .iter()
                     .map(|names| {
                         let label = &names[0];
-                        let at = due.get(label).map(|d| d.0).unwrap_or_else(|| {
-                            read(&self.issued)
-                                .get(label)
-                                .map_or(now, |h| renewal_time(h.not_before, h.not_after))
-                        });
+                        let at = match due.get(label) {
+                            Some(d) => d.0,
+                            None => match read(&self.issued).get(label) {
+                                // Drawn once per certificate (its jitter too).
+                                Some(h) => {
+                                    let at = renewal_time(h.not_before, h.not_after);
+                                    due.insert(label.clone(), (at, 0));
+                                    at
+                                }
+                                None => now,
+                            },
+                        };
                         (names.clone(), at)
                     })
                     .min_by_key(|(_, at)| *at)
@@ -298,28 +397,26 @@ impl Acme {
             }
             let Some(plan) = plan else { continue };
             let label = names[0].clone();
-            let rt = match &runtime {
-                Some(rt) => rt,
-                None => {
-                    match tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                    {
-                        Ok(rt) => runtime.insert(rt),
-                        Err(e) => {
-                            tracing::error!("acme: cannot start its runtime: {e}; no certificate will be ordered");
-                            return;
-                        }
-                    }
-                }
+            let Some(rt) = started(&mut runtime) else {
+                return;
             };
             tracing::info!(
                 "acme: {label}: ordering a certificate from {}",
                 plan.cfg.directory
             );
+            // With renewal information, the order names the certificate it replaces.
+            let replaces = ari_offered
+                .as_ref()
+                .is_some_and(|(d, yes)| *yes && *d == plan.cfg.directory)
+                .then(|| {
+                    read(&self.issued)
+                        .get(&label)
+                        .map(|h| h.key.cert[0].clone())
+                })
+                .flatten();
             let outcome = rt.block_on(async {
                 tokio::select! {
-                    r = self.order(&plan, &names, &mut account) => Some(r),
+                    r = self.order(&plan, &names, replaces.as_ref(), &mut account) => Some(r),
                     _ = stopped(&self.stop) => None,
                 }
             });
@@ -340,6 +437,8 @@ impl Acme {
                         s.last_error = None;
                     });
                     write(&self.issued).insert(label.clone(), h);
+                    // The new certificate's renewal information is asked next.
+                    ari.remove(&label);
                     due.insert(label, (at, 0));
                 }
                 Err(e) => {
@@ -366,6 +465,30 @@ impl Acme {
         }
     }
 
+    /// When the directory's renewal information (ARI, RFC 9773) says to renew `leaf`
+    /// (a moment drawn in its window) and when to ask again; `None` when the directory
+    /// offers none.
+    async fn window(
+        &self,
+        plan: &Plan,
+        leaf: &CertificateDer<'static>,
+        account: &mut Option<(String, instant_acme::Account)>,
+    ) -> Result<Option<(SystemTime, Duration)>, String> {
+        let acct = the_account(&plan.cfg, account).await?;
+        let id = instant_acme::CertificateIdentifier::try_from(leaf)
+            .map_err(|e| format!("renewal information: the certificate: {e}"))?;
+        match acct.renewal_info(&id).await {
+            Ok((info, retry)) => {
+                let start = SystemTime::from(info.suggested_window.start);
+                let end = SystemTime::from(info.suggested_window.end);
+                let span = end.duration_since(start).unwrap_or_default();
+                Ok(Some((start + span.mul_f64(jitter_unit()), retry)))
+            }
+            Err(instant_acme::Error::Unsupported(_)) => Ok(None),
+            Err(e) => Err(format!("renewal information: {e}")),
+        }
+    }
+
     fn clear_challenges(&self, names: &[String]) {
         let mut alpn = write(&self.alpn);
         for n in names {
@@ -382,21 +505,21 @@ impl Acme {
         &self,
         plan: &Plan,
         names: &[String],
+        replaces: Option<&CertificateDer<'static>>,
         account: &mut Option<(String, instant_acme::Account)>,
     ) -> Result<Held, String> {
         use instant_acme::{
-            AuthorizationStatus, ChallengeType, Identifier, NewOrder, OrderStatus, RetryPolicy,
+            AuthorizationStatus, CertificateIdentifier, ChallengeType, Identifier, NewOrder,
+            OrderStatus, RetryPolicy,
         };
-        let acct = match account {
-            Some((dir, a)) if *dir == plan.cfg.directory => a,
-            _ => {
-                let a = open_account(&plan.cfg).await?;
-                &mut account.insert((plan.cfg.directory.clone(), a)).1
-            }
-        };
+        let acct = the_account(&plan.cfg, account).await?;
         let ids: Vec<Identifier> = names.iter().map(|n| Identifier::Dns(n.clone())).collect();
+        let mut new = NewOrder::new(&ids);
+        if let Some(id) = replaces.and_then(|c| CertificateIdentifier::try_from(c).ok()) {
+            new = new.replaces(id);
+        }
         let mut order = acct
-            .new_order(&NewOrder::new(&ids))
+            .new_order(&new)
             .await
             .map_err(|e| format!("new order: {e}"))?;
         let kind = if plan.tls_alpn() {
@@ -452,10 +575,48 @@ impl Acme {
             .map_err(|e| format!("certificate: {e}"))?;
         let key_pem = key.serialize_pem();
         let held = held(chain.as_bytes(), key_pem.as_bytes())?;
-        store(&plan.cfg.dir, &names[0], &chain, &key_pem)
-            .map_err(|e| format!("storing it in {}: {e}", plan.cfg.dir.display()))?;
+        // Served all the same if it cannot be stored: ordering it again would spend the
+        // directory's limits (5 duplicate certificates a week at Let's Encrypt).
+        if let Err(e) = store(&plan.cfg.dir, &names[0], &chain, &key_pem) {
+            tracing::error!(
+                "acme: {}: storing the certificate in {}: {e}; it serves, but a restart will order another",
+                names[0],
+                plan.cfg.dir.display()
+            );
+        }
         Ok(held)
     }
+}
+
+/// The runtime the ACME client runs in, started the first time.
+fn started(runtime: &mut Option<tokio::runtime::Runtime>) -> Option<&tokio::runtime::Runtime> {
+    if runtime.is_none() {
+        match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(rt) => *runtime = Some(rt),
+            Err(e) => {
+                tracing::error!(
+                    "acme: cannot start its runtime: {e}; no certificate will be ordered"
+                );
+                return None;
+            }
+        }
+    }
+    runtime.as_ref()
+}
+
+/// The account of `cfg.directory`, opened once.
+async fn the_account<'a>(
+    cfg: &AcmeConfig,
+    account: &'a mut Option<(String, instant_acme::Account)>,
+) -> Result<&'a instant_acme::Account, String> {
+    if account.as_ref().is_none_or(|(d, _)| *d != cfg.directory) {
+        let a = open_account(cfg).await?;
+        *account = Some((cfg.directory.clone(), a));
+    }
+    Ok(&account.as_ref().expect("opened just now").1)
 }
 
 /// Returns once `stop` is set.
@@ -589,8 +750,7 @@ fn load_stored(dir: &Path, names: &[String]) -> Result<Option<Held>, String> {
     let key = std::fs::read(d.join("key.pem"))
         .map_err(|e| format!("{}: {e}", d.join("key.pem").display()))?;
     let h = held(&chain, &key)?;
-    let covered = sans(&h.key.cert[0])?;
-    if let Some(n) = names.iter().find(|n| !covered.contains(n)) {
+    if let Some(n) = names.iter().find(|n| !h.names.contains(n)) {
         return Err(format!("the stored certificate does not name {n}"));
     }
     if h.not_after <= SystemTime::now() {
@@ -634,10 +794,12 @@ fn held(chain: &[u8], key: &[u8]) -> Result<Held, String> {
     let key = CertifiedKey::new(certs, signing);
     key.keys_match()
         .map_err(|e| format!("the key is not the certificate's: {e}"))?;
+    let names = sans(&key.cert[0])?;
     Ok(Held {
         key: Arc::new(key),
         not_before,
         not_after,
+        names,
     })
 }
 

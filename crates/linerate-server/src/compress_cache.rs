@@ -150,17 +150,54 @@ impl Compressor {
 
 /// What a worker finds under a name.
 pub(crate) enum Found {
-    /// The variant, open.
-    File(File),
+    /// The variant, open, and its mark of use (see [`Used`]).
+    File(File, Used),
     /// Tried already in this process, and not worth writing.
     NotSmaller,
     Missing,
 }
 
-/// Entries of the in-memory index: size and last use (nanoseconds since the epoch).
+/// A variant's mark of use: a worker that sends it sets it (a load first, so a mark
+/// already set costs no write to a shared line); eviction takes the marks as uses now
+/// and clears them (the CLOCK approximation of least recently used: no clock read and
+/// no lock per answer).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Used(Arc<AtomicBool>);
+
+impl Used {
+    /// The variant was sent.
+    pub fn mark(&self) {
+        if !self.0.load(Ordering::Relaxed) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn take(&self) -> bool {
+        self.0.swap(false, Ordering::Relaxed)
+    }
+}
+
+/// An entry of the in-memory index: size, last use (nanoseconds since the epoch) and
+/// its mark.
+struct Indexed {
+    size: u64,
+    used: u64,
+    mark: Used,
+}
+
+impl Indexed {
+    fn new(size: u64, used: u64) -> Indexed {
+        Indexed {
+            size,
+            used,
+            mark: Used::default(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Index {
-    files: HashMap<String, (u64, u64)>,
+    files: HashMap<String, Indexed>,
     total: u64,
     /// Jobs in flight by name, so each is asked once.
     pending: HashMap<String, Arc<Ticket>>,
@@ -169,6 +206,9 @@ struct Index {
 }
 
 const NOT_SMALLER_KEPT: usize = 100_000;
+
+/// Jobs waiting at most: each holds its file's descriptor.
+const MAX_QUEUED: u64 = 256;
 
 /// One cache directory, shared by a generation's workers (and the next generation's,
 /// when a reload keeps the directory).
@@ -228,15 +268,16 @@ fn writer_alive(temporary: &str) -> bool {
     pid.is_some_and(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists())
 }
 
-/// Creates `dir` (mode 0700, owned by `owner` when given) if it is missing.
+/// Creates `dir` (mode 0700, owned by `owner` when given) if it is missing; missing
+/// directories above it are made as `mkdir -p` makes them, so the user can reach it.
 pub(crate) fn prepare(dir: &Path, owner: Option<(u32, u32)>) -> io::Result<()> {
     if dir.is_dir() {
         return Ok(());
     }
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)?;
+    }
+    fs::DirBuilder::new().mode(0o700).create(dir)?;
     if let Some((uid, gid)) = owner {
         std::os::unix::fs::chown(dir, Some(uid), Some(gid))?;
     }
@@ -264,13 +305,16 @@ impl Store {
             if !is_variant_name(name) {
                 continue;
             }
-            let m = e.metadata()?;
+            // Gone since the listing (the other process of an upgrade evicted it).
+            let Ok(m) = e.metadata() else { continue };
             if !m.is_file() {
                 continue;
             }
             // The change time is the rename's: when it was written.
             let written = (m.ctime().max(0) as u64) * 1_000_000_000 + m.ctime_nsec() as u64;
-            index.files.insert(name.to_string(), (m.len(), written));
+            index
+                .files
+                .insert(name.to_string(), Indexed::new(m.len(), written));
             index.total += m.len();
         }
         // Probe that the directory takes files (a read-only mount, another owner).
@@ -294,9 +338,10 @@ impl Store {
         &self.dir
     }
 
-    /// A reload kept the directory and changed its size.
+    /// A reload kept the directory and changed its size (a smaller one applies now).
     pub fn set_limit(&self, limit: u64) {
         self.limit.store(limit, Ordering::Relaxed);
+        self.evict();
     }
 
     fn index(&self) -> std::sync::MutexGuard<'_, Index> {
@@ -315,14 +360,15 @@ impl Store {
             Ok(f) => {
                 let mut ix = self.index();
                 let used = now_ns();
-                if let Some(e) = ix.files.get_mut(name) {
-                    e.1 = used;
-                } else if let Ok(m) = f.metadata() {
+                let size = f.metadata().map_or(0, |m| m.len());
+                let ix = &mut *ix;
+                let e = ix.files.entry(name.to_string()).or_insert_with(|| {
                     // Written by the other process of an upgrade.
-                    ix.files.insert(name.to_string(), (m.len(), used));
-                    ix.total += m.len();
-                }
-                Found::File(f)
+                    ix.total += size;
+                    Indexed::new(size, used)
+                });
+                e.used = used;
+                Found::File(f, e.mark.clone())
             }
             Err(_) if self.index().not_smaller.contains(name) => Found::NotSmaller,
             Err(_) => Found::Missing,
@@ -347,6 +393,12 @@ impl Store {
             ticket.set(State::NotWritten);
             return ticket;
         }
+        // Bounded: each job holds its file open. Past it the file is asked again by
+        // a later entry (the ticket says not written, for this one).
+        if self.counters.queued.load(Ordering::Relaxed) >= MAX_QUEUED {
+            ticket.set(State::NotWritten);
+            return ticket;
+        }
         let job = Job {
             store: Arc::clone(self),
             name: name.to_string(),
@@ -368,16 +420,24 @@ impl Store {
     fn evict(&self) {
         let limit = self.limit.load(Ordering::Relaxed);
         let mut ix = self.index();
+        if ix.total > limit {
+            let now = now_ns();
+            for e in ix.files.values_mut() {
+                if e.mark.take() {
+                    e.used = now;
+                }
+            }
+        }
         while ix.total > limit {
             let Some(oldest) = ix
                 .files
                 .iter()
-                .min_by_key(|(_, (_, used))| *used)
+                .min_by_key(|(_, e)| e.used)
                 .map(|(n, _)| n.clone())
             else {
                 break;
             };
-            let (size, _) = ix.files.remove(&oldest).unwrap_or_default();
+            let size = ix.files.remove(&oldest).map_or(0, |e| e.size);
             ix.total -= size;
             match fs::remove_file(self.dir.join(&oldest)) {
                 Ok(()) => {
@@ -401,9 +461,11 @@ impl Store {
             ix.pending.remove(&job.name);
             match outcome {
                 Ok(Some(n)) => {
-                    let old = ix.files.insert(job.name.clone(), (*n, now_ns()));
+                    let old = ix
+                        .files
+                        .insert(job.name.clone(), Indexed::new(*n, now_ns()));
                     ix.total += n;
-                    ix.total -= old.map_or(0, |o| o.0);
+                    ix.total -= old.map_or(0, |o| o.size);
                 }
                 Ok(None) => {
                     if ix.not_smaller.len() >= NOT_SMALLER_KEPT {
@@ -491,6 +553,13 @@ impl Read for Input<'_> {
 /// Writes `job`'s variant: `Some(bytes)` written, `None` not worth it.
 fn write(job: &Job, opts: &Options, stop: &AtomicBool) -> io::Result<Option<u64>> {
     let dir = &job.store.dir;
+    // Changed while the job waited: its name is of contents gone.
+    let now = linerate_sys::fs::stat_fd(std::os::fd::AsFd::as_fd(&*job.file))?;
+    if (now.size, now.mtime_ns) != (job.meta.size, job.meta.mtime_ns) {
+        return Err(io::Error::other(
+            "the file changed before it was compressed",
+        ));
+    }
     let tmp = dir.join(format!("{TEMPORARY}{}-{}", job.name, std::process::id()));
     let result = (|| -> io::Result<Option<u64>> {
         let out = fs::OpenOptions::new()
@@ -593,7 +662,7 @@ mod tests {
                 let t2 = store.ask(&n, &f, m, Coding::Gzip);
                 assert!(Arc::ptr_eq(&t, &t2) || t2.state() == State::Written);
                 assert_eq!(wait(&t), State::Written);
-                let Found::File(mut v) = store.find(&n) else {
+                let Found::File(mut v, _) = store.find(&n) else {
                     panic!("written")
                 };
                 let mut z = Vec::new();
@@ -611,13 +680,19 @@ mod tests {
                 names.push((n, z.len() as u64));
             }
             assert_eq!(c.counters.written.load(Ordering::Relaxed), 3);
-            // Used again: 0 is now the most recent, 1 the least.
-            assert!(matches!(store.find(&names[0].0), Found::File(_)));
-            // Room for two of them: the least recently used goes.
-            store.set_limit(names[0].1 + names[2].1 + 1);
-            store.evict();
-            assert!(matches!(store.find(&names[1].0), Found::Missing));
-            assert!(matches!(store.find(&names[0].0), Found::File(_)));
+            // Opened again: 0 is now the most recent, 1 the least; but a worker sends 1
+            // (its mark), so 2 is the least recently used.
+            assert!(matches!(store.find(&names[0].0), Found::File(..)));
+            let Found::File(_, used) = store.find(&names[1].0) else {
+                panic!("there")
+            };
+            assert!(matches!(store.find(&names[0].0), Found::File(..)));
+            used.mark();
+            // Room for two of them: the least recently used goes, at once.
+            store.set_limit(names[0].1 + names[1].1 + 1);
+            assert!(matches!(store.find(&names[2].0), Found::Missing));
+            assert!(matches!(store.find(&names[1].0), Found::File(..)));
+            assert!(matches!(store.find(&names[0].0), Found::File(..)));
             assert_eq!(c.counters.evicted.load(Ordering::Relaxed), 1);
             // Nothing else is in the directory.
             let left: Vec<String> = fs::read_dir(&cache)

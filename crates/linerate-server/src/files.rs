@@ -94,8 +94,8 @@ enum Made {
     Unknown,
     /// Asked of the compressor.
     Waiting(Arc<crate::compress_cache::Ticket>),
-    /// Written, and open.
-    Ready(Rc<Entry>),
+    /// Written, and open; its mark of use.
+    Ready(Rc<Entry>, crate::compress_cache::Used),
     /// Not written (it would save too little, or it failed): the identity body goes.
     No,
 }
@@ -492,13 +492,15 @@ impl FileCache {
             return Compressed::None;
         };
         let made = self.made(base, best);
-        if let Made::Ready(v) = made {
+        if let Made::Ready(v, used) = made {
+            used.mark();
             return Compressed::Variant(best, v);
         }
-        let ready = |c: Coding| matches!(base.made.borrow()[c.index()], Made::Ready(_));
+        let ready = |c: Coding| matches!(base.made.borrow()[c.index()], Made::Ready(..));
         let other = ae.choose(codings.iter().copied().filter(|&c| c != best && ready(c)));
         if let Some(c) = other {
-            if let Made::Ready(v) = &base.made.borrow()[c.index()] {
+            if let Made::Ready(v, used) = &base.made.borrow()[c.index()] {
+                used.mark();
                 return Compressed::Variant(c, Rc::clone(v));
             }
         }
@@ -517,12 +519,12 @@ impl FileCache {
             return Made::No;
         };
         let next = match now {
-            Made::Ready(_) | Made::No => return now,
+            Made::Ready(..) | Made::No => return now,
             Made::Waiting(t) => match t.state() {
                 State::Pending => return Made::Waiting(t),
                 State::NotWritten => Made::No,
                 State::Written => match store.find(&name(&base.meta, coding)) {
-                    Cached::File(f) => self.variant_entry(f, base, coding),
+                    Cached::File(f, used) => self.variant_entry(f, used, base, coding),
                     // Gone already (evicted at once): asked again at the next entry.
                     _ => Made::No,
                 },
@@ -530,7 +532,7 @@ impl FileCache {
             Made::Unknown => {
                 let n = name(&base.meta, coding);
                 match store.find(&n) {
-                    Cached::File(f) => self.variant_entry(f, base, coding),
+                    Cached::File(f, used) => self.variant_entry(f, used, base, coding),
                     Cached::NotSmaller => Made::No,
                     Cached::Missing => Made::Waiting(store.ask(&n, &base.file, base.meta, coding)),
                 }
@@ -542,7 +544,13 @@ impl FileCache {
 
     /// The entry of a variant opened in the compression cache, kept in the map (under a
     /// key no path has: it starts with NUL) so its contents count in the budget.
-    fn variant_entry(&mut self, f: File, base: &Entry, coding: Coding) -> Made {
+    fn variant_entry(
+        &mut self,
+        f: File,
+        used: crate::compress_cache::Used,
+        base: &Entry,
+        coding: Coding,
+    ) -> Made {
         let Ok(fm) = stat_fd(f.as_fd()) else {
             return Made::No;
         };
@@ -555,7 +563,7 @@ impl FileCache {
         key.extend_from_slice(&base.meta.ino.to_le_bytes());
         key.extend_from_slice(coding.suffix().as_bytes());
         self.keep(&key, &e);
-        Made::Ready(e)
+        Made::Ready(e, used)
     }
 
     /// The precompressed variants of `base`, the entry of `rel`, among `codings`:

@@ -297,7 +297,10 @@ impl Site {
     pub fn redirect_to_https(&mut self, req: &Request, port: u16, now: SystemTime) -> Response {
         let line = self.request_line(req);
         Stats::add(&self.stats.requests, 1);
-        if self.acme_http && req.path.starts_with(crate::acme::CHALLENGE_PATH) {
+        if self.acme_http
+            && req.path.starts_with(crate::acme::CHALLENGE_PATH)
+            && self.hosts[self.site_of(req)].cfg.acme
+        {
             return self.acme_challenge(req, line, now);
         }
         let head = req.method == Method::Head;
@@ -378,7 +381,10 @@ impl Site {
         let line = self.request_line(req);
         let keep = req.keep_alive;
         Stats::add(&self.stats.requests, 1);
-        if self.acme_http && req.path.starts_with(crate::acme::CHALLENGE_PATH) {
+        if self.acme_http
+            && self.hosts[h].cfg.acme
+            && req.path.starts_with(crate::acme::CHALLENGE_PATH)
+        {
             return self.acme_challenge(req, line, now);
         }
         if req.method == Method::Options && !req.path.is_empty() {
@@ -1046,10 +1052,12 @@ impl Site {
         let len = e.meta.size;
         let decision = match (&req.range, req.method) {
             (Some(r), Method::Get)
-                if req
-                    .if_range
-                    .as_deref()
-                    .is_none_or(|ir| conditional::if_range_allows(ir, v, now)) =>
+                if req.if_range.as_deref().is_none_or(|ir| {
+                    // A variant's date is its file's (the compression cache's are):
+                    // only its ETag names its bytes (docs/http.md V3).
+                    (rep.coding.is_none() || ir.trim_start().starts_with('"'))
+                        && conditional::if_range_allows(ir, v, now)
+                }) =>
             {
                 range::evaluate(r, len)
             }

@@ -308,10 +308,12 @@ impl rustls::server::ResolvesServerCert for BySite {
     ) -> Option<Arc<rustls::sign::CertifiedKey>> {
         let i = self.router.route(hello.server_name());
         if let Some((acme, labels, tls_alpn)) = &self.acme {
+            // RFC 8737: the validator offers acme-tls/1 alone.
             let validating = *tls_alpn
-                && hello
-                    .alpn()
-                    .is_some_and(|mut p| p.any(|x| x == crate::acme::ACME_TLS));
+                && hello.alpn().is_some_and(|p| {
+                    let offered: Vec<&[u8]> = p.collect();
+                    offered == [crate::acme::ACME_TLS]
+                });
             if validating {
                 // The validator's handshake: the challenge's certificate or none.
                 return hello.server_name().and_then(|n| acme.alpn_certificate(n));

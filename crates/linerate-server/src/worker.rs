@@ -486,6 +486,16 @@ impl Drop for StopAcme<'_> {
     }
 }
 
+/// Stops the compressor (the job under way, and those queued) however the scope it
+/// runs in ends.
+struct StopCompressor<'a>(&'a Compressor);
+
+impl Drop for StopCompressor<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
+}
+
 /// The ACME plan of `cfg`, its directory made (owned by `owner`) and its stored
 /// certificates read; or why not.
 fn acme_plan(cfg: &Config, owner: Option<(u32, u32)>) -> Result<Option<crate::acme::Plan>, String> {
@@ -759,6 +769,7 @@ pub fn serve(
         let jobs = (helpers > 0).then(|| disk::start_helpers(scope, helpers));
         let compressor = Compressor::start(scope);
         let _stop_acme = StopAcme(&acme);
+        let _stop_compressor = StopCompressor(&compressor);
         {
             let acme = &acme;
             scope.spawn(move || acme.run());
@@ -867,6 +878,12 @@ pub fn serve(
                                     child.id()
                                 );
                                 upgrades.push(child);
+                                // The new process orders and answers challenges
+                                // from now on: two would split a validation.
+                                if shared.acme.planned() {
+                                    tracing::warn!("SIGUSR2: ACME is the new process's now; this one renews nothing");
+                                }
+                                shared.acme.stop();
                             }
                             Err(e) => tracing::error!(
                                 "SIGUSR2: cannot start the binary again: {e}; serving on"
@@ -963,7 +980,6 @@ fn reload_generation<'scope>(
     // From here the old generation's counters are the earlier ones (counted once
     // whichever generation is asked).
     shared.earlier.retire(&current.stats);
-    shared.acme.install(acme_plan);
     let mut fresh = Vec::new();
     let next = bind_all(&cfg, bound, &mut |a| fresh.push(a.clone()))
         .map_err(|e| describe(&ServeError::from(e)))?;
@@ -997,6 +1013,9 @@ fn reload_generation<'scope>(
         current.number + 1,
     )
     .map_err(|e| e.to_string())?;
+    // Its challenges and orders from now on, not before (a reload refused above leaves
+    // the ACME thread on the settings before, which the workers still answer).
+    shared.acme.install(acme_plan);
     // The new workers serve: connections go the new generation's way (a reload
     // refused before this leaves the program as it was).
     crate::listen::steer(&next, steer.0, steer.1, shared.cpus);

@@ -891,6 +891,24 @@ fn the_compression_cache_sends_each_variant_made_once_and_never_a_stale_one(case
         &format!("Accept-Encoding: gzip\r\nIf-None-Match: {etag}\r\n"),
     );
     assert_eq!(r.status, 304);
+    // An If-Range date is the file's: it never resumes a download in another coding.
+    let r = ask(
+        &s,
+        "GET",
+        "/app.js",
+        &format!(
+            "Accept-Encoding: gzip\r\nRange: bytes=0-9\r\nIf-Range: {}\r\n",
+            plain.header("Last-Modified").unwrap()
+        ),
+    );
+    assert_eq!((r.status, r.body.len()), (200, gz.body.len()));
+    let r = ask(
+        &s,
+        "GET",
+        "/app.js",
+        &format!("Accept-Encoding: gzip\r\nRange: bytes=0-9\r\nIf-Range: {etag}\r\n"),
+    );
+    assert_eq!(r.status, 206);
     // A client preferring br gets gzip while br is made, then br.
     until_coded(&s, "/app.js", "br, gzip;q=0.5", "br", &js);
     // Over HTTP/2 (h2c), the same variant.
