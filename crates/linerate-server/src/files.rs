@@ -574,7 +574,12 @@ impl FileCache {
     /// otherwise (one lookup per coding).
     pub fn variants(&mut self, rel: &[u8], base: &Rc<Entry>, codings: &[Coding]) -> Variants {
         if self.current.contains(rel) {
-            let known = base.variants.borrow().as_ref().filter(|v| v.trusted).cloned();
+            let known = base
+                .variants
+                .borrow()
+                .as_ref()
+                .filter(|v| v.trusted)
+                .cloned();
             if let Some(v) = known {
                 // A variant whose contents were not resident when found is read when
                 // they are, as its file's are (a look when they are held).
