@@ -329,7 +329,7 @@ impl Store {
             stop: Arc::clone(&compressor.stop),
             counters: Arc::clone(&compressor.counters),
         });
-        store.evict();
+        store.evict(None);
         Ok(store)
     }
 
@@ -341,7 +341,7 @@ impl Store {
     /// A reload kept the directory and changed its size (a smaller one applies now).
     pub fn set_limit(&self, limit: u64) {
         self.limit.store(limit, Ordering::Relaxed);
-        self.evict();
+        self.evict(None);
     }
 
     fn index(&self) -> std::sync::MutexGuard<'_, Index> {
@@ -416,8 +416,10 @@ impl Store {
         ticket
     }
 
-    /// Deletes the least recently used variants until the directory is within its size.
-    fn evict(&self) {
+    /// Deletes the least recently used variants until the directory is within its size,
+    /// never `written` (the variant just written, not yet sent: every other may have
+    /// been sent since the last eviction, and so count as used later).
+    fn evict(&self, written: Option<&str>) {
         let limit = self.limit.load(Ordering::Relaxed);
         let mut ix = self.index();
         if ix.total > limit {
@@ -432,6 +434,7 @@ impl Store {
             let Some(oldest) = ix
                 .files
                 .iter()
+                .filter(|(n, _)| Some(n.as_str()) != written)
                 .min_by_key(|(_, e)| e.used)
                 .map(|(n, _)| n.clone())
             else {
@@ -483,7 +486,7 @@ impl Store {
                 c.written.fetch_add(1, Ordering::Relaxed);
                 c.bytes_in.fetch_add(job.meta.size, Ordering::Relaxed);
                 c.bytes_out.fetch_add(*n, Ordering::Relaxed);
-                self.evict();
+                self.evict(Some(&job.name));
             }
             Ok(None) => {
                 c.not_smaller.fetch_add(1, Ordering::Relaxed);
