@@ -193,6 +193,18 @@ impl Guard {
         client: Option<IpAddr>,
         now: Instant,
     ) -> Verdict {
+        self.check_at(file, authorization, client, || now)
+    }
+
+    /// [`Guard::check`], the clock read only when a failure is counted or looked at
+    /// (a client with remembered credentials and no failure anywhere costs none).
+    pub fn check_at(
+        &mut self,
+        file: &Path,
+        authorization: Option<&str>,
+        client: Option<IpAddr>,
+        clock: impl Fn() -> Instant,
+    ) -> Verdict {
         let Some((_, Some(h), passed)) = self.files.iter_mut().find(|(p, ..)| {
             p.as_os_str().as_encoded_bytes() == file.as_os_str().as_encoded_bytes()
         }) else {
@@ -207,10 +219,12 @@ impl Guard {
         // The throttle first: a client past it learns nothing, not even whether its
         // guess is credentials some other client had pass.
         let who = Counted::of(client);
-        if let Some((since, n)) = self.failures.get(&who) {
-            let left = WINDOW.saturating_sub(now.saturating_duration_since(*since));
-            if *n >= FAILURES && !left.is_zero() {
-                return Verdict::Throttled(left);
+        if !self.failures.is_empty() {
+            if let Some((since, n)) = self.failures.get(&who) {
+                let left = WINDOW.saturating_sub(clock().saturating_duration_since(*since));
+                if *n >= FAILURES && !left.is_zero() {
+                    return Verdict::Throttled(left);
+                }
             }
         }
         if passed.contains(creds) {
@@ -233,6 +247,7 @@ impl Guard {
             passed.insert(creds.to_string());
             return Verdict::Pass;
         }
+        let now = clock();
         if self.failures.len() >= COUNTED {
             self.failures
                 .retain(|_, (since, _)| now.saturating_duration_since(*since) < WINDOW);

@@ -659,11 +659,12 @@ impl Site {
         let Some(file) = fx.and_then(|f| f.htpasswd.as_deref()) else {
             return Ok(line);
         };
-        let at = std::time::Instant::now();
-        match self
-            .auth
-            .check(file, req.authorization.as_deref(), peer, at)
-        {
+        match self.auth.check_at(
+            file,
+            req.authorization.as_deref(),
+            peer,
+            std::time::Instant::now,
+        ) {
             crate::auth::Verdict::Pass => Ok(line),
             crate::auth::Verdict::Challenge => {
                 let realm = format!(
