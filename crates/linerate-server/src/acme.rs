@@ -28,7 +28,7 @@
 //!
 //! **Until the first certificate** of a site arrives, its handshakes get the site's own
 //! `tls-cert` if it has one, else the server's, else fail (rustls has no certificate
-//! to offer and ends the handshake with an alert); nothing else waits.
+//! to offer and ends the handshake with an `access_denied` alert); nothing else waits.
 //!
 //! Wildcard names need the DNS-01 challenge and a DNS provider: refused at start with
 //! the reason.
