@@ -491,6 +491,19 @@ impl FileCache {
         let Some(best) = ae.choose(codings.iter().copied()) else {
             return Compressed::None;
         };
+        // The answer after the first: read in place, no count of a shared reference
+        // taken (the mark's is shared by the workers).
+        let ready_now = match &base.made.borrow()[best.index()] {
+            Made::Ready(v, used) => {
+                used.mark();
+                Some(Rc::clone(v))
+            }
+            _ => None,
+        };
+        if let Some(v) = ready_now {
+            self.fill(&v);
+            return Compressed::Variant(best, v);
+        }
         let made = self.made(base, best);
         if let Made::Ready(v, used) = made {
             used.mark();
