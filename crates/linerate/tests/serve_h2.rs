@@ -16,7 +16,7 @@ const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 per_strategy!(
     // Rules: docs/http.md T8.
     h2spec_passes_over_tls_and_in_clear,
-    // Rules: docs/http.md T7, T9.
+    // Rules: docs/http.md T7, T9, T12.
     answers_over_h2_are_the_answers_over_http11,
 );
 
@@ -144,6 +144,31 @@ fn curl(args: &[&str], url: &str) -> (u16, String, Vec<u8>) {
     )
 }
 
+/// The heads curl receives for `paths` fetched in one run (one connection), each its
+/// fields less the status line, `Date` and the connection's own, names lower-cased.
+fn heads(args: &[&str], base: &str, paths: &[&str]) -> Vec<Vec<(String, String)>> {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "--max-time", "20", "-D", "-"]).args(args);
+    for p in paths {
+        cmd.args(["-o", "/dev/null"]).arg(format!("{base}{p}"));
+    }
+    let out = cmd.output().expect("curl runs");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut heads = Vec::new();
+    for line in text.lines().map(|l| l.trim_end_matches('\r')) {
+        if line.starts_with("HTTP/") {
+            heads.push(Vec::new());
+        } else if let (Some(h), Some((n, v))) = (heads.last_mut(), line.split_once(": ")) {
+            let n = n.to_ascii_lowercase();
+            if !["date", "connection", "keep-alive"].contains(&n.as_str()) {
+                h.push((n, v.to_string()));
+            }
+        }
+    }
+    heads
+}
+
 fn answers_over_h2_are_the_answers_over_http11(case: &str) {
     if !installed("curl") {
         eprintln!("skipped: no curl");
@@ -256,6 +281,80 @@ fn answers_over_h2_are_the_answers_over_http11(case: &str) {
         )),
         "{metrics}"
     );
+    // Many answers on one connection: the heads' fields go into the client's table
+    // the first time and come back as indexes after (T12). curl over TLS, and nghttp
+    // in clear (curl 7.88 cannot reuse a prior-knowledge connection, whatever the
+    // server), decode each head to what HTTP/1.1 says; nghttp shows the later HEADERS
+    // frames are a few bytes.
+    // (nghttp asks for gzip, and no path here has a variant.)
+    let paths = [
+        "/one.bin",
+        "/hundred.bin",
+        "/dir/index.html",
+        "/one.bin",
+        "/nope",
+    ];
+    let h1 = heads(&["--http1.1"], &plain, &paths);
+    let again: Vec<&str> = paths.iter().chain(&paths).chain(&paths).copied().collect();
+    let sealed = heads(
+        &["--http2", "--cacert", cert, "--resolve", &resolve],
+        &secure,
+        &again,
+    );
+    assert_eq!(
+        sealed.len(),
+        again.len(),
+        "h2: one connection, every answer"
+    );
+    for (i, head) in sealed.iter().enumerate() {
+        assert_eq!(head, &h1[i % paths.len()], "h2: answer {i}");
+    }
+    if installed("nghttp") {
+        // nghttp asks once per URL: the query makes each one its own.
+        let urls: Vec<String> = again
+            .iter()
+            .enumerate()
+            .map(|(i, p)| format!("{plain}{p}?{i}"))
+            .collect();
+        let out = Command::new("nghttp")
+            .arg("-nv")
+            .args(&urls)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let (mut clear, mut lens) = (Vec::new(), Vec::new());
+        let mut head: Vec<(String, String)> = Vec::new();
+        for line in text.lines() {
+            if let Some(field) = line
+                .split(") ")
+                .nth(1)
+                .filter(|_| line.contains("] recv (stream_id="))
+            {
+                let (n, v) = field.rsplit_once(": ").unwrap_or((field, ""));
+                let (n, v) = match field.strip_prefix(':') {
+                    Some(rest) => (
+                        format!(":{}", rest.split_once(": ").unwrap().0),
+                        rest.split_once(": ").unwrap().1.to_string(),
+                    ),
+                    None => (n.to_string(), v.to_string()),
+                };
+                if n != ":status" && n != "date" {
+                    head.push((n, v));
+                }
+            } else if let Some(rest) = line.split("recv HEADERS frame <length=").nth(1) {
+                lens.push(rest.split(',').next().unwrap().parse::<usize>().unwrap());
+                clear.push(std::mem::take(&mut head));
+            }
+        }
+        assert_eq!(clear.len(), again.len(), "h2c: every answer: {text}");
+        for (i, head) in clear.iter().enumerate() {
+            assert_eq!(head, &h1[i % paths.len()], "h2c: answer {i}");
+        }
+        // `:status`, an index per field, the date a literal of 32 bytes.
+        assert!(lens[paths.len()..].iter().all(|&n| n < 45), "{lens:?}");
+        assert!(lens[0] > 100, "{lens:?}");
+    }
     // The access log names the protocol.
     drop(server);
     let text = std::fs::read_to_string(&log).unwrap();

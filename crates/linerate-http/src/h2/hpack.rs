@@ -1,10 +1,9 @@
 //! Field blocks (RFC 7541), both ways, written here. The decoder keeps the client's
 //! dynamic table and decodes Huffman strings by the canonical code's lengths; around
-//! it, the bound on what a block may decode to. The encoder needs no state: `:status`
-//! and names from the static table, every value a literal that is never added to a
-//! table, so the client's decoder keeps nothing of ours, and a block depends on the
-//! head alone: a worker keeps the blocks of the heads it sent ([`HeadCache`]) and
-//! copies them for the next heads like them.
+//! it, the bound on what a block may decode to. The encoder writes no Huffman code:
+//! `:status` and names from the static table, values as literals. A worker reads each
+//! head it sends once ([`HeadCache`]); a connection's [`Encoder`] adds a head's fields
+//! to the client's dynamic table the first time and sends indexes for them after.
 //!
 //! Why not a crate: `loona-hpack` (made to pass h2spec, and used here first) builds its
 //! Huffman decoding table, two levels of hash maps, for every string it decodes; that
@@ -391,11 +390,6 @@ pub fn string(out: &mut Vec<u8>, s: &[u8]) {
     out.extend_from_slice(s);
 }
 
-/// Appends a dynamic table size update (RFC 7541 §6.3).
-pub(crate) fn encode_table_size(out: &mut Vec<u8>, size: usize) {
-    integer(out, 0x20, 5, size);
-}
-
 /// Appends `:status`: one byte for the codes the static table has.
 pub(crate) fn encode_status(out: &mut Vec<u8>, code: u16) {
     let index = match code {
@@ -420,7 +414,7 @@ pub(crate) fn encode_status(out: &mut Vec<u8>, code: u16) {
 /// Appends a field, its name lower-cased: a literal never added to a table, its name
 /// from the static table when it is there.
 pub(crate) fn encode_field(out: &mut Vec<u8>, name: &str, value: &str) {
-    encode_name(out, name.as_bytes());
+    encode_name(out, name.as_bytes(), 0x00, 4);
     string(out, value.as_bytes());
 }
 
@@ -445,7 +439,9 @@ const BY_LENGTH: [[u8; 8]; LONGEST_NAME + 1] = {
     t
 };
 
-fn encode_name(out: &mut Vec<u8>, name: &[u8]) {
+/// Appends a literal's name with the representation's `first` bits and `n`-bit index
+/// prefix (RFC 7541 §6.2): 0x00 and 4 never adds the field to a table, 0x40 and 6 adds it.
+fn encode_name(out: &mut Vec<u8>, name: &[u8], first: u8, n: u32) {
     // Only the names of the same length are compared: one to six of them.
     let index = BY_LENGTH.get(name.len()).and_then(|same| {
         same.iter().take_while(|&&i| i != 0).find(|&&i| {
@@ -456,9 +452,9 @@ fn encode_name(out: &mut Vec<u8>, name: &[u8]) {
         })
     });
     match index {
-        Some(&i) => integer(out, 0x00, 4, usize::from(i)),
+        Some(&i) => integer(out, first, n, usize::from(i)),
         None => {
-            out.push(0x00);
+            out.push(first);
             integer(out, 0, 7, name.len());
             out.extend(name.iter().map(|b| b.to_ascii_lowercase()));
         }
@@ -477,13 +473,17 @@ const CONNECTION_FIELDS: [&[u8]; 5] = [
 /// How many heads a [`HeadCache`] keeps: one slot each, chosen by the head's hash.
 const CACHED_HEADS: usize = 64;
 
-/// Field blocks of response heads already encoded, by the head's bytes less its `Date`
-/// value (which changes every second and is encoded each time). A site sends few
-/// distinct heads (one per file and its rules), so after the first answer for a file,
-/// its head's block is copied, not encoded again field by field: the translation
-/// cost a third of the encoding at 1 KiB (`BENCHMARKS.md`). Owned by a worker and
-/// shared by its connections: blocks carry no connection state (the encoder keeps
-/// none).
+/// Heads cached anywhere in the process, numbered: a connection's [`Encoder`] knows a
+/// head it placed in the client's table by this number, which no other head (of
+/// another worker, or of a cache a reload made) ever has.
+static HEADS_CACHED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// Response heads already read, by the head's bytes less its `Date` value (which
+/// changes every second and is encoded each time), each in the two forms a connection's
+/// [`Encoder`] sends. A site sends few distinct heads (one per file and its rules), so
+/// after the first answer for a file its head is copied, not read again field by field:
+/// the translation cost a third of the encoding at 1 KiB (`BENCHMARKS.md`). Owned by a
+/// worker and shared by its connections: it holds no connection's state.
 #[derive(Default)]
 pub struct HeadCache {
     slots: Vec<Option<CachedHead>>,
@@ -494,14 +494,171 @@ struct CachedHead {
     /// The head less its `Date` line's value: the bytes before it, then after it.
     key: Box<[u8]>,
     split: usize,
-    /// The head's block less the `date` field, which goes at `at`.
+    /// Its number ([`HEADS_CACHED`]).
+    id: u64,
+    /// `:status` and the fields less `date` (which goes at `at`), each a literal never
+    /// added to a table.
     block: Box<[u8]>,
     at: usize,
+    /// The same, each field a literal added to the table (`:status` as in `block`);
+    /// the date goes at `indexed_at`.
+    indexed: Box<[u8]>,
+    indexed_at: usize,
+    /// The length of `:status`, which leads both.
+    status: usize,
+    /// Each field's size in the table (RFC 7541 §4.1), in order; how many come before
+    /// the date; their sum.
+    sizes: Box<[u32]>,
+    before_date: usize,
+    total: usize,
 }
 
 impl HeadCache {
     pub fn new() -> HeadCache {
         HeadCache::default()
+    }
+}
+
+/// The dynamic table an [`Encoder`] fills, at most: the size every client allows
+/// (SETTINGS_HEADER_TABLE_SIZE's default).
+const ENCODER_TABLE: usize = 4096;
+
+/// How many heads an [`Encoder`] remembers the places of: one slot each, by number.
+const PLACED_HEADS: usize = 16;
+
+/// A connection's encoder, which keeps its copy of the client's dynamic table of
+/// response fields. The first time a connection is sent a head (one of its worker's
+/// [`HeadCache`]), its fields go as literals that the client adds to its table; after
+/// that, while they are all still there, the head goes as one index per field (a byte
+/// each) and the date: about 10 bytes in place of 150 at 1 KiB, less to seal and to
+/// send, and a client decodes an index without reading a string. A head is added only
+/// when it fills at most half the table, so that two heads taking turns both stay.
+///
+/// Only sizes are kept: a field is known by its head's number and its place in that
+/// head, and its index follows from when it was added (the newest is 62, RFC 7541
+/// §2.3.3). An entry this side evicts early is one the client still has, so evicting
+/// is always safe; nothing is sent an index this side does not hold.
+pub struct Encoder {
+    /// The table's bound: the client's SETTINGS_HEADER_TABLE_SIZE, at most
+    /// [`ENCODER_TABLE`], once said to it in a size update.
+    max: usize,
+    size: usize,
+    /// The entries' sizes, oldest first.
+    entries: VecDeque<u32>,
+    /// Entries ever added: entry `n` (from 0) is at index 62 + (added - 1 - n).
+    added: u64,
+    /// Heads added: (head number, its first entry's number), by number.
+    placed: [(u64, u64); PLACED_HEADS],
+    /// The bound the client set (the smallest since the last block, then the last),
+    /// owed as size updates at the start of the next block (RFC 7541 §4.2).
+    update: Option<(usize, usize)>,
+}
+
+impl Default for Encoder {
+    fn default() -> Encoder {
+        Encoder::new()
+    }
+}
+
+impl Encoder {
+    pub fn new() -> Encoder {
+        Encoder {
+            max: ENCODER_TABLE,
+            size: 0,
+            entries: VecDeque::new(),
+            added: 0,
+            placed: [(0, 0); PLACED_HEADS],
+            update: None,
+        }
+    }
+
+    /// The client set SETTINGS_HEADER_TABLE_SIZE to `size`.
+    pub(crate) fn peer_table_size(&mut self, size: u32) {
+        let bound = (size as usize).min(ENCODER_TABLE);
+        let least = self.update.map_or(bound, |(least, _)| least.min(bound));
+        self.update = Some((least, bound));
+    }
+
+    /// Starts a block: the size updates owed, the table evicted to them. What it
+    /// returns, given to [`Encoder::unstart`], owes them again (the block not sent).
+    pub(crate) fn start(&mut self, out: &mut Vec<u8>) -> Option<(usize, usize)> {
+        let owed = self.update.take();
+        if let Some((least, bound)) = owed {
+            if least != self.max {
+                integer(out, 0x20, 5, least);
+                self.evict_to(least);
+            }
+            if bound != least {
+                integer(out, 0x20, 5, bound);
+            }
+            self.max = bound;
+        }
+        owed
+    }
+
+    /// A started block was not sent: its size updates are owed again (the entries
+    /// already evicted stay so, which the client's table allows).
+    pub(crate) fn unstart(&mut self, owed: Option<(usize, usize)>) {
+        if let Some((least, bound)) = owed {
+            self.update = Some(match self.update {
+                Some((l, b)) => (l.min(least), b),
+                None => (least, bound),
+            });
+        }
+    }
+
+    fn evict_to(&mut self, bound: usize) {
+        while self.size > bound {
+            let Some(s) = self.entries.pop_front() else {
+                break;
+            };
+            self.size -= s as usize;
+        }
+    }
+
+    /// Appends `head`'s block with `date` in it: indexes when its fields are in the
+    /// table, else literals that add them when they fit, else literals.
+    fn head(&mut self, c: &CachedHead, date: Option<&[u8]>, out: &mut Vec<u8>) {
+        let n = c.sizes.len() as u64;
+        let slot = (c.id % PLACED_HEADS as u64) as usize;
+        let (id, first) = self.placed[slot];
+        let oldest = self.added - self.entries.len() as u64;
+        if n > 0 && id == c.id && first >= oldest {
+            out.extend_from_slice(&c.indexed[..c.status]);
+            // Field k was entry first + k: index 62 + (added - 1 - first - k).
+            let newest = 62 + (self.added - 1 - first) as usize;
+            for k in 0..n as usize {
+                if k == c.before_date {
+                    if let Some(d) = date {
+                        encode_date(out, d);
+                    }
+                }
+                integer(out, 0x80, 7, newest - k);
+            }
+            if c.before_date == n as usize {
+                if let Some(d) = date {
+                    encode_date(out, d);
+                }
+            }
+            return;
+        }
+        let (block, at) = if n > 0 && c.total <= self.max / 2 {
+            self.placed[slot] = (c.id, self.added);
+            for &s in c.sizes.iter() {
+                self.evict_to(self.max - s as usize);
+                self.entries.push_back(s);
+                self.size += s as usize;
+                self.added += 1;
+            }
+            (&c.indexed, c.indexed_at)
+        } else {
+            (&c.block, c.at)
+        };
+        out.extend_from_slice(&block[..at]);
+        if let Some(d) = date {
+            encode_date(out, d);
+        }
+        out.extend_from_slice(&block[at..]);
     }
 }
 
@@ -529,76 +686,109 @@ fn split_date(head: &[u8]) -> (&[u8], Option<&[u8]>, &[u8]) {
 
 /// Encodes an HTTP/1.1 response head (`HTTP/1.1 NNN reason`, then `Name: value` lines
 /// ending in CRLF, then an empty line: what [`crate::response::Head`] writes) as a
-/// field block, without the connection-specific fields; false if `head` is not such
-/// a head. A head `cache` holds is copied from it.
-pub(crate) fn encode_h1_head(out: &mut Vec<u8>, head: &[u8], cache: &mut HeadCache) -> bool {
+/// field block, without the connection-specific fields, by the connection's `encoder`;
+/// false if `head` is not such a head. A head `cache` holds is not read again.
+pub(crate) fn encode_h1_head(
+    out: &mut Vec<u8>,
+    head: &[u8],
+    cache: &mut HeadCache,
+    encoder: &mut Encoder,
+) -> bool {
     let (before, date, after) = split_date(head);
     let hash = cache.hasher.hash_one((before, after));
     if cache.slots.is_empty() {
         cache.slots.resize_with(CACHED_HEADS, || None);
     }
     let slot = &mut cache.slots[hash as usize % CACHED_HEADS];
-    if let Some(c) = slot {
+    let hit = slot.as_ref().is_some_and(|c| {
         let (b, a) = c.key.split_at(c.split);
-        if b == before && a == after {
-            out.extend_from_slice(&c.block[..c.at]);
-            if let Some(d) = date {
-                encode_date(out, d);
-            }
-            out.extend_from_slice(&c.block[c.at..]);
-            return true;
-        }
+        b == before && a == after
+    });
+    if !hit {
+        let Some(c) = read_head(before, date.is_some(), after) else {
+            return false;
+        };
+        *slot = Some(c);
     }
-    let start = out.len();
-    let ok = encode_lines(out, before, true) == Some(date.is_none()) && {
-        let at = out.len();
-        if let Some(d) = date {
-            encode_date(out, d);
-        }
-        let mid = out.len();
-        let ok = date.is_none() || encode_lines(out, after, false) == Some(true);
-        if ok {
-            let mut block = Vec::with_capacity(out.len() - start - (mid - at));
-            block.extend_from_slice(&out[start..at]);
-            block.extend_from_slice(&out[mid..]);
-            let mut key = Vec::with_capacity(before.len() + after.len());
-            key.extend_from_slice(before);
-            key.extend_from_slice(after);
-            *slot = Some(CachedHead {
-                key: key.into(),
-                split: before.len(),
-                block: block.into(),
-                at: at - start,
-            });
-        }
-        ok
-    };
-    if !ok {
-        out.truncate(start);
+    if let Some(c) = slot {
+        encoder.head(c, date, out);
     }
-    ok
+    true
 }
 
-/// `date` (static name 33) and its value.
+/// Reads a head (split around its date's value) into both forms of a [`CachedHead`];
+/// None if it is not a head.
+fn read_head(before: &[u8], dated: bool, after: &[u8]) -> Option<CachedHead> {
+    let mut fields = Vec::new();
+    // The part before the date ends the head only when there is no date.
+    let (code, ended) = head_lines(before, true, &mut fields)?;
+    if ended == dated {
+        return None;
+    }
+    let before_date = fields.len();
+    if dated && !head_lines(after, false, &mut fields)?.1 {
+        return None;
+    }
+    let mut block = Vec::with_capacity(before.len() + after.len());
+    encode_status(&mut block, code);
+    let status_len = block.len();
+    let mut indexed = block.clone();
+    let (mut at, mut indexed_at) = (block.len(), indexed.len());
+    let mut sizes = Vec::with_capacity(fields.len());
+    for (k, &(name, value)) in fields.iter().enumerate() {
+        if k == before_date {
+            (at, indexed_at) = (block.len(), indexed.len());
+        }
+        encode_name(&mut block, name, 0x00, 4);
+        string(&mut block, value);
+        encode_name(&mut indexed, name, 0x40, 6);
+        string(&mut indexed, value);
+        sizes.push((name.len() + value.len() + 32) as u32);
+    }
+    if before_date == fields.len() {
+        (at, indexed_at) = (block.len(), indexed.len());
+    }
+    let mut key = Vec::with_capacity(before.len() + after.len());
+    key.extend_from_slice(before);
+    key.extend_from_slice(after);
+    Some(CachedHead {
+        key: key.into(),
+        split: before.len(),
+        id: HEADS_CACHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        block: block.into(),
+        at,
+        indexed: indexed.into(),
+        indexed_at,
+        status: status_len,
+        total: sizes.iter().map(|&s| s as usize).sum(),
+        sizes: sizes.into(),
+        before_date,
+    })
+}
+
+/// `date` (static name 33) and its value, a literal never added to a table.
 fn encode_date(out: &mut Vec<u8>, value: &[u8]) {
     integer(out, 0x00, 4, 33);
     string(out, value);
 }
 
-/// Encodes the lines of a head (its status line first when `status`), up to the empty
-/// line that ends it or the end of `lines`, which must end a line (the part of a head
-/// before `Date: ` ends without its line ending, which the date's value starts).
-/// Some(true) if the empty line came, last; None if a line is not one a head has.
-fn encode_lines(out: &mut Vec<u8>, mut lines: &[u8], status: bool) -> Option<bool> {
+/// Reads the lines of a head (its status line first when `status`) into `fields`, less
+/// the connection's own, up to the empty line that ends it or the end of `lines`,
+/// which must end a line (the part of a head before `Date: ` ends without its line
+/// ending, which the date's value starts). The status (0 without one) and whether the
+/// empty line came, last; None if a line is not one a head has.
+fn head_lines<'a>(
+    mut lines: &'a [u8],
+    status: bool,
+    fields: &mut Vec<(&'a [u8], &'a [u8])>,
+) -> Option<(u16, bool)> {
+    let mut code = 0;
     if status {
-        let code = lines.strip_prefix(b"HTTP/1.1 ")?.get(..3)?;
-        if !code.iter().all(u8::is_ascii_digit) {
+        let digits = lines.strip_prefix(b"HTTP/1.1 ")?.get(..3)?;
+        if !digits.iter().all(u8::is_ascii_digit) {
             return None;
         }
-        encode_status(
-            out,
-            code.iter().fold(0, |n, d| n * 10 + u16::from(d - b'0')),
-        );
+        code = digits.iter().fold(0, |n, d| n * 10 + u16::from(d - b'0'));
         lines = &lines[memchr::memchr(b'\n', lines)? + 1..];
     } else {
         // After a date: its line's end.
@@ -606,13 +796,13 @@ fn encode_lines(out: &mut Vec<u8>, mut lines: &[u8], status: bool) -> Option<boo
     }
     loop {
         let Some(end) = memchr::memchr(b'\n', lines) else {
-            // The part before a date ends with `Date: `, which is not encoded here.
-            return (lines == b"Date: ").then_some(false);
+            // The part before a date ends with `Date: `, which is not read here.
+            return (lines == b"Date: ").then_some((code, false));
         };
         let line = lines[..end].strip_suffix(b"\r").unwrap_or(&lines[..end]);
         lines = &lines[end + 1..];
         if line.is_empty() {
-            return lines.is_empty().then_some(true);
+            return lines.is_empty().then_some((code, true));
         }
         let colon = memchr::memchr(b':', line)?;
         let (name, value) = (&line[..colon], &line[colon + 1..]);
@@ -623,8 +813,7 @@ fn encode_lines(out: &mut Vec<u8>, mut lines: &[u8], status: bool) -> Option<boo
         {
             continue;
         }
-        encode_name(out, name);
-        string(out, value);
+        fields.push((name, value));
     }
 }
 
@@ -652,49 +841,132 @@ mod tests {
         out
     }
 
-    /// A head's block copied from the cache is the block encoded afresh, its date the
-    /// head's own; heads that differ elsewhere are not taken for one another.
-    #[test]
-    fn cached_heads_encode_as_fresh_ones() {
-        let head = |date: &str, etag: &str| {
-            let mut h = crate::response::Head::new(crate::Status::Ok, date);
-            h.field("Content-Type", "text/html").field("ETag", etag);
-            h.finish(true)
-        };
-        let fresh = |h: &[u8]| {
-            let mut out = Vec::new();
-            assert!(encode_h1_head(&mut out, h, &mut HeadCache::new()));
-            out
-        };
-        let mut cache = HeadCache::new();
-        let heads = [
-            head("Fri, 27 Nov 2026 00:00:00 GMT", "\"a\""),
-            head("Fri, 27 Nov 2026 00:00:01 GMT", "\"a\""),
-            head("Fri, 27 Nov 2026 00:00:01 GMT", "\"b\""),
-            b"HTTP/1.1 404 Not Found\r\nX-Date: no\r\n\r\n".to_vec(),
-            head("Fri, 27 Nov 2026 00:00:02 GMT", "\"a\""),
-        ];
-        for h in heads.iter().chain(&heads) {
-            let mut out = vec![0xee];
-            assert!(encode_h1_head(&mut out, h, &mut cache));
-            assert_eq!(out[1..], fresh(h)[..], "{}", String::from_utf8_lossy(h));
+    /// A head as `crate::response::Head` writes it, and the fields a client should
+    /// decode from it.
+    fn head(date: &str, etag: &str, extra: usize) -> (Vec<u8>, Vec<(String, String)>) {
+        let mut h = crate::response::Head::new(crate::Status::Ok, date);
+        let long = "v".repeat(extra);
+        h.field("Content-Type", "text/html").field("ETag", etag);
+        if extra > 0 {
+            h.field("X-Long", &long);
         }
+        let bytes = h.finish(true);
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let mut want = vec![(":status".to_string(), "200".to_string())];
+        for line in text.lines().skip(1).take_while(|l| !l.is_empty()) {
+            let (n, v) = line.split_once(": ").unwrap();
+            if !n.eq_ignore_ascii_case("connection") {
+                want.push((n.to_ascii_lowercase(), v.to_string()));
+            }
+        }
+        (bytes, want)
+    }
+
+    /// Heads sent on one connection decode, through the client's one table, to their
+    /// own fields, dates and all: the first time as literals that fill the table, after
+    /// that as indexes; a head too large for half the table stays literals; a head
+    /// not like any before (another worker's cache, or none) is read afresh.
+    /// Rules: docs/http.md T12.
+    #[test]
+    fn heads_decode_through_the_table_to_their_own_fields() {
+        let mut cache = HeadCache::new();
+        let mut enc = Encoder::new();
         let mut d = Decoder::new();
+        let dates = [
+            "Fri, 27 Nov 2026 00:00:00 GMT",
+            "Fri, 27 Nov 2026 00:00:01 GMT",
+        ];
+        let mut sizes = Vec::new();
+        for round in 0..3 {
+            for (i, etag) in ["\"a\"", "\"b\"", "\"c\""].iter().enumerate() {
+                let (h, want) = head(dates[(round + i) % 2], etag, 0);
+                let mut out = Vec::new();
+                assert!(encode_h1_head(&mut out, &h, &mut cache, &mut enc));
+                assert_eq!(decode(&mut d, &out), want, "round {round}, {etag}");
+                sizes.push(out.len());
+            }
+        }
+        // Indexes after the first round: `:status` and a byte per field, the date a
+        // literal (32 bytes).
+        let fields = head(dates[0], "\"a\"", 0).1.len() - 2;
+        assert_eq!(sizes[3], 1 + fields + 32, "{sizes:?}");
+        assert_eq!(sizes[3..6], sizes[6..9]);
+        // Larger than half the table: never added, and still right.
+        let (big, want) = head(dates[0], "\"d\"", 2100);
+        for _ in 0..2 {
+            let mut out = Vec::new();
+            assert!(encode_h1_head(&mut out, &big, &mut cache, &mut enc));
+            assert_eq!(out[1] & 0xc0, 0, "a literal never added");
+            assert_eq!(decode(&mut d, &out), want);
+        }
+        // The same head through another cache: read again, right again.
+        let (h, want) = head(dates[0], "\"a\"", 0);
         let mut out = Vec::new();
-        encode_h1_head(&mut out, &heads[1], &mut cache);
-        assert_eq!(
-            decode(&mut d, &out)[2],
-            ("date".into(), "Fri, 27 Nov 2026 00:00:01 GMT".into())
-        );
-        // Not a head: nothing written, cached or not.
+        assert!(encode_h1_head(
+            &mut out,
+            &h,
+            &mut HeadCache::new(),
+            &mut enc
+        ));
+        assert_eq!(decode(&mut d, &out), want);
+        // Not a head: nothing written, nothing added, cached or not.
         for junk in [
             &b"junk"[..],
             b"HTTP/1.1 200 OK\r\nDate: x\r\nno colon\r\n\r\n",
         ] {
             let mut out = Vec::new();
-            assert!(!encode_h1_head(&mut out, junk, &mut cache));
-            assert!(!encode_h1_head(&mut out, junk, &mut cache));
+            assert!(!encode_h1_head(&mut out, junk, &mut cache, &mut enc));
+            assert!(!encode_h1_head(&mut out, junk, &mut cache, &mut enc));
             assert!(out.is_empty());
+        }
+        let mut out = Vec::new();
+        let (h, want) = head(dates[1], "\"b\"", 0);
+        assert!(encode_h1_head(&mut out, &h, &mut cache, &mut enc));
+        assert_eq!(decode(&mut d, &out), want);
+    }
+
+    /// Many heads taking turns, the table evicting, while the client changes its
+    /// table's bound (to nothing, small, the default): every block decodes to its own
+    /// fields, no size update passes the bound the client set, and the client's table
+    /// stays within it. Rules: docs/http.md T12.
+    #[test]
+    fn heads_stay_right_as_the_table_evicts_and_its_bound_changes() {
+        let mut cache = HeadCache::new();
+        let mut enc = Encoder::new();
+        let mut d = Decoder::new();
+        let mut seed = 7u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let mut bound = 4096;
+        for i in 0..3000 {
+            if i % 97 == 0 {
+                bound = [0, 100, 256, 1000, 4096, 8192][next(6) as usize];
+                enc.peer_table_size(bound as u32);
+                if next(2) == 0 {
+                    // A second change before the next block.
+                    bound = [0, 300, 4096][next(3) as usize];
+                    enc.peer_table_size(bound as u32);
+                }
+            }
+            let etag = format!("\"{}\"", next(40));
+            let date = format!("Fri, 27 Nov 2026 00:00:{:02} GMT", i / 100 % 60);
+            let (h, want) = head(&date, &etag, [0, 0, 0, 300, 1500][next(5) as usize]);
+            let mut out = Vec::new();
+            enc.start(&mut out);
+            assert!(encode_h1_head(&mut out, &h, &mut cache, &mut enc));
+            let mut at = 0;
+            while out[at] & 0xe0 == 0x20 {
+                let (size, n) = read_integer(&out, at, 5).unwrap();
+                assert!(size <= bound.min(ENCODER_TABLE), "{size} past {bound}");
+                at = n;
+            }
+            assert_eq!(decode(&mut d, &out), want, "head {i}");
+            assert!(d.size <= bound, "{} past {bound}", d.size);
+            assert!(enc.size <= d.size, "the encoder holds what the client does");
         }
     }
 
@@ -861,7 +1133,7 @@ mod tests {
         for (i, (name, _)) in STATIC.iter().enumerate().skip(14) {
             for form in [name.to_string(), name.to_ascii_uppercase()] {
                 let mut out = Vec::new();
-                encode_name(&mut out, form.as_bytes());
+                encode_name(&mut out, form.as_bytes(), 0x00, 4);
                 string(&mut out, b"v");
                 let mut want = Vec::new();
                 integer(&mut want, 0, 4, i + 1);
@@ -871,8 +1143,8 @@ mod tests {
             }
         }
         let mut out = Vec::new();
-        encode_name(&mut out, b"X-Custom");
+        encode_name(&mut out, b"X-Custom", 0x00, 4);
         assert_eq!(out, b"\x00\x08x-custom");
-        encode_name(&mut Vec::new(), &[b'a'; 100]);
+        encode_name(&mut Vec::new(), &[b'a'; 100], 0x00, 4);
     }
 }

@@ -261,8 +261,8 @@ pub struct Connection {
     frame_started: Option<Instant>,
     /// Answers owed.
     owed: usize,
-    /// The client changed its table size: the next block starts with a size update.
-    table_size_update: bool,
+    /// The response fields the client's dynamic table holds.
+    encoder: hpack::Encoder,
     /// Streams the client opened, and of them those it reset while an answer was owed
     /// (rapid reset, CVE-2023-44487, is many of the second).
     opened: u64,
@@ -340,7 +340,7 @@ impl Connection {
             peer_closed: false,
             frame_started: None,
             owed: 0,
-            table_size_update: false,
+            encoder: hpack::Encoder::new(),
             opened: 0,
             resets: 0,
             idle_frames: 0,
@@ -966,10 +966,9 @@ impl Connection {
                     }
                     self.peer_max_frame = v;
                 }
-                // The encoder adds nothing to the client's table, but a client that
-                // changes its size expects the change acknowledged at the start of the
-                // next block (RFC 7541 §4.2): a size update to 0 says it.
-                setting::HEADER_TABLE_SIZE => self.table_size_update = true,
+                // The bound of the table the encoder fills: said back at the start of
+                // the next block (RFC 7541 §4.2).
+                setting::HEADER_TABLE_SIZE => self.encoder.peer_table_size(v),
                 // No push; the header list the client takes is never near its limit.
                 _ => {}
             }
@@ -1056,7 +1055,7 @@ impl Connection {
         end_stream: bool,
         out: &mut Vec<u8>,
     ) {
-        self.head_frames(stream, end_stream, out, |block| {
+        self.head_frames(stream, end_stream, out, |block, _| {
             hpack::encode_status(block, status);
             for (n, v) in fields {
                 hpack::encode_field(block, n, v);
@@ -1077,8 +1076,8 @@ impl Connection {
         out: &mut Vec<u8>,
         cache: &mut hpack::HeadCache,
     ) -> bool {
-        let ok = self.head_frames(stream, end_stream, out, |block| {
-            hpack::encode_h1_head(block, head, cache)
+        let ok = self.head_frames(stream, end_stream, out, |block, encoder| {
+            hpack::encode_h1_head(block, head, cache, encoder)
         });
         if !ok {
             self.cancel(stream);
@@ -1093,16 +1092,15 @@ impl Connection {
         stream: u32,
         end_stream: bool,
         out: &mut Vec<u8>,
-        encode: impl FnOnce(&mut Vec<u8>) -> bool,
+        encode: impl FnOnce(&mut Vec<u8>, &mut hpack::Encoder) -> bool,
     ) -> bool {
         // Encoded in place after room for the frame header: nearly every head is one
         // frame.
         let start = out.len();
         out.extend_from_slice(&[0; HEADER_LEN]);
-        if std::mem::take(&mut self.table_size_update) {
-            hpack::encode_table_size(out, 0);
-        }
-        if !encode(out) {
+        let owed = self.encoder.start(out);
+        if !encode(out, &mut self.encoder) {
+            self.encoder.unstart(owed);
             out.truncate(start);
             return false;
         }
