@@ -1,11 +1,62 @@
 //! An HTTP/2 connection never panics whatever a client sends, and makes the same
 //! events and the same frames of its own (and of its answers) whether the bytes come
 //! at once or in the pieces the first byte chooses. Every request is answered with a
-//! 5-byte body, as far as the client's windows allow.
+//! 5-byte body, as far as the client's windows allow, under one of a few heads (by
+//! its stream id) through the indexing encoder; whatever SETTINGS the client sent,
+//! every field block the server wrote decodes, through one client table, to its
+//! head's own fields.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
+use linerate_http::h2::hpack::{Decoder, HeadCache};
 use linerate_http::h2::{Config, Connection, Event, PREFACE};
 use linerate_http::request::{Http2, Limits};
+
+/// The heads answers go with: one of them, by stream id, and the fields a client
+/// decodes from it (less `date`).
+fn heads() -> Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)> {
+    use linerate_http::response::Head;
+    use linerate_http::Status;
+    let long = "v".repeat(900);
+    let mut out = Vec::new();
+    for (i, extra) in ["", "x", &long].iter().enumerate() {
+        let mut h = Head::new(Status::Ok, "Fri, 27 Nov 2026 00:00:00 GMT");
+        h.field("Content-Type", "text/plain")
+            .field("ETag", &format!("\"{i}\""));
+        if !extra.is_empty() {
+            h.field("X-Extra", extra);
+        }
+        h.content_length(5);
+        let bytes = h.finish(true);
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let mut want = vec![(b":status".to_vec(), b"200".to_vec())];
+        for line in text.lines().skip(1).take_while(|l| !l.is_empty()) {
+            let (n, v) = line.split_once(": ").unwrap();
+            if n != "Date" {
+                want.push((n.to_ascii_lowercase().into_bytes(), v.as_bytes().to_vec()));
+            }
+        }
+        out.push((bytes, want));
+    }
+    out
+}
+
+/// Every field block in `out` (HEADERS and its CONTINUATIONs), in order.
+fn blocks(mut out: &[u8]) -> Vec<Vec<u8>> {
+    let (mut all, mut block) = (Vec::new(), Vec::new());
+    while out.len() >= 9 {
+        let len = usize::from(out[0]) << 16 | usize::from(out[1]) << 8 | usize::from(out[2]);
+        let (kind, flags) = (out[3], out[4]);
+        let payload = &out[9..9 + len];
+        if kind == 1 || kind == 9 {
+            block.extend_from_slice(payload);
+            if flags & 0x4 != 0 {
+                all.push(std::mem::take(&mut block));
+            }
+        }
+        out = &out[9 + len..];
+    }
+    all
+}
 
 fn run(data: &[u8], step: usize) -> (Vec<Event>, Vec<u8>) {
     let now = std::time::Instant::now();
@@ -22,14 +73,33 @@ fn run(data: &[u8], step: usize) -> (Vec<Event>, Vec<u8>) {
     let mut c = Connection::new(limits, Config::default());
     let (mut events, mut out) = (Vec::new(), Vec::new());
     let mut owed: Vec<(u32, u64)> = Vec::new();
+    let heads = heads();
+    let mut cache = HeadCache::new();
+    let mut sent = Vec::new();
     for piece in data.chunks(step.max(1)) {
         c.receive(piece);
         loop {
             match c.next(now) {
                 Event::Wait => break,
-                Event::Request { stream, request, priority } => {
-                    events.push(Event::Request { stream, request, priority });
-                    c.response_head(stream, 200, [("content-length", "5")], false, &mut out);
+                Event::Request {
+                    stream,
+                    request,
+                    priority,
+                } => {
+                    events.push(Event::Request {
+                        stream,
+                        request,
+                        priority,
+                    });
+                    let which = (stream as usize / 2) % heads.len();
+                    assert!(c.response_head_h1(
+                        stream,
+                        &heads[which].0,
+                        false,
+                        &mut out,
+                        &mut cache
+                    ));
+                    sent.push(which);
                     owed.push((stream, 5));
                 }
                 Event::Cancel { stream } => {
@@ -50,6 +120,20 @@ fn run(data: &[u8], step: usize) -> (Vec<Event>, Vec<u8>) {
             *left > 0
         });
         c.take_control(&mut out);
+    }
+    // One client table for every block, in the order they were written.
+    let mut d = Decoder::new();
+    let written = blocks(&out);
+    assert_eq!(written.len(), sent.len());
+    for (block, &which) in written.iter().zip(&sent) {
+        let mut got = Vec::new();
+        d.decode(block, 1 << 16, &mut |n, v| {
+            if n != b"date" {
+                got.push((n.to_vec(), v.to_vec()));
+            }
+        })
+        .expect("a block the server wrote decodes");
+        assert_eq!(got, heads[which].1);
     }
     (events, out)
 }
