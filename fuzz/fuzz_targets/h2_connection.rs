@@ -1,10 +1,11 @@
 //! An HTTP/2 connection never panics whatever a client sends, and makes the same
-//! events and the same frames of its own (and of its answers) whether the bytes come
-//! at once or in the pieces the first byte chooses. Every request is answered with a
-//! 5-byte body, as far as the client's windows allow, under one of a few heads (by
-//! its stream id) through the indexing encoder; whatever SETTINGS the client sent,
-//! every field block the server wrote decodes, through one client table, to its
-//! head's own fields.
+//! events of what the client sent whether its bytes come at once or in the pieces the
+//! first byte chooses. Every request is then answered, after the last piece, with a
+//! 5-byte body as far as the client's windows allow, under one of a few heads (by its
+//! stream id) through the indexing encoder; whatever SETTINGS the client sent, every
+//! field block the server wrote decodes, through one client table, to its head's own
+//! fields. (This decoder always allows a 4,096-byte table: the size update owed after
+//! a client lowers it is checked by the unit tests, not here.)
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use linerate_http::h2::hpack::{Decoder, HeadCache};
@@ -46,7 +47,7 @@ fn blocks(mut out: &[u8]) -> Vec<Vec<u8>> {
     while out.len() >= 9 {
         let len = usize::from(out[0]) << 16 | usize::from(out[1]) << 8 | usize::from(out[2]);
         let (kind, flags) = (out[3], out[4]);
-        let payload = &out[9..9 + len];
+        let payload = out.get(9..9 + len).expect("the server's frames are whole");
         if kind == 1 || kind == 9 {
             block.extend_from_slice(payload);
             if flags & 0x4 != 0 {
@@ -76,6 +77,11 @@ fn run(data: &[u8], step: usize) -> (Vec<Event>, Vec<u8>) {
     let heads = heads();
     let mut cache = HeadCache::new();
     let mut sent = Vec::new();
+    // What the client sent, read piece by piece: the requests are answered after the
+    // last piece, so that what the connection makes of the input cannot depend on
+    // when an answer ended (a HEADERS frame again on a stream is a reset while its
+    // answer runs, and not once it has ended).
+    let mut asked = Vec::new();
     for piece in data.chunks(step.max(1)) {
         c.receive(piece);
         loop {
@@ -86,41 +92,41 @@ fn run(data: &[u8], step: usize) -> (Vec<Event>, Vec<u8>) {
                     request,
                     priority,
                 } => {
+                    asked.push(stream);
                     events.push(Event::Request {
                         stream,
                         request,
                         priority,
                     });
-                    let which = (stream as usize / 2) % heads.len();
-                    assert!(c.response_head_h1(
-                        stream,
-                        &heads[which].0,
-                        false,
-                        &mut out,
-                        &mut cache
-                    ));
-                    sent.push(which);
-                    owed.push((stream, 5));
                 }
                 Event::Cancel { stream } => {
-                    owed.retain(|(s, _)| *s != stream);
+                    asked.retain(|s| *s != stream);
                     events.push(Event::Cancel { stream });
                 }
                 e => events.push(e),
             }
         }
-        // The answers' bodies as the windows allow.
-        owed.retain_mut(|(stream, left)| {
-            let n = (*left).min(c.window(*stream)).min(c.max_frame());
-            if n == 0 {
-                return true;
-            }
-            *left -= n;
-            out.extend_from_slice(&c.data_header(*stream, n as u32, *left == 0));
-            *left > 0
-        });
         c.take_control(&mut out);
     }
+    for stream in asked {
+        let which = (stream as usize / 2) % heads.len();
+        assert!(c.response_head_h1(stream, &heads[which].0, false, &mut out, &mut cache));
+        sent.push(which);
+        owed.push((stream, 5));
+    }
+    // The answers' bodies as the windows allow.
+    owed.retain_mut(|(stream, left)| {
+        let n = (*left).min(c.window(*stream)).min(c.max_frame());
+        if n == 0 {
+            return true;
+        }
+        *left -= n;
+        out.extend_from_slice(&c.data_header(*stream, n as u32, *left == 0));
+        // The frame's payload, so that the frames after it are read where they are.
+        out.resize(out.len() + n as usize, b'.');
+        *left > 0
+    });
+    c.take_control(&mut out);
     // One client table for every block, in the order they were written.
     let mut d = Decoder::new();
     let written = blocks(&out);
