@@ -470,7 +470,8 @@ const CONNECTION_FIELDS: [&[u8]; 5] = [
     b"upgrade",
 ];
 
-/// How many heads a [`HeadCache`] keeps: one slot each, chosen by the head's hash.
+/// How many heads a [`HeadCache`] keeps: a head goes in one of two slots its hash
+/// chooses.
 const CACHED_HEADS: usize = 64;
 
 /// Heads cached anywhere in the process, numbered: a connection's [`Encoder`] knows a
@@ -523,7 +524,9 @@ impl HeadCache {
 /// (SETTINGS_HEADER_TABLE_SIZE's default).
 const ENCODER_TABLE: usize = 4096;
 
-/// How many heads an [`Encoder`] remembers the places of: one slot each, by number.
+/// How many heads an [`Encoder`] remembers the places of, found by number; a new one
+/// takes the place of the one added longest ago. (Slots chosen by number let two heads
+/// that shared one push each other out at every turn.)
 const PLACED_HEADS: usize = 16;
 
 /// A connection's encoder, which keeps its copy of the client's dynamic table of
@@ -547,7 +550,7 @@ pub struct Encoder {
     entries: VecDeque<u32>,
     /// Entries ever added: entry `n` (from 0) is at index 62 + (added - 1 - n).
     added: u64,
-    /// Heads added: (head number, its first entry's number), by number.
+    /// Heads added: (head number, its first entry's number); number 0 is no head.
     placed: [(u64, u64); PLACED_HEADS],
     /// The bound the client set (the smallest since the last block, then the last),
     /// owed as size updates at the start of the next block (RFC 7541 §4.2).
@@ -633,10 +636,10 @@ impl Encoder {
     /// table, else literals that add them when they fit, else literals.
     fn head(&mut self, c: &CachedHead, date: Option<&[u8]>, out: &mut Vec<u8>) {
         let n = c.sizes.len() as u64;
-        let slot = (c.id % PLACED_HEADS as u64) as usize;
-        let (id, first) = self.placed[slot];
         let oldest = self.added - self.entries.len() as u64;
-        if n > 0 && id == c.id && first >= oldest {
+        let found = self.placed.iter().position(|&(id, _)| id == c.id);
+        let first = found.map_or(0, |i| self.placed[i].1);
+        if n > 0 && found.is_some() && first >= oldest {
             out.extend_from_slice(&c.indexed[..c.status]);
             // Field k was entry first + k: index 62 + (added - 1 - first - k).
             let newest = 62 + (self.added - 1 - first) as usize;
@@ -656,6 +659,16 @@ impl Encoder {
             return;
         }
         let (block, at) = if n > 0 && c.total <= self.max / 2 {
+            // Its own place, else an empty one, else the head added longest ago (the
+            // nearest to eviction, or evicted).
+            let slot = found.unwrap_or_else(|| {
+                (0..PLACED_HEADS)
+                    .min_by_key(|&i| match self.placed[i] {
+                        (0, _) => 0,
+                        (_, first) => first + 1,
+                    })
+                    .unwrap_or(0)
+            });
             self.placed[slot] = (c.id, self.added);
             for &s in c.sizes.iter() {
                 self.evict_to(self.max - s as usize);
@@ -712,18 +725,34 @@ pub(crate) fn encode_h1_head(
     if cache.slots.is_empty() {
         cache.slots.resize_with(CACHED_HEADS, || None);
     }
-    let slot = &mut cache.slots[hash as usize % CACHED_HEADS];
-    let hit = slot.as_ref().is_some_and(|c| {
-        let (b, a) = c.key.split_at(c.split);
-        b == before && a == after
+    // Two places a head may be in (two heads sharing one would push each other out
+    // at every turn, each read again and added to the client's table again).
+    let places = [
+        hash as usize % CACHED_HEADS,
+        (hash >> 32) as usize % CACHED_HEADS,
+    ];
+    let hit = places.into_iter().find(|&i| {
+        cache.slots[i].as_ref().is_some_and(|c| {
+            let (b, a) = c.key.split_at(c.split);
+            b == before && a == after
+        })
     });
-    if !hit {
-        let Some(c) = read_head(before, date.is_some(), after) else {
-            return false;
-        };
-        *slot = Some(c);
-    }
-    if let Some(c) = slot {
+    let at = match hit {
+        Some(i) => i,
+        None => {
+            let Some(c) = read_head(before, date.is_some(), after) else {
+                return false;
+            };
+            // An empty place, else the one read longer ago.
+            let i = places
+                .into_iter()
+                .min_by_key(|&i| cache.slots[i].as_ref().map_or(0, |c| c.id))
+                .unwrap_or(places[0]);
+            cache.slots[i] = Some(c);
+            i
+        }
+    };
+    if let Some(c) = &cache.slots[at] {
         encoder.head(c, date, out);
     }
     true
@@ -998,6 +1027,41 @@ mod tests {
             for (k, &size) in enc.entries.iter().rev().enumerate() {
                 let (n, v) = &d.table[k];
                 assert_eq!(size as usize, n.len() + v.len() + 32, "head {i}, entry {k}");
+            }
+        }
+    }
+
+    /// Twelve heads taking turns all fit the table, and after the first round each goes
+    /// as indexes, whatever numbers the worker's cache gave them (places kept by number
+    /// modulo 16 made two of them push each other out at every turn).
+    /// Rules: docs/http.md T12.
+    #[test]
+    fn heads_taking_turns_stay_indexed() {
+        let mut cache = HeadCache::new();
+        let mut enc = Encoder::new();
+        let mut d = Decoder::new();
+        let date = "Fri, 27 Nov 2026 00:00:00 GMT";
+        for round in 0..3 {
+            for i in 0..12 {
+                let (h, want) = head(date, &format!("\"{i}\""), 0);
+                let mut out = Vec::new();
+                assert!(encode_h1_head(&mut out, &h, &mut cache, &mut enc));
+                assert_eq!(decode(&mut d, &out), want);
+                if round > 0 {
+                    assert_eq!(
+                        out.len(),
+                        1 + (want.len() - 2) + 32,
+                        "round {round}, head {i}"
+                    );
+                } else {
+                    // Fifteen heads of another worker in between: these twelve are
+                    // numbered 16 apart.
+                    let mut other = HeadCache::new();
+                    for k in 0..15 {
+                        let (h, _) = head(date, &format!("\"other {k}\""), 0);
+                        encode_h1_head(&mut Vec::new(), &h, &mut other, &mut Encoder::new());
+                    }
+                }
             }
         }
     }
