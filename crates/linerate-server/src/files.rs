@@ -493,30 +493,19 @@ impl FileCache {
         };
         // The answer after the first: read in place, no count of a shared reference
         // taken (the mark's is shared by the workers).
-        let ready_now = match &base.made.borrow()[best.index()] {
-            Made::Ready(v, used) => {
-                used.mark();
-                Some(Rc::clone(v))
-            }
-            _ => None,
-        };
-        if let Some(v) = ready_now {
+        if let Some(v) = ready_variant(base, best) {
             self.fill(&v);
             return Compressed::Variant(best, v);
         }
         let made = self.made(base, best);
-        if let Made::Ready(v, used) = made {
-            used.mark();
+        if let Some(v) = ready_variant(base, best) {
             self.fill(&v);
             return Compressed::Variant(best, v);
         }
         let ready = |c: Coding| matches!(base.made.borrow()[c.index()], Made::Ready(..));
         let other = ae.choose(codings.iter().copied().filter(|&c| c != best && ready(c)));
-        if let Some(c) = other {
-            if let Made::Ready(v, used) = &base.made.borrow()[c.index()] {
-                used.mark();
-                return Compressed::Variant(c, Rc::clone(v));
-            }
+        if let Some(v) = other.and_then(|c| ready_variant(base, c).map(|v| (c, v))) {
+            return Compressed::Variant(v.0, v.1);
         }
         match made {
             Made::Waiting(_) => Compressed::Waiting,
@@ -774,6 +763,17 @@ pub(crate) fn read_range(file: &File, offset: u64, len: u64, mut nowait: bool) -
         }
     }
     Some(buf)
+}
+
+/// `base`'s variant in `coding` when it is ready, marked used (read in place).
+fn ready_variant(base: &Entry, coding: Coding) -> Option<Rc<Entry>> {
+    match &base.made.borrow()[coding.index()] {
+        Made::Ready(v, used) => {
+            used.mark();
+            Some(Rc::clone(v))
+        }
+        _ => None,
+    }
 }
 
 #[cfg(test)]
