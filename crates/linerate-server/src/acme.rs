@@ -485,7 +485,7 @@ impl Acme {
                 Ok(Some((start + span.mul_f64(jitter_unit()), retry)))
             }
             Err(instant_acme::Error::Unsupported(_)) => Ok(None),
-            Err(e) => Err(format!("renewal information: {e}")),
+            Err(e) => Err(format!("renewal information: {}", why(&e))),
         }
     }
 
@@ -521,7 +521,7 @@ impl Acme {
         let mut order = acct
             .new_order(&new)
             .await
-            .map_err(|e| format!("new order: {e}"))?;
+            .map_err(|e| format!("new order: {}", why(&e)))?;
         let kind = if plan.tls_alpn() {
             ChallengeType::TlsAlpn01
         } else {
@@ -529,7 +529,7 @@ impl Acme {
         };
         let mut authorizations = order.authorizations();
         while let Some(a) = authorizations.next().await {
-            let mut a = a.map_err(|e| format!("authorization: {e}"))?;
+            let mut a = a.map_err(|e| format!("authorization: {}", why(&e)))?;
             if a.status == AuthorizationStatus::Valid {
                 continue;
             }
@@ -549,12 +549,12 @@ impl Acme {
             }
             ch.set_ready()
                 .await
-                .map_err(|e| format!("{name}: challenge ready: {e}"))?;
+                .map_err(|e| format!("{name}: challenge ready: {}", why(&e)))?;
         }
         let status = order
             .poll_ready(&RetryPolicy::new().timeout(Duration::from_secs(90)))
             .await
-            .map_err(|e| format!("validation: {e}"))?;
+            .map_err(|e| format!("validation: {}", why(&e)))?;
         if status != OrderStatus::Ready {
             return Err(format!("the order is {status:?}, not ready"));
         }
@@ -568,11 +568,11 @@ impl Acme {
         order
             .finalize_csr(csr.der())
             .await
-            .map_err(|e| format!("finalize: {e}"))?;
+            .map_err(|e| format!("finalize: {}", why(&e)))?;
         let chain = order
             .poll_certificate(&RetryPolicy::new().timeout(Duration::from_secs(90)))
             .await
-            .map_err(|e| format!("certificate: {e}"))?;
+            .map_err(|e| format!("certificate: {}", why(&e)))?;
         let key_pem = key.serialize_pem();
         let held = held(chain.as_bytes(), key_pem.as_bytes())?;
         // Served all the same if it cannot be stored: ordering it again would spend the
@@ -648,6 +648,22 @@ fn jitter_unit() -> f64 {
     f64::from(n % 1_000_000) / 1_000_000.0
 }
 
+/// An ACME client's error with its causes, so that "client error (Connect)" says why
+/// (the directory's certificate refused, the connection refused, …).
+fn why(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let text = c.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = c.source();
+    }
+    out
+}
+
 /// The account for `cfg.directory`: its stored credentials, or a new account whose
 /// credentials are stored.
 async fn open_account(cfg: &AcmeConfig) -> Result<instant_acme::Account, String> {
@@ -664,7 +680,7 @@ async fn open_account(cfg: &AcmeConfig) -> Result<instant_acme::Account, String>
             builder()?
                 .from_credentials(creds)
                 .await
-                .map_err(|e| format!("account from {}: {e}", path.display()))
+                .map_err(|e| format!("account from {}: {}", path.display(), why(&e)))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let contact = cfg.email.as_ref().map(|e| format!("mailto:{e}"));
@@ -680,7 +696,7 @@ async fn open_account(cfg: &AcmeConfig) -> Result<instant_acme::Account, String>
                     None,
                 )
                 .await
-                .map_err(|e| format!("new account at {}: {e}", cfg.directory))?;
+                .map_err(|e| format!("new account at {}: {}", cfg.directory, why(&e)))?;
             let json = serde_json::to_vec(&creds).map_err(|e| e.to_string())?;
             write_private(&path, &json).map_err(|e| format!("{}: {e}", path.display()))?;
             tracing::info!("acme: account made at {}", cfg.directory);

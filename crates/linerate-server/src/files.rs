@@ -207,6 +207,8 @@ fn refusal(e: &std::io::Error) -> Found {
 
 pub(crate) struct FileCache {
     root: OwnedFd,
+    /// The root as configured, for the error log's lines.
+    root_path: std::path::PathBuf,
     entries: HashMap<Vec<u8>, Rc<Entry>, Hasher>,
     max_entries: usize,
     small_bytes: u64,
@@ -242,6 +244,7 @@ impl FileCache {
     ) -> FileCache {
         FileCache {
             root,
+            root_path: std::path::PathBuf::new(),
             entries: HashMap::default(),
             max_entries: max_entries.max(1),
             small_bytes,
@@ -257,6 +260,12 @@ impl FileCache {
             out_of_fds_log: RateLimit::new(Duration::from_secs(1)),
             forbidden_log: RateLimit::new(Duration::from_secs(1)),
         }
+    }
+
+    /// The root is `path` (named by the error log's lines).
+    pub fn at(mut self, path: &std::path::Path) -> Self {
+        self.root_path = path.to_path_buf();
+        self
     }
 
     /// Variants not found beside their files are made in `store`.
@@ -311,7 +320,10 @@ impl FileCache {
             Stats::add(&self.stats.forbidden, 1);
             if let Some(n) = self.forbidden_log.allow(Instant::now()) {
                 tracing::error!(
-                    "/{}: {e}: answering 403{}",
+                    "{}: {e}: answering 403 to /{}{}",
+                    self.root_path
+                        .join(String::from_utf8_lossy(rel).as_ref())
+                        .display(),
                     String::from_utf8_lossy(rel),
                     more(n)
                 );

@@ -1,4 +1,5 @@
-//! `linerate serve`: an HTTP/1.1 static-file server on the linerate transmit engine.
+//! `linerate serve`: a static web server (HTTP/1.1, HTTP/2 and HTTPS) on the linerate
+//! transmit engine.
 //!
 //! Thread per core: each worker is pinned to a CPU, has its own `SO_REUSEPORT` listener,
 //! its own event loop (through `linerate_event::Driver`: io_uring, or epoll), its own

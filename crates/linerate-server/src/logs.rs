@@ -222,28 +222,48 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
     }
 }
 
+/// The target of lines written whatever the level (at info): what an operator asked
+/// for and should see done, as a good reload (nginx's notices).
+pub const NOTICE: &str = "notice";
+
 /// Makes the error log the process's `tracing` subscriber; returns its file (None for
 /// standard error or off) for reopening. A second call in one process changes nothing.
 pub fn install_error_log(
     dest: &ErrorLog,
     level: tracing::Level,
 ) -> io::Result<Option<Arc<LogFile>>> {
-    let builder = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_target(false)
-        .with_max_level(level);
     match dest {
         ErrorLog::Off => Ok(None),
         ErrorLog::Stderr => {
-            let _ = builder.with_writer(io::stderr).try_init();
+            subscribe(level, io::stderr);
             Ok(None)
         }
         ErrorLog::File(p) => {
             let f = Arc::new(LogFile::open(p)?);
-            let _ = builder.with_writer(LogWriter(Arc::clone(&f))).try_init();
+            subscribe(level, LogWriter(Arc::clone(&f)));
             Ok(Some(f))
         }
     }
+}
+
+/// Lines from `level` up, and [`NOTICE`]s, to `writer`.
+fn subscribe<W>(level: tracing::Level, writer: W)
+where
+    W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
+{
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = tracing_subscriber::filter::Targets::new()
+        .with_default(level)
+        .with_target(NOTICE, tracing::Level::INFO);
+    let _ = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_target(false)
+        .with_max_level(level.max(tracing::Level::INFO))
+        .with_writer(writer)
+        .finish()
+        .with(filter)
+        .try_init();
 }
 
 /// At most one line per `every` for a condition that may recur at any rate; the lines

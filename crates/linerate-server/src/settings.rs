@@ -1200,8 +1200,9 @@ pub struct Settings {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub unix_owner: Option<String>,
     /// Address to serve HTTPS on, written as --listen's (":443"); repeat for several.
-    /// Needs --tls-cert and --tls-key. TLS 1.3 and 1.2, ALPN http/1.1, session
-    /// resumption by tickets and by session ID [default: none].
+    /// Needs --tls-cert and --tls-key (or `acme`). TLS 1.3 and 1.2, HTTP/2 and
+    /// HTTP/1.1 by ALPN (h2 first; see --http2), session resumption by tickets and by
+    /// session ID [default: none].
     #[arg(long, value_name = "ADDR")]
     #[serde(
         default,
@@ -1873,7 +1874,7 @@ impl Settings {
 /// points into a `key = value` line (serde's own messages, such as "data did not match
 /// any variant", name no key).
 fn explain(text: &str, e: &toml::de::Error) -> String {
-    let msg = e.message().trim_end().replace('\n', " ");
+    let msg = suggest(&e.message().trim_end().replace('\n', " "));
     let Some(span) = e.span() else {
         return msg;
     };
@@ -1889,6 +1890,26 @@ fn explain(text: &str, e: &toml::de::Error) -> String {
             }
         }
         _ => format!("line {line_no}: {msg}"),
+    }
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`, …" as "unknown key `x`; did you
+/// mean `a`?" when one key is close (as clap says for a flag), else with the list.
+fn suggest(msg: &str) -> String {
+    let Some(rest) = msg.strip_prefix("unknown field `") else {
+        return msg.to_string();
+    };
+    let Some((typed, expected)) = rest.split_once('`') else {
+        return msg.to_string();
+    };
+    let keys = expected.split('`').skip(1).step_by(2);
+    let best = keys
+        .map(|k| (strsim::jaro(typed, k), k))
+        .filter(|(score, _)| *score > 0.8)
+        .max_by(|a, b| a.0.total_cmp(&b.0));
+    match best {
+        Some((_, key)) => format!("unknown key `{typed}`; did you mean `{key}`?"),
+        None => format!("unknown key `{typed}`{}", expected.trim_end()),
     }
 }
 

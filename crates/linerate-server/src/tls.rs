@@ -275,11 +275,26 @@ fn certified(
         .map(Arc::new)
         .map_err(|e| {
             format!(
-                "{cert_flag} {} and {key_flag} {}: {e}",
+                "{cert_flag} {} and {key_flag} {}: {}",
                 cert.display(),
-                key.display()
+                key.display(),
+                pair_error(&e)
             )
         })
+}
+
+/// Why a certificate and a key do not make a pair, in words (rustls says `KeyMismatch`).
+fn pair_error(e: &rustls::Error) -> String {
+    use rustls::InconsistentKeys;
+    match e {
+        rustls::Error::InconsistentKeys(InconsistentKeys::KeyMismatch) => {
+            "the key is not the certificate's (its public key is another)".to_string()
+        }
+        rustls::Error::InconsistentKeys(InconsistentKeys::Unknown) => {
+            "cannot tell whether the key is the certificate's".to_string()
+        }
+        e => e.to_string(),
+    }
 }
 
 /// The certificate of the site a ClientHello's name (SNI) routes to.

@@ -29,7 +29,7 @@ use linerate_event::{
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
     /// The document root.
-    #[error("{}", path.display())]
+    #[error("the root {}", path.display())]
     Root {
         /// The path given.
         path: std::path::PathBuf,
@@ -852,6 +852,7 @@ pub fn serve(
                                     std::thread::sleep(Duration::from_millis(2));
                                 }
                                 tracing::info!(
+                                    target: crate::logs::NOTICE,
                                     "SIGHUP: reloaded (generation {}); the workers before finish what they have in flight",
                                     current.number
                                 );
@@ -1164,7 +1165,6 @@ impl<D: Driver> Worker<D> {
         let hosts = roots
             .into_iter()
             .map(|(site, root)| Host {
-                cfg: site,
                 cache: FileCache::new(
                     root,
                     (cfg.open_file_cache_entries / sites).max(1),
@@ -1175,7 +1175,9 @@ impl<D: Driver> Worker<D> {
                     disk.is_some(),
                     Arc::clone(&stats),
                 )
+                .at(&site.root)
                 .with_compress_cache(compress.clone()),
+                cfg: site,
             })
             .collect();
         let log = AccessLogs::new(&cfg, log_files)?;

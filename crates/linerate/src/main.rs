@@ -17,7 +17,7 @@ use linerate_bench::cli::{usage_error, Bench, SinkArgs, EXIT_FAILURE, EXIT_USAGE
 #[command(
     name = "linerate",
     version,
-    about = "Move file and memory bytes onto TCP connections at the lowest CPU cost Linux allows"
+    about = "A static web server (HTTP/1.1, HTTP/2 and HTTPS) that sends files at the lowest CPU cost Linux allows, and the benchmarks that prove it"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -35,7 +35,8 @@ enum Command {
         #[arg(allow_hyphen_values = true, trailing_var_arg = true, num_args = 0..)]
         args: Vec<String>,
     },
-    /// Serve DIR over HTTP/1.1 (GET and HEAD of static files) on the transmit engine.
+    /// Serve DIR as a static web server: HTTP/1.1, HTTP/2 and HTTPS (GET and HEAD of
+    /// files, ranges, listings, virtual hosts, automatic certificates).
     Serve(Box<ServeArgs>),
     /// Accept connections and discard what arrives (netserver's role).
     Sink(Box<SinkArgs>),
@@ -111,6 +112,11 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            if let Some(hint) = nginx_habit(&args, &e) {
+                eprintln!("error: unexpected argument '-t' found\n\n  tip: {hint}\n");
+                eprintln!("For more information, try 'linerate serve --help'.");
+                return ExitCode::from(code);
+            }
             let _ = e.print();
             return ExitCode::from(code);
         }
@@ -135,6 +141,16 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_FAILURE)
         }
     }
+}
+
+/// What an nginx user's `serve -t` means: clap's own tip (pass it after `--`) would
+/// send them the wrong way.
+fn nginx_habit(args: &[String], e: &clap::Error) -> Option<&'static str> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let serve = args.get(1).map(String::as_str) == Some("serve");
+    let t = matches!(e.get(ContextKind::InvalidArg), Some(ContextValue::String(a)) if a == "-t");
+    (serve && t && e.kind() == ErrorKind::UnknownArgument)
+        .then_some("to check the configuration and exit (nginx's -t), use '--check'")
 }
 
 fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {

@@ -263,6 +263,41 @@ fn bad_input_names_the_cause() {
     );
     assert_fails(&["sink", "--discard", "drop"], 64, "--discard");
     assert_fails(&["sink", "--workers", "0"], 64, "--workers");
+    // nginx's habit: -t points to --check, not to clap's "use '-- -t'".
+    assert_fails(&["serve", "-t"], 64, "use '--check'");
+}
+
+/// What a new user reads first says what the program is: a web server, its protocols,
+/// in plain words (issue 43's first hour).
+#[test]
+fn help_and_man_pages_say_what_the_server_is() {
+    let top = String::from_utf8_lossy(&LINERATE.output(&["--help"]).stdout).to_string();
+    assert!(
+        top.contains("static web server (HTTP/1.1, HTTP/2 and HTTPS)"),
+        "{top}"
+    );
+    let serve = String::from_utf8_lossy(&LINERATE.output(&["serve", "--help"]).stdout).to_string();
+    assert!(serve.contains("HTTP/1.1, HTTP/2 and HTTPS"), "{serve}");
+    assert!(!serve.contains("transmit engine"), "jargon in serve --help");
+    assert!(
+        !serve.contains("ALPN http/1.1,"),
+        "--tls-listen offers h2 too"
+    );
+    let http =
+        String::from_utf8_lossy(&LINERATE.output(&["bench", "http", "--help"]).stdout).to_string();
+    assert!(http.contains("HTTP/1.1 or HTTP/2"), "{http}");
+    let dir = tempfile::tempdir().unwrap();
+    assert!(LINERATE
+        .output(&["man", dir.path().to_str().unwrap()])
+        .status
+        .success());
+    let page = std::fs::read_to_string(dir.path().join("man1/linerate-serve.1")).unwrap();
+    let name = page
+        .split(".SH NAME")
+        .nth(1)
+        .and_then(|s| s.lines().nth(1))
+        .unwrap_or_default();
+    assert!(name.contains("static web server"), "NAME: {name}");
 }
 
 /// Runs the binary as user nobody; `None` when that cannot be arranged here.

@@ -359,6 +359,45 @@ fn a_wildcard_name_with_acme_is_refused_with_the_reason() {
     assert!(err.contains("*.a.test") && err.contains("DNS-01"), "{err}");
 }
 
+/// A directory whose certificate the ACME client refuses (here a linerate over TLS with
+/// a self-signed one, and no `acme-directory-ca`): the log says so, not just "client
+/// error (Connect)".
+#[test]
+fn a_directory_whose_certificate_is_refused_is_logged_with_the_reason() {
+    let base = docroot();
+    let (cert, key) = tls_files_for(base.path(), "dir", &["127.0.0.1"]);
+    let directory = LINERATE.start(
+        base.path(),
+        &[
+            "--tls-listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+    );
+    let www = base.path().join("www");
+    put(&www, "f.txt", b"x");
+    let conf = base.path().join("c.toml");
+    fs::write(
+        &conf,
+        format!(
+            "access-log = \"off\"\nerror-log-level = \"info\"\ntls-listen = \"127.0.0.1:0\"\n\
+             acme-directory = \"https://127.0.0.1:{}/dir\"\nacme-dir = \"{}\"\n\
+             [[site]]\nnames = [\"a.test\"]\nroot = \"{}\"\nacme = true\n",
+            directory.tls_addr().port(),
+            base.path().join("acme").display(),
+            www.display()
+        ),
+    )
+    .unwrap();
+    let s = LINERATE.serve_config(None, &conf, &[]);
+    let log = s.wait_stderr("acme: a.test:");
+    let line = log.lines().find(|l| l.contains("acme: a.test:")).unwrap();
+    assert!(line.contains("certificate"), "{line}");
+}
+
 /// Docs: docs/operations.md, "Automatic HTTPS". Certificates of 20 s (pebble's last
 /// second is not in them) are renewed at about 12 s while `bench http` makes a full
 /// handshake per request: none fails.

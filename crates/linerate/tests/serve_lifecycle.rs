@@ -793,7 +793,7 @@ fn a_start_error_names_its_cause_once() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
-    assert!(err.contains("/nonexistent/linerate-root"), "{err}");
+    assert!(err.contains("the root /nonexistent/linerate-root"), "{err}");
 }
 
 /// A configuration file's `listen` takes one address as well as a list (it was refused

@@ -183,7 +183,11 @@ fn bad_access_lists_try_paths_and_cors_tables_are_refused_with_their_reason() {
         ),
         (
             "[[rule]]\npath = \"/\"\ncors = { origin = [\"*\"] }\n",
-            "unknown field",
+            "unknown key `origin`; did you mean `origins`?",
+        ),
+        (
+            "[[rule]]\npath = \"/\"\nzzz = 1\n",
+            "unknown key `zzz`, expected one of",
         ),
     ] {
         fs::write(&conf, body).unwrap();

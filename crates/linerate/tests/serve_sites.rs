@@ -173,7 +173,7 @@ fn bad_site_blocks_are_refused_and_a_reload_adds_a_site() {
         ),
         (
             text.replace("autoindex = true", "autoindx = true"),
-            "unknown field `autoindx`",
+            "unknown key `autoindx`; did you mean `autoindex`?",
         ),
     ] {
         fs::write(&bad, broken).unwrap();

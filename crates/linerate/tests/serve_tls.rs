@@ -511,10 +511,13 @@ fn tls_settings_that_do_not_go_together_are_usage_errors() {
     let (cert, key) = tls_files(certs.path(), "server");
     let junk = certs.path().join("junk.pem");
     std::fs::write(&junk, "junk\n").unwrap();
+    // Another pair's key: said in words (rustls' own word is `KeyMismatch`).
+    let (_, other_key) = tls_files(certs.path(), "other");
     for (c, k, needle) in [
         (&junk, &key, "--tls-cert"),
         (&cert, &junk, "--tls-key"),
         (&cert, &certs.path().join("none.key"), "--tls-key"),
+        (&cert, &other_key, "the key is not the certificate's"),
     ] {
         let (code, _, err) = LINERATE.run(&[
             "serve",

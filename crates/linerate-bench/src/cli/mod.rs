@@ -64,7 +64,8 @@ pub enum Bench {
     /// --table: seed 000's table, a grid of paths, buffers, send sizes and strategies.
     #[command(args_override_self = true)]
     Stream(Box<StreamArgs>),
-    /// HTTP/1.1 load (wrk's role): keep-alive or a connection per request, pipelining,
+    /// HTTP/1.1 or HTTP/2 (--h2) load, in clear or over TLS (wrk's and h2load's
+    /// role): keep-alive or a connection per request, pipelining,
     /// a paced open loop (-R), latency percentiles, status and error counts, verified
     /// lengths, and the server's CPU per request with --server-pid. With -i and
     /// --compare: variants run interleaved and are compared by Student's t (ministat).
