@@ -7,20 +7,46 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// A file's validators.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Validators {
-    /// Strong entity tag, quoted.
+    /// Strong entity tag, quoted; empty when the answer has none (`etag = "off"`, or
+    /// a digest not computed yet), which no tag in a request matches.
     pub etag: String,
     /// Modification time, whole seconds (what `Last-Modified` can say).
     pub last_modified: SystemTime,
 }
 
 impl Validators {
-    /// Validators of a file: the tag from inode, size and mtime in nanoseconds, so a
-    /// same-size rewrite within one second still changes it.
-    pub fn new(inode: u64, size: u64, mtime: SystemTime) -> Validators {
+    /// Validators of a file: the tag from its size and its mtime in nanoseconds, so a
+    /// same-size rewrite within one second still changes it. Nothing of the machine
+    /// (inode, device) is in it, so identical instances agree.
+    pub fn new(size: u64, mtime: SystemTime) -> Validators {
         let since = mtime.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
         Validators {
-            etag: format!("\"{inode:x}-{size:x}-{:x}\"", since.as_nanos()),
+            etag: format!("\"{size:x}-{:x}\"", since.as_nanos()),
+            ..Validators::dated(mtime)
+        }
+    }
+
+    /// `Last-Modified` alone: no entity tag.
+    pub fn dated(mtime: SystemTime) -> Validators {
+        let since = mtime.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO);
+        Validators {
+            etag: String::new(),
             last_modified: UNIX_EPOCH + Duration::from_secs(since.as_secs()),
+        }
+    }
+
+    /// The tag from a digest of the bytes (at least 16 bytes of it, as hex), with the
+    /// file's `Last-Modified`.
+    pub fn of_digest(digest: &[u8], mtime: SystemTime) -> Validators {
+        let mut etag = String::with_capacity(36);
+        etag.push('"');
+        for b in digest.iter().take(16) {
+            etag.push_str(&format!("{b:02x}"));
+        }
+        etag.push('"');
+        Validators {
+            etag,
+            ..Validators::dated(mtime)
         }
     }
 
@@ -149,11 +175,7 @@ mod tests {
     use super::*;
 
     fn v() -> Validators {
-        Validators::new(
-            0x1234,
-            100,
-            UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789),
-        )
+        Validators::new(100, UNIX_EPOCH + Duration::new(1_700_000_000, 123_456_789))
     }
 
     fn c<'a>(
@@ -173,8 +195,8 @@ mod tests {
     /// Rules: docs/http.md F1.
     #[test]
     fn etag_changes_with_a_same_size_rewrite_in_the_same_second() {
-        let a = Validators::new(1, 100, UNIX_EPOCH + Duration::new(1_700_000_000, 1));
-        let b = Validators::new(1, 100, UNIX_EPOCH + Duration::new(1_700_000_000, 2));
+        let a = Validators::new(100, UNIX_EPOCH + Duration::new(1_700_000_000, 1));
+        let b = Validators::new(100, UNIX_EPOCH + Duration::new(1_700_000_000, 2));
         assert_ne!(a.etag, b.etag);
         assert_eq!(a.last_modified, b.last_modified);
     }

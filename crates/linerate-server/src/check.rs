@@ -1,7 +1,8 @@
 //! `linerate serve --check` (nginx's `-t`): reads and judges everything a start would
 //! (each site's root, the certificates and keys, the addresses to listen on, the log
 //! files, the compression cache's directory, the user to become, the event loop) and says what would be served, with
-//! absolute roots, or every problem it found, one line each. It serves nothing and
+//! absolute roots, or every problem it found, one line each. Roots and logs are judged
+//! as the server will open them: as `--user` when root starts it. It serves nothing and
 //! keeps nothing: an address is tried as a start tries it (a socket bound alone, to
 //! see that no one holds the port) and let go at once; a log file is opened only if it
 //! exists (a start would create it: here its directory is judged instead). A port in
@@ -42,10 +43,8 @@ pub fn check(cfg: &Config) -> Checked {
             ""
         };
         c.served.push(format!("site {names}{default}: root {root}"));
-        if let Err(e) = linerate_sys::fs::open_directory(&s.root) {
-            c.problems.push(format!("site {names}: root {root}: {e}"));
-        }
     }
+    c.problems.extend(as_the_user(cfg));
     if !cfg.tls_listen.is_empty() {
         if let Err(e) = crate::tls::load(cfg) {
             c.problems.push(format!("TLS: {e}"));
@@ -70,17 +69,6 @@ pub fn check(cfg: &Config) -> Checked {
                 "listen {e}: in use now: a start would fail, a reload of the server that holds it would not"
             )),
             Err(Listen::Cannot(why)) => c.problems.push(format!("listen {e}: {why}")),
-        }
-    }
-    for p in cfg.access_log_paths() {
-        if let Err(why) = log_file(&p) {
-            c.problems
-                .push(format!("access log {}: {why}", p.display()));
-        }
-    }
-    if let ErrorLog::File(p) = &cfg.error_log {
-        if let Err(why) = log_file(p) {
-            c.problems.push(format!("error log {}: {why}", p.display()));
         }
     }
     for s in cfg.sites().iter().filter(|s| s.acme) {
@@ -123,6 +111,60 @@ pub fn check(cfg: &Config) -> Checked {
         Err(e) => c.problems.push(format!("driver: {e}")),
     }
     c
+}
+
+/// The problems of the roots and the logs, judged as the server will open them: as
+/// `--user` when root starts it (the files of a root are opened as that user, and so
+/// are the roots and the logs at a reload and a reopen), else as the user running this.
+fn as_the_user(cfg: &Config) -> Vec<String> {
+    let user = cfg
+        .user
+        .as_ref()
+        .filter(|_| linerate_sys::ns::effective_uid() == 0)
+        .and_then(|n| linerate_sys::user::lookup(n).ok().flatten());
+    let Some(user) = user else {
+        return files(cfg, "");
+    };
+    let whom = format!(" (as user {})", user.name);
+    linerate_sys::user::as_user(&user, || files(cfg, &whom)).unwrap_or_else(|e| {
+        vec![format!(
+            "user {}: cannot take its identity to judge the roots and logs: {e}",
+            user.name
+        )]
+    })
+}
+
+/// Each root readable and searchable, each log appendable (see [`as_the_user`]);
+/// `whom` ends each line.
+fn files(cfg: &Config, whom: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for s in cfg.sites() {
+        // Reading lists it; searching ("." within it) opens what is beneath.
+        let opened = linerate_sys::fs::open_directory(&s.root)
+            .and_then(|_| std::fs::metadata(s.root.join(".")).map(drop));
+        if let Err(e) = opened {
+            let names = if s.names.is_empty() {
+                "every Host".to_string()
+            } else {
+                s.names.join(" ")
+            };
+            problems.push(format!(
+                "site {names}: root {}: {e}{whom}",
+                absolute(&s.root)
+            ));
+        }
+    }
+    for p in cfg.access_log_paths() {
+        if let Err(why) = log_file(&p) {
+            problems.push(format!("access log {}: {why}{whom}", p.display()));
+        }
+    }
+    if let ErrorLog::File(p) = &cfg.error_log {
+        if let Err(why) = log_file(p) {
+            problems.push(format!("error log {}: {why}{whom}", p.display()));
+        }
+    }
+    problems
 }
 
 /// The path as a start would serve it, from the current directory (what the start

@@ -258,6 +258,8 @@ pub struct Config {
     pub dotfiles: bool,
     /// List directories without an index.html.
     pub autoindex: bool,
+    /// How entity tags are made (docs/http.md F8).
+    pub etag: EtagMode,
     /// Precompressed variants sent, in order of preference (empty: none).
     pub precompressed: Vec<linerate_http::coding::Coding>,
     /// ACME (issue 34): where certificates of `acme = true` sites come from.
@@ -313,6 +315,42 @@ pub struct Config {
     pub collapse_bytes: u64,
 }
 
+/// How a site's entity tags are made (docs/http.md F8).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EtagMode {
+    /// From the size and the modification time: the same on every instance whose
+    /// copy of the file has the same modification time (no inode, no device).
+    #[default]
+    Mtime,
+    /// From a digest of the bytes: the same on every instance however the files were
+    /// deployed; none until the digest is computed (off the workers).
+    Content,
+    /// No `ETag`: `Last-Modified` alone.
+    Off,
+}
+
+impl std::str::FromStr for EtagMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<EtagMode, String> {
+        match s {
+            "mtime" => Ok(EtagMode::Mtime),
+            "content" => Ok(EtagMode::Content),
+            "off" => Ok(EtagMode::Off),
+            _ => Err(format!("'{s}': expected mtime, content or off")),
+        }
+    }
+}
+
+impl std::fmt::Display for EtagMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EtagMode::Mtime => "mtime",
+            EtagMode::Content => "content",
+            EtagMode::Off => "off",
+        })
+    }
+}
+
 /// One site (virtual host): the Host names it answers, its root, and its settings
 /// (the server's where its block gives none).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -326,6 +364,7 @@ pub struct SiteConfig {
     pub default: bool,
     pub dotfiles: bool,
     pub autoindex: bool,
+    pub etag: EtagMode,
     pub precompressed: Vec<linerate_http::coding::Coding>,
     /// Its per-path rules and the server-wide ones, least specific first.
     pub rules: Vec<crate::rules::Rule>,
@@ -434,6 +473,7 @@ impl Config {
             default: true,
             dotfiles: self.dotfiles,
             autoindex: self.autoindex,
+            etag: self.etag,
             precompressed: self.precompressed.clone(),
             rules: {
                 let mut r = self.rules.clone();
@@ -476,6 +516,7 @@ impl Config {
             shutdown_timeout: Duration::from_secs(10),
             dotfiles: false,
             autoindex: false,
+            etag: EtagMode::Mtime,
             precompressed: linerate_http::coding::Coding::ALL.to_vec(),
             acme: AcmeConfig::default(),
             compress_cache: None,

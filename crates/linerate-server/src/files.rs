@@ -49,6 +49,7 @@ use linerate_http::response::Lines;
 use linerate_sys::fs::{open_beneath, open_beneath_no_symlinks, stat_at, stat_fd, FileMeta};
 use linerate_sys::notify::{self, Inotify};
 
+use crate::config::EtagMode;
 use crate::listing::ListEntry;
 use crate::logs::{more, RateLimit};
 use crate::stats::Stats;
@@ -57,7 +58,13 @@ use crate::stats::Stats;
 pub(crate) struct Entry {
     pub file: Arc<File>,
     pub meta: FileMeta,
+    /// From size and modification time (`etag = "mtime"`).
     pub validators: Validators,
+    /// `Last-Modified` alone (`etag = "off"`, or a digest not computed yet).
+    pub dated: Validators,
+    /// From its bytes' digest (`etag = "content"`), once computed (see
+    /// [`FileCache::validators`]).
+    by_content: std::cell::OnceCell<Validators>,
     /// `Last-Modified`, formatted once per opened file.
     pub last_modified: String,
     pub content_type: std::borrow::Cow<'static, str>,
@@ -74,8 +81,12 @@ pub(crate) struct Entry {
     pub whole: Arc<crate::disk::Whole>,
     /// The fields of a whole answer of it, as the type they were written with: the
     /// same in every such answer, so written once (see [`Entry::whole_fields`]).
-    whole_fields: RefCell<Option<(Box<str>, Rc<Lines>)>>,
+    whole_fields: RefCell<Option<WholeFields>>,
 }
+
+/// The fields of a whole answer, with the content type and entity tag they were
+/// written with.
+type WholeFields = (Box<str>, Box<str>, Rc<Lines>);
 
 /// The precompressed variants of a file that exist and are not older than it.
 #[derive(Clone)]
@@ -130,10 +141,12 @@ impl Entry {
     fn new(file: File, fm: FileMeta, content_type: std::borrow::Cow<'static, str>) -> Entry {
         let mtime =
             UNIX_EPOCH + Duration::from_nanos(fm.mtime_ns.clamp(0, u64::MAX as i128) as u64);
-        let validators = Validators::new(fm.ino, fm.size, mtime);
+        let validators = Validators::new(fm.size, mtime);
         Entry {
             last_modified: validators.last_modified_http(),
             validators,
+            dated: Validators::dated(mtime),
+            by_content: std::cell::OnceCell::new(),
             compressible: linerate_http::mime::compressible(&content_type),
             content_type,
             variants: RefCell::new(None),
@@ -147,17 +160,22 @@ impl Entry {
     }
 
     /// The fields `write` writes for a whole answer of this file as `content_type`
-    /// (a variant is sent as its original's type): written the first time, then
-    /// kept with the entry, which a change to the file replaces.
-    pub fn whole_fields(&self, content_type: &str, write: impl FnOnce(&mut Lines)) -> Rc<Lines> {
+    /// (a variant is sent as its original's type) with entity tag `etag`: written the
+    /// first time, then kept with the entry, which a change to the file replaces.
+    pub fn whole_fields(
+        &self,
+        content_type: &str,
+        etag: &str,
+        write: impl FnOnce(&mut Lines),
+    ) -> Rc<Lines> {
         let mut kept = self.whole_fields.borrow_mut();
         match &*kept {
-            Some((t, lines)) if **t == *content_type => Rc::clone(lines),
+            Some((t, tag, lines)) if **t == *content_type && **tag == *etag => Rc::clone(lines),
             _ => {
                 let mut lines = Lines::default();
                 write(&mut lines);
                 let lines = Rc::new(lines);
-                *kept = Some((content_type.into(), Rc::clone(&lines)));
+                *kept = Some((content_type.into(), etag.into(), Rc::clone(&lines)));
                 lines
             }
         }
@@ -228,6 +246,8 @@ pub(crate) struct FileCache {
     nowait: bool,
     /// The compression cache (docs/http.md V4), if configured.
     compress: Option<Arc<crate::compress_cache::Store>>,
+    /// The process's content digests (docs/http.md F8), if any site asks for them.
+    digests: Option<Arc<crate::digest::Digests>>,
     stats: Arc<Stats>,
     /// Error-log lines for running out of descriptors, and for refused permissions.
     out_of_fds_log: RateLimit,
@@ -256,6 +276,7 @@ impl FileCache {
             notify_replaced: true,
             nowait,
             compress: None,
+            digests: None,
             stats,
             out_of_fds_log: RateLimit::new(Duration::from_secs(1)),
             forbidden_log: RateLimit::new(Duration::from_secs(1)),
@@ -266,6 +287,34 @@ impl FileCache {
     pub fn at(mut self, path: &std::path::Path) -> Self {
         self.root_path = path.to_path_buf();
         self
+    }
+
+    /// Digests for `etag = "content"` come from `digests`.
+    pub fn with_digests(mut self, digests: Option<Arc<crate::digest::Digests>>) -> Self {
+        self.digests = digests;
+        self
+    }
+
+    /// `e`'s validators under `mode` (docs/http.md F8): by content once its digest is
+    /// computed (asked of the digest thread the first time), `Last-Modified` alone
+    /// until then.
+    pub fn validators<'e>(&self, e: &'e Entry, mode: EtagMode) -> &'e Validators {
+        match mode {
+            EtagMode::Mtime => &e.validators,
+            EtagMode::Off => &e.dated,
+            EtagMode::Content => {
+                if let Some(v) = e.by_content.get() {
+                    return v;
+                }
+                let digest = self.digests.as_ref().and_then(|d| d.of(&e.file, &e.meta));
+                match digest {
+                    Some(d) => e
+                        .by_content
+                        .get_or_init(|| Validators::of_digest(&d, e.dated.last_modified)),
+                    None => &e.dated,
+                }
+            }
+        }
     }
 
     /// Variants not found beside their files are made in `store`.

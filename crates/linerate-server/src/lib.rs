@@ -21,6 +21,7 @@ mod compress_cache;
 pub mod config;
 mod conn;
 pub mod control;
+mod digest;
 mod disk;
 mod files;
 mod h2;

@@ -210,6 +210,11 @@ impl From<io::Error> for BindError {
 /// autotuning off for them).
 fn tcp_listener(addr: SocketAddr, sndbuf: Option<usize>) -> io::Result<Socket> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    // IPv6 alone, whatever net.ipv6.bindv6only says (nginx's ipv6only=on): "[::]:80"
+    // beside "0.0.0.0:80" is two sockets, not a clash over the IPv4 port.
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
     s.set_reuse_address(true)?;
     s.set_reuse_port(true)?;
     s.set_nonblocking(true)?;
@@ -466,6 +471,9 @@ pub(crate) fn bind_all(
 /// `serve --check`.
 pub(crate) fn port_free(ip: SocketAddr) -> io::Result<()> {
     let probe = Socket::new(Domain::for_address(ip), Type::STREAM, None)?;
+    if ip.is_ipv6() {
+        probe.set_only_v6(true)?;
+    }
     probe.set_reuse_address(true)?;
     probe.bind(&ip.into())
 }

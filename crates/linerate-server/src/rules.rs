@@ -277,6 +277,8 @@ pub struct Rule {
     pub types: Vec<(String, String)>,
     pub autoindex: Option<bool>,
     pub dotfiles: Option<bool>,
+    /// How entity tags are made under the path (docs/http.md F8).
+    pub etag: Option<crate::config::EtagMode>,
     /// Error pages by status: a path in the site, served with the status.
     pub errors: Vec<(u16, String)>,
     pub redirect: Option<Redirect>,
@@ -349,6 +351,7 @@ impl Rule {
         self.expires = r.expires.or(self.expires);
         self.autoindex = r.autoindex.or(self.autoindex);
         self.dotfiles = r.dotfiles.or(self.dotfiles);
+        self.etag = r.etag.or(self.etag);
         if r.redirect.is_some() {
             self.redirect.clone_from(&r.redirect);
         }

@@ -17,7 +17,9 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::config::{AccessLog, Cidr, Config, Endpoint, KernelTls, LogFormat, SiteConfig, Steer};
+use crate::config::{
+    AccessLog, Cidr, Config, Endpoint, EtagMode, KernelTls, LogFormat, SiteConfig, Steer,
+};
 use crate::logs::ErrorLog;
 use crate::rules::{Access, Cors, Fallback, PathMatch, Redirect, Rule};
 use std::collections::BTreeMap;
@@ -352,6 +354,7 @@ impl fmt::Display for Driver {
 }
 
 as_text!(Driver);
+as_text!(EtagMode);
 as_text!(KernelTls);
 as_text!(Steer);
 
@@ -658,6 +661,9 @@ pub struct RuleSettings {
     pub autoindex: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dotfiles: Option<bool>,
+    /// How entity tags are made under the path: mtime, content or off.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etag: Option<EtagMode>,
     /// Error pages: `{ 404 = "/errors/404.html" }`, served with the status.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub errors: BTreeMap<String, String>,
@@ -879,6 +885,7 @@ impl RuleSettings {
                 .collect(),
             autoindex: self.autoindex,
             dotfiles: self.dotfiles,
+            etag: self.etag,
             errors,
             redirect,
             fallback: self.fallback.as_ref().map(|f| match f {
@@ -950,6 +957,8 @@ pub struct SiteSettings {
     pub dotfiles: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autoindex: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etag: Option<EtagMode>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub precompressed: Option<Codings>,
     /// Its certificate chain on the `tls-listen` addresses, chosen by the name the
@@ -1477,6 +1486,14 @@ pub struct Settings {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub autoindex: Option<bool>,
+    /// How entity tags (ETag) are made: mtime (size and modification time, the same
+    /// on every instance whose files keep their times), content (a SHA-256 of the
+    /// bytes, computed once per file version on a helper thread: the same on every
+    /// instance however the files were deployed; none until computed) or off
+    /// (Last-Modified alone). Also per [[site]] and [[rule]] [default: mtime].
+    #[arg(long, value_name = "MODE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etag: Option<EtagMode>,
     /// Precompressed variants to send, in order of preference: FILE.br, FILE.zst,
     /// FILE.gz beside a text file (HTML, CSS, JavaScript, JSON, SVG, ...) go to clients
     /// whose Accept-Encoding takes them, through the transmit strategy like any file
@@ -1615,6 +1632,7 @@ impl Settings {
             http2: pick(&self.http2, &under.http2),
             dotfiles: pick(&self.dotfiles, &under.dotfiles),
             autoindex: pick(&self.autoindex, &under.autoindex),
+            etag: pick(&self.etag, &under.etag),
             precompressed: pick(&self.precompressed, &under.precompressed),
             compress_cache: pick(&self.compress_cache, &under.compress_cache),
             compress_cache_size: pick(&self.compress_cache_size, &under.compress_cache_size),
@@ -1784,6 +1802,9 @@ impl Settings {
         if let Some(b) = s.autoindex {
             cfg.autoindex = b;
         }
+        if let Some(m) = s.etag {
+            cfg.etag = m;
+        }
         if let Some(c) = s.precompressed {
             cfg.precompressed = c.0;
         }
@@ -1851,6 +1872,7 @@ impl Settings {
                 default: b.default,
                 dotfiles: b.dotfiles.unwrap_or(cfg.dotfiles),
                 autoindex: b.autoindex.unwrap_or(cfg.autoindex),
+                etag: b.etag.unwrap_or(cfg.etag),
                 precompressed: b
                     .precompressed
                     .as_ref()
@@ -2122,6 +2144,7 @@ mod tests {
             "http2" => "\"only\"",
             "transmit" => "\"copy\"",
             "driver" => "\"epoll\"",
+            "etag" => "\"content\"",
             "kernel-tls" => "\"auto\"",
             "steer" => "\"cpu\"",
             "user" | "unix-owner" => "\"nobody\"",

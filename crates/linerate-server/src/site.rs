@@ -960,9 +960,11 @@ impl Site {
         let fields = fx.map(|f| f.fields(now, req)).unwrap_or_default();
         let content_type = typed.as_deref().unwrap_or(&e.content_type);
         let host = &mut self.hosts[h];
+        let etag = fx.and_then(|f| f.etag).unwrap_or(host.cfg.etag);
         if !e.compressible || host.cfg.precompressed.is_empty() {
             let rep = Rep {
                 body: &e,
+                validators: host.cache.validators(&e, etag),
                 content_type,
                 coding: None,
                 vary: false,
@@ -999,6 +1001,7 @@ impl Site {
         };
         let rep = Rep {
             body: &body,
+            validators: self.hosts[h].cache.validators(&body, etag),
             content_type,
             coding,
             vary: true,
@@ -1010,7 +1013,7 @@ impl Site {
     fn file(&mut self, req: &Request, rep: Rep<'_>, line: String, now: SystemTime) -> Response {
         let keep = req.keep_alive;
         let e = rep.body;
-        let v = &e.validators;
+        let v = rep.validators;
         let cond = Conditions {
             if_match: req.if_match.as_deref(),
             if_none_match: req.if_none_match.as_deref(),
@@ -1031,8 +1034,10 @@ impl Site {
             }
             Precondition::NotModified => {
                 let mut h = Head::new(Status::NotModified, self.date(now));
-                h.field("ETag", &v.etag)
-                    .field("Last-Modified", last_modified);
+                if !v.etag.is_empty() {
+                    h.field("ETag", &v.etag);
+                }
+                h.field("Last-Modified", last_modified);
                 if rep.vary {
                     h.field("Vary", "Accept-Encoding");
                 }
@@ -1137,15 +1142,17 @@ impl Site {
             if let Some(cr) = content_range {
                 l.field("Content-Range", cr);
             }
-            l.content_length(body_len)
-                .field("ETag", &v.etag)
-                .field("Last-Modified", last_modified)
+            l.content_length(body_len);
+            if !v.etag.is_empty() {
+                l.field("ETag", &v.etag);
+            }
+            l.field("Last-Modified", last_modified)
                 .field("Accept-Ranges", "bytes");
         };
         let mut h = Head::new(status, self.date(now));
         if status == Status::Ok {
             // A whole answer: its fields are the file's own, written once.
-            h.lines(&e.whole_fields(&content_type, |l| fields(l, None)));
+            h.lines(&e.whole_fields(&content_type, &v.etag, |l| fields(l, None)));
         } else {
             let mut l = Lines::default();
             fields(&mut l, content_range.as_deref());
@@ -1178,6 +1185,8 @@ impl Site {
 /// (the file's, also for a variant), in `coding` when it is a variant.
 struct Rep<'a> {
     body: &'a Rc<Entry>,
+    /// `body`'s, as the site's `etag` makes them (docs/http.md F8).
+    validators: &'a linerate_http::conditional::Validators,
     content_type: &'a str,
     coding: Option<linerate_http::coding::Coding>,
     /// Say `Vary: Accept-Encoding`.
@@ -1367,6 +1376,7 @@ pub(crate) mod tests {
             default,
             dotfiles: false,
             autoindex: false,
+            etag: crate::config::EtagMode::Mtime,
             precompressed: Vec::new(),
             rules: Vec::new(),
         };

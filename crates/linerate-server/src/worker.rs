@@ -473,8 +473,27 @@ struct Shared<'a> {
     draining: Arc<AtomicBool>,
     /// The compression cache's thread.
     compressor: &'a Compressor,
+    /// The content digests' thread (`etag = "content"`).
+    digests: &'a Arc<crate::digest::Digests>,
     /// The ACME certificates and challenges.
     acme: &'a Arc<crate::acme::Acme>,
+}
+
+/// What a worker hands work to: the disk helpers, the compression cache, the content
+/// digests' thread.
+struct Helpers {
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
+    compress: Option<Arc<Store>>,
+    digests: Arc<crate::digest::Digests>,
+}
+
+/// Gives up the digests queued however the scope their thread runs in ends.
+struct StopDigests<'a>(&'a crate::digest::Digests);
+
+impl Drop for StopDigests<'_> {
+    fn drop(&mut self) {
+        self.0.stop();
+    }
 }
 
 /// Stops the ACME thread however the scope it runs in ends.
@@ -592,7 +611,11 @@ fn start_generation<'scope>(
         let stop = Arc::clone(&stop);
         let mut counted = CountedIn(Some(Arc::clone(&accepting)));
         let log_files = log_files.clone();
-        let helpers = (jobs, compress.clone());
+        let helpers = Helpers {
+            jobs,
+            compress: compress.clone(),
+            digests: Arc::clone(shared.digests),
+        };
         handles.push(scope.spawn(move || -> io::Result<()> {
             // Best effort: a restricted affinity mask is not fatal.
             let pinned =
@@ -768,8 +791,10 @@ pub fn serve(
         // The helpers serve every generation; they end when the last sender is gone.
         let jobs = (helpers > 0).then(|| disk::start_helpers(scope, helpers));
         let compressor = Compressor::start(scope);
+        let digests = crate::digest::Digests::start(scope);
         let _stop_acme = StopAcme(&acme);
         let _stop_compressor = StopCompressor(&compressor);
+        let _stop_digests = StopDigests(&digests);
         {
             let acme = &acme;
             scope.spawn(move || acme.run());
@@ -780,6 +805,7 @@ pub fn serve(
             earlier: Arc::default(),
             draining: Arc::default(),
             compressor: &compressor,
+            digests: &digests,
             acme: &acme,
         };
         let per = hand_out(&bound, &cfg, tls.as_ref())?;
@@ -829,6 +855,7 @@ pub fn serve(
                     g.stop.stop();
                 }
                 shared.compressor.stop();
+                shared.digests.stop();
                 shared.acme.stop();
             }
             for r in control.take() {
@@ -1136,9 +1163,14 @@ impl<D: Driver> Worker<D> {
         roots: Vec<(SiteConfig, OwnedFd)>,
         listeners: Vec<Listener>,
         log_files: &[Arc<LogFile>],
-        (jobs, compress): (Option<std::sync::mpsc::Sender<Job>>, Option<Arc<Store>>),
+        helpers: Helpers,
         (stats, board): (Arc<Stats>, Board),
     ) -> io::Result<Worker<D>> {
+        let Helpers {
+            jobs,
+            compress,
+            digests,
+        } = helpers;
         for (i, l) in listeners.iter().enumerate() {
             driver.register(
                 l.sock.as_fd(),
@@ -1176,7 +1208,8 @@ impl<D: Driver> Worker<D> {
                     Arc::clone(&stats),
                 )
                 .at(&site.root)
-                .with_compress_cache(compress.clone()),
+                .with_compress_cache(compress.clone())
+                .with_digests(Some(Arc::clone(&digests))),
                 cfg: site,
             })
             .collect();

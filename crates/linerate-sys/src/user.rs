@@ -125,6 +125,40 @@ pub fn become_user(user: &User) -> io::Result<()> {
     Ok(())
 }
 
+/// Runs `f` on a thread of its own with `user`'s identity as [`become_user`] leaves the
+/// process (no supplementary groups, its group, its user, no capabilities), and gives
+/// its result: what `f` opens is judged as the server would judge it once it has
+/// become `user` (`serve --check` as root with `--user`). The changes are the kernel's
+/// per-thread calls made directly (glibc's wrappers would apply them to every thread
+/// of the process), and the thread ends with `f`: no other thread is touched. The
+/// process must be root.
+pub fn as_user<T: Send>(user: &User, f: impl FnOnce() -> T + Send) -> io::Result<T> {
+    let take = |r: libc::c_long| {
+        if r == -1 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // SAFETY: the raw setgroups with a count of 0 reads no memory and changes
+            // this thread's credentials alone.
+            take(unsafe {
+                libc::syscall(libc::SYS_setgroups, 0, std::ptr::null::<libc::gid_t>())
+            })?;
+            // SAFETY: plain id arguments; this thread's credentials alone.
+            take(unsafe { libc::syscall(libc::SYS_setresgid, user.gid, user.gid, user.gid) })?;
+            // SAFETY: plain id arguments; this thread's credentials alone (and, leaving
+            // uid 0, its capabilities).
+            take(unsafe { libc::syscall(libc::SYS_setresuid, user.uid, user.uid, user.uid) })?;
+            Ok(f())
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the thread of the user's checks panicked")))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

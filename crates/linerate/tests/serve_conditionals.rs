@@ -21,6 +21,8 @@ const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 per_strategy!(
     // Rules: docs/http.md F3.
     conditional_requests,
+    // Rules: docs/http.md F1, F8.
+    instances_agree_on_validators,
 );
 
 /// `linerate serve` with `--transmit TRANSMIT` before `extra`.
@@ -147,4 +149,107 @@ fn conditional_requests_with(transmit: &str, extra: &[&str]) {
     ] {
         plain_200(&mut c, &format!("{range}If-Range: {bad}\r\n"));
     }
+}
+
+fn set_mtime(p: &Path, t: SystemTime) {
+    File::options()
+        .write(true)
+        .open(p)
+        .unwrap()
+        .set_modified(t)
+        .unwrap();
+}
+
+/// The ETag `server` gives `/f.bin`, waiting (10 s at most) while it gives none (a
+/// digest not computed yet).
+fn etag_of(server: &Server) -> String {
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = fetch(server.addr, "/f.bin", "");
+        assert_eq!(r.status, 200);
+        if let Some(t) = r.header("etag") {
+            return t.to_string();
+        }
+        assert!(std::time::Instant::now() < until, "no ETag in 10 s: {r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Two instances behind a balancer, each with its own copy of one file (other inodes):
+/// with the default they agree when the copies' modification times do; with `etag =
+/// "content"` whatever the times; a revalidation and an `If-Range` learned from one
+/// are answered by the other. `etag = "off"` sends none.
+fn instances_agree_on_validators(transmit: &str) {
+    let (a, b) = (docroot(), docroot());
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    put(a.path(), "f.bin", &body);
+    put(b.path(), "f.bin", &body);
+    let (fa, fb) = (a.path().join("f.bin"), b.path().join("f.bin"));
+    let when = SystemTime::now() - Duration::from_secs(3600);
+    set_mtime(&fa, when);
+    set_mtime(&fb, when);
+    let (sa, sb) = (
+        serve(a.path(), transmit, &[]),
+        serve(b.path(), transmit, &[]),
+    );
+    let tag = etag_of(&sa);
+    assert_eq!(etag_of(&sb), tag, "the same size and time: the same tag");
+    let r = fetch(sb.addr, "/f.bin", &format!("If-None-Match: {tag}\r\n"));
+    assert_eq!(r.status, 304, "{r:?}");
+    drop((sa, sb));
+
+    // Deployed apart: other modification times.
+    set_mtime(&fb, when + Duration::from_secs(7));
+    let (sa, sb) = (
+        serve(a.path(), transmit, &[]),
+        serve(b.path(), transmit, &[]),
+    );
+    assert_ne!(etag_of(&sa), etag_of(&sb), "mtime: other times, other tags");
+    drop((sa, sb));
+    let content = ["--etag", "content"];
+    let (sa, sb) = (
+        serve(a.path(), transmit, &content),
+        serve(b.path(), transmit, &content),
+    );
+    let tag = etag_of(&sa);
+    assert_eq!(etag_of(&sb), tag, "content: the same bytes, the same tag");
+    assert_eq!(tag.len(), 34, "16 bytes as hex, quoted: {tag}");
+    let r = fetch(sb.addr, "/f.bin", &format!("If-None-Match: {tag}\r\n"));
+    assert_eq!(r.status, 304, "{r:?}");
+    assert_eq!(r.header("etag"), Some(tag.as_str()));
+    // A download begun on one instance, resumed on the other.
+    let r = fetch(
+        sb.addr,
+        "/f.bin",
+        &format!("Range: bytes=100000-\r\nIf-Range: {tag}\r\n"),
+    );
+    assert_eq!(r.status, 206, "{r:?}");
+    assert_eq!(r.body, &body[100_000..]);
+    // A changed file gets another tag, never the old one.
+    let mut changed = body.clone();
+    changed[0] ^= 1;
+    put(b.path(), "f.bin", &changed);
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = fetch(sb.addr, "/f.bin", "");
+        assert_ne!(
+            r.header("etag"),
+            Some(tag.as_str()),
+            "the old tag on new bytes"
+        );
+        if r.header("etag").is_some() && r.body == changed {
+            break;
+        }
+        assert!(std::time::Instant::now() < until, "no new tag: {r:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop((sa, sb));
+
+    let off = serve(a.path(), transmit, &["--etag", "off"]);
+    let r = fetch(off.addr, "/f.bin", "");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("etag"), None, "{r:?}");
+    assert!(r.header("last-modified").is_some());
+    let r = fetch(off.addr, "/f.bin", "If-None-Match: *\r\n");
+    assert_eq!(r.status, 304);
 }

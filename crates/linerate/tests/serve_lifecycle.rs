@@ -1517,6 +1517,77 @@ fn check_names_what_a_start_would_serve_or_every_problem() {
     );
 }
 
+/// `--check` as root with `--user` judges the roots and logs as that user will open
+/// them (issue 43: it said "good" for a root nobody could not read, and the server then
+/// answered 403 to everything).
+#[test]
+fn check_judges_roots_and_logs_as_the_user_the_server_becomes() {
+    use std::os::unix::fs::PermissionsExt;
+    if linerate_sys::ns::effective_uid() != 0
+        || linerate_sys::user::lookup("nobody")
+            .ok()
+            .flatten()
+            .is_none()
+    {
+        eprintln!("skipped: needs root and a user nobody");
+        return;
+    }
+    let dir = docroot();
+    let base = dir.path().canonicalize().unwrap();
+    fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).unwrap();
+    let root = base.join("www");
+    put(&root, "index.html", b"hi\n");
+    let logs = base.join("logs");
+    fs::create_dir(&logs).unwrap();
+    let conf = base.join("c.toml");
+    fs::write(
+        &conf,
+        format!(
+            "root = \"{}\"\nlisten = \"127.0.0.1:0\"\nuser = \"nobody\"\naccess-log = \"{}\"\n",
+            root.display(),
+            logs.join("access.log").display()
+        ),
+    )
+    .unwrap();
+    let check = || LINERATE.run(&["serve", "--config", conf.to_str().unwrap(), "--check"]);
+    // Readable and searchable by all, the log's directory too: good.
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::write(logs.join("access.log"), b"").unwrap();
+    fs::set_permissions(logs.join("access.log"), fs::Permissions::from_mode(0o666)).unwrap();
+    let (code, out, err) = check();
+    assert_eq!(code, 0, "{out}{err}");
+    // Root alone may search the root, and write the log: root would pass both.
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o700)).unwrap();
+    fs::set_permissions(logs.join("access.log"), fs::Permissions::from_mode(0o600)).unwrap();
+    let (code, out, err) = check();
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains(&format!("root {}: Permission denied", root.display()))
+            && err.contains("(as user nobody)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("access log") && err.contains("2 problems"),
+        "{err}"
+    );
+    // Readable but not searchable (r without x): still a problem.
+    fs::set_permissions(&root, fs::Permissions::from_mode(0o744)).unwrap();
+    fs::set_permissions(logs.join("access.log"), fs::Permissions::from_mode(0o666)).unwrap();
+    let (code, _, err) = check();
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("1 problem"), "{err}");
+    // Without --user, root judges as root: good.
+    let (code, out, err) = LINERATE.run(&[
+        "serve",
+        "--config",
+        conf.to_str().unwrap(),
+        "--check",
+        "--user",
+        "root",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
 /// A balancer's view of a stop: the health path answers 200, then 503 from the moment
 /// of SIGTERM while the listener still takes new connections and serves files for the
 /// shutdown delay; then the listener closes and the server exits 0. The health checks
