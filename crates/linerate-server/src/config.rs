@@ -213,6 +213,8 @@ pub struct Config {
     pub tls_cert: Option<PathBuf>,
     /// Its private key (PEM).
     pub tls_key: Option<PathBuf>,
+    /// Session ticket keys shared by instances (None: the process's own).
+    pub tls_ticket_keys: Option<PathBuf>,
     /// Whether TLS 1.3 connections' keys go to the kernel after the handshake.
     pub kernel_tls: KernelTls,
     /// Mode and owner of the Unix sockets of `listen`.
@@ -496,6 +498,7 @@ impl Config {
             tls_cert: None,
             kernel_tls: KernelTls::Off,
             tls_key: None,
+            tls_ticket_keys: None,
             unix_file: UnixFile::default(),
             workers: linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len().max(1)),
             user: None,

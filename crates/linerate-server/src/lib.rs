@@ -42,6 +42,7 @@ pub mod settings;
 mod site;
 mod stats;
 pub mod systemd;
+mod tickets;
 pub mod tls;
 pub mod worker;
 

@@ -1266,6 +1266,14 @@ pub struct Settings {
     #[arg(long, value_name = "FILE")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_key: Option<PathBuf>,
+    /// Session ticket keys shared by instances behind one balancer: a file of 48 or 80
+    /// random bytes (openssl rand 80 > FILE), the same on each, so a session resumes on
+    /// any of them; rotated by replacing the file and reloading (tickets of the two
+    /// keys before are still accepted) [default: keys made at random by the process,
+    /// kept across reloads].
+    #[arg(long, value_name = "FILE")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_ticket_keys: Option<PathBuf>,
     /// ACME directory of the `[[site]]` blocks with `acme = true`: Let's Encrypt's
     /// production one unless given (its staging one, for trials:
     /// https://acme-staging-v02.api.letsencrypt.org/directory) [default:
@@ -1598,6 +1606,7 @@ impl Settings {
             acme_challenge: pick(&self.acme_challenge, &under.acme_challenge),
             tls_cert: pick(&self.tls_cert, &under.tls_cert),
             tls_key: pick(&self.tls_key, &under.tls_key),
+            tls_ticket_keys: pick(&self.tls_ticket_keys, &under.tls_ticket_keys),
             kernel_tls: pick(&self.kernel_tls, &under.kernel_tls),
             workers: pick(&self.workers, &under.workers),
             user: pick(&self.user, &under.user),
@@ -1706,6 +1715,9 @@ impl Settings {
         }
         if s.tls_key.is_some() {
             cfg.tls_key = s.tls_key;
+        }
+        if s.tls_ticket_keys.is_some() {
+            cfg.tls_ticket_keys = s.tls_ticket_keys;
         }
         if let Some(m) = s.unix_mode {
             cfg.unix_file.mode = m.0;
@@ -2134,7 +2146,9 @@ mod tests {
         let sample = |k: &str| match k {
             "root" => "\"/srv\"",
             "listen" | "tls-listen" | "redirect-listen" | "proxy-protocol" => "\"127.0.0.1:80\"",
-            "tls-cert" | "tls-key" | "acme-directory-ca" => "\"/etc/ssl/x.pem\"",
+            "tls-cert" | "tls-key" | "tls-ticket-keys" | "acme-directory-ca" => {
+                "\"/etc/ssl/x.pem\""
+            }
             "acme-directory" => "\"https://acme.test/dir\"",
             "acme-email" => "\"ops@example.com\"",
             "acme-dir" => "\"/var/lib/linerate/acme\"",

@@ -21,9 +21,10 @@
 //! The server's configuration ([`load`]) is built once per generation from the
 //! certificate chain and key files, so a reload (SIGHUP) reads them again; a bad file
 //! refuses the reload and the old generation keeps serving. Session tickets come from
-//! one ticketer per generation, shared by all its workers, whose keys rotate every
-//! 6 hours (rustls's default); resumption by session ID uses a cache of 4,096
-//! entries, shared the same way.
+//! one ticketer for the process, kept by every generation (or from the keys of
+//! `tls-ticket-keys`, shared by instances: [`crate::tickets`]), so a reload costs no
+//! resumption; resumption by session ID uses a cache of 4,096 entries per generation,
+//! shared by its workers.
 
 use std::io::{self, BufRead, Write};
 
@@ -253,7 +254,8 @@ pub(crate) fn load_with(
         config.alpn_protocols.push(crate::acme::ACME_TLS.to_vec());
     }
     config.session_storage = rustls::server::ServerSessionMemoryCache::new(4096);
-    config.ticketer = rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS: {e}"))?;
+    // The process's ticketer, or the shared file's keys: a reload loses no session.
+    config.ticketer = crate::tickets::ticketer(cfg.tls_ticket_keys.as_deref())?;
     // The server picks the cipher suite, by the order above.
     config.ignore_client_order = true;
     // A session reads this to know its keys go to the kernel.

@@ -611,7 +611,10 @@ fn serve_help_names_every_long_flag() {
             "root = \"/var/www/html\"",
             &format!("root = {:?}", dir.path()),
         )
-        .replace("listen = \"127.0.0.1:8080\"", "listen = \"127.0.0.1:0\"")
+        .replace(
+            "listen = [\"0.0.0.0:80\", \"[::]:80\"]",
+            "listen = \"127.0.0.1:0\"",
+        )
         .replace("access-log = \"stdout\"", "access-log = \"off\"");
     std::fs::write(&conf, all).unwrap();
     let s = LINERATE.spawn(&["serve", "--config", conf.to_str().unwrap()]);

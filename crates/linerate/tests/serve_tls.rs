@@ -392,6 +392,103 @@ fn a_reload_swaps_the_certificate_and_a_bad_one_is_refused() {
     );
 }
 
+/// Sessions outlive a reload and cross instances (issue 43; docs/operations.md,
+/// "Session tickets"): without a key file, a session resumes on the same server after a
+/// reload; with one file on two instances, a session made on one resumes on the other,
+/// by TLS 1.3 and by TLS 1.2 tickets; after the file is replaced and one instance
+/// reloaded, the sessions made before still resume there. A file that is no key refuses
+/// the start, naming the key.
+#[test]
+fn sessions_resume_across_a_reload_and_on_another_instance_with_a_ticket_file() {
+    if !installed("openssl") {
+        return;
+    }
+    let (root, certs) = (docroot(), docroot());
+    put(root.path(), "a.txt", b"resumed");
+    let resumes = |from: SocketAddr, to: SocketAddr, cert: &Path, extra: &[&str], what: &str| {
+        let session = certs.path().join("session.pem");
+        let first = s_client(from, cert, &session, true, extra);
+        assert!(first.contains("New, TLS"), "{what} {extra:?}: {first}");
+        let second = s_client(to, cert, &session, false, extra);
+        second.contains("Reused, TLS")
+    };
+    // No file: the process's keys, kept across a reload.
+    let (server, cert) = serve_tls(root.path(), certs.path(), "splice", &[]);
+    let addr = server.tls_addr();
+    let session = certs.path().join("before-reload.pem");
+    assert!(s_client(addr, &cert, &session, true, &["-tls1_3"]).contains("New, TLS"));
+    server.signal("HUP");
+    server.wait_stderr("reloaded");
+    let after = s_client(addr, &cert, &session, false, &["-tls1_3"]);
+    assert!(after.contains("Reused, TLS"), "after a reload: {after}");
+    drop(server);
+    // Two instances without a file: their own keys, no resumption across.
+    let (a, _) = serve_tls(root.path(), certs.path(), "splice", &[]);
+    let key = certs.path().join("server.key");
+    let tls = |extra: &[&str]| -> Vec<String> {
+        [
+            "--workers",
+            "1",
+            "--access-log",
+            "off",
+            "--tls-listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ]
+        .iter()
+        .chain(extra)
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let b = LINERATE.start(
+        root.path(),
+        &tls(&[]).iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert!(
+        !resumes(a.tls_addr(), b.tls_addr(), &cert, &["-tls1_3"], "no file"),
+        "resumed on another instance without a shared file"
+    );
+    drop((a, b));
+    // One file on both.
+    let keys = certs.path().join("ticket.key");
+    std::fs::write(&keys, pattern(80, 7)).unwrap();
+    let with = tls(&["--tls-ticket-keys", keys.to_str().unwrap()]);
+    let with: Vec<&str> = with.iter().map(String::as_str).collect();
+    let (a, b) = (
+        LINERATE.start(root.path(), &with),
+        LINERATE.start(root.path(), &with),
+    );
+    for extra in [&["-tls1_3"][..], &["-tls1_2"]] {
+        assert!(
+            resumes(a.tls_addr(), b.tls_addr(), &cert, extra, "shared file"),
+            "{extra:?}: not resumed on the other instance"
+        );
+    }
+    // Rotated on b: a session of the key before still resumes there.
+    let old_session = certs.path().join("old.pem");
+    assert!(s_client(a.tls_addr(), &cert, &old_session, true, &["-tls1_3"]).contains("New, TLS"));
+    std::fs::write(&keys, pattern(80, 8)).unwrap();
+    b.signal("HUP");
+    b.wait_stderr("reloaded");
+    let out = s_client(b.tls_addr(), &cert, &old_session, false, &["-tls1_3"]);
+    assert!(
+        out.contains("Reused, TLS"),
+        "the key before, after a rotation: {out}"
+    );
+    // A file that is no key.
+    std::fs::write(&keys, b"short").unwrap();
+    let (code, _, err) =
+        LINERATE.run(&[&["serve", root.path().to_str().unwrap()][..], &with].concat());
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("tls-ticket-keys") && err.contains("5 bytes: 48 or 80"),
+        "{err}"
+    );
+}
+
 /// Whether this kernel takes the "tls" upper-layer protocol (kernel TLS).
 fn kernel_has_tls() -> bool {
     use std::os::fd::AsFd;
