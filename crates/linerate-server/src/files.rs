@@ -38,7 +38,7 @@ use std::collections::{HashMap, HashSet};
 type Hasher = foldhash::fast::RandomState;
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
@@ -67,6 +67,10 @@ pub(crate) struct Entry {
     by_content: std::cell::OnceCell<Validators>,
     /// `Last-Modified`, formatted once per opened file.
     pub last_modified: String,
+    /// Where beneath the root it really is, when a symbolic link on the way made that
+    /// another path than the one it was asked by (docs/http.md W11): the rules of both
+    /// apply.
+    pub real: Option<Box<[u8]>>,
     pub content_type: std::borrow::Cow<'static, str>,
     /// Its type gains by compression: precompressed variants are looked for.
     pub compressible: bool,
@@ -147,6 +151,7 @@ impl Entry {
             validators,
             dated: Validators::dated(mtime),
             by_content: std::cell::OnceCell::new(),
+            real: None,
             compressible: linerate_http::mime::compressible(&content_type),
             content_type,
             variants: RefCell::new(None),
@@ -212,6 +217,14 @@ pub(crate) enum Found {
     Unavailable,
 }
 
+/// The path the kernel gives an open descriptor (`/proc/self/fd/N`), if it says.
+fn real_path(fd: BorrowedFd<'_>) -> Option<Vec<u8>> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+        .ok()
+        .map(|p| p.into_os_string().into_vec())
+}
+
 /// Why an open failed, as the response sees it.
 fn refusal(e: &std::io::Error) -> Found {
     if linerate_sys::fs::is_permission_denied(e) {
@@ -227,6 +240,9 @@ pub(crate) struct FileCache {
     root: OwnedFd,
     /// The root as configured, for the error log's lines.
     root_path: std::path::PathBuf,
+    /// The root's own path as the kernel resolves it, for [`Entry::real`] (None where
+    /// `/proc` does not say).
+    root_real: Option<Vec<u8>>,
     entries: HashMap<Vec<u8>, Rc<Entry>, Hasher>,
     max_entries: usize,
     small_bytes: u64,
@@ -262,9 +278,11 @@ impl FileCache {
         nowait: bool,
         stats: Arc<Stats>,
     ) -> FileCache {
+        let root_real = real_path(root.as_fd());
         FileCache {
             root,
             root_path: std::path::PathBuf::new(),
+            root_real,
             entries: HashMap::default(),
             max_entries: max_entries.max(1),
             small_bytes,
@@ -287,6 +305,20 @@ impl FileCache {
     pub fn at(mut self, path: &std::path::Path) -> Self {
         self.root_path = path.to_path_buf();
         self
+    }
+
+    /// Where beneath the root the file open as `fd`, asked for as `rel`, really is,
+    /// if a symbolic link made that another path (one look at `/proc` per opened file).
+    fn beneath(&self, fd: BorrowedFd<'_>, rel: &[u8]) -> Option<Box<[u8]>> {
+        let root = self.root_real.as_deref()?;
+        let real = real_path(fd)?;
+        let inside = real.strip_prefix(root)?;
+        let inside = if root == b"/" {
+            inside
+        } else {
+            inside.strip_prefix(b"/")?
+        };
+        (inside != rel).then(|| inside.into())
     }
 
     /// Digests for `etag = "content"` come from `digests`.
@@ -510,7 +542,10 @@ impl FileCache {
         }
         let name = String::from_utf8_lossy(rel);
         let content_type = linerate_http::mime::content_type(&name);
-        let e = Rc::new(Entry::new(File::from(fd), fm, content_type));
+        let real = self.beneath(fd.as_fd(), rel);
+        let mut e = Entry::new(File::from(fd), fm, content_type);
+        e.real = real;
+        let e = Rc::new(e);
         self.keep(rel, &e);
         let m = e.meta;
         self.make_current(rel, &m);

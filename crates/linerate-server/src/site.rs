@@ -471,6 +471,10 @@ impl Site {
                         Ok(line) => line,
                         Err(refused) => return *refused,
                     };
+                    let line = match self.through_link(req, h, &e, peer, line, now) {
+                        Ok(line) => line,
+                        Err(refused) => return *refused,
+                    };
                     return self.representation(req, h, c.relative(), e, cfx, line, now);
                 }
             }
@@ -481,7 +485,10 @@ impl Site {
             Found::File(_) if resolved.trailing_slash => {
                 self.not_served(Found::Missing, req, h, fx, line, now)
             }
-            Found::File(e) => self.representation(req, h, rel, e, fx, line, now),
+            Found::File(e) => match self.through_link(req, h, &e, peer, line, now) {
+                Ok(line) => self.representation(req, h, rel, e, fx, line, now),
+                Err(refused) => *refused,
+            },
             Found::Dir => {
                 if !resolved.trailing_slash {
                     // From the normalized path, encoded again: what the client sent
@@ -507,7 +514,10 @@ impl Site {
                     .and_then(|f| f.autoindex)
                     .unwrap_or(self.hosts[h].cfg.autoindex);
                 match self.hosts[h].cache.lookup(&index) {
-                    Found::File(e) => self.representation(req, h, &index, e, fx, line, now),
+                    Found::File(e) => match self.through_link(req, h, &e, peer, line, now) {
+                        Ok(line) => self.representation(req, h, &index, e, fx, line, now),
+                        Err(refused) => *refused,
+                    },
                     Found::Missing | Found::Dir if autoindex => {
                         self.listing(req, h, rel, fx, line, now)
                     }
@@ -601,15 +611,20 @@ impl Site {
 
     /// What site `h`'s rules say for a resolved path (none without rules).
     fn rules_at(&self, h: usize, resolved: &path::Resolved) -> Option<Effective> {
+        self.rules_of(h, resolved.relative(), resolved.trailing_slash)
+    }
+
+    /// What site `h`'s rules say for the path `rel` beneath the root (a directory's
+    /// with `dir`).
+    fn rules_of(&self, h: usize, rel: &[u8], dir: bool) -> Option<Effective> {
         let site = &self.hosts[h].cfg;
         if site.rules.is_empty() {
             return None;
         }
-        let rel = resolved.relative();
         let mut p = String::with_capacity(rel.len() + 2);
         p.push('/');
         p.push_str(&String::from_utf8_lossy(rel));
-        if resolved.trailing_slash && !rel.is_empty() {
+        if dir && !rel.is_empty() {
             p.push('/');
         }
         Some(Effective::of(&site.rules, &p))
@@ -622,12 +637,16 @@ impl Site {
         resolved: &path::Resolved,
         fx: Option<&Effective>,
     ) -> bool {
+        self.dotfiles_allowed_at(h, resolved.relative(), fx)
+    }
+
+    /// [`Site::dotfiles_allowed`] for the path `rel` beneath the root.
+    fn dotfiles_allowed_at(&self, h: usize, rel: &[u8], fx: Option<&Effective>) -> bool {
         let dotfiles = fx
             .and_then(|f| f.dotfiles)
             .unwrap_or(self.hosts[h].cfg.dotfiles);
         dotfiles
-            || !resolved
-                .relative()
+            || !rel
                 .split(|&b| b == b'/')
                 .any(|seg| seg.first() == Some(&b'.'))
     }
@@ -682,6 +701,36 @@ impl Site {
                 Err(Box::new(r))
             }
         }
+    }
+
+    /// `line` back if the file `e` was reached by its own path, or if the rules of the
+    /// path it really is at (a symbolic link on the way: docs/http.md W11) let the
+    /// client have it too: their allow/deny, htpasswd and dot-files; else their refusal
+    /// (a dot-file's is 404). The stricter of the two paths' rules applies.
+    fn through_link(
+        &mut self,
+        req: &Request,
+        h: usize,
+        e: &Entry,
+        peer: Option<std::net::IpAddr>,
+        line: String,
+        now: SystemTime,
+    ) -> Result<String, Box<Response>> {
+        let Some(real) = e.real.as_deref() else {
+            return Ok(line);
+        };
+        let fx = self.rules_of(h, real, false);
+        if !self.dotfiles_allowed_at(h, real, fx.as_ref()) {
+            return Err(Box::new(self.not_served(
+                Found::Missing,
+                req,
+                h,
+                None,
+                line,
+                now,
+            )));
+        }
+        self.guard(req, h, fx.as_ref(), peer, line, now)
     }
 
     /// A page of site `h` at `page` (a path the operator configured), if it is a file.

@@ -27,6 +27,8 @@ per_strategy!(
     each_site_logs_to_its_own_file_in_its_own_format,
     // Rules: docs/http.md W10.
     htpasswd_admits_its_users_and_throttles_a_guessing_client_alone,
+    // Rules: docs/http.md W11.
+    a_link_to_a_protected_file_is_under_the_rules_of_both_paths,
     // Rules: docs/http.md V4.
     the_compression_cache_sends_each_variant_made_once_and_never_a_stale_one,
 );
@@ -653,6 +655,55 @@ fn htpasswd_admits_its_users_and_throttles_a_guessing_client_alone(case: &str) {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+/// A symbolic link inside the root to a protected file (issue 43 served it without
+/// credentials: the rules matched the request's path alone): the rules of the path it
+/// resolves to apply too, the stricter winning; through a linked directory as well.
+fn a_link_to_a_protected_file_is_under_the_rules_of_both_paths(case: &str) {
+    let (base, root) = www(&[
+        ("private/s.txt", b"secret\n"),
+        ("hidden/.env", b"KEY=1\n"),
+        ("open/o.txt", b"open\n"),
+        ("mine/m.txt", b"mine\n"),
+    ]);
+    std::os::unix::fs::symlink("private/s.txt", root.join("link.txt")).unwrap();
+    std::os::unix::fs::symlink("private", root.join("linkdir")).unwrap();
+    std::os::unix::fs::symlink("../hidden/.env", root.join("open/env.txt")).unwrap();
+    std::os::unix::fs::symlink("../open/o.txt", root.join("mine/o-link.txt")).unwrap();
+    let users = base.path().join("htpasswd");
+    fs::write(&users, ALICE).unwrap();
+    let s = serve_root(
+        &base,
+        &root,
+        case,
+        &format!(
+            "[[rule]]\npath = \"/private/\"\nhtpasswd = \"{}\"\n\
+             [[rule]]\npath = \"/mine/\"\ndeny = [\"198.51.100.9\"]\n",
+            users.display()
+        ),
+    );
+    let good = "Authorization: Basic YWxpY2U6c2VjcmV0\r\n";
+    let ask = |path: &str, client: &str, fields: &str| {
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: x\r\nX-Forwarded-For: {client}\r\n{fields}Connection: close\r\n\r\n"
+        );
+        exchange(s.addr, req.as_bytes(), false)
+    };
+    for path in ["/private/s.txt", "/link.txt", "/linkdir/s.txt"] {
+        let r = ask(path, "198.51.100.1", "");
+        assert_eq!(r.status, 401, "{path}: {r:?}");
+        assert_ne!(r.body, b"secret\n", "{path}");
+        assert_eq!(ask(path, "198.51.100.1", good).body, b"secret\n", "{path}");
+    }
+    // A dot-file reached by a name without a dot: 404, as by its own name.
+    assert_eq!(ask("/hidden/.env", "198.51.100.1", "").status, 404);
+    assert_eq!(ask("/open/env.txt", "198.51.100.1", "").status, 404);
+    // The asked path's rules still apply: a link from a denied directory to an open
+    // file stays denied; the file by its own path is open.
+    assert_eq!(ask("/mine/o-link.txt", "198.51.100.9", "").status, 403);
+    assert_eq!(ask("/open/o.txt", "198.51.100.9", "").body, b"open\n");
+    assert_eq!(ask("/mine/o-link.txt", "198.51.100.1", "").body, b"open\n");
 }
 
 #[test]
