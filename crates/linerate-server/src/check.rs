@@ -96,6 +96,19 @@ pub fn check(cfg: &Config) -> Checked {
                 absolute(a)
             ));
         }
+        // One the start would not make the server's, and that others may write.
+        let starts_as = match &cfg.user {
+            Some(n) if linerate_sys::ns::effective_uid() == 0 => {
+                linerate_sys::user::lookup(n).ok().flatten().map(|u| u.uid)
+            }
+            _ => Some(linerate_sys::ns::effective_uid()),
+        };
+        let owned_at_start = cfg.user.is_some() && linerate_sys::ns::effective_uid() == 0;
+        if let (Ok(m), Some(uid), false) = (std::fs::metadata(dir), starts_as, owned_at_start) {
+            if let Some(why) = crate::compress_cache::others_may_write(&m, uid) {
+                c.problems.push(format!("compress-cache {shown}: {why}"));
+            }
+        }
     }
     if let Some(name) = &cfg.user {
         match linerate_sys::user::lookup(name) {

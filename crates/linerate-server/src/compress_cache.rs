@@ -42,7 +42,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -268,20 +268,53 @@ fn writer_alive(temporary: &str) -> bool {
     pid.is_some_and(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists())
 }
 
-/// Creates `dir` (mode 0700, owned by `owner` when given) if it is missing; missing
-/// directories above it are made as `mkdir -p` makes them, so the user can reach it.
+/// Makes `dir` the server's alone: created (mode 0700) if it is missing, missing
+/// directories above it made as `mkdir -p` makes them, so the user can reach it; given
+/// to `owner` when given (root starting for `--user`); tightened to 0700. A directory
+/// of another user that its group or others may write is refused: whoever can write
+/// it could plant what the server would send.
 pub(crate) fn prepare(dir: &Path, owner: Option<(u32, u32)>) -> io::Result<()> {
-    if dir.is_dir() {
-        return Ok(());
+    if !dir.exists() {
+        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+            fs::create_dir_all(parent)?;
+        }
+        fs::DirBuilder::new().mode(0o700).create(dir)?;
     }
-    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-        fs::create_dir_all(parent)?;
+    let m = fs::metadata(dir)?;
+    if !m.is_dir() {
+        return Err(io::Error::other("not a directory"));
     }
-    fs::DirBuilder::new().mode(0o700).create(dir)?;
-    if let Some((uid, gid)) = owner {
-        std::os::unix::fs::chown(dir, Some(uid), Some(gid))?;
+    let me = match owner {
+        Some((uid, gid)) => {
+            if (m.uid(), m.gid()) != (uid, gid) {
+                std::os::unix::fs::chown(dir, Some(uid), Some(gid))?;
+            }
+            uid
+        }
+        None => linerate_sys::ns::effective_uid(),
+    };
+    if m.uid() != me && owner.is_none() {
+        return match others_may_write(&m, me) {
+            Some(why) => Err(io::Error::other(why)),
+            None => Ok(()),
+        };
+    }
+    if m.mode() & 0o7777 != 0o700 {
+        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
+}
+
+/// Why a directory (`m`) that user `uid` would not own is refused: its group or others
+/// may write it. None if they may not, or if it is `uid`'s (the start tightens it).
+pub(crate) fn others_may_write(m: &fs::Metadata, uid: u32) -> Option<String> {
+    let mode = m.mode() & 0o7777;
+    (m.uid() != uid && mode & 0o022 != 0).then(|| {
+        format!(
+            "others may write it (mode {mode:04o}, owner uid {}): it must be the server's user's alone (chown it to that user, chmod 0700)",
+            m.uid()
+        )
+    })
 }
 
 impl Store {
@@ -356,7 +389,9 @@ impl Store {
 
     /// Looks for `name` (a worker, once per entry and coding).
     pub fn find(&self, name: &str) -> Found {
-        match File::open(self.dir.join(name)) {
+        // A link is never followed and only a regular file is a variant: a name
+        // planted in the directory cannot send a file from elsewhere.
+        match linerate_sys::fs::open_regular_no_follow(&self.dir.join(name)) {
             Ok(f) => {
                 let mut ix = self.index();
                 let used = now_ns();

@@ -165,6 +165,21 @@ pub fn open_directory(path: &std::path::Path) -> io::Result<std::fs::File> {
         .open(path)
 }
 
+/// Opens the regular file `path` to read, never through a symbolic link at its last
+/// component (`O_NOFOLLOW`: `ELOOP`) and never blocking on a FIFO or a device
+/// (`O_NONBLOCK`); anything but a regular file is refused (`EINVAL`).
+pub fn open_regular_no_follow(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    Ok(f)
+}
+
 /// Opens `path` for appending (creating a regular file if there is none) without ever
 /// blocking in `open`: a FIFO nobody reads fails with `ENXIO`. Once open, writes block
 /// as usual (`O_NONBLOCK` is cleared), so a FIFO or a terminal never drops a line.

@@ -706,6 +706,76 @@ fn a_link_to_a_protected_file_is_under_the_rules_of_both_paths(case: &str) {
     assert_eq!(ask("/mine/o-link.txt", "198.51.100.1", "").body, b"open\n");
 }
 
+/// The compression cache's directory is the server's alone (issue 43: a symbolic link
+/// planted there sent a file outside every root as gzip, and a directory made by hand
+/// kept mode 0755): a variant is never opened through a link, a directory made by hand
+/// is tightened to 0700, and another user's that others may write refuses the start.
+/// Rules: docs/http.md V4.
+#[test]
+fn the_compression_cache_directory_is_the_servers_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let js = prose(4, 60 << 10);
+    let (base, root) = www(&[("app.js", &js)]);
+    let outside = base.path().join("outside.txt");
+    fs::write(&outside, b"a file outside every root\n").unwrap();
+    let cache = base.path().join("zcache");
+    fs::create_dir(&cache).unwrap();
+    fs::set_permissions(&cache, fs::Permissions::from_mode(0o755)).unwrap();
+    let conf = format!("compress-cache = \"{}\"\n", cache.display());
+    let s = serve_root(&base, &root, "splice", &conf);
+    assert_eq!(
+        fs::metadata(&cache).unwrap().permissions().mode() & 0o777,
+        0o700,
+        "tightened"
+    );
+    until_coded(&s, "/app.js", "gzip", "gzip", &js);
+    drop(s);
+    // The variant's name now a link to a file outside: a new process never follows it,
+    // and writes the variant in its place.
+    let variant = fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "gz"))
+        .expect("a gzip variant in the cache");
+    fs::remove_file(&variant).unwrap();
+    std::os::unix::fs::symlink(&outside, &variant).unwrap();
+    let s = serve_root(&base, &root, "splice", &conf);
+    let (_, gz) = until_coded(&s, "/app.js", "gzip", "gzip", &js);
+    assert!(gunzip(&gz.body) == js);
+    assert!(
+        fs::symlink_metadata(&variant).unwrap().is_file(),
+        "replaced"
+    );
+    drop(s);
+    // Another user's directory that others may write: refused, saying why.
+    if linerate_sys::ns::effective_uid() == 0 {
+        let theirs = base.path().join("theirs");
+        fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        fs::set_permissions(&theirs, fs::Permissions::from_mode(0o777)).unwrap();
+        let conf = base.path().join("bad.toml");
+        fs::write(
+            &conf,
+            format!(
+                "root = \"{}\"\nlisten = \"127.0.0.1:0\"\ncompress-cache = \"{}\"\n",
+                root.display(),
+                theirs.display()
+            ),
+        )
+        .unwrap();
+        let (code, _, err) = LINERATE.run(&["serve", "--config", conf.to_str().unwrap()]);
+        assert_eq!(code, 2, "{err}");
+        assert!(
+            err.contains("compress-cache") && err.contains("others may write it (mode 0777"),
+            "{err}"
+        );
+        let (code, _, err) =
+            LINERATE.run(&["serve", "--config", conf.to_str().unwrap(), "--check"]);
+        assert_eq!(code, 2, "--check: {err}");
+        assert!(err.contains("others may write it"), "--check: {err}");
+    }
+}
+
 #[test]
 fn an_htpasswd_file_with_a_hash_other_than_bcrypt_is_refused_at_start() {
     let dir = docroot();
