@@ -263,10 +263,16 @@ pub struct Connection {
     owed: usize,
     /// The response fields the client's dynamic table holds.
     encoder: hpack::Encoder,
-    /// Streams the client opened, and of them those it reset while an answer was owed
-    /// (rapid reset, CVE-2023-44487, is many of the second).
+    /// Streams the client opened.
     opened: u64,
-    resets: u64,
+    /// Resets of streams while an answer was owed (each cost the server a request's
+    /// work: rapid reset, CVE-2023-44487, is many of them) the client may still make,
+    /// in thousandths ([`MAX_RESETS`] at most, [`RESETS_PER_SECOND`] given back), and
+    /// when that was last counted.
+    reset_credit: u64,
+    reset_credit_at: Option<Instant>,
+    /// The `now` of the [`Connection::next`] under way.
+    now: Option<Instant>,
     /// Frames that brought no request ([`MAX_IDLE_FRAMES`]).
     idle_frames: u64,
     /// Why the connection failed, for the log and the counters.
@@ -280,10 +286,12 @@ pub struct Connection {
 const MAX_IDLE_FRAMES: u64 = 1000;
 const IDLE_FRAMES_PER_STREAM: u64 = 10;
 
-/// Client resets of answered-to streams past which a connection that resets more than
-/// half its streams is ended (ENHANCE_YOUR_CALM): a browser resets a few when a page
-/// is left; an attack resets all of them.
+/// Client resets of streams being answered that a connection may make at once, and
+/// the rate it may go on at: past them it is ended (ENHANCE_YOUR_CALM). A browser
+/// resets a few when a page is left; an attack resets many, whatever share of its
+/// streams it lets finish (resetting every other one evaded a limit by ratio).
 const MAX_RESETS: u64 = 100;
+const RESETS_PER_SECOND: u64 = 10;
 
 /// A connection error: GOAWAY with this code, then close.
 struct ConnError(ErrorCode, &'static str);
@@ -342,7 +350,9 @@ impl Connection {
             owed: 0,
             encoder: hpack::Encoder::new(),
             opened: 0,
-            resets: 0,
+            reset_credit: MAX_RESETS * 1000,
+            reset_credit_at: None,
+            now: None,
             idle_frames: 0,
             why: "",
         }
@@ -374,6 +384,7 @@ impl Connection {
 
     /// The next thing to do, at `now`.
     pub fn next(&mut self, now: Instant) -> Event {
+        self.now = Some(now);
         loop {
             if let Some(e) = self.events.pop_front() {
                 return e;
@@ -896,17 +907,30 @@ impl Connection {
             ));
         }
         if let Some(s) = self.streams.get(&h.stream) {
-            if s.owed {
-                self.resets += 1;
-                if self.resets > MAX_RESETS && 2 * self.resets > self.opened {
-                    return Err(ConnError(ErrorCode::EnhanceYourCalm, "rapid reset"));
-                }
+            if s.owed && !self.spend_reset() {
+                return Err(ConnError(ErrorCode::EnhanceYourCalm, "rapid reset"));
             }
             self.close_stream(h.stream, Closed::Done);
         } else {
             self.not_held(h.stream)?;
         }
         Ok(())
+    }
+
+    /// Counts a reset of a stream being answered against the credit (given back at
+    /// [`RESETS_PER_SECOND`] since it was last counted); false when none is left.
+    fn spend_reset(&mut self) -> bool {
+        if let (Some(now), Some(at)) = (self.now, self.reset_credit_at) {
+            let ms = now.saturating_duration_since(at).as_millis() as u64;
+            self.reset_credit = (self.reset_credit + ms.saturating_mul(RESETS_PER_SECOND))
+                .min(MAX_RESETS * 1000);
+        }
+        self.reset_credit_at = self.now.or(self.reset_credit_at);
+        if self.reset_credit < 1000 {
+            return false;
+        }
+        self.reset_credit -= 1000;
+        true
     }
 
     fn settings(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
@@ -1702,6 +1726,32 @@ mod tests {
         }
         assert_eq!(n, 300);
         assert_eq!(c.failed(), None);
+        // Every other stream reset (half: under a limit by ratio) is ended all the same.
+        let mut input = Client::open();
+        for i in 0..400u32 {
+            input = input.get(2 * i + 1, "/", flag::END_STREAM);
+            if i % 2 == 0 {
+                input = input.frame(Kind::RstStream, 0, 2 * i + 1, &[0, 0, 0, 8]);
+            }
+        }
+        let (_, out) = run(&input.0, input.0.len());
+        assert_eq!(goaway(&out).map(|g| g.1), Some(ErrorCode::EnhanceYourCalm));
+        // Spread over time, resets are given back: 100 now and 100 ten seconds later.
+        let mut c = Connection::new(Limits::default(), Config::default());
+        let start = Instant::now();
+        let mut id = 1;
+        for at in [start, start + std::time::Duration::from_secs(10)] {
+            let mut input = if id == 1 { Client::open() } else { Client(Vec::new()) };
+            for _ in 0..100 {
+                input = input
+                    .get(id, "/", flag::END_STREAM)
+                    .frame(Kind::RstStream, 0, id, &[0, 0, 0, 8]);
+                id += 2;
+            }
+            c.receive(&input.0);
+            while !matches!(c.next(at), Event::Wait) {}
+        }
+        assert_eq!(c.failed(), None, "100 resets, then 100 more 10 s later");
     }
 
     #[test]
