@@ -713,9 +713,13 @@ fn account_path(cfg: &AcmeConfig) -> PathBuf {
     cfg.dir.join(format!("account-{hex}.json"))
 }
 
-/// Creates `dir` (mode 0700, owned by `owner` when given) if it is missing.
+/// Creates `dir` (mode 0700, owned by `owner` when given) if it is missing; one that
+/// exists is left as it is.
 pub(crate) fn prepare(dir: &Path, owner: Option<(u32, u32)>) -> std::io::Result<()> {
-    crate::compress_cache::prepare(dir, owner)
+    if dir.is_dir() {
+        return Ok(());
+    }
+    crate::compress_cache::make(dir, owner)
 }
 
 /// Writes `bytes` to `path` (mode 0600) under a temporary name, then renames it.

@@ -44,7 +44,9 @@ pub fn check(cfg: &Config) -> Checked {
         };
         c.served.push(format!("site {names}{default}: root {root}"));
     }
-    c.problems.extend(as_the_user(cfg));
+    let (problems, notes) = as_the_user(cfg);
+    c.problems.extend(problems);
+    c.notes.extend(notes);
     if !cfg.tls_listen.is_empty() {
         if let Err(e) = crate::tls::load(cfg) {
             c.problems.push(format!("TLS: {e}"));
@@ -96,16 +98,14 @@ pub fn check(cfg: &Config) -> Checked {
                 absolute(a)
             ));
         }
-        // One the start would not make the server's, and that others may write.
-        let starts_as = match &cfg.user {
-            Some(n) if linerate_sys::ns::effective_uid() == 0 => {
-                linerate_sys::user::lookup(n).ok().flatten().map(|u| u.uid)
-            }
+        // One that exists: what the start would refuse to take.
+        let take = cfg.user.is_some() && linerate_sys::ns::effective_uid() == 0;
+        let uid = match &cfg.user {
+            Some(n) if take => linerate_sys::user::lookup(n).ok().flatten().map(|u| u.uid),
             _ => Some(linerate_sys::ns::effective_uid()),
         };
-        let owned_at_start = cfg.user.is_some() && linerate_sys::ns::effective_uid() == 0;
-        if let (Ok(m), Some(uid), false) = (std::fs::metadata(dir), starts_as, owned_at_start) {
-            if let Some(why) = crate::compress_cache::others_may_write(&m, uid) {
+        if let (true, Some(uid)) = (std::fs::symlink_metadata(dir).is_ok(), uid) {
+            if let Some(why) = crate::compress_cache::refusal(dir, uid, take) {
                 c.problems.push(format!("compress-cache {shown}: {why}"));
             }
         }
@@ -126,30 +126,45 @@ pub fn check(cfg: &Config) -> Checked {
     c
 }
 
-/// The problems of the roots and the logs, judged as the server will open them: as
-/// `--user` when root starts it (the files of a root are opened as that user, and so
-/// are the roots and the logs at a reload and a reopen), else as the user running this.
-fn as_the_user(cfg: &Config) -> Vec<String> {
+/// The roots and the logs, judged as the server will open them: a root as `--user`
+/// when root starts it (the files beneath it are opened as that user, and so is the
+/// root at a reload); a log as the start opens it (as root, before root is given up),
+/// then as `--user` too, which only a reopen (SIGUSR1) or a reload adding it does: a
+/// log that user cannot write is a note. The problems, and the notes.
+fn as_the_user(cfg: &Config) -> (Vec<String>, Vec<String>) {
     let user = cfg
         .user
         .as_ref()
         .filter(|_| linerate_sys::ns::effective_uid() == 0)
         .and_then(|n| linerate_sys::user::lookup(n).ok().flatten());
     let Some(user) = user else {
-        return files(cfg, "");
+        let mut problems = roots(cfg, "");
+        problems.extend(logs(cfg, ""));
+        return (problems, Vec::new());
     };
     let whom = format!(" (as user {})", user.name);
-    linerate_sys::user::as_user(&user, || files(cfg, &whom)).unwrap_or_else(|e| {
-        vec![format!(
-            "user {}: cannot take its identity to judge the roots and logs: {e}",
-            user.name
-        )]
-    })
+    let mut problems =
+        linerate_sys::user::as_user(&user, || roots(cfg, &whom)).unwrap_or_else(|e| {
+            vec![format!(
+                "user {}: cannot take its identity to judge the roots: {e}",
+                user.name
+            )]
+        });
+    let at_start = logs(cfg, "");
+    let notes = if at_start.is_empty() {
+        let reopen = format!(
+            "{whom}: the start opens it as root, but a reopen (SIGUSR1) or a reload that adds it would fail"
+        );
+        linerate_sys::user::as_user(&user, || logs(cfg, &reopen)).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    problems.extend(at_start);
+    (problems, notes)
 }
 
-/// Each root readable and searchable, each log appendable (see [`as_the_user`]);
-/// `whom` ends each line.
-fn files(cfg: &Config, whom: &str) -> Vec<String> {
+/// Each root readable and searchable; `whom` ends each line.
+fn roots(cfg: &Config, whom: &str) -> Vec<String> {
     let mut problems = Vec::new();
     for s in cfg.sites() {
         // Reading lists it; searching ("." within it) opens what is beneath.
@@ -167,6 +182,12 @@ fn files(cfg: &Config, whom: &str) -> Vec<String> {
             ));
         }
     }
+    problems
+}
+
+/// Each log appendable (see [`log_file`]); `whom` ends each line.
+fn logs(cfg: &Config, whom: &str) -> Vec<String> {
+    let mut problems = Vec::new();
     for p in cfg.access_log_paths() {
         if let Err(why) = log_file(&p) {
             problems.push(format!("access log {}: {why}{whom}", p.display()));

@@ -268,41 +268,87 @@ fn writer_alive(temporary: &str) -> bool {
     pid.is_some_and(|p| p != std::process::id() && Path::new(&format!("/proc/{p}")).exists())
 }
 
-/// Makes `dir` the server's alone: created (mode 0700) if it is missing, missing
-/// directories above it made as `mkdir -p` makes them, so the user can reach it; given
-/// to `owner` when given (root starting for `--user`); tightened to 0700. A directory
-/// of another user that its group or others may write is refused: whoever can write
-/// it could plant what the server would send.
-pub(crate) fn prepare(dir: &Path, owner: Option<(u32, u32)>) -> io::Result<()> {
-    if !dir.exists() {
-        if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-            fs::create_dir_all(parent)?;
-        }
-        fs::DirBuilder::new().mode(0o700).create(dir)?;
+/// Creates `dir` (mode 0700, owned by `owner` when given); missing directories above
+/// it are made as `mkdir -p` makes them, so the user can reach it.
+pub(crate) fn make(dir: &Path, owner: Option<(u32, u32)>) -> io::Result<()> {
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent)?;
     }
-    let m = fs::metadata(dir)?;
-    if !m.is_dir() {
-        return Err(io::Error::other("not a directory"));
-    }
-    let me = match owner {
-        Some((uid, gid)) => {
-            if (m.uid(), m.gid()) != (uid, gid) {
-                std::os::unix::fs::chown(dir, Some(uid), Some(gid))?;
-            }
-            uid
-        }
-        None => linerate_sys::ns::effective_uid(),
-    };
-    if m.uid() != me && owner.is_none() {
-        return match others_may_write(&m, me) {
-            Some(why) => Err(io::Error::other(why)),
-            None => Ok(()),
-        };
-    }
-    if m.mode() & 0o7777 != 0o700 {
-        fs::set_permissions(dir, fs::Permissions::from_mode(0o700))?;
+    fs::DirBuilder::new().mode(0o700).create(dir)?;
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::chown(dir, Some(uid), Some(gid))?;
     }
     Ok(())
+}
+
+/// Makes `dir` the cache's and the server's alone: created (mode 0700, owned by
+/// `owner`, root starting for `--user`) if it is missing. One that exists is taken
+/// only if it is a directory itself (not a symbolic link to one) holding nothing but
+/// what the cache writes: then given to `owner` and tightened to 0700 through its own
+/// descriptor. See [`refusal`] for what is refused.
+pub(crate) fn prepare(dir: &Path, owner: Option<(u32, u32)>) -> io::Result<()> {
+    if !dir.exists() && fs::symlink_metadata(dir).is_err() {
+        return make(dir, owner);
+    }
+    let uid = owner.map_or_else(linerate_sys::ns::effective_uid, |o| o.0);
+    if let Some(why) = refusal(dir, uid, owner.is_some()) {
+        return Err(io::Error::other(why));
+    }
+    let d = linerate_sys::fs::open_directory_no_follow(dir)?;
+    let m = d.metadata()?;
+    if let Some((uid, gid)) = owner.filter(|&(u, g)| (m.uid(), m.gid()) != (u, g)) {
+        std::os::unix::fs::fchown(&d, Some(uid), Some(gid))?;
+    }
+    if m.mode() & 0o7777 != 0o700 {
+        d.set_permissions(fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Why the existing `dir` cannot be the cache of a server running as `uid` (`take`:
+/// root starts it and may give the directory to that user), or None: a symbolic link
+/// (the directory must be named itself), not a directory, one holding other files than
+/// the cache's (a typo such as `/var/cache` must not be taken over), or one of another
+/// user that its group or others may write, or that cannot be given to `uid`.
+pub(crate) fn refusal(dir: &Path, uid: u32, take: bool) -> Option<String> {
+    let m = match fs::symlink_metadata(dir) {
+        Ok(m) => m,
+        Err(e) => return Some(e.to_string()),
+    };
+    if m.file_type().is_symlink() {
+        return Some("a symbolic link: name the directory itself".into());
+    }
+    if !m.is_dir() {
+        return Some("not a directory".into());
+    }
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        // Not readable here (another user's): judged by its owner and mode below.
+        Err(_) => return others_may_write(&m, uid),
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if !is_variant_name(&name) && !name.starts_with(TEMPORARY) {
+            return Some(format!(
+                "it holds {name}, which the cache did not write: name a directory of its own"
+            ));
+        }
+    }
+    if m.uid() != uid {
+        // Files planted before it became the server's would stay: refused even when
+        // root could give it to the user.
+        if let Some(why) = others_may_write(&m, uid) {
+            return Some(why);
+        }
+        if !take {
+            return Some(format!(
+                "owned by uid {}, not the server's user (uid {uid}): chown it to that user",
+                m.uid()
+            ));
+        }
+    }
+    None
 }
 
 /// Why a directory (`m`) that user `uid` would not own is refused: its group or others

@@ -252,6 +252,9 @@ pub struct Config {
     pub header_timeout: Duration,
     /// A response that makes no send progress this long is abandoned.
     pub send_timeout: Duration,
+    /// Bytes a second a client with answers owed must take, over each `send_timeout`
+    /// (0: no such limit).
+    pub min_send_rate: u64,
     /// A request body must be read (and discarded) whole within this long of its head.
     pub body_timeout: Duration,
     /// In-flight responses get this long after SIGTERM.
@@ -515,6 +518,7 @@ impl Config {
             idle_timeout: Duration::from_secs(60),
             header_timeout: Duration::from_secs(10),
             send_timeout: Duration::from_secs(60),
+            min_send_rate: 1024,
             body_timeout: Duration::from_secs(30),
             shutdown_timeout: Duration::from_secs(10),
             dotfiles: false,

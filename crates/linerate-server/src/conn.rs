@@ -23,7 +23,7 @@
 
 use std::io::{self, Read};
 use std::os::fd::AsFd;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use linerate_event::{exec, Submitted};
 use linerate_http::connection::{Connection, Ending, Event};
@@ -68,6 +68,8 @@ pub(crate) enum Cut {
     Client,
     /// No send progress for `--send-timeout`.
     SendTimeout,
+    /// The client took less than `--min-send-rate` over a `--send-timeout`.
+    SlowClient,
     /// The request body did not come whole within `--body-timeout`.
     BodyTimeout,
     /// The shutdown deadline after SIGTERM.
@@ -84,6 +86,7 @@ impl Cut {
         match self {
             Cut::Client => "client",
             Cut::SendTimeout => "send-timeout",
+            Cut::SlowClient => "min-send-rate",
             Cut::BodyTimeout => "body-timeout",
             Cut::Shutdown => "shutdown",
             Cut::Truncated => "truncated",
@@ -673,6 +676,45 @@ impl Conn {
         }
     }
 
+    /// The start of the window `--min-send-rate` is judged over, while answers are owed.
+    pub fn rate_clock(&self) -> Option<Instant> {
+        self.out.as_ref().and_then(|o| o.rate.since)
+    }
+
+    /// The client took less than `--min-send-rate` over a window.
+    pub fn slow(&self) -> bool {
+        self.out.as_ref().is_some_and(|o| o.rate.slow)
+    }
+
+    /// At the end of a window of `window` with answers owed: whether the client took
+    /// `rate` bytes a second over it, by its TCP acknowledgements (one `TCP_INFO` a
+    /// window); if not, the connection is [`Conn::slow`]; if so, a new window starts.
+    /// Not judged where the socket says nothing (a Unix socket).
+    pub fn judge_send_rate(&mut self, now: Instant, rate: u64, window: Duration) {
+        let busy = self.busy();
+        let Some(out) = self.out.as_deref_mut() else {
+            return;
+        };
+        let Some(since) = out.rate.since else {
+            return;
+        };
+        if rate == 0 || now < since + window || !busy {
+            return;
+        }
+        let Ok(acked) = linerate_sys::net::tcp_bytes_acked(self.sock.as_fd()) else {
+            out.rate.since = Some(now);
+            return;
+        };
+        let took = acked.saturating_sub(out.rate.base);
+        out.rate.base = acked;
+        let need = rate.saturating_mul(now.duration_since(since).as_secs().max(1));
+        if took < need {
+            out.rate.slow = true;
+        } else {
+            out.rate.since = Some(now);
+        }
+    }
+
     /// When the send deadline's clock last started: the last bytes moved (HTTP/2: the
     /// last bytes that left while answers were owed).
     pub fn send_clock(&self) -> Instant {
@@ -750,6 +792,15 @@ impl Conn {
             || matches!(&self.http, Http::Two(h) if h.waiting() || h.proto.has_control())
     }
 
+    /// An HTTP/2 connection whose client has closed its side, with nothing of ours left
+    /// to send but answers that wait on flow-control windows: no WINDOW_UPDATE can come
+    /// any more, so they never will be.
+    fn stalled_for_good(&self) -> bool {
+        matches!(&self.http, Http::Two(h) if h.proto.peer_has_closed() && h.waiting() && !h.proto.has_control())
+            && !self.out.as_ref().is_some_and(|o| o.busy())
+            && !matches!(&self.transport, Transport::Tls(t) if !t.records.is_empty() || t.pending())
+    }
+
     /// Called on readiness (and after shutdown starts): reads, answers, writes.
     pub fn drive(
         &mut self,
@@ -811,8 +862,17 @@ impl Conn {
                 }
             }
         }
+        if self.stalled_for_good() {
+            // Its answers could never be sent: closed now, not at the send timeout.
+            self.cut = Some(Cut::Client);
+            return After::Close;
+        }
         if self.busy() {
             return After::Keep;
+        }
+        // Nothing owed: the rate's window starts again with the next answer.
+        if let Some(o) = self.out.as_mut() {
+            o.rate.since = None;
         }
         if self.is_idle() {
             // An idle keep-alive connection holds no buffers: memory scales with the
@@ -971,9 +1031,11 @@ impl Conn {
             };
             let mut r = r;
             r.progress.head_bytes = r.plan.parts.front().map_or(0, Part::len);
-            self.out
-                .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default())
-                .push(r);
+            let out = self
+                .out
+                .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default());
+            out.push(r);
+            out.rate.since.get_or_insert(now);
             queued = true;
         }
     }
@@ -1036,6 +1098,7 @@ impl Conn {
             r.record.h2 = true;
             Stats::add(&site.stats.h2_streams, 1);
             h2.answer(stream, priority, r, out, &mut site.h2_heads);
+            out.rate.since.get_or_insert(now);
             queued = true;
         }
         if let Some(code) = h2.proto.failed() {

@@ -309,16 +309,27 @@ impl FileCache {
 
     /// Where beneath the root the file open as `fd`, asked for as `rel`, really is,
     /// if a symbolic link made that another path (one look at `/proc` per opened file).
-    fn beneath(&self, fd: BorrowedFd<'_>, rel: &[u8]) -> Option<Box<[u8]>> {
-        let root = self.root_real.as_deref()?;
+    fn beneath(&mut self, fd: BorrowedFd<'_>, rel: &[u8]) -> Option<Box<[u8]>> {
         let real = real_path(fd)?;
-        let inside = real.strip_prefix(root)?;
-        let inside = if root == b"/" {
-            inside
-        } else {
-            inside.strip_prefix(b"/")?
+        let inside = |root: &[u8]| -> Option<Box<[u8]>> {
+            let inside = real.strip_prefix(root)?;
+            let inside = if root == b"/" {
+                inside
+            } else {
+                inside.strip_prefix(b"/")?
+            };
+            Some(inside.into())
         };
-        (inside != rel).then(|| inside.into())
+        let found = match self.root_real.as_deref().and_then(inside) {
+            Some(i) => i,
+            None => {
+                // The root was renamed since (a deploy that swaps directories): its
+                // path as it is now.
+                self.root_real = real_path(self.root.as_fd());
+                self.root_real.as_deref().and_then(inside)?
+            }
+        };
+        (*found != *rel).then_some(found)
     }
 
     /// Digests for `etag = "content"` come from `digests`.
@@ -694,7 +705,18 @@ impl FileCache {
             path.truncate(rel.len());
             path.extend_from_slice(c.suffix().as_bytes());
             if let Found::File(v) = self.lookup(&path) {
-                if v.meta.mtime_ns >= base.meta.mtime_ns {
+                // Reached through a link, it must be where its file really is, beside
+                // it (docs/http.md W11): a variant never brings another path's bytes.
+                let beside = match (&base.real, &v.real) {
+                    (None, None) => true,
+                    (base_real, Some(real)) => {
+                        let at: &[u8] = base_real.as_deref().unwrap_or(rel);
+                        real.strip_prefix(at) == Some(c.suffix().as_bytes())
+                    }
+                    // A file of its own beside the link asked for.
+                    (Some(_), None) => true,
+                };
+                if beside && v.meta.mtime_ns >= base.meta.mtime_ns {
                     trusted &= self.current.contains(&path);
                     found.push((c, v));
                 }

@@ -235,6 +235,20 @@ pub(crate) struct Output {
     pending: Pending,
     /// The transmit in progress was polled in this turn (its wake-up is counted).
     resumed: bool,
+    /// How fast the client takes what is owed (`--min-send-rate`).
+    pub rate: SendRate,
+}
+
+/// What `--min-send-rate` judges a connection by: kept with its output queue, which
+/// exists while answers are owed, so an idle connection holds none of it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SendRate {
+    /// Since when answers have been owed: the start of the window judged.
+    pub since: Option<std::time::Instant>,
+    /// The bytes the client had acknowledged when it was last judged.
+    pub base: u64,
+    /// It took too few.
+    pub slow: bool,
 }
 
 impl Output {
@@ -277,6 +291,7 @@ impl Output {
     /// Keeps an empty queue's room for its next use (as a worker's spare), up to
     /// [`KEPT_ROOM`] responses; the rest of its memory goes.
     pub fn trim(&mut self) {
+        self.rate = SendRate::default();
         if self.queue.capacity() > KEPT_ROOM {
             self.queue = VecDeque::new();
         }

@@ -1460,6 +1460,13 @@ pub struct Settings {
     #[arg(long, value_name = "DURATION")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub send_timeout: Option<Seconds>,
+    /// Close a connection with answers owed whose client takes fewer bytes a second
+    /// than this over a whole --send-timeout (its TCP acknowledgements counted, so an
+    /// HTTP/2 stream fed a 1-byte window, or a reader that takes a byte now and then,
+    /// cannot hold it); 0: no such limit [default: 1K].
+    #[arg(long, value_name = "BYTES")]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub min_send_rate: Option<Bytes<0, { i64::MAX as u64 }>>,
     /// A request body must arrive whole (it is read and discarded) within this long of
     /// its head, however it trickles (nginx's client_body_timeout and lingering_time)
     /// [default: 30].
@@ -1635,6 +1642,7 @@ impl Settings {
             idle_timeout: pick(&self.idle_timeout, &under.idle_timeout),
             header_timeout: pick(&self.header_timeout, &under.header_timeout),
             send_timeout: pick(&self.send_timeout, &under.send_timeout),
+            min_send_rate: pick(&self.min_send_rate, &under.min_send_rate),
             body_timeout: pick(&self.body_timeout, &under.body_timeout),
             shutdown_timeout: pick(&self.shutdown_timeout, &under.shutdown_timeout),
             shutdown_delay: pick(&self.shutdown_delay, &under.shutdown_delay),
@@ -1775,6 +1783,7 @@ impl Settings {
             cfg.health_path = Some(p.0);
         }
         set(&mut cfg.collapse_bytes, s.collapse.map(|b| b.0));
+        set(&mut cfg.min_send_rate, s.min_send_rate.map(|b| b.0));
         if let Some(p) = s.metrics_path {
             cfg.metrics_path = Some(p.0);
         }

@@ -213,13 +213,29 @@ fn deadline(c: &Conn, cfg: &Config) -> Deadline {
     if let Some(s) = c.draining_since {
         return d(after(s, DRAIN), Cut::Client, "", None);
     }
-    let state = if c.busy() {
+    let state = if c.slow() {
         d(
+            c.rate_clock().unwrap_or(c.last_activity),
+            Cut::SlowClient,
+            "the client took less than --min-send-rate over --send-timeout",
+            Some(2),
+        )
+    } else if c.busy() {
+        let send = d(
             after(c.send_clock(), cfg.send_timeout),
             Cut::SendTimeout,
             "no send progress within --send-timeout",
             Some(2),
-        )
+        );
+        // The rate is judged at the end of each window (then, if the client took
+        // enough, a new one starts: the deadline moves on).
+        match c.rate_clock().filter(|_| cfg.min_send_rate > 0) {
+            Some(r) if after(r, cfg.send_timeout) < send.at => Deadline {
+                at: after(r, cfg.send_timeout),
+                ..send
+            },
+            _ => send,
+        }
     } else if let Some(p) = c.proxy_since() {
         d(
             after(p, cfg.header_timeout),
@@ -1810,6 +1826,7 @@ impl<D: Driver> Worker<D> {
                 // Closed, or armed again since.
                 continue;
             }
+            c.judge_send_rate(now, self.cfg.min_send_rate, self.cfg.send_timeout);
             let d = deadline(c, &self.cfg);
             if d.at > now {
                 let at = d.at.min(after(now, self.check_every));

@@ -165,6 +165,17 @@ pub fn open_directory(path: &std::path::Path) -> io::Result<std::fs::File> {
         .open(path)
 }
 
+/// Opens the directory `path` itself, never a symbolic link to one (`O_NOFOLLOW`:
+/// `ELOOP`), so what is then changed through the descriptor (`fchown`, `fchmod`) is
+/// that directory whatever the path comes to name meanwhile.
+pub fn open_directory_no_follow(path: &std::path::Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_NOCTTY)
+        .open(path)
+}
+
 /// Opens the regular file `path` to read, never through a symbolic link at its last
 /// component (`O_NOFOLLOW`: `ELOOP`) and never blocking on a FIFO or a device
 /// (`O_NONBLOCK`); anything but a regular file is refused (`EINVAL`).

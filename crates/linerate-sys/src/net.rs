@@ -132,6 +132,36 @@ pub fn get_option(fd: BorrowedFd<'_>, opt: SockOpt) -> io::Result<i32> {
     Ok(v)
 }
 
+/// Bytes of this TCP connection's output the peer has acknowledged so far
+/// (`TCP_INFO`'s `tcpi_bytes_acked`, Linux 4.1 and later): what it really took, over
+/// TLS or not, whatever sent it. An error where the socket is not TCP, or the kernel's
+/// `tcp_info` is too short to have it.
+pub fn tcp_bytes_acked(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    // The kernel's struct tcp_info: 8 one-byte fields, 24 four-byte ones, then the
+    // pacing rates (two u64) and tcpi_bytes_acked, at byte 120.
+    const BYTES_ACKED: usize = 120;
+    let mut info = [0u8; 256];
+    let mut len = info.len() as libc::socklen_t;
+    // SAFETY: `info` and `len` are live locals; the kernel writes at most `len` bytes
+    // and says how many.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    })?;
+    let field = info
+        .get(BYTES_ACKED..BYTES_ACKED + 8)
+        .filter(|_| len as usize >= BYTES_ACKED + 8)
+        .ok_or_else(|| io::Error::other("tcp_info has no tcpi_bytes_acked"))?;
+    let mut b = [0u8; 8];
+    b.copy_from_slice(field);
+    Ok(u64::from_ne_bytes(b))
+}
+
 /// `shutdown(SHUT_WR)`: ends our side of the connection (a FIN after what is queued).
 pub fn shutdown_write(fd: BorrowedFd<'_>) -> io::Result<()> {
     // SAFETY: the descriptor is borrowed for the call; no memory is passed.
@@ -186,5 +216,29 @@ pub fn poll_one(fd: BorrowedFd<'_>, events: Events, timeout_ms: i32) -> io::Resu
         Ok(_) => Ok(Events::from_bits(pfd.revents as u16 as u32)),
         Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(Events::NONE),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn bytes_acked_counts_what_the_peer_took() {
+        use std::io::{Read, Write};
+        use std::os::fd::AsFd;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, _) = l.accept().unwrap();
+        let before = super::tcp_bytes_acked(s.as_fd()).unwrap();
+        s.write_all(&[7u8; 100_000]).unwrap();
+        let mut got = vec![0u8; 100_000];
+        c.read_exact(&mut got).unwrap();
+        // The last ACK may still be on its way.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while super::tcp_bytes_acked(s.as_fd()).unwrap() < before + 100_000 {
+            assert!(std::time::Instant::now() < until, "not all acknowledged");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let u = std::os::unix::net::UnixStream::pair().unwrap().0;
+        assert!(super::tcp_bytes_acked(u.as_fd()).is_err());
     }
 }

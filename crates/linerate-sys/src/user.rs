@@ -132,6 +132,19 @@ pub fn become_user(user: &User) -> io::Result<()> {
 /// per-thread calls made directly (glibc's wrappers would apply them to every thread
 /// of the process), and the thread ends with `f`: no other thread is touched. The
 /// process must be root.
+///
+/// On 32-bit targets the raw calls here are the old 16-bit ones (`setresuid32` and its
+/// kin are what glibc uses there): this says it cannot, and the caller judges as itself.
+#[cfg(not(target_pointer_width = "64"))]
+pub fn as_user<T: Send>(_user: &User, _f: impl FnOnce() -> T + Send) -> io::Result<T> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "per-thread identities are taken on 64-bit targets alone",
+    ))
+}
+
+/// See the 32-bit version's text: this is the working one.
+#[cfg(target_pointer_width = "64")]
 pub fn as_user<T: Send>(user: &User, f: impl FnOnce() -> T + Send) -> io::Result<T> {
     let take = |r: libc::c_long| {
         if r == -1 {

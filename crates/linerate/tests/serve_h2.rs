@@ -18,6 +18,10 @@ per_strategy!(
     h2spec_passes_over_tls_and_in_clear,
     // Rules: docs/http.md T7, T9, T12.
     answers_over_h2_are_the_answers_over_http11,
+    // Rules: docs/http.md T10.
+    a_client_gone_with_its_windows_shut_is_closed_at_once,
+    // Rules: docs/http.md S5.
+    a_stream_fed_a_byte_of_window_at_a_time_is_ended_by_the_minimum_rate,
 );
 
 /// h2spec: on PATH, or where `go install` puts it (scripts/test installs it there).
@@ -562,6 +566,116 @@ fn a_client_that_opens_no_window_is_cut_by_the_send_timeout() {
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(
         text.contains("\"GET /big.bin HTTP/2.0\"") && text.contains("send-timeout"),
+        "{text}"
+    );
+}
+
+/// A client that asks for a large file on streams whose window is 0 and then closes its
+/// side (it exits) is closed at once: no WINDOW_UPDATE can come any more (issue 43:
+/// 3,000 such connections held 218 MB in CLOSE-WAIT until the 60 s send timeout). The
+/// answers are logged as cut by the client.
+fn a_client_gone_with_its_windows_shut_is_closed_at_once(case: &str) {
+    let root = docroot();
+    put(root.path(), "big.bin", &pattern(4 << 20, 9));
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, _) = serve(
+        root.path(),
+        certs.path(),
+        case,
+        &log,
+        &["--send-timeout", "60"],
+    );
+    let mut c = Raw::open(server.addr, &[(4, 0)]);
+    for i in 0..8 {
+        c.get(2 * i + 1, "/big.bin");
+    }
+    // The heads come (no DATA: the windows are shut); then the client goes.
+    let mut heads = 0;
+    while heads < 8 {
+        match c.frame(std::time::Duration::from_secs(5)) {
+            Some((1, _, _, _)) => heads += 1,
+            Some((0, _, _, p)) => assert!(p.is_empty(), "DATA beyond a zero window"),
+            Some(_) => {}
+            None => panic!("closed before the heads"),
+        }
+    }
+    c.s.shutdown(std::net::Shutdown::Write).unwrap();
+    // Closed well before the send timeout: read until the end (5 s at most).
+    loop {
+        match c.frame(std::time::Duration::from_secs(5)) {
+            Some((0, _, _, p)) => assert!(p.is_empty(), "DATA beyond a zero window"),
+            Some(_) => {}
+            None => break,
+        }
+    }
+    c.s.set_nonblocking(true).unwrap();
+    let mut b = [0u8; 1];
+    let closed = matches!(c.s.peek(&mut b), Ok(0))
+        || matches!(c.s.peek(&mut b), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset);
+    assert!(
+        closed,
+        "still open with its answers stalled after the client left"
+    );
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains("\"GET /big.bin HTTP/2.0\""))
+            .count(),
+        8,
+        "{text}"
+    );
+}
+
+/// A stream fed a 1-byte WINDOW_UPDATE at a time makes progress, so the send timeout
+/// alone never ends it (issue 43: it stayed open indefinitely); the minimum send rate
+/// does, within its window, and logs why.
+fn a_stream_fed_a_byte_of_window_at_a_time_is_ended_by_the_minimum_rate(case: &str) {
+    let root = docroot();
+    put(root.path(), "big.bin", &pattern(1 << 20, 4));
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, _) = serve(
+        root.path(),
+        certs.path(),
+        case,
+        &log,
+        &["--send-timeout", "2", "--min-send-rate", "1K"],
+    );
+    let mut c = Raw::open(server.addr, &[(4, 0)]);
+    c.get(1, "/big.bin");
+    let start = std::time::Instant::now();
+    let mut data = 0usize;
+    let mut closed = false;
+    // 15 s at most: the window is 2 s.
+    while start.elapsed() < std::time::Duration::from_secs(15) {
+        c.send(8, 0, 1, &1u32.to_be_bytes());
+        c.send(8, 0, 0, &1u32.to_be_bytes());
+        match c.frame(std::time::Duration::from_millis(200)) {
+            Some((0, _, 1, p)) => data += p.len(),
+            Some(_) => {}
+            None => {
+                c.s.set_nonblocking(true).unwrap();
+                let mut b = [0u8; 1];
+                if matches!(c.s.peek(&mut b), Ok(0)) {
+                    closed = true;
+                    break;
+                }
+                c.s.set_nonblocking(false).unwrap();
+            }
+        }
+    }
+    assert!(
+        closed,
+        "still open after {:?}, {data} bytes taken",
+        start.elapsed()
+    );
+    assert!(data > 0, "the trickle made progress");
+    drop(server);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("\"GET /big.bin HTTP/2.0\"") && text.contains("min-send-rate"),
         "{text}"
     );
 }

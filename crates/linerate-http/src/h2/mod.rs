@@ -382,6 +382,11 @@ impl Connection {
         self.peer_closed = true;
     }
 
+    /// Whether the peer closed its side: no frame, so no WINDOW_UPDATE, comes any more.
+    pub fn peer_has_closed(&self) -> bool {
+        self.peer_closed
+    }
+
     /// The next thing to do, at `now`.
     pub fn next(&mut self, now: Instant) -> Event {
         self.now = Some(now);
@@ -922,8 +927,8 @@ impl Connection {
     fn spend_reset(&mut self) -> bool {
         if let (Some(now), Some(at)) = (self.now, self.reset_credit_at) {
             let ms = now.saturating_duration_since(at).as_millis() as u64;
-            self.reset_credit = (self.reset_credit + ms.saturating_mul(RESETS_PER_SECOND))
-                .min(MAX_RESETS * 1000);
+            self.reset_credit =
+                (self.reset_credit + ms.saturating_mul(RESETS_PER_SECOND)).min(MAX_RESETS * 1000);
         }
         self.reset_credit_at = self.now.or(self.reset_credit_at);
         if self.reset_credit < 1000 {
@@ -1741,11 +1746,18 @@ mod tests {
         let start = Instant::now();
         let mut id = 1;
         for at in [start, start + std::time::Duration::from_secs(10)] {
-            let mut input = if id == 1 { Client::open() } else { Client(Vec::new()) };
+            let mut input = if id == 1 {
+                Client::open()
+            } else {
+                Client(Vec::new())
+            };
             for _ in 0..100 {
-                input = input
-                    .get(id, "/", flag::END_STREAM)
-                    .frame(Kind::RstStream, 0, id, &[0, 0, 0, 8]);
+                input = input.get(id, "/", flag::END_STREAM).frame(
+                    Kind::RstStream,
+                    0,
+                    id,
+                    &[0, 0, 0, 8],
+                );
                 id += 2;
             }
             c.receive(&input.0);
