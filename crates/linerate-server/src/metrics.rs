@@ -68,6 +68,7 @@ struct Snapshot {
     forbidden: u64,
     open_out_of_fds: u64,
     accept_out_of_fds: u64,
+    idle_closed_for_room: u64,
     small_bytes_held: u64,
     tx_syscalls: u64,
     zc_sends: u64,
@@ -134,6 +135,7 @@ impl Snapshot {
             forbidden: sum(&|s| &s.forbidden),
             open_out_of_fds: sum(&|s| &s.open_out_of_fds),
             accept_out_of_fds: sum(&|s| &s.accept_out_of_fds),
+            idle_closed_for_room: sum(&|s| &s.idle_closed_for_room),
             small_bytes_held: sum(&|s| &s.small_bytes_held),
             tx_syscalls: sum(&|s| &s.tx_syscalls),
             zc_sends: sum(&|s| &s.zc_sends),
@@ -302,6 +304,7 @@ impl Collector for Snapshot {
                 ("aborted", self.aborted),
                 ("open_out_of_descriptors", self.open_out_of_fds),
                 ("accept_out_of_descriptors", self.accept_out_of_fds),
+                ("idle_closed_for_room", self.idle_closed_for_room),
             ] {
                 m.encode_family(&[("reason", reason)])?
                     .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;

@@ -79,6 +79,8 @@ pub(crate) struct Stats {
     pub unavailable: AtomicU64,
     /// Accepts refused for lack of descriptors (accepting then pauses).
     pub accept_out_of_fds: AtomicU64,
+    /// Idle keep-alive connections closed to make room for new ones.
+    pub idle_closed_for_room: AtomicU64,
     /// 403s: the permission bits refused an open.
     pub forbidden: AtomicU64,
     /// Responses that ended before their last byte (reset, deadline, shutdown,
@@ -214,6 +216,7 @@ impl Stats {
             open_out_of_fds,
             unavailable,
             accept_out_of_fds,
+            idle_closed_for_room,
             forbidden,
             aborted,
             responses,
@@ -266,6 +269,7 @@ impl Stats {
             (open_out_of_fds, &sum.open_out_of_fds),
             (unavailable, &sum.unavailable),
             (accept_out_of_fds, &sum.accept_out_of_fds),
+            (idle_closed_for_room, &sum.idle_closed_for_room),
             (forbidden, &sum.forbidden),
             (aborted, &sum.aborted),
             (body_bytes, &sum.body_bytes),
@@ -451,6 +455,7 @@ impl Board {
             "errors": {
                 "open_out_of_descriptors": sum(|s| &s.open_out_of_fds),
                 "accept_out_of_descriptors": sum(|s| &s.accept_out_of_fds),
+                "idle_closed_for_room": sum(|s| &s.idle_closed_for_room),
                 "unavailable_503": sum(|s| &s.unavailable),
                 "forbidden_403": sum(|s| &s.forbidden),
                 "responses_aborted": sum(|s| &s.aborted),
