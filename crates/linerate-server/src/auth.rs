@@ -4,13 +4,19 @@
 //! Only bcrypt hashes (`$2y$`, `$2b$`, `$2a$`, as `htpasswd -B` writes them) are
 //! taken: the others htpasswd can write (MD5-crypt `$apr1$`, `{SHA}`, crypt) are fast
 //! to guess, and a file holding one is refused with its line named. The bcrypt crate
-//! checks a password. A check costs milliseconds of a worker's time by design, so:
+//! checks a password. A check costs milliseconds of CPU by design, so:
+//! - it never runs on a worker: a [`Checker`] for the process hands it to helper
+//!   threads at nice 10, at most [`CHECKS_PER_SECOND`] a second for the whole process
+//!   (past that, or with [`QUEUED`] checks waiting, the answer is 503 with
+//!   `Retry-After: 1`), and the request waits ([`Verdict::Pending`]) while the worker
+//!   serves the others; the helper wakes the worker, which answers it again;
 //! - credentials that passed are remembered per worker ([`Guard`], bounded), and a
 //!   client sending them again costs a map lookup, not a bcrypt check;
-//! - failures are counted per client (an IPv4 address, an IPv6 /64) and worker: past
-//!   [`FAILURES`] in a minute, the client gets 429 without a check (of its password,
-//!   or of the remembered ones) until the minute is over, so guessing from one address
-//!   cannot take a worker's time from the others;
+//! - failures are counted per client (an IPv4 address, an IPv6 /64) and user name, for
+//!   the whole process ([`Throttle`]): past [`FAILURES`] in a minute, that client gets
+//!   429 for that user without a check (of its password, or of the remembered ones)
+//!   until the minute is over; the other users behind the same address are not
+//!   affected;
 //! - an unknown user is checked against a hash of the file's own cost (a file takes
 //!   one cost for all its users), so the time of an answer does not tell a user that
 //!   exists from one that does not.
@@ -18,7 +24,9 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 /// Failed checks a client address may have in a [`WINDOW`] before it is refused.
@@ -27,9 +35,18 @@ pub const FAILURES: u32 = 10;
 pub const WINDOW: Duration = Duration::from_secs(60);
 /// Credentials remembered per worker (all forgotten when full).
 const REMEMBERED: usize = 4096;
-/// Client addresses whose failures are counted per worker (the oldest windows
-/// forgotten when full).
+/// Clients (and users) whose failures are counted (the oldest windows forgotten when
+/// full).
 const COUNTED: usize = 16384;
+/// Password checks the process makes a second at most (and at once, after a quiet
+/// while): past it, 503.
+pub const CHECKS_PER_SECOND: u32 = 50;
+/// Checks waiting for a helper at most: past it, 503.
+pub const QUEUED: usize = 64;
+/// Helper threads that make the checks.
+const HELPERS: usize = 2;
+/// Checks asked and not yet answered again, per worker (forgotten together past it).
+const ASKED: usize = 4096;
 
 /// The users of one htpasswd file.
 #[derive(Debug)]
@@ -120,26 +137,196 @@ fn files(cfg: &crate::Config) -> Vec<PathBuf> {
 }
 
 /// What a request's credentials come to.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Verdict {
     Pass,
     /// 401: none, or wrong.
     Challenge,
     /// 429: too many failures from this client lately; try again after this long.
     Throttled(Duration),
+    /// The check is being made off the worker: ask again when the ticket is done.
+    Pending(Arc<Ticket>),
+    /// 503: the process makes as many checks as it may now.
+    Busy,
+}
+
+impl PartialEq for Verdict {
+    fn eq(&self, other: &Verdict) -> bool {
+        match (self, other) {
+            (Verdict::Pending(a), Verdict::Pending(b)) => Arc::ptr_eq(a, b),
+            (Verdict::Throttled(a), Verdict::Throttled(b)) => a == b,
+            (a, b) => std::mem::discriminant(a) == std::mem::discriminant(b),
+        }
+    }
+}
+
+/// What a helper calls when a check is made: wakes the worker that asked.
+pub type Wake = Arc<dyn Fn() + Send + Sync>;
+
+/// A check handed to the helpers, and how it came out.
+#[derive(Debug, Default)]
+pub struct Ticket(AtomicU8);
+
+const PENDING: u8 = 0;
+const PASSED: u8 = 1;
+const FAILED: u8 = 2;
+
+impl Ticket {
+    /// The check is made.
+    pub fn done(&self) -> bool {
+        self.0.load(Ordering::Acquire) != PENDING
+    }
+
+    fn outcome(&self) -> Option<bool> {
+        match self.0.load(Ordering::Acquire) {
+            PASSED => Some(true),
+            FAILED => Some(false),
+            _ => None,
+        }
+    }
+}
+
+/// A check for a helper: the file, the user and password, where the outcome goes and
+/// whom to wake.
+struct Job {
+    file: Arc<Htpasswd>,
+    user: String,
+    password: String,
+    ticket: Arc<Ticket>,
+    wake: Wake,
+}
+
+/// The process's password checks: its helper threads and their rate, and the failures
+/// by client and user that every worker's [`Guard`] counts in.
+pub struct Checker {
+    jobs: SyncSender<Job>,
+    /// Checks that may start now (in thousandths), and when that was counted.
+    bucket: Mutex<(u64, Option<Instant>)>,
+    pub throttle: Throttle,
+}
+
+impl std::fmt::Debug for Checker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checker").finish_non_exhaustive()
+    }
+}
+
+impl Checker {
+    /// Starts the helpers in `scope`; they end when this is dropped.
+    pub fn start<'scope>(scope: &'scope std::thread::Scope<'scope, '_>) -> Arc<Checker> {
+        let (tx, rx) = mpsc::sync_channel::<Job>(QUEUED);
+        let rx = Arc::new(Mutex::new(rx));
+        for _ in 0..HELPERS {
+            let rx = Arc::clone(&rx);
+            scope.spawn(move || helper(&rx));
+        }
+        Arc::new(Checker {
+            jobs: tx,
+            bucket: Mutex::new((u64::from(CHECKS_PER_SECOND) * 1000, None)),
+            throttle: Throttle::default(),
+        })
+    }
+
+    /// A check may start at `now` (one taken from the rate).
+    fn may_start(&self, now: Instant) -> bool {
+        let mut b = self.bucket.lock().unwrap_or_else(PoisonError::into_inner);
+        let full = u64::from(CHECKS_PER_SECOND) * 1000;
+        if let Some(at) = b.1 {
+            let ms = now.saturating_duration_since(at).as_millis() as u64;
+            b.0 = (b.0 + ms.saturating_mul(u64::from(CHECKS_PER_SECOND))).min(full);
+        }
+        b.1 = Some(now);
+        if b.0 < 1000 {
+            return false;
+        }
+        b.0 -= 1000;
+        true
+    }
+}
+
+/// A helper: checks until the [`Checker`] is gone.
+fn helper(rx: &Mutex<Receiver<Job>>) {
+    // At the workers' priority it would compete with them for the CPU a flood of
+    // guesses asks for: the workers come first.
+    if let Err(e) = linerate_sys::cpu::lower_thread_priority(10) {
+        tracing::debug!("htpasswd: cannot lower a checker's priority: {e}");
+    }
+    loop {
+        let job = match rx.lock().unwrap_or_else(PoisonError::into_inner).recv() {
+            Ok(j) => j,
+            Err(_) => return,
+        };
+        let ok = job.file.check(&job.user, &job.password);
+        job.ticket
+            .0
+            .store(if ok { PASSED } else { FAILED }, Ordering::Release);
+        (job.wake)();
+    }
+}
+
+/// Failed checks by client and user name, for the whole process.
+#[derive(Debug, Default)]
+pub struct Throttle {
+    failures: Mutex<HashMap<(Counted, String), (Instant, u32)>>,
+}
+
+impl Throttle {
+    /// How long `who` is still refused, if it is.
+    fn refused(&self, who: &(Counted, String), clock: impl Fn() -> Instant) -> Option<Duration> {
+        let f = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        let (since, n) = f.get(who)?;
+        let left = WINDOW.saturating_sub(clock().saturating_duration_since(*since));
+        (*n >= FAILURES && !left.is_zero()).then_some(left)
+    }
+
+    /// Counts a failed check of `who` at `now`.
+    fn failed(&self, who: (Counted, String), now: Instant) {
+        let mut f = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
+        if f.len() >= COUNTED {
+            f.retain(|_, (since, _)| now.saturating_duration_since(*since) < WINDOW);
+            if f.len() >= COUNTED {
+                // Still full: the older half of the windows go, the newest (a guesser
+                // at work now) stay counted.
+                let mut starts: Vec<Instant> = f.values().map(|v| v.0).collect();
+                starts.sort_unstable();
+                let cut = starts[starts.len() / 2];
+                f.retain(|_, (since, _)| *since > cut);
+            }
+        }
+        let e = f.entry(who).or_insert((now, 0));
+        if now.saturating_duration_since(e.0) >= WINDOW {
+            *e = (now, 0);
+        }
+        e.1 += 1;
+    }
 }
 
 /// A set of strings hashed by foldhash (the credentials that passed: the client sends
 /// them, but only ones that passed a bcrypt check are ever put in).
 type Passed = std::collections::HashSet<String, foldhash::fast::RandomState>;
 
-/// One worker's htpasswd files with the credentials that passed each, and the
-/// failures by client.
-#[derive(Debug, Default)]
+/// One worker's htpasswd files with the credentials that passed each, the checks it
+/// asked of the helpers, and where it counts failures.
+#[derive(Default)]
 pub struct Guard {
     /// By path (few: compared as bytes, no hashing per request).
-    files: Vec<(PathBuf, Option<Rc<Htpasswd>>, Passed)>,
-    failures: HashMap<Counted, (Instant, u32)>,
+    files: Vec<(PathBuf, Option<Arc<Htpasswd>>, Passed)>,
+    /// The process's checker (none: checks made here, as the unit tests do) and how a
+    /// helper wakes this worker.
+    checker: Option<(Arc<Checker>, Wake)>,
+    /// Checks asked, by file and credentials (one check for requests that repeat them).
+    asked: HashMap<(usize, String), Arc<Ticket>>,
+    /// Failures, when there is no checker to share them with.
+    own: Throttle,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("files", &self.files.len())
+            .field("asked", &self.asked.len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Whose failures count together: an IPv4 address, an IPv6 /64 (one host's, which it
@@ -169,7 +356,7 @@ impl Guard {
             .into_iter()
             .map(|p| {
                 let loaded = match Htpasswd::load(&p) {
-                    Ok(h) => Some(Rc::new(h)),
+                    Ok(h) => Some(Arc::new(h)),
                     Err(e) => {
                         tracing::error!("{e}; its paths refuse every request");
                         None
@@ -182,6 +369,20 @@ impl Guard {
             files,
             ..Guard::default()
         }
+    }
+
+    /// Checks go to `checker`'s helpers, which call `wake` when one is made.
+    pub fn with_checker(
+        mut self,
+        checker: Arc<Checker>,
+        wake: Arc<dyn Fn() + Send + Sync>,
+    ) -> Guard {
+        self.checker = Some((checker, wake));
+        self
+    }
+
+    fn throttle(&self) -> &Throttle {
+        self.checker.as_ref().map_or(&self.own, |c| &c.0.throttle)
     }
 
     /// The verdict on `authorization` (the field's value, if sent) for a path the
@@ -205,9 +406,12 @@ impl Guard {
         client: Option<IpAddr>,
         clock: impl Fn() -> Instant,
     ) -> Verdict {
-        let Some((_, Some(h), passed)) = self.files.iter_mut().find(|(p, ..)| {
+        let Some(index) = self.files.iter().position(|(p, ..)| {
             p.as_os_str().as_encoded_bytes() == file.as_os_str().as_encoded_bytes()
         }) else {
+            return Verdict::Challenge;
+        };
+        let Some(h) = self.files[index].1.clone() else {
             return Verdict::Challenge;
         };
         let Some(creds) = authorization.and_then(|a| {
@@ -216,55 +420,68 @@ impl Guard {
         }) else {
             return Verdict::Challenge;
         };
-        // The throttle first: a client past it learns nothing, not even whether its
-        // guess is credentials some other client had pass.
-        let who = Counted::of(client);
-        if !self.failures.is_empty() {
-            if let Some((since, n)) = self.failures.get(&who) {
-                let left = WINDOW.saturating_sub(clock().saturating_duration_since(*since));
-                if *n >= FAILURES && !left.is_zero() {
-                    return Verdict::Throttled(left);
-                }
-            }
-        }
-        if passed.contains(creds) {
-            return Verdict::Pass;
-        }
-        let h = Rc::clone(h);
         use base64::Engine as _;
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(creds)
             .ok()
             .and_then(|b| String::from_utf8(b).ok());
-        let ok = decoded
-            .as_deref()
-            .and_then(|d| d.split_once(':'))
-            .is_some_and(|(user, password)| h.check(user, password));
+        let Some((user, password)) = decoded.as_deref().and_then(|d| d.split_once(':')) else {
+            return Verdict::Challenge;
+        };
+        // The throttle first: a client past it learns nothing, not even whether its
+        // guess is credentials some other client had pass.
+        let who = (Counted::of(client), user.to_string());
+        if let Some(left) = self.throttle().refused(&who, &clock) {
+            return Verdict::Throttled(left);
+        }
+        if self.files[index].2.contains(creds) {
+            return Verdict::Pass;
+        }
+        let key = (index, creds.to_string());
+        let ok = match (&self.checker, self.asked.get(&key)) {
+            // Made inline (no helpers: the unit tests).
+            (None, _) => h.check(user, password),
+            (Some(_), Some(t)) => match t.outcome() {
+                None => return Verdict::Pending(Arc::clone(t)),
+                Some(ok) => {
+                    self.asked.remove(&key);
+                    ok
+                }
+            },
+            (Some((checker, wake)), None) => {
+                if !checker.may_start(clock()) {
+                    return Verdict::Busy;
+                }
+                let ticket = Arc::new(Ticket::default());
+                let job = Job {
+                    file: h,
+                    user: user.to_string(),
+                    password: password.to_string(),
+                    ticket: Arc::clone(&ticket),
+                    wake: Arc::clone(wake),
+                };
+                match checker.jobs.try_send(job) {
+                    Ok(()) => {}
+                    Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
+                        return Verdict::Busy
+                    }
+                }
+                if self.asked.len() >= ASKED {
+                    self.asked.retain(|_, t| !t.done());
+                }
+                self.asked.insert(key, Arc::clone(&ticket));
+                return Verdict::Pending(ticket);
+            }
+        };
         if ok {
+            let passed = &mut self.files[index].2;
             if passed.len() >= REMEMBERED {
                 passed.clear();
             }
             passed.insert(creds.to_string());
             return Verdict::Pass;
         }
-        let now = clock();
-        if self.failures.len() >= COUNTED {
-            self.failures
-                .retain(|_, (since, _)| now.saturating_duration_since(*since) < WINDOW);
-            if self.failures.len() >= COUNTED {
-                // Still full: the older half of the windows go, the newest (a guesser
-                // at work now) stay counted.
-                let mut starts: Vec<Instant> = self.failures.values().map(|v| v.0).collect();
-                starts.sort_unstable();
-                let cut = starts[starts.len() / 2];
-                self.failures.retain(|_, (since, _)| *since > cut);
-            }
-        }
-        let e = self.failures.entry(who).or_insert((now, 0));
-        if now.saturating_duration_since(e.0) >= WINDOW {
-            *e = (now, 0);
-        }
-        e.1 += 1;
+        self.throttle().failed(who, clock());
         Verdict::Challenge
     }
 }
@@ -321,10 +538,28 @@ mod tests {
 
     /// Rules: docs/http.md W10.
     #[test]
+    fn checks_are_capped_for_the_whole_process() {
+        let (tx, _rx) = mpsc::sync_channel(1);
+        let c = Checker {
+            jobs: tx,
+            bucket: Mutex::new((u64::from(CHECKS_PER_SECOND) * 1000, None)),
+            throttle: Throttle::default(),
+        };
+        let t = Instant::now();
+        for _ in 0..CHECKS_PER_SECOND {
+            assert!(c.may_start(t));
+        }
+        assert!(!c.may_start(t), "past the rate");
+        assert!(c.may_start(t + Duration::from_millis(1000 / u64::from(CHECKS_PER_SECOND))));
+        assert!(!c.may_start(t + Duration::from_millis(1000 / u64::from(CHECKS_PER_SECOND))));
+    }
+
+    /// Rules: docs/http.md W10.
+    #[test]
     fn passed_credentials_are_remembered_and_failures_throttle_their_client_alone() {
         let (_d, p) = file(ALICE);
         let mut g = Guard::default();
-        let loaded = Some(Rc::new(Htpasswd::load(&p).unwrap()));
+        let loaded = Some(Arc::new(Htpasswd::load(&p).unwrap()));
         g.files.push((p.clone(), loaded, Passed::default()));
         let t = Instant::now();
         let (a, b) = (

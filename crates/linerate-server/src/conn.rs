@@ -362,6 +362,14 @@ enum RingSend {
     Done(Result<u32, Errno>),
 }
 
+/// A request waiting for its password check (made off the worker: docs/http.md W10),
+/// answered again when it is made; on HTTP/2, its stream and priority.
+pub(crate) struct Waiting {
+    request: Box<linerate_http::request::Request>,
+    ticket: std::sync::Arc<crate::auth::Ticket>,
+    stream: Option<(u32, Option<linerate_http::h2::Priority>)>,
+}
+
 /// The site's answer to a request, over either protocol: on a redirect listener, the
 /// way to HTTPS on that port.
 fn answer(
@@ -729,9 +737,22 @@ impl Conn {
         std::mem::take(&mut self.yielded)
     }
 
+    /// Requests wait for password checks.
+    pub fn waits(&self) -> bool {
+        self.out.as_ref().is_some_and(|o| !o.waiting.is_empty())
+    }
+
+    /// A password check a request waits for is made: it can be answered.
+    pub fn check_made(&self) -> bool {
+        self.out
+            .as_ref()
+            .is_some_and(|o| o.waiting.iter().any(|w| w.ticket.done()))
+    }
+
     /// Nothing in flight and nothing half-received: an idle keep-alive connection.
     pub fn is_idle(&self) -> bool {
-        !self.busy()
+        !self.waits()
+            && !self.busy()
             && self.http.is_idle()
             && self.handshake_since().is_none()
             && self.proxy.is_none()
@@ -870,6 +891,11 @@ impl Conn {
         if self.busy() {
             return After::Keep;
         }
+        if self.waits() {
+            // Its answer is owed once its password check is made (the worker comes
+            // back when it is): not the end, even if the request said close.
+            return After::Keep;
+        }
         // Nothing owed: the rate's window starts again with the next answer.
         if let Some(o) = self.out.as_mut() {
             o.rate.since = None;
@@ -999,7 +1025,18 @@ impl Conn {
             let Http::One(http) = &mut self.http else {
                 return self.process_h2(site, now) || queued;
             };
-            let r = match http.next(now) {
+            // A request whose password check is made comes first, in its turn; one
+            // still being checked holds the requests after it (answers go in order).
+            let waited = match self.out.as_deref_mut().map(|o| &mut o.waiting) {
+                Some(w) if w.first().is_some_and(|w| !w.ticket.done()) => return queued,
+                Some(w) if !w.is_empty() => Some(w.remove(0)),
+                _ => None,
+            };
+            let event = match waited {
+                Some(w) => Event::Request(w.request),
+                None => http.next(now),
+            };
+            let r = match event {
                 Event::Wait => return queued,
                 Event::Http2 => {
                     let rest = http.take_input();
@@ -1016,6 +1053,17 @@ impl Conn {
                         request.keep_alive = false;
                     }
                     let mut r = answer(site, self.redirect, self.peer, &request, t);
+                    if let Some(ticket) = r.waiting.take() {
+                        self.out
+                            .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default())
+                            .waiting
+                            .push(Waiting {
+                                request,
+                                ticket,
+                                stream: None,
+                            });
+                        return queued;
+                    }
                     // The loop's clock: no clock read of its own per request.
                     r.record.started = Some(now);
                     if r.plan.close {
@@ -1067,7 +1115,23 @@ impl Conn {
                 // to drain before more requests are taken.
                 break;
             }
-            let (stream, priority, mut r) = match h2.proto.next(now) {
+            // Streams whose password check is made are answered first; those still
+            // being checked wait, and the others go on.
+            let ready = out.waiting.iter().position(|w| w.ticket.done());
+            let event = match ready.map(|i| out.waiting.remove(i)) {
+                Some(Waiting {
+                    request,
+                    stream: Some((stream, priority)),
+                    ..
+                }) => E::Request {
+                    stream,
+                    request,
+                    priority,
+                },
+                Some(_) => continue,
+                None => h2.proto.next(now),
+            };
+            let (stream, priority, mut r) = match event {
                 E::Wait => break,
                 E::Request {
                     stream,
@@ -1076,7 +1140,15 @@ impl Conn {
                 } => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
                     request.secure = !matches!(self.transport, Transport::Plain);
-                    let r = answer(site, self.redirect, self.peer, &request, t);
+                    let mut r = answer(site, self.redirect, self.peer, &request, t);
+                    if let Some(ticket) = r.waiting.take() {
+                        out.waiting.push(Waiting {
+                            request,
+                            ticket,
+                            stream: Some((stream, priority)),
+                        });
+                        continue;
+                    }
                     (stream, priority, r)
                 }
                 E::Reject { stream, status, .. } => {
@@ -1091,6 +1163,8 @@ impl Conn {
                     if let Some(a) = h2.cancel(stream) {
                         h2.cancelled.push(a);
                     }
+                    out.waiting
+                        .retain(|w| w.stream.is_none_or(|s| s.0 != stream));
                     continue;
                 }
             };
@@ -1102,9 +1176,11 @@ impl Conn {
             queued = true;
         }
         if let Some(code) = h2.proto.failed() {
-            // A connection error: the GOAWAY goes, the answers not framed are cut.
+            // A connection error: the GOAWAY goes, the answers not framed are cut (and
+            // the requests waiting for password checks, never answered, let go).
             let cut = h2.take_answers();
             h2.cancelled.extend(cut);
+            out.waiting.clear();
             if !std::mem::replace(&mut h2.failure_counted, true) {
                 use linerate_http::h2::frame::ErrorCode;
                 let kind = match code {

@@ -95,6 +95,11 @@ impl Inbox {
         })
     }
 
+    /// Wakes the worker for something other than a finished read (a password check).
+    pub fn poke(&self) {
+        let _ = self.wake.notify();
+    }
+
     /// The jobs finished since the last call.
     pub fn take(&self) -> Vec<Done> {
         let _ = self.wake.drain();

@@ -69,6 +69,7 @@ struct Snapshot {
     open_out_of_fds: u64,
     accept_out_of_fds: u64,
     idle_closed_for_room: u64,
+    auth_busy: u64,
     small_bytes_held: u64,
     tx_syscalls: u64,
     zc_sends: u64,
@@ -136,6 +137,7 @@ impl Snapshot {
             open_out_of_fds: sum(&|s| &s.open_out_of_fds),
             accept_out_of_fds: sum(&|s| &s.accept_out_of_fds),
             idle_closed_for_room: sum(&|s| &s.idle_closed_for_room),
+            auth_busy: sum(&|s| &s.auth_busy),
             small_bytes_held: sum(&|s| &s.small_bytes_held),
             tx_syscalls: sum(&|s| &s.tx_syscalls),
             zc_sends: sum(&|s| &s.zc_sends),
@@ -305,6 +307,7 @@ impl Collector for Snapshot {
                 ("open_out_of_descriptors", self.open_out_of_fds),
                 ("accept_out_of_descriptors", self.accept_out_of_fds),
                 ("idle_closed_for_room", self.idle_closed_for_room),
+                ("auth_busy_503", self.auth_busy),
             ] {
                 m.encode_family(&[("reason", reason)])?
                     .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;

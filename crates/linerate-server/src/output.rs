@@ -237,6 +237,8 @@ pub(crate) struct Output {
     resumed: bool,
     /// How fast the client takes what is owed (`--min-send-rate`).
     pub rate: SendRate,
+    /// Requests whose answers wait for password checks (docs/http.md W10).
+    pub waiting: Vec<crate::conn::Waiting>,
 }
 
 /// What `--min-send-rate` judges a connection by: kept with its output queue, which
@@ -278,6 +280,7 @@ impl Output {
             && !self.disk_wait
             && self.job_at.is_none()
             && self.asking.is_none()
+            && self.waiting.is_empty()
     }
 
     /// Gives back the memory of an idle queue.

@@ -101,6 +101,9 @@ pub(crate) struct Response {
     /// An answer the access log and the counters leave out (the health path's: a
     /// balancer's checks are not the clients' requests).
     pub unlogged: bool,
+    /// No answer yet: the request waits for this password check, made off the worker,
+    /// and is answered again once it is done (nothing of this is sent or logged).
+    pub waiting: Option<std::sync::Arc<crate::auth::Ticket>>,
 }
 
 impl Response {
@@ -135,7 +138,16 @@ impl Response {
             progress: Progress::default(),
             quiet: false,
             unlogged: false,
+            waiting: None,
         }
+    }
+
+    /// The stand-in for an answer that waits for `ticket` (see [`Response::waiting`]).
+    pub fn waiting_for(ticket: std::sync::Arc<crate::auth::Ticket>) -> Response {
+        let mut r = Response::new(VecDeque::new(), Status::Ok, true, String::new(), 0);
+        r.waiting = Some(ticket);
+        r.unlogged = true;
+        r
     }
 
     /// An HTTP/2 connection's frames that end no answer; parts to be pushed.

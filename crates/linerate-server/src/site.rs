@@ -218,6 +218,16 @@ impl Site {
         Response::new(parts, status, keep_alive, line, body_bytes)
     }
 
+    /// Password checks go to `checker`'s helpers, which call `wake` (docs/http.md W10).
+    pub fn with_checker(
+        mut self,
+        checker: Arc<crate::auth::Checker>,
+        wake: crate::auth::Wake,
+    ) -> Site {
+        self.auth = std::mem::take(&mut self.auth).with_checker(checker, wake);
+        self
+    }
+
     /// The one site of `cfg` (its `root`), in one worker with no disk helpers: for the
     /// unit tests and the model runs.
     #[cfg(any(test, feature = "fuzzing"))]
@@ -692,6 +702,13 @@ impl Site {
                 );
                 let extra = [("WWW-Authenticate", realm.as_str())];
                 let r = self.error_for(Status::Unauthorized, keep, &extra, line, now, head);
+                Err(Box::new(r))
+            }
+            crate::auth::Verdict::Pending(ticket) => Err(Box::new(Response::waiting_for(ticket))),
+            crate::auth::Verdict::Busy => {
+                Stats::add(&self.stats.auth_busy, 1);
+                let extra = [("Retry-After", "1")];
+                let r = self.error_for(Status::ServiceUnavailable, keep, &extra, line, now, head);
                 Err(Box::new(r))
             }
             crate::auth::Verdict::Throttled(left) => {

@@ -81,6 +81,8 @@ pub(crate) struct Stats {
     pub accept_out_of_fds: AtomicU64,
     /// Idle keep-alive connections closed to make room for new ones.
     pub idle_closed_for_room: AtomicU64,
+    /// 503s: the process was making as many password checks as it may.
+    pub auth_busy: AtomicU64,
     /// 403s: the permission bits refused an open.
     pub forbidden: AtomicU64,
     /// Responses that ended before their last byte (reset, deadline, shutdown,
@@ -217,6 +219,7 @@ impl Stats {
             unavailable,
             accept_out_of_fds,
             idle_closed_for_room,
+            auth_busy,
             forbidden,
             aborted,
             responses,
@@ -270,6 +273,7 @@ impl Stats {
             (unavailable, &sum.unavailable),
             (accept_out_of_fds, &sum.accept_out_of_fds),
             (idle_closed_for_room, &sum.idle_closed_for_room),
+            (auth_busy, &sum.auth_busy),
             (forbidden, &sum.forbidden),
             (aborted, &sum.aborted),
             (body_bytes, &sum.body_bytes),
@@ -456,6 +460,7 @@ impl Board {
                 "open_out_of_descriptors": sum(|s| &s.open_out_of_fds),
                 "accept_out_of_descriptors": sum(|s| &s.accept_out_of_fds),
                 "idle_closed_for_room": sum(|s| &s.idle_closed_for_room),
+                "auth_busy_503": sum(|s| &s.auth_busy),
                 "unavailable_503": sum(|s| &s.unavailable),
                 "forbidden_403": sum(|s| &s.forbidden),
                 "responses_aborted": sum(|s| &s.aborted),

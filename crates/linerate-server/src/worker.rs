@@ -491,6 +491,8 @@ struct Shared<'a> {
     compressor: &'a Compressor,
     /// The content digests' thread (`etag = "content"`).
     digests: &'a Arc<crate::digest::Digests>,
+    /// The password checks' threads (`htpasswd`).
+    checker: &'a Arc<crate::auth::Checker>,
     /// The ACME certificates and challenges.
     acme: &'a Arc<crate::acme::Acme>,
 }
@@ -501,6 +503,7 @@ struct Helpers {
     jobs: Option<std::sync::mpsc::Sender<Job>>,
     compress: Option<Arc<Store>>,
     digests: Arc<crate::digest::Digests>,
+    checker: Arc<crate::auth::Checker>,
 }
 
 /// Gives up the digests queued however the scope their thread runs in ends.
@@ -631,6 +634,7 @@ fn start_generation<'scope>(
             jobs,
             compress: compress.clone(),
             digests: Arc::clone(shared.digests),
+            checker: Arc::clone(shared.checker),
         };
         handles.push(scope.spawn(move || -> io::Result<()> {
             // Best effort: a restricted affinity mask is not fatal.
@@ -808,6 +812,7 @@ pub fn serve(
         let jobs = (helpers > 0).then(|| disk::start_helpers(scope, helpers));
         let compressor = Compressor::start(scope);
         let digests = crate::digest::Digests::start(scope);
+        let checker = crate::auth::Checker::start(scope);
         let _stop_acme = StopAcme(&acme);
         let _stop_compressor = StopCompressor(&compressor);
         let _stop_digests = StopDigests(&digests);
@@ -822,6 +827,7 @@ pub fn serve(
             draining: Arc::default(),
             compressor: &compressor,
             digests: &digests,
+            checker: &checker,
             acme: &acme,
         };
         let per = hand_out(&bound, &cfg, tls.as_ref())?;
@@ -1151,6 +1157,10 @@ struct Worker<D: Driver> {
     serial: u64,
     /// Error-log lines for accepts refused for lack of descriptors.
     accept_log: RateLimit,
+    /// What wakes the worker from its helpers (the disk's reads, password checks).
+    inbox: Arc<Inbox>,
+    /// Connections whose requests wait for password checks.
+    waiting: Vec<usize>,
     /// Lines for idle connections closed to make room.
     room_log: RateLimit,
     /// When idle connections were last closed to make room.
@@ -1190,6 +1200,7 @@ impl<D: Driver> Worker<D> {
             jobs,
             compress,
             digests,
+            checker,
         } = helpers;
         for (i, l) in listeners.iter().enumerate() {
             driver.register(
@@ -1198,10 +1209,12 @@ impl<D: Driver> Worker<D> {
                 Interest::Listener,
             )?;
         }
+        // What wakes the worker: the disk helpers' reads, and the password checks.
+        let inbox = Arc::new(Inbox::new()?);
+        driver.register(inbox.wake.as_fd(), Token::Wake.encode(), Interest::Readable)?;
         let disk = match jobs {
             Some(jobs) => {
-                let inbox = Arc::new(Inbox::new()?);
-                driver.register(inbox.wake.as_fd(), Token::Wake.encode(), Interest::Readable)?;
+                let inbox = Arc::clone(&inbox);
                 Some(Disk {
                     jobs,
                     inbox,
@@ -1238,7 +1251,12 @@ impl<D: Driver> Worker<D> {
         Ok(Worker {
             cpu: None,
             stats: Arc::clone(&stats),
-            site: Site::new(Arc::clone(&cfg), hosts, stats, board, disk),
+            site: Site::new(Arc::clone(&cfg), hosts, stats, board, disk).with_checker(checker, {
+                let inbox = Arc::clone(&inbox);
+                Arc::new(move || inbox.poke())
+            }),
+            inbox,
+            waiting: Vec::new(),
             cfg,
             driver,
             roles: listeners
@@ -1306,7 +1324,11 @@ impl<D: Driver> Worker<D> {
             let turn = std::mem::take(&mut self.runnable);
             for ev in ready.drain(..) {
                 match Token::decode(ev.token) {
-                    Token::Wake => self.disk_done(now),
+                    Token::Wake => {
+                        let done = self.inbox.take();
+                        self.disk_done(done, now);
+                        self.checks_made(now);
+                    }
                     Token::Notify(_) => {}
                     Token::Listener(i) => self.accept(i, now),
                     Token::Conn(idx, serial) => {
@@ -1678,6 +1700,9 @@ impl<D: Driver> Worker<D> {
             conn.on_run_list = true;
             self.runnable.push(idx);
         }
+        if conn.waits() && !self.waiting.contains(&idx) {
+            self.waiting.push(idx);
+        }
         self.settle(idx, now);
         self.sync_input(idx);
     }
@@ -1758,11 +1783,8 @@ impl<D: Driver> Worker<D> {
     }
 
     /// The helpers finished windows: their connections send again.
-    fn disk_done(&mut self, now: Instant) {
-        let Some(d) = self.site.disk.as_ref() else {
-            return;
-        };
-        for done in d.inbox.take() {
+    fn disk_done(&mut self, done: Vec<crate::disk::Done>, now: Instant) {
+        for done in done {
             Stats::add(&self.site.stats.helper_reads, 1);
             Stats::add(&self.site.stats.helper_bytes, done.read);
             let waiting = self
@@ -1776,6 +1798,31 @@ impl<D: Driver> Worker<D> {
                 self.event(done.conn, false, false, now);
             }
         }
+    }
+
+    /// Password checks were made: the connections whose requests waited for them answer.
+    fn checks_made(&mut self, now: Instant) {
+        let mut list = std::mem::take(&mut self.waiting);
+        list.retain(|&i| {
+            self.conns
+                .get(i)
+                .and_then(Option::as_ref)
+                .is_some_and(Conn::waits)
+        });
+        for &i in &list {
+            if self.conns[i].as_ref().is_some_and(Conn::check_made) {
+                self.event(i, false, false, now);
+            }
+        }
+        list.retain(|&i| {
+            self.conns
+                .get(i)
+                .and_then(Option::as_ref)
+                .is_some_and(Conn::waits)
+        });
+        self.waiting.append(&mut list);
+        self.waiting.sort_unstable();
+        self.waiting.dedup();
     }
 
     /// Closes connection `idx`; responses it had not sent whole are logged as cut by
