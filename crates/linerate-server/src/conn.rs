@@ -700,6 +700,7 @@ impl Conn {
     /// Not judged where the socket says nothing (a Unix socket).
     pub fn judge_send_rate(&mut self, now: Instant, rate: u64, window: Duration) {
         let busy = self.busy();
+        let last_progress = self.send_clock();
         let Some(out) = self.out.as_deref_mut() else {
             return;
         };
@@ -707,6 +708,12 @@ impl Conn {
             return;
         };
         if rate == 0 || now < since + window || !busy {
+            return;
+        }
+        if now.saturating_duration_since(last_progress) * 10 >= window * 9 {
+            // No progress at all lately: the send timeout's to judge (a stall, not a
+            // slow client); a new window starts.
+            out.rate.since = Some(now);
             return;
         }
         let Ok(acked) = linerate_sys::net::tcp_bytes_acked(self.sock.as_fd()) else {
