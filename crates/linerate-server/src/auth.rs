@@ -45,8 +45,13 @@ pub const CHECKS_PER_SECOND: u32 = 50;
 pub const QUEUED: usize = 64;
 /// Helper threads that make the checks.
 const HELPERS: usize = 2;
-/// Checks asked and not yet answered again, per worker (forgotten together past it).
+/// Checks asked, per worker, remembered at most (the oldest forgotten past it).
 const ASKED: usize = 4096;
+/// The longest `Authorization: Basic` token taken (base64 of a user name and a
+/// password): what a worker keeps of the checks it asked is bounded by it.
+const MAX_CREDENTIALS: usize = 1024;
+/// How long a check's outcome answers the requests that repeat its credentials.
+const SHARED: Duration = Duration::from_secs(10);
 
 /// The users of one htpasswd file.
 #[derive(Debug)]
@@ -194,15 +199,19 @@ struct Job {
     password: String,
     ticket: Arc<Ticket>,
     wake: Wake,
+    /// Where a failure is counted, and whose it is: counted when the check is made,
+    /// whether or not the client is still there to be answered.
+    throttle: Arc<Throttle>,
+    who: (Counted, String),
 }
 
 /// The process's password checks: its helper threads and their rate, and the failures
 /// by client and user that every worker's [`Guard`] counts in.
 pub struct Checker {
     jobs: SyncSender<Job>,
-    /// Checks that may start now (in thousandths), and when that was counted.
+    /// Checks that may start now (in millionths), and when that was counted.
     bucket: Mutex<(u64, Option<Instant>)>,
-    pub throttle: Throttle,
+    pub throttle: Arc<Throttle>,
 }
 
 impl std::fmt::Debug for Checker {
@@ -222,25 +231,38 @@ impl Checker {
         }
         Arc::new(Checker {
             jobs: tx,
-            bucket: Mutex::new((u64::from(CHECKS_PER_SECOND) * 1000, None)),
-            throttle: Throttle::default(),
+            bucket: Mutex::new((u64::from(CHECKS_PER_SECOND) * 1_000_000, None)),
+            throttle: Arc::default(),
         })
     }
 
     /// A check may start at `now` (one taken from the rate).
     fn may_start(&self, now: Instant) -> bool {
         let mut b = self.bucket.lock().unwrap_or_else(PoisonError::into_inner);
-        let full = u64::from(CHECKS_PER_SECOND) * 1000;
-        if let Some(at) = b.1 {
-            let ms = now.saturating_duration_since(at).as_millis() as u64;
-            b.0 = (b.0 + ms.saturating_mul(u64::from(CHECKS_PER_SECOND))).min(full);
+        let full = u64::from(CHECKS_PER_SECOND) * 1_000_000;
+        match b.1 {
+            // Refilled by the nanosecond, so calls close together lose nothing; the
+            // clock never moves back.
+            Some(at) if now > at => {
+                let ns = now.duration_since(at).as_nanos().min(u128::from(u64::MAX)) as u64;
+                let add = ns.saturating_mul(u64::from(CHECKS_PER_SECOND)) / 1000;
+                b.0 = b.0.saturating_add(add).min(full);
+                b.1 = Some(now);
+            }
+            Some(_) => {}
+            None => b.1 = Some(now),
         }
-        b.1 = Some(now);
-        if b.0 < 1000 {
+        if b.0 < 1_000_000 {
             return false;
         }
-        b.0 -= 1000;
+        b.0 -= 1_000_000;
         true
+    }
+
+    /// Gives back a check taken by [`Checker::may_start`] that did not start.
+    fn give_back(&self) {
+        let mut b = self.bucket.lock().unwrap_or_else(PoisonError::into_inner);
+        b.0 = (b.0 + 1_000_000).min(u64::from(CHECKS_PER_SECOND) * 1_000_000);
     }
 }
 
@@ -257,6 +279,9 @@ fn helper(rx: &Mutex<Receiver<Job>>) {
             Err(_) => return,
         };
         let ok = job.file.check(&job.user, &job.password);
+        if !ok {
+            job.throttle.failed(job.who, Instant::now());
+        }
         job.ticket
             .0
             .store(if ok { PASSED } else { FAILED }, Ordering::Release);
@@ -264,23 +289,63 @@ fn helper(rx: &Mutex<Receiver<Job>>) {
     }
 }
 
-/// Failed checks by client and user name, for the whole process.
+/// Failed checks by client and user name, and checks asked by client, for the whole
+/// process.
 #[derive(Debug, Default)]
 pub struct Throttle {
     failures: Mutex<HashMap<(Counted, String), (Instant, u32)>>,
+    /// Checks asked (503s included) by client, whatever the user name: one address
+    /// trying many names cannot take the process's rate alone.
+    asked: Mutex<HashMap<Counted, (Instant, u32)>>,
+    /// Some client is counted at all (no lock taken for a remembered credential
+    /// while none is).
+    any: std::sync::atomic::AtomicBool,
 }
 
+/// Checks a client may ask for in a [`WINDOW`], whatever the user names.
+pub const ASKS: u32 = 30;
+
 impl Throttle {
-    /// How long `who` is still refused, if it is.
+    /// How long `who` is still refused, if it is: too many failures for that user, or
+    /// too many checks asked by that client.
     fn refused(&self, who: &(Counted, String), clock: impl Fn() -> Instant) -> Option<Duration> {
+        if !self.any.load(Ordering::Relaxed) {
+            return None;
+        }
+        let now = clock();
+        let left = |since: Instant| WINDOW.saturating_sub(now.saturating_duration_since(since));
+        let asked = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((since, n)) = asked.get(&who.0) {
+            if *n >= ASKS && !left(*since).is_zero() {
+                return Some(left(*since));
+            }
+        }
+        drop(asked);
         let f = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
         let (since, n) = f.get(who)?;
-        let left = WINDOW.saturating_sub(clock().saturating_duration_since(*since));
-        (*n >= FAILURES && !left.is_zero()).then_some(left)
+        (*n >= FAILURES && !left(*since).is_zero()).then(|| left(*since))
+    }
+
+    /// Counts a check asked by `client` at `now`.
+    fn ask(&self, client: Counted, now: Instant) {
+        self.any.store(true, Ordering::Relaxed);
+        let mut a = self.asked.lock().unwrap_or_else(PoisonError::into_inner);
+        if a.len() >= COUNTED {
+            a.retain(|_, (since, _)| now.saturating_duration_since(*since) < WINDOW);
+            if a.len() >= COUNTED {
+                a.clear();
+            }
+        }
+        let e = a.entry(client).or_insert((now, 0));
+        if now.saturating_duration_since(e.0) >= WINDOW {
+            *e = (now, 0);
+        }
+        e.1 += 1;
     }
 
     /// Counts a failed check of `who` at `now`.
     fn failed(&self, who: (Counted, String), now: Instant) {
+        self.any.store(true, Ordering::Relaxed);
         let mut f = self.failures.lock().unwrap_or_else(PoisonError::into_inner);
         if f.len() >= COUNTED {
             f.retain(|_, (since, _)| now.saturating_duration_since(*since) < WINDOW);
@@ -314,10 +379,11 @@ pub struct Guard {
     /// The process's checker (none: checks made here, as the unit tests do) and how a
     /// helper wakes this worker.
     checker: Option<(Arc<Checker>, Wake)>,
-    /// Checks asked, by file and credentials (one check for requests that repeat them).
-    asked: HashMap<(usize, String), Arc<Ticket>>,
+    /// Checks asked, by file and credentials, with when: requests that repeat
+    /// credentials share one check and its outcome for [`SHARED`].
+    asked: HashMap<(usize, String), (Arc<Ticket>, Instant)>,
     /// Failures, when there is no checker to share them with.
-    own: Throttle,
+    own: Arc<Throttle>,
 }
 
 impl std::fmt::Debug for Guard {
@@ -381,7 +447,7 @@ impl Guard {
         self
     }
 
-    fn throttle(&self) -> &Throttle {
+    fn throttle(&self) -> &Arc<Throttle> {
         self.checker.as_ref().map_or(&self.own, |c| &c.0.throttle)
     }
 
@@ -420,6 +486,15 @@ impl Guard {
         }) else {
             return Verdict::Challenge;
         };
+        // No user name and password of bcrypt's (72 bytes at most) makes more: refused
+        // unchecked, and never kept.
+        if creds.len() > MAX_CREDENTIALS {
+            return Verdict::Challenge;
+        }
+        // Remembered, and no client throttled anywhere: no decoding, no lock.
+        if !self.throttle().any.load(Ordering::Relaxed) && self.files[index].2.contains(creds) {
+            return Verdict::Pass;
+        }
         use base64::Engine as _;
         let decoded = base64::engine::general_purpose::STANDARD
             .decode(creds)
@@ -428,6 +503,30 @@ impl Guard {
         let Some((user, password)) = decoded.as_deref().and_then(|d| d.split_once(':')) else {
             return Verdict::Challenge;
         };
+        let key = (index, creds.to_string());
+        // An outcome shared long enough: the next request is checked again.
+        if self
+            .asked
+            .get(&key)
+            .is_some_and(|(t, at)| t.done() && clock().saturating_duration_since(*at) >= SHARED)
+        {
+            self.asked.remove(&key);
+        }
+        // A check made for these credentials answers them (the request that waited
+        // for it, and those repeating them for a while): its outcome, whatever the
+        // throttle says since (its failure counted already).
+        if let Some(ok) = self.asked.get(&key).and_then(|(t, _)| t.outcome()) {
+            if ok {
+                self.asked.remove(&key);
+                let passed = &mut self.files[index].2;
+                if passed.len() >= REMEMBERED {
+                    passed.clear();
+                }
+                passed.insert(creds.to_string());
+                return Verdict::Pass;
+            }
+            return Verdict::Challenge;
+        }
         // The throttle first: a client past it learns nothing, not even whether its
         // guess is credentials some other client had pass.
         let who = (Counted::of(client), user.to_string());
@@ -437,19 +536,24 @@ impl Guard {
         if self.files[index].2.contains(creds) {
             return Verdict::Pass;
         }
-        let key = (index, creds.to_string());
         let ok = match (&self.checker, self.asked.get(&key)) {
-            // Made inline (no helpers: the unit tests).
-            (None, _) => h.check(user, password),
-            (Some(_), Some(t)) => match t.outcome() {
-                None => return Verdict::Pending(Arc::clone(t)),
-                Some(ok) => {
-                    self.asked.remove(&key);
-                    ok
+            // Made inline (no helpers: the unit tests); its failure counted here.
+            (None, _) => {
+                let ok = h.check(user, password);
+                if !ok {
+                    self.throttle().failed(who, clock());
                 }
+                ok
+            }
+            (Some(_), Some((t, _))) => match t.outcome() {
+                None => return Verdict::Pending(Arc::clone(t)),
+                // Its failure was counted when it was made.
+                Some(ok) => ok,
             },
             (Some((checker, wake)), None) => {
-                if !checker.may_start(clock()) {
+                let now = clock();
+                checker.throttle.ask(who.0, now);
+                if !checker.may_start(now) {
                     return Verdict::Busy;
                 }
                 let ticket = Arc::new(Ticket::default());
@@ -459,21 +563,29 @@ impl Guard {
                     password: password.to_string(),
                     ticket: Arc::clone(&ticket),
                     wake: Arc::clone(wake),
+                    throttle: Arc::clone(&checker.throttle),
+                    who,
                 };
-                match checker.jobs.try_send(job) {
-                    Ok(()) => {}
-                    Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
-                        return Verdict::Busy
-                    }
+                if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+                    checker.jobs.try_send(job)
+                {
+                    checker.give_back();
+                    return Verdict::Busy;
                 }
                 if self.asked.len() >= ASKED {
-                    self.asked.retain(|_, t| !t.done());
+                    self.asked.retain(|_, (t, at)| {
+                        !t.done() || now.saturating_duration_since(*at) < SHARED
+                    });
+                    if self.asked.len() >= ASKED {
+                        self.asked.retain(|_, (t, _)| !t.done());
+                    }
                 }
-                self.asked.insert(key, Arc::clone(&ticket));
+                self.asked.insert(key, (Arc::clone(&ticket), now));
                 return Verdict::Pending(ticket);
             }
         };
         if ok {
+            self.asked.remove(&key);
             let passed = &mut self.files[index].2;
             if passed.len() >= REMEMBERED {
                 passed.clear();
@@ -481,7 +593,6 @@ impl Guard {
             passed.insert(creds.to_string());
             return Verdict::Pass;
         }
-        self.throttle().failed(who, clock());
         Verdict::Challenge
     }
 }
@@ -542,8 +653,8 @@ mod tests {
         let (tx, _rx) = mpsc::sync_channel(1);
         let c = Checker {
             jobs: tx,
-            bucket: Mutex::new((u64::from(CHECKS_PER_SECOND) * 1000, None)),
-            throttle: Throttle::default(),
+            bucket: Mutex::new((u64::from(CHECKS_PER_SECOND) * 1_000_000, None)),
+            throttle: Arc::default(),
         };
         let t = Instant::now();
         for _ in 0..CHECKS_PER_SECOND {

@@ -367,6 +367,8 @@ enum RingSend {
 pub(crate) struct Waiting {
     request: Box<linerate_http::request::Request>,
     ticket: std::sync::Arc<crate::auth::Ticket>,
+    /// When it was taken (its access-log line's time counts the wait).
+    started: Instant,
     stream: Option<(u32, Option<linerate_http::h2::Priority>)>,
 }
 
@@ -710,9 +712,9 @@ impl Conn {
         if rate == 0 || now < since + window || !busy {
             return;
         }
-        if now.saturating_duration_since(last_progress) * 10 >= window * 9 {
-            // No progress at all lately: the send timeout's to judge (a stall, not a
-            // slow client); a new window starts.
+        if last_progress <= since {
+            // No progress at all in the window: the send timeout's to judge (a stall,
+            // not a slow client); a new window starts.
             out.rate.since = Some(now);
             return;
         }
@@ -1039,8 +1041,12 @@ impl Conn {
                 Some(w) if !w.is_empty() => Some(w.remove(0)),
                 _ => None,
             };
+            let mut started = now;
             let event = match waited {
-                Some(w) => Event::Request(w.request),
+                Some(w) => {
+                    started = w.started;
+                    Event::Request(w.request)
+                }
                 None => http.next(now),
             };
             let r = match event {
@@ -1067,12 +1073,13 @@ impl Conn {
                             .push(Waiting {
                                 request,
                                 ticket,
+                                started,
                                 stream: None,
                             });
                         return queued;
                     }
                     // The loop's clock: no clock read of its own per request.
-                    r.record.started = Some(now);
+                    r.record.started = Some(started);
                     if r.plan.close {
                         // An answer that closes (a 400 the path earned, say).
                         http.close_after_last();
@@ -1124,19 +1131,31 @@ impl Conn {
             }
             // Streams whose password check is made are answered first; those still
             // being checked wait, and the others go on.
-            let ready = out.waiting.iter().position(|w| w.ticket.done());
-            let event = match ready.map(|i| out.waiting.remove(i)) {
-                Some(Waiting {
-                    request,
-                    stream: Some((stream, priority)),
-                    ..
-                }) => E::Request {
-                    stream,
-                    request,
-                    priority,
-                },
-                Some(_) => continue,
-                None => h2.proto.next(now),
+            // (After what the client sent is read: a reset of a waiting stream comes
+            // first and takes it off the list.)
+            let mut started = now;
+            let event = match h2.proto.next(now) {
+                E::Wait => {
+                    let ready = out.waiting.iter().position(|w| w.ticket.done());
+                    match ready.map(|i| out.waiting.remove(i)) {
+                        Some(Waiting {
+                            request,
+                            stream: Some((stream, priority)),
+                            started: at,
+                            ..
+                        }) => {
+                            started = at;
+                            E::Request {
+                                stream,
+                                request,
+                                priority,
+                            }
+                        }
+                        Some(_) => continue,
+                        None => E::Wait,
+                    }
+                }
+                e => e,
             };
             let (stream, priority, mut r) = match event {
                 E::Wait => break,
@@ -1152,6 +1171,7 @@ impl Conn {
                         out.waiting.push(Waiting {
                             request,
                             ticket,
+                            started,
                             stream: Some((stream, priority)),
                         });
                         continue;
@@ -1175,7 +1195,7 @@ impl Conn {
                     continue;
                 }
             };
-            r.record.started = Some(now);
+            r.record.started = Some(started);
             r.record.h2 = true;
             Stats::add(&site.stats.h2_streams, 1);
             h2.answer(stream, priority, r, out, &mut site.h2_heads);

@@ -285,6 +285,10 @@ impl Site {
         // Routed once: the answer and the log's site are the same one.
         let h = self.site_of(req);
         let mut r = self.answer(req, h, peer, now);
+        if r.waiting.is_none() {
+            // A request waiting for its password check is counted when it is answered.
+            Stats::add(&self.stats.requests, 1);
+        }
         self.stamp(&mut r, req, h);
         r
     }
@@ -390,7 +394,6 @@ impl Site {
     ) -> Response {
         let line = self.request_line(req);
         let keep = req.keep_alive;
-        Stats::add(&self.stats.requests, 1);
         if self.acme_http
             && self.hosts[h].cfg.acme
             && req.path.starts_with(crate::acme::CHALLENGE_PATH)

@@ -213,7 +213,16 @@ fn deadline(c: &Conn, cfg: &Config) -> Deadline {
     if let Some(s) = c.draining_since {
         return d(after(s, DRAIN), Cut::Client, "", None);
     }
-    let state = if c.slow() {
+    let state = if c.waits() && !c.busy() {
+        // A request waiting for its password check: the helpers' queue is bounded, but
+        // not its time under a flood.
+        d(
+            after(c.last_activity, cfg.send_timeout),
+            Cut::Client,
+            "password check not made within --send-timeout",
+            Some(2),
+        )
+    } else if c.slow() {
         d(
             c.rate_clock().unwrap_or(c.last_activity),
             Cut::SlowClient,
@@ -1395,6 +1404,7 @@ impl<D: Driver> Worker<D> {
                     let grace = self.cfg.header_timeout.min(FIRST_REQUEST_GRACE);
                     let ended = now >= d
                         || (!c.busy()
+                            && !c.waits()
                             && (!c.http.awaits_last() || (!gently && waited >= grace))
                             && c.draining_since.is_none()
                             && c.linger(now) != After::Keep);
