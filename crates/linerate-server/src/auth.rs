@@ -516,16 +516,11 @@ impl Guard {
         // for it, and those repeating them for a while): its outcome, whatever the
         // throttle says since (its failure counted already).
         if let Some(ok) = self.asked.get(&key).and_then(|(t, _)| t.outcome()) {
-            if ok {
-                self.asked.remove(&key);
-                let passed = &mut self.files[index].2;
-                if passed.len() >= REMEMBERED {
-                    passed.clear();
-                }
-                passed.insert(creds.to_string());
-                return Verdict::Pass;
-            }
-            return Verdict::Challenge;
+            return if ok {
+                self.remember(&key)
+            } else {
+                Verdict::Challenge
+            };
         }
         // The throttle first: a client past it learns nothing, not even whether its
         // guess is credentials some other client had pass.
@@ -585,15 +580,21 @@ impl Guard {
             }
         };
         if ok {
-            self.asked.remove(&key);
-            let passed = &mut self.files[index].2;
-            if passed.len() >= REMEMBERED {
-                passed.clear();
-            }
-            passed.insert(creds.to_string());
-            return Verdict::Pass;
+            return self.remember(&key);
         }
         Verdict::Challenge
+    }
+
+    /// The credentials of `key` (file index, token) passed a check: remembered for
+    /// their file, so sending them again costs no check.
+    fn remember(&mut self, key: &(usize, String)) -> Verdict {
+        self.asked.remove(key);
+        let passed = &mut self.files[key.0].2;
+        if passed.len() >= REMEMBERED {
+            passed.clear();
+        }
+        passed.insert(key.1.clone());
+        Verdict::Pass
     }
 }
 
