@@ -88,6 +88,9 @@ pub(crate) struct Entry {
     whole_fields: RefCell<Option<WholeFields>>,
 }
 
+/// A directory's entries, and where it really is if a link made that another path.
+pub(crate) type Listed = (Vec<ListEntry>, Option<Box<[u8]>>);
+
 /// The fields of a whole answer, with the content type and entity tag they were
 /// written with.
 type WholeFields = (Box<str>, Box<str>, Rc<Lines>);
@@ -827,10 +830,12 @@ impl FileCache {
         }
     }
 
-    /// Names in directory `rel`, sorted, dot-files left out unless `dotfiles`; or why
-    /// not (missing, forbidden, out of descriptors).
-    pub fn list(&mut self, rel: &[u8], dotfiles: bool) -> Result<Vec<ListEntry>, Found> {
+    /// Names in directory `rel`, sorted, dot-files left out unless `dotfiles`, and where
+    /// it really is beneath the root if a link made that another path; or why not
+    /// (missing, forbidden, out of descriptors).
+    pub fn list(&mut self, rel: &[u8], dotfiles: bool) -> Result<Listed, Found> {
         let fd = self.open(rel).map_err(|e| refusal(&e))?;
+        let real = self.beneath(fd.as_fd(), rel);
         // /proc/self/fd gives the opened directory itself, wherever links pointed.
         let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&fd));
         let mut entries: Vec<ListEntry> = std::fs::read_dir(path)
@@ -849,7 +854,7 @@ impl FileCache {
             })
             .collect();
         crate::listing::sort(&mut entries);
-        Ok(entries)
+        Ok((entries, real))
     }
 }
 
@@ -1087,13 +1092,14 @@ mod tests {
         }
         std::fs::create_dir(root.path().join("c")).unwrap();
         let (mut c, _) = cache(root.path(), 100, 16 << 10, 1 << 20);
-        let Ok(names) = c.list(b"", false) else {
+        let Ok((names, real)) = c.list(b"", false) else {
             panic!("no listing")
         };
+        assert_eq!(real, None, "the root is where it is");
         let shown: Vec<(&[u8], bool)> = names.iter().map(|e| (&e.name[..], e.dir)).collect();
         assert_eq!(shown, [(&b"c"[..], true), (b"a", false), (b"b", false)]);
         assert_eq!(names[1].size, 1);
-        let Ok(all) = c.list(b"", true) else {
+        let Ok((all, _)) = c.list(b"", true) else {
             panic!("no listing")
         };
         assert_eq!(all[1].name, b".hidden");

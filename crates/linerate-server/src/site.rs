@@ -532,7 +532,7 @@ impl Site {
                         Err(refused) => *refused,
                     },
                     Found::Missing | Found::Dir if autoindex => {
-                        self.listing(req, h, rel, fx, line, now)
+                        self.listing(req, h, rel, fx, peer, line, now)
                     }
                     Found::Dir => self.not_served(Found::Missing, req, h, fx, line, now),
                     other => self.not_served(other, req, h, fx, line, now),
@@ -736,10 +736,26 @@ impl Site {
         line: String,
         now: SystemTime,
     ) -> Result<String, Box<Response>> {
-        let Some(real) = e.real.as_deref() else {
+        self.through_real(req, h, e.real.as_deref(), false, peer, line, now)
+    }
+
+    /// [`Site::through_link`] for what really is at `real` beneath the root (a
+    /// directory's with `dir`), if a link made that another path than the one asked.
+    #[allow(clippy::too_many_arguments)]
+    fn through_real(
+        &mut self,
+        req: &Request,
+        h: usize,
+        real: Option<&[u8]>,
+        dir: bool,
+        peer: Option<std::net::IpAddr>,
+        line: String,
+        now: SystemTime,
+    ) -> Result<String, Box<Response>> {
+        let Some(real) = real else {
             return Ok(line);
         };
-        let fx = self.rules_of(h, real, false);
+        let fx = self.rules_of(h, real, dir);
         if !self.dotfiles_allowed_at(h, real, fx.as_ref()) {
             return Err(Box::new(self.not_served(
                 Found::Missing,
@@ -970,20 +986,28 @@ impl Site {
         Response::new(parts, Status::Ok, req.keep_alive, line, len)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn listing(
         &mut self,
         req: &Request,
         h: usize,
         rel: &[u8],
         fx: Option<&Effective>,
+        peer: Option<std::net::IpAddr>,
         line: String,
         now: SystemTime,
     ) -> Response {
         let host = &mut self.hosts[h];
         let dotfiles = fx.and_then(|f| f.dotfiles).unwrap_or(host.cfg.dotfiles);
-        let entries = match host.cache.list(rel, dotfiles) {
-            Ok(entries) => entries,
+        let (entries, real) = match host.cache.list(rel, dotfiles) {
+            Ok(listed) => listed,
             Err(why) => return self.not_served(why, req, h, fx, line, now),
+        };
+        // A directory reached through a link: listed only if its own rules let the
+        // client have it too (docs/http.md W11).
+        let line = match self.through_real(req, h, real.as_deref(), true, peer, line, now) {
+            Ok(line) => line,
+            Err(refused) => return *refused,
         };
         let as_json = req
             .query

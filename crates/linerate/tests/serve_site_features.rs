@@ -718,7 +718,7 @@ fn a_link_to_a_protected_file_is_under_the_rules_of_both_paths(case: &str) {
         &root,
         case,
         &format!(
-            "[[rule]]\npath = \"/private/\"\nhtpasswd = \"{}\"\n\
+            "autoindex = true\n[[rule]]\npath = \"/private/\"\nhtpasswd = \"{}\"\n\
              [[rule]]\npath = \"/mine/\"\ndeny = [\"198.51.100.9\"]\n",
             users.display()
         ),
@@ -736,6 +736,12 @@ fn a_link_to_a_protected_file_is_under_the_rules_of_both_paths(case: &str) {
         assert_ne!(r.body, b"secret\n", "{path}");
         assert_eq!(ask(path, "198.51.100.1", good).body, b"secret\n", "{path}");
     }
+    // The listing of a linked directory: the rules of the directory it is too.
+    let r = ask("/linkdir/", "198.51.100.1", "");
+    assert_eq!(r.status, 401, "{r:?}");
+    let r = ask("/linkdir/", "198.51.100.1", good);
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(String::from_utf8_lossy(&r.body).contains("s.txt"));
     // A dot-file reached by a name without a dot: 404, as by its own name.
     assert_eq!(ask("/hidden/.env", "198.51.100.1", "").status, 404);
     assert_eq!(ask("/open/env.txt", "198.51.100.1", "").status, 404);
