@@ -1,9 +1,12 @@
-//! Sans-I/O HTTP/1.1 for `linerate serve`: bytes in, decisions out. No system calls,
-//! no clock reads (the caller passes the time), so every rule of docs/http.md that
-//! lives here is tested with literal bytes.
+//! Sans-I/O HTTP/1.1 and HTTP/2 for `linerate serve`: bytes in, decisions out. No
+//! system calls, no clock reads (the caller passes the time), so every rule of
+//! docs/http.md that lives here is tested with literal bytes.
 //!
-//! - [`connection`]: one connection's input: pipelined requests, bodies discarded,
-//!   reading paused while answers are owed, how the connection ends;
+//! - [`connection`]: one HTTP/1.1 connection's input: pipelined requests, bodies
+//!   discarded, reading paused while answers are owed, how the connection ends;
+//! - [`h2`]: one HTTP/2 connection: frames, SETTINGS, flow control both ways, HPACK
+//!   (an encoder that indexes response heads in the client's table), streams and their
+//!   priorities, the limits against floods (rapid reset, CONTINUATION, HPACK bombs);
 //! - [`request`]: the request head (parsed by `httparse`, with the policy checks it does
 //!   not make: bare LF, limits, `Host`, body framing, methods) and the chunked body
 //!   skipper;
@@ -17,8 +20,9 @@
 //! - [`forwarded`]: the client behind trusted proxies (`X-Forwarded-For`, `Forwarded`).
 //!
 //! # Non-goals
-//! HTTP/2, request bodies beyond discarding them, compressing on the fly (only
-//! precompressed variants are sent).
+//! Request bodies beyond discarding them; compressing in the request (variants are
+//! precompressed, or made once by the server's compression cache off the workers);
+//! HTTP/3 for now (its own issue).
 
 #![forbid(unsafe_code)]
 
