@@ -141,19 +141,33 @@ fn cold_files_are_read_by_the_helpers_and_served_whole() {
     // 64 MiB) is probed once, whole, and found present: no window is probed. (Within
     // the epoch of the cold request, 100 ms, the "missing" of its whole probe would
     // hold and its windows would be probed: the test waits the epoch out.)
-    std::thread::sleep(std::time::Duration::from_millis(250));
-    assert!(get(addr, "/small.bin").body == s.small);
-    assert!(get(addr, "/big.bin").body == s.big);
-    let last = status(addr);
-    assert_eq!(disk(&last, "misses"), disk(&after, "misses"), "{last}");
+    // On a loaded machine the worker's tick can come late, and the epoch with it (one
+    // CI run of 20 saw a window probed 250 ms on): the pair is asked again, an epoch
+    // later each time, until it goes without a miss (5 tries).
+    let (mut before_pair, mut last) = (after.clone(), after.clone());
+    for _ in 0..5 {
+        std::thread::sleep(std::time::Duration::from_millis(250));
+        before_pair = status(addr);
+        assert!(get(addr, "/small.bin").body == s.small);
+        assert!(get(addr, "/big.bin").body == s.big);
+        last = status(addr);
+        if disk(&last, "misses") == disk(&before_pair, "misses") {
+            break;
+        }
+    }
+    assert_eq!(
+        disk(&last, "misses"),
+        disk(&before_pair, "misses"),
+        "{last}"
+    );
     assert_eq!(
         disk(&last, "small_file_misses"),
-        disk(&after, "small_file_misses")
+        disk(&before_pair, "small_file_misses")
     );
     // One whole-file probe when the response is made; a second when an epoch (a
     // 100 ms tick) ends before its queue looks again, which a loaded machine makes
     // likely: never a window's.
-    let probes = disk(&last, "probes") - disk(&after, "probes");
+    let probes = disk(&last, "probes") - disk(&before_pair, "probes");
     assert!((1..=2).contains(&probes), "{probes} probes: {last}");
 
     // A range deep in a cold file: the window starts at the range. (The probe's
