@@ -42,7 +42,9 @@ pub use client::{
     read_until_eof, req, set_rcvbuf, Conn, End,
 };
 pub use dates::{asctime_date, imf_date, parse_imf_date, rfc850_date, secs_of, unix_now};
-pub use files::{assert_bytes_eq, docroot, log_lines, pattern, put, wait_log_lines};
+pub use files::{
+    assert_bytes_eq, docroot, log_lines, pattern, put, rust_sources, wait_log_lines, workspace,
+};
 pub use http::{
     answers, check_common, content_range, expect_error_body, expect_parts, find, multipart_parts,
     parse_all, parse_response, Response, ERROR_STATUSES,

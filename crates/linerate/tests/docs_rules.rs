@@ -4,23 +4,9 @@
 
 use std::collections::BTreeSet;
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Every `.rs` file under `dir`.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+use linerate_testkit::{rust_sources, workspace};
 
 /// This test's own file, which names what it looks for.
 fn is_this_file(f: &Path) -> bool {
@@ -39,8 +25,7 @@ fn rules() -> BTreeSet<String> {
 
 /// Rule ids named on `Rules: docs/http.md …` lines anywhere in the crates.
 fn cited() -> BTreeSet<String> {
-    let mut files = Vec::new();
-    sources(&workspace().join("crates"), &mut files);
+    let files = rust_sources(&workspace().join("crates"));
     let mut out = BTreeSet::new();
     for f in files {
         if is_this_file(&f) {
@@ -73,8 +58,7 @@ fn every_rule_of_docs_http_md_is_named_by_a_test() {
 
 #[test]
 fn no_source_cites_a_document_outside_the_repository() {
-    let mut files = Vec::new();
-    sources(&workspace().join("crates"), &mut files);
+    let files = rust_sources(&workspace().join("crates"));
     let mut seen = 0;
     for f in files {
         if is_this_file(&f) {

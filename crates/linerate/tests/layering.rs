@@ -7,23 +7,9 @@
 //! HTTP/2 (`encode_h1_head`).
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Every `.rs` file under `dir`, relative to the workspace.
-fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    for e in fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            sources(&p, out);
-        } else if p.extension().is_some_and(|x| x == "rs") {
-            out.push(p);
-        }
-    }
-}
+use linerate_testkit::{rust_sources, workspace};
 
 fn relative(p: &Path) -> String {
     p.strip_prefix(workspace())
@@ -44,8 +30,7 @@ const OVER: [(&str, usize); 5] = [
 
 #[test]
 fn no_file_grows_past_the_bar() {
-    let mut files = Vec::new();
-    sources(&workspace().join("crates"), &mut files);
+    let files = rust_sources(&workspace().join("crates"));
     let mut over = Vec::new();
     for f in &files {
         let name = relative(f);
@@ -86,8 +71,7 @@ fn the_connection_code_calls_exec_now_no_more_than_it_did() {
 #[test]
 fn no_more_head_text_is_parsed_back_than_before() {
     // In every crate's sources (not the tests, which name it to count it).
-    let mut files = Vec::new();
-    sources(&workspace().join("crates"), &mut files);
+    let files = rust_sources(&workspace().join("crates"));
     let n: usize = files
         .iter()
         .filter(|f| relative(f).contains("/src/"))
