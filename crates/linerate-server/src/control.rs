@@ -7,7 +7,7 @@
 //! |---|---|
 //! | `SIGTERM`, `SIGINT`, `SIGQUIT` | graceful stop: no new connections, in-flight responses finish (up to the shutdown timeout), exit 0 |
 //! | `SIGUSR1` | reopen the log files by their paths (log rotation) |
-//! | `SIGHUP` | reload the configuration: a new generation of workers on the same listening sockets, the one before drains (see `worker::serve`, docs/operations.md) |
+//! | `SIGHUP` | reload the configuration: a new generation of workers on the same listening sockets, the one before drains (see `serve::serve`, docs/operations.md) |
 //! | `SIGUSR2` | binary upgrade: the program started again on the same listening sockets (`systemd::upgrade`); both serve until the old one is stopped |
 //! | `SIGPIPE` | ignored (a peer that went away is an `EPIPE` of its own connection) |
 //! | `SIGXFSZ` | ignored (a log past the file-size limit fails its write with `EFBIG`) |

@@ -13,6 +13,7 @@
 
 #![forbid(unsafe_code)]
 
+mod access_log;
 mod acme;
 pub mod auth;
 pub mod check;
@@ -21,6 +22,7 @@ mod compress_cache;
 pub mod config;
 mod conn;
 pub mod control;
+mod deadline;
 mod digest;
 mod disk;
 mod files;
@@ -38,21 +40,22 @@ mod redirect_model;
 mod response;
 mod router;
 pub mod rules;
+mod serve;
 pub mod settings;
 mod site;
 mod stats;
 pub mod systemd;
 mod tickets;
 pub mod tls;
-pub mod worker;
+mod worker;
 
 pub use config::Endpoint;
 pub use config::{AccessLog, Config, LogFormat};
 pub use control::Control;
 pub use listen::Kind;
 pub use logs::ErrorLog;
+pub use serve::{serve, ServeError};
 pub use settings::Settings;
-pub use worker::{serve, ServeError};
 
 /// What the fuzz targets drive (the `fuzzing` feature): model runs of the I/O-free
 /// state machines.
