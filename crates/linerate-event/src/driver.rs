@@ -99,7 +99,7 @@ pub trait Driver {
     /// Gives a receive buffer back.
     fn recycle(&mut self, _buffer: u16) {}
     /// Runs one of a connection's output operations: this driver's executor. Under
-    /// epoll every operation is made at once ([`crate::exec::now`]). Under io_uring a
+    /// epoll every operation is made at once ([`linerate_sys::exec::now`]). Under io_uring a
     /// gather goes on the ring, which owns what it sends until its completion (a copy
     /// of owned bytes, a reference to shared ones) and reports it as [`Io::Sent`] under
     /// the connection's token, one in flight per connection; the rest is made at once.
@@ -110,7 +110,7 @@ pub trait Driver {
         op: &mut Op<'_>,
         zc: Option<&mut ZeroCopy>,
     ) -> Submitted {
-        Submitted::Done(crate::exec::now(fd, op, zc))
+        Submitted::Done(linerate_sys::exec::now(fd, op, zc))
     }
     /// A connection the driver accepted for a listener whose watch has ended since
     /// (io_uring's accepts run ahead of the owner), with the token the listener was

@@ -15,7 +15,7 @@
 //!   measured 3-38% more CPU per request than the direct call (BENCHMARKS.md, "File
 //!   bodies' splices on the io_uring ring"; `LINERATE_RING_SPLICE=1` puts them there).
 //!
-//! [`exec::now`] is the readiness executor of a connection's output operations
+//! [`linerate_sys::exec::now`] is the readiness executor of a connection's output operations
 //! (`linerate_sys::op::Op`), which both drivers' [`Driver::execute`] use for what they
 //! make at once.
 //!
@@ -34,7 +34,6 @@
 #![forbid(unsafe_code)]
 
 pub mod driver;
-pub mod exec;
 pub mod timer;
 
 pub use driver::{Driver, DriverChoice, EpollDriver, Interest, Io, Ready, Submitted, UringDriver};

@@ -25,9 +25,10 @@ use std::io::{self, Read};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime};
 
-use linerate_event::{exec, Submitted};
+use linerate_event::{Driver, Submitted};
 use linerate_http::connection::{Connection, Ending, Event};
 use linerate_http::request::Limits;
+use linerate_sys::exec;
 use linerate_sys::op::{Op, Piece};
 use linerate_sys::Errno;
 use linerate_tx::{Flow, TxError, TxSocket};
@@ -39,7 +40,6 @@ use crate::response::{Part, Response};
 use crate::site::Site;
 use crate::stats::Stats;
 use crate::tls::{Handoff, Refused, Session};
-use linerate_event::Driver;
 
 /// Responses queued per connection before it stops reading.
 pub(crate) const MAX_QUEUED: usize = 32;

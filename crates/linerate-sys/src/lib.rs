@@ -20,6 +20,7 @@ pub mod cache;
 pub mod cpu;
 pub mod epoll;
 pub mod errno;
+pub mod exec;
 pub use errno::{Errno, Events};
 pub mod fs;
 pub mod ktls;

@@ -3,7 +3,7 @@
 //! A [`crate::Transmit`] makes no system call on the socket itself: it says what it
 //! wants next ([`crate::Transmit::poll_op`] gives an [`Op`], the vocabulary every
 //! producer of a connection's output shares, from `linerate-sys`), an executor makes
-//! that call (`linerate_event::exec::now` at once on a writable socket; the io_uring
+//! that call (`linerate_sys::exec::now` at once on a writable socket; the io_uring
 //! driver on its ring), and the transmit takes the result ([`crate::Transmit::complete`]).
 //! The memory an operation names is borrowed from the transmit and stays put until the
 //! completion: the transmit is not polled again, nor dropped, in between.

@@ -200,7 +200,7 @@ impl TxSocket {
         linerate_sys::ignore_sigpipe();
         let mut sock = TxSocket::unset(config);
         while let Some(mut op) = sock.setup_op() {
-            let r = linerate_event::exec::now(fd, &mut op, None);
+            let r = linerate_sys::exec::now(fd, &mut op, None);
             sock.setup_complete(r)?;
         }
         Ok(sock)
@@ -308,7 +308,7 @@ impl TxSocket {
     /// turns zero-copy off for the socket when most sends were copied anyway: the
     /// readiness executor's [`Op::Reap`], then [`TxSocket::reaped`].
     pub fn reap(&mut self, fd: BorrowedFd<'_>) -> Result<(), TxError> {
-        let r = linerate_event::exec::now(fd, &mut Op::Reap, self.zc.as_mut());
+        let r = linerate_sys::exec::now(fd, &mut Op::Reap, self.zc.as_mut());
         self.reaped(r)
     }
 
@@ -489,7 +489,7 @@ impl Transmit {
                 Next::Done => return Ok(Progress::Done),
                 Next::Op(mut op) => {
                     let zc = sock.zc.as_mut();
-                    linerate_event::exec::now(fd, &mut op, zc)
+                    linerate_sys::exec::now(fd, &mut op, zc)
                 }
             };
             if r == Err(Errno::AGAIN) {
@@ -562,7 +562,7 @@ mod tests {
     fn resource(t: &mut Transmit, s: &mut TxSocket, f: &File) -> Completion {
         let r = match t.poll_op(s).unwrap() {
             // The socket is not used by these operations.
-            Next::Op(mut op) => linerate_event::exec::now(f.as_fd(), &mut op, None),
+            Next::Op(mut op) => linerate_sys::exec::now(f.as_fd(), &mut op, None),
             Next::Done => panic!("done"),
         };
         t.complete(s, r).unwrap();

@@ -3,8 +3,8 @@
 //! its number here in the same commit; nothing may grow back.
 //!
 //! The bars (issue 44): no source file in crates/ over 1,500 lines but settings.rs;
-//! no `exec::now` in the connection code; no HTTP/1.1 head text parsed back for
-//! HTTP/2 (`encode_h1_head`).
+//! no `exec::now` in the connection code; linerate-tx depends on sys, not on the event
+//! loop; no HTTP/1.1 head text parsed back for HTTP/2 (`encode_h1_head`).
 
 use std::fs;
 use std::path::Path;
@@ -88,4 +88,23 @@ fn no_more_head_text_is_parsed_back_than_before() {
         n <= at_start,
         "encode_h1_head named {n} times ({at_start} at f5b477d): HTTP/2 heads are to be written from fields"
     );
+}
+
+/// The transmit engine makes its operations through sys's executor; it knows nothing of
+/// the event loop that drives it.
+#[test]
+fn the_transmit_engine_depends_on_sys_only() {
+    let manifest = fs::read_to_string(workspace().join("crates/linerate-tx/Cargo.toml")).unwrap();
+    assert!(
+        !manifest.contains("linerate-event"),
+        "linerate-tx must not depend on linerate-event"
+    );
+    for f in rust_sources(&workspace().join("crates/linerate-tx")) {
+        let text = fs::read_to_string(&f).unwrap();
+        assert!(
+            !text.contains("linerate_event"),
+            "{} names linerate_event",
+            relative(&f)
+        );
+    }
 }

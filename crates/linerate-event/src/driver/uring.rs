@@ -530,7 +530,7 @@ impl Driver for UringDriver {
             }
         }
         let Op::Gather { pieces, more } = op else {
-            return Submitted::Done(crate::exec::now(fd, op, zc));
+            return Submitted::Done(linerate_sys::exec::now(fd, op, zc));
         };
         let mut buf = self.ring.send_buf();
         for p in pieces.iter() {

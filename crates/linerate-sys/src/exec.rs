@@ -3,20 +3,21 @@
 //! would block comes back as [`Errno::AGAIN`], and the producer asks for it again on
 //! the next writable edge.
 //!
-//! The completion executor is the io_uring driver's ([`crate::Driver::execute`] for a
-//! gather); an operation the ring does not run yet is made here under it too.
+//! The completion executor is the io_uring driver's (`linerate_event`'s
+//! `Driver::execute` for a gather); an operation the ring does not run yet is made here
+//! under it too.
 
 use std::io::{self, IoSlice};
 use std::os::fd::{AsFd, BorrowedFd};
 
-use linerate_sys::cache;
-use linerate_sys::ktls;
-use linerate_sys::net::{self, SendFlags, SockOpt};
-use linerate_sys::op::{Completion, Op};
-use linerate_sys::pipe::{self, SpliceFlags};
-use linerate_sys::sendfile::sendfile;
-use linerate_sys::zerocopy::{Mmap, ZeroCopy};
-use linerate_sys::Errno;
+use crate::cache;
+use crate::ktls;
+use crate::net::{self, SendFlags, SockOpt};
+use crate::op::{Completion, Op};
+use crate::pipe::{self, SpliceFlags};
+use crate::sendfile::sendfile;
+use crate::zerocopy::{Mmap, ZeroCopy};
+use crate::Errno;
 
 fn flags(more: bool) -> SendFlags {
     if more {
@@ -136,7 +137,7 @@ fn call(fd: BorrowedFd<'_>, op: &mut Op<'_>, zc: Option<&mut ZeroCopy>) -> io::R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use linerate_sys::zerocopy::Pinned;
+    use crate::zerocopy::Pinned;
     use std::io::Read;
     use std::net::{TcpListener, TcpStream};
     use std::sync::Arc;
@@ -150,11 +151,11 @@ mod tests {
         let shared: Arc<[u8]> = b"world".to_vec().into();
         let mut op = Op::Gather {
             pieces: vec![
-                linerate_sys::op::Piece {
+                crate::op::Piece {
                     bytes: b"hello ",
                     shared: None,
                 },
-                linerate_sys::op::Piece {
+                crate::op::Piece {
                     bytes: &shared[..],
                     shared: Some((&shared, 0)),
                 },
