@@ -15,7 +15,7 @@ use linerate_http::request::{Http2, Limits};
 /// The heads answers go with: one of them, by stream id, and the fields a client
 /// decodes from it (less `date`).
 fn heads() -> Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)> {
-    use linerate_http::response::Head;
+    use linerate_http::fields::Head;
     use linerate_http::Status;
     let long = "v".repeat(900);
     let mut out = Vec::new();
@@ -27,7 +27,7 @@ fn heads() -> Vec<(Vec<u8>, Vec<(Vec<u8>, Vec<u8>)>)> {
             h.field("X-Extra", extra);
         }
         h.content_length(5);
-        let bytes = h.finish(true);
+        let bytes = h.h1(true);
         let text = String::from_utf8(bytes.clone()).unwrap();
         let mut want = vec![(b":status".to_vec(), b"200".to_vec())];
         for line in text.lines().skip(1).take_while(|l| !l.is_empty()) {

@@ -29,6 +29,7 @@
 pub mod coding;
 pub mod conditional;
 pub mod connection;
+pub mod fields;
 pub mod forwarded;
 pub mod h2;
 pub mod location;

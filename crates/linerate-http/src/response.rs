@@ -1,104 +1,9 @@
-//! Response heads, and the framing of `multipart/byteranges` bodies, as bytes.
+//! What a response says besides its fields ([`crate::fields`]): dates, content ranges,
+//! and the framing of `multipart/byteranges` bodies, as bytes.
 
 use std::time::SystemTime;
 
 use crate::range::ByteRange;
-use crate::Status;
-
-/// A response head being built.
-#[derive(Clone, Debug)]
-pub struct Head {
-    buf: Vec<u8>,
-}
-
-impl Head {
-    /// Status line, `Server` and `Date`.
-    pub fn new(status: Status, date: &str) -> Head {
-        let mut buf = Vec::with_capacity(256);
-        buf.extend_from_slice(b"HTTP/1.1 ");
-        buf.extend_from_slice(itoa::Buffer::new().format(status.code()).as_bytes());
-        buf.push(b' ');
-        buf.extend_from_slice(status.reason().as_bytes());
-        buf.extend_from_slice(b"\r\nServer: linerate\r\nDate: ");
-        buf.extend_from_slice(date.as_bytes());
-        buf.extend_from_slice(b"\r\n");
-        Head { buf }
-    }
-
-    /// Adds a field: written as [`Lines::field`] writes it.
-    pub fn field(&mut self, name: &str, value: &str) -> &mut Head {
-        write_field(&mut self.buf, name, value);
-        self
-    }
-
-    /// Adds field lines written before (a file's own fields, the same in each of its
-    /// answers).
-    pub fn lines(&mut self, lines: &Lines) -> &mut Head {
-        self.buf.extend_from_slice(&lines.0);
-        self
-    }
-
-    /// `Content-Length`.
-    pub fn content_length(&mut self, n: u64) -> &mut Head {
-        self.field("Content-Length", itoa::Buffer::new().format(n))
-    }
-
-    /// Ends the head: `Connection: close` when the connection will close, then the
-    /// empty line.
-    pub fn finish(mut self, keep_alive: bool) -> Vec<u8> {
-        if !keep_alive {
-            self.buf.extend_from_slice(b"Connection: close\r\n");
-        }
-        self.buf.extend_from_slice(b"\r\n");
-        self.buf
-    }
-}
-
-/// Field lines written once, to be added to many heads ([`Head::lines`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Lines(Vec<u8>);
-
-impl Lines {
-    /// Adds a field. This is the one place every field the server writes goes
-    /// through ([`Head::field`] too): a value holds only visible ASCII and spaces, and
-    /// any other byte (a control byte, TAB, CR, LF, DEL, anything past ASCII) is
-    /// written percent-encoded, so no value can end its line or start another whatever
-    /// reached it. A name is always the server's own or a configured token.
-    pub fn field(&mut self, name: &str, value: &str) -> &mut Lines {
-        write_field(&mut self.0, name, value);
-        self
-    }
-
-    /// `Content-Length`.
-    pub fn content_length(&mut self, n: u64) -> &mut Lines {
-        self.field("Content-Length", itoa::Buffer::new().format(n))
-    }
-}
-
-fn write_field(buf: &mut Vec<u8>, name: &str, value: &str) {
-    debug_assert!(!name.is_empty() && name.bytes().all(|b| b.is_ascii_graphic() && b != b':'));
-    buf.extend_from_slice(name.as_bytes());
-    buf.extend_from_slice(b": ");
-    let fits = |b: u8| b == b' ' || b.is_ascii_graphic();
-    // Every byte looked at, no early exit: the compiler checks many at a time.
-    if value
-        .bytes()
-        .fold(true, |ok, b| ok & (b.wrapping_sub(b' ') < 0x7f - b' '))
-    {
-        // Nearly always: the value is written as it is.
-        buf.extend_from_slice(value.as_bytes());
-    } else {
-        for &b in value.as_bytes() {
-            if fits(b) {
-                buf.push(b);
-            } else {
-                const HEX: &[u8; 16] = b"0123456789ABCDEF";
-                buf.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
-            }
-        }
-    }
-    buf.extend_from_slice(b"\r\n");
-}
 
 /// An HTTP date (IMF-fixdate).
 pub fn http_date(t: SystemTime) -> String {
@@ -159,28 +64,6 @@ impl Multipart {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn head_bytes() {
-        let mut h = Head::new(Status::Ok, "Sun, 06 Nov 1994 08:49:37 GMT");
-        h.content_length(5).field("Content-Type", "text/plain");
-        assert_eq!(
-            String::from_utf8(h.finish(false)).unwrap(),
-            "HTTP/1.1 200 OK\r\nServer: linerate\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nContent-Length: 5\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n"
-        );
-    }
-
-    /// Rules: docs/http.md F2.
-    #[test]
-    fn a_field_value_cannot_end_its_line() {
-        let mut h = Head::new(Status::Ok, "D");
-        h.field("Location", "/a\r\nSet-Cookie: x=1\t\u{7f}\u{e9} b");
-        let text = String::from_utf8(h.finish(true)).unwrap();
-        assert!(
-            text.contains("Location: /a%0D%0ASet-Cookie: x=1%09%7F%C3%A9 b\r\n\r\n"),
-            "{text}"
-        );
-    }
 
     #[test]
     fn multipart_length_is_exact() {

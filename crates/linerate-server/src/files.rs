@@ -45,7 +45,7 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use linerate_http::coding::Coding;
 use linerate_http::conditional::Validators;
-use linerate_http::response::Lines;
+use linerate_http::fields::Fields;
 use linerate_sys::fs::{open_beneath, open_beneath_no_symlinks, stat_at, stat_fd, FileMeta};
 use linerate_sys::notify::{self, Inotify};
 
@@ -93,7 +93,7 @@ pub(crate) type Listed = (Vec<ListEntry>, Option<Box<[u8]>>);
 
 /// The fields of a whole answer, with the content type and entity tag they were
 /// written with.
-type WholeFields = (Box<str>, Box<str>, Rc<Lines>);
+type WholeFields = (Box<str>, Box<str>, Rc<Fields>);
 
 /// The precompressed variants of a file that exist and are not older than it.
 #[derive(Clone)]
@@ -174,17 +174,17 @@ impl Entry {
         &self,
         content_type: &str,
         etag: &str,
-        write: impl FnOnce(&mut Lines),
-    ) -> Rc<Lines> {
+        write: impl FnOnce(&mut Fields),
+    ) -> Rc<Fields> {
         let mut kept = self.whole_fields.borrow_mut();
         match &*kept {
-            Some((t, tag, lines)) if **t == *content_type && **tag == *etag => Rc::clone(lines),
+            Some((t, tag, fields)) if **t == *content_type && **tag == *etag => Rc::clone(fields),
             _ => {
-                let mut lines = Lines::default();
-                write(&mut lines);
-                let lines = Rc::new(lines);
-                *kept = Some((content_type.into(), etag.into(), Rc::clone(&lines)));
-                lines
+                let mut fields = Fields::default();
+                write(&mut fields);
+                let fields = Rc::new(fields);
+                *kept = Some((content_type.into(), etag.into(), Rc::clone(&fields)));
+                fields
             }
         }
     }

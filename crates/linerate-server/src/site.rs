@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use linerate_http::conditional::{self, Conditions, Precondition};
+use linerate_http::fields::{Fields, Head};
 use linerate_http::range::{self, ByteRange, RangeDecision};
 use linerate_http::request::{Method, Request};
-use linerate_http::response::{content_range, Head, Lines, Multipart};
+use linerate_http::response::{content_range, Multipart};
 use linerate_http::{path, Status};
 
 use crate::config::{Config, SiteConfig};
@@ -209,7 +210,7 @@ impl Site {
             h.field(n, v);
         }
         h.content_length(body.len() as u64);
-        let head = h.finish(keep_alive);
+        let head = h.h1(keep_alive);
         let body_bytes = if head_only { 0 } else { body.len() as u64 };
         let mut parts: std::collections::VecDeque<Part> = [Part::Bytes(head)].into();
         if !head_only {
@@ -598,7 +599,7 @@ impl Site {
         for (n, v) in &fields {
             head.field(n, v);
         }
-        let head = head.finish(keep);
+        let head = head.h1(keep);
         Response::new([Part::Bytes(head)].into(), Status::NoContent, keep, line, 0)
     }
 
@@ -835,7 +836,7 @@ impl Site {
             h.field(n, v);
         }
         h.content_length(e.meta.size);
-        let head = h.finish(req.keep_alive);
+        let head = h.h1(req.keep_alive);
         let mut parts: std::collections::VecDeque<Part> = [Part::Bytes(head)].into();
         let send = req.method == Method::Get && e.meta.size > 0;
         if send {
@@ -977,7 +978,7 @@ impl Site {
             h.field(n, v);
         }
         h.content_length(body.len() as u64);
-        let head = h.finish(req.keep_alive);
+        let head = h.h1(req.keep_alive);
         let len = body.len() as u64;
         let mut parts: std::collections::VecDeque<Part> = [Part::Bytes(head)].into();
         if req.method == Method::Get {
@@ -1137,7 +1138,7 @@ impl Site {
                 for (n, val) in rep.fields {
                     h.field(n, val);
                 }
-                let head = h.finish(keep);
+                let head = h.h1(keep);
                 return Response::new(
                     [Part::Bytes(head)].into(),
                     Status::NotModified,
@@ -1230,7 +1231,7 @@ impl Site {
                 )
             }
         };
-        let fields = |l: &mut Lines, content_range: Option<&str>| {
+        let fields = |l: &mut Fields, content_range: Option<&str>| {
             l.field("Content-Type", &content_type);
             if let Some(cr) = content_range {
                 l.field("Content-Range", cr);
@@ -1245,11 +1246,11 @@ impl Site {
         let mut h = Head::new(status, self.date(now));
         if status == Status::Ok {
             // A whole answer: its fields are the file's own, written once.
-            h.lines(&e.whole_fields(&content_type, &v.etag, |l| fields(l, None)));
+            h.fields(&e.whole_fields(&content_type, &v.etag, |l| fields(l, None)));
         } else {
-            let mut l = Lines::default();
+            let mut l = Fields::default();
             fields(&mut l, content_range.as_deref());
-            h.lines(&l);
+            h.fields(&l);
         }
         if let Some(c) = rep.coding {
             h.field("Content-Encoding", c.token());
@@ -1263,7 +1264,7 @@ impl Site {
         if !send_body {
             parts.truncate(1);
         }
-        parts[0] = Part::Bytes(h.finish(keep));
+        parts[0] = Part::Bytes(h.h1(keep));
         Response::new(
             parts,
             status,

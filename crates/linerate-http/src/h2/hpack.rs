@@ -691,7 +691,7 @@ impl Encoder {
 /// A head's bytes around its `Date` value: through `Date: `, the value, and from the
 /// line's end (the whole head and no value when it has none).
 fn split_date(head: &[u8]) -> (&[u8], Option<&[u8]>, &[u8]) {
-    // Line by line: the date is the third (`crate::response::Head::new`).
+    // Line by line: the date is the third (`crate::fields::Head::new`).
     let mut at = 0;
     while let Some(n) = memchr::memchr(b'\n', &head[at..]) {
         at += n + 1;
@@ -711,7 +711,7 @@ fn split_date(head: &[u8]) -> (&[u8], Option<&[u8]>, &[u8]) {
 }
 
 /// Encodes an HTTP/1.1 response head (`HTTP/1.1 NNN reason`, then `Name: value` lines
-/// ending in CRLF, then an empty line: what [`crate::response::Head`] writes) as a
+/// ending in CRLF, then an empty line: what [`crate::fields::Head`] writes) as a
 /// field block, without the connection-specific fields, by the connection's `encoder`;
 /// false if `head` is not such a head. A head `cache` holds is not read again.
 pub(crate) fn encode_h1_head(
@@ -883,16 +883,16 @@ mod tests {
         out
     }
 
-    /// A head as `crate::response::Head` writes it, and the fields a client should
+    /// A head as `crate::fields::Head` writes it, and the fields a client should
     /// decode from it.
     fn head(date: &str, etag: &str, extra: usize) -> (Vec<u8>, Vec<(String, String)>) {
-        let mut h = crate::response::Head::new(crate::Status::Ok, date);
+        let mut h = crate::fields::Head::new(crate::Status::Ok, date);
         let long = "v".repeat(extra);
         h.field("Content-Type", "text/html").field("ETag", etag);
         if extra > 0 {
             h.field("X-Long", &long);
         }
-        let bytes = h.finish(true);
+        let bytes = h.h1(true);
         let text = String::from_utf8(bytes.clone()).unwrap();
         let mut want = vec![(":status".to_string(), "200".to_string())];
         for line in text.lines().skip(1).take_while(|l| !l.is_empty()) {

@@ -1093,7 +1093,7 @@ impl Connection {
         });
     }
 
-    /// [`Connection::response_head`] of a head as [`crate::response::Head`] writes it
+    /// [`Connection::response_head`] of a head as [`crate::fields::Head`] writes it
     /// for HTTP/1.1 (the server builds each head once, in that form), translated as it
     /// is read, or its block copied from `cache` when a head like it was: false (and
     /// the stream reset) if `head` is not such a head.
@@ -1959,11 +1959,11 @@ mod tests {
                 .get(3, "/", flag::END_STREAM)
                 .0,
         );
-        let mut h = crate::response::Head::new(Status::NotFound, "Thu, 26 Nov 2026 18:00:00 GMT");
+        let mut h = crate::fields::Head::new(Status::NotFound, "Thu, 26 Nov 2026 18:00:00 GMT");
         h.field("Content-Type", "text/plain")
             .field("X-Custom", "a: b")
             .content_length(10);
-        let bytes = h.finish(false);
+        let bytes = h.h1(false);
         assert!(matches!(c.next(now), Event::Request { stream: 1, .. }));
         let mut out = Vec::new();
         let mut cache = hpack::HeadCache::new();
