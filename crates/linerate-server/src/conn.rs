@@ -36,7 +36,7 @@ use linerate_tx::{Flow, TxError, TxSocket};
 use crate::h2::H2;
 use crate::listen::Peer;
 use crate::output::{Ctx, OutNext, Output};
-use crate::response::{Part, Response};
+use crate::response::Response;
 use crate::site::Site;
 use crate::stats::Stats;
 use crate::tls::{Handoff, Refused, Session};
@@ -1092,7 +1092,7 @@ impl Conn {
                 }
             };
             let mut r = r;
-            r.progress.head_bytes = r.plan.parts.front().map_or(0, Part::len);
+            r.progress.head_bytes = r.write_h1_head();
             let out = self
                 .out
                 .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default());

@@ -93,24 +93,20 @@ impl H2 {
     ) {
         // The connection's own frames first: its SETTINGS lead everything it sends.
         self.push_control(out);
-        let head = match r.plan.parts.pop_front() {
-            Some(Part::Bytes(b)) => b,
-            _ => Vec::new(),
-        };
+        let head = r.plan.head.take();
         r.plan.parts.retain(|p| p.len() > 0);
         let body: u64 = r.plan.parts.iter().map(Part::len).sum();
-        let mut frames = Vec::with_capacity(head.len());
+        let mut frames = Vec::with_capacity(256);
         // A body of one part that the windows and the frame size take whole goes with
         // its head at once, one entry of the queue (most small files).
         let whole = r.plan.parts.len() == 1
             && body > 0
             && body <= self.proto.window(stream)
             && body <= self.proto.max_frame();
-        if !self
-            .proto
-            .response_head_h1(stream, &head, body == 0, &mut frames, heads)
-        {
-            // Not a head the server made (it makes every one): the stream is reset.
+        let Some(head) = head else {
+            // An answer without a head (the server gives every one a head): the stream
+            // is reset.
+            self.proto.cancel(stream);
             self.cancelled.push(Answer {
                 stream,
                 response: r,
@@ -119,7 +115,9 @@ impl H2 {
                 priority,
             });
             return;
-        }
+        };
+        self.proto
+            .head(stream, &head, body == 0, &mut frames, heads);
         if whole {
             frames.extend_from_slice(&self.proto.data_header(stream, body as u32, true));
             r.progress.head_bytes = frames.len() as u64;

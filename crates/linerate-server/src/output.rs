@@ -256,6 +256,7 @@ pub(crate) struct SendRate {
 impl Output {
     /// Queues a response.
     pub fn push(&mut self, r: Response) {
+        debug_assert!(r.plan.head.is_none(), "a head its protocol has not written");
         self.queue.push_back(r);
     }
 

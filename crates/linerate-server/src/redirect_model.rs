@@ -110,7 +110,8 @@ impl Model {
             Parse::Complete { request, .. } => request,
             _ => return,
         };
-        let r = self.site.respond(&req, None, SystemTime::UNIX_EPOCH);
+        let mut r = self.site.respond(&req, None, SystemTime::UNIX_EPOCH);
+        r.write_h1_head();
         let Some(Part::Bytes(head)) = r.plan.parts.front() else {
             panic!("a response starts with its head");
         };

@@ -9,6 +9,7 @@ use std::fs::File;
 use std::sync::Arc;
 use std::time::Instant;
 
+use linerate_http::fields::Head;
 use linerate_http::request::Method;
 use linerate_http::Status;
 
@@ -50,7 +51,11 @@ impl Part {
 
 /// What to send.
 pub(crate) struct Plan {
-    /// The head, then the body's parts.
+    /// The answer's head, as each protocol writes it (HTTP/1.1 puts it before the
+    /// parts, HTTP/2 encodes it into HEADERS); none for frames and bytes sent as they
+    /// are.
+    pub head: Option<Head>,
+    /// The head once written, then the body's parts.
     pub parts: VecDeque<Part>,
     /// Close the connection after it.
     pub close: bool,
@@ -107,9 +112,9 @@ pub(crate) struct Response {
 }
 
 impl Response {
-    /// A response of `parts` (its head first) with `status`, for a request whose line
-    /// the log writes as `request_line`; `body_bytes` of body; closing after it unless
-    /// `keep_alive`.
+    /// A response of `parts` sent as they are (no head to write) with `status`, for a
+    /// request whose line the log writes as `request_line`; `body_bytes` of body;
+    /// closing after it unless `keep_alive`.
     pub fn new(
         parts: VecDeque<Part>,
         status: Status,
@@ -119,6 +124,7 @@ impl Response {
     ) -> Response {
         Response {
             plan: Plan {
+                head: None,
                 parts,
                 close: !keep_alive,
             },
@@ -140,6 +146,31 @@ impl Response {
             unlogged: false,
             waiting: None,
         }
+    }
+
+    /// The answer `head` with its `body` (its parts), for a request whose line the log
+    /// writes as `request_line`; `body_bytes` of body; closing after it unless
+    /// `keep_alive`.
+    pub fn answer(
+        head: Head,
+        body: VecDeque<Part>,
+        keep_alive: bool,
+        request_line: String,
+        body_bytes: u64,
+    ) -> Response {
+        let mut r = Response::new(body, head.status(), keep_alive, request_line, body_bytes);
+        r.plan.head = Some(head);
+        r
+    }
+
+    /// HTTP/1.1's form of the head, put before the body: its parts are then the
+    /// bytes to send, and what it returns the head's length.
+    pub fn write_h1_head(&mut self) -> u64 {
+        if let Some(h) = self.plan.head.take() {
+            let bytes = h.h1(!self.plan.close);
+            self.plan.parts.push_front(Part::Bytes(bytes));
+        }
+        self.plan.parts.front().map_or(0, Part::len)
     }
 
     /// The stand-in for an answer that waits for `ticket` (see [`Response::waiting`]).

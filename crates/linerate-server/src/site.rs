@@ -210,13 +210,12 @@ impl Site {
             h.field(n, v);
         }
         h.content_length(body.len() as u64);
-        let head = h.h1(keep_alive);
         let body_bytes = if head_only { 0 } else { body.len() as u64 };
-        let mut parts: std::collections::VecDeque<Part> = [Part::Bytes(head)].into();
+        let mut parts = std::collections::VecDeque::new();
         if !head_only {
             parts.push_back(Part::Bytes(body));
         }
-        Response::new(parts, status, keep_alive, line, body_bytes)
+        Response::answer(h, parts, keep_alive, line, body_bytes)
     }
 
     /// Password checks go to `checker`'s helpers, which call `wake` (docs/http.md W10).
@@ -599,8 +598,7 @@ impl Site {
         for (n, v) in &fields {
             head.field(n, v);
         }
-        let head = head.h1(keep);
-        Response::new([Part::Bytes(head)].into(), Status::NoContent, keep, line, 0)
+        Response::answer(head, Default::default(), keep, line, 0)
     }
 
     /// The request's path resolved beneath site `h`'s root, and what the site's rules
@@ -836,8 +834,7 @@ impl Site {
             h.field(n, v);
         }
         h.content_length(e.meta.size);
-        let head = h.h1(req.keep_alive);
-        let mut parts: std::collections::VecDeque<Part> = [Part::Bytes(head)].into();
+        let mut parts = std::collections::VecDeque::new();
         let send = req.method == Method::Get && e.meta.size > 0;
         if send {
             parts.push_back(match e.contents() {
@@ -854,9 +851,9 @@ impl Site {
                 }),
             });
         }
-        Response::new(
+        Response::answer(
+            h,
             parts,
-            status,
             req.keep_alive,
             line,
             if send { e.meta.size } else { 0 },
@@ -978,13 +975,12 @@ impl Site {
             h.field(n, v);
         }
         h.content_length(body.len() as u64);
-        let head = h.h1(req.keep_alive);
         let len = body.len() as u64;
-        let mut parts: std::collections::VecDeque<Part> = [Part::Bytes(head)].into();
+        let mut parts = std::collections::VecDeque::new();
         if req.method == Method::Get {
             parts.push_back(Part::Bytes(body));
         }
-        Response::new(parts, Status::Ok, req.keep_alive, line, len)
+        Response::answer(h, parts, req.keep_alive, line, len)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1138,14 +1134,7 @@ impl Site {
                 for (n, val) in rep.fields {
                     h.field(n, val);
                 }
-                let head = h.h1(keep);
-                return Response::new(
-                    [Part::Bytes(head)].into(),
-                    Status::NotModified,
-                    keep,
-                    line,
-                    0,
-                );
+                return Response::answer(h, Default::default(), keep, line, 0);
             }
             Precondition::Proceed => {}
         }
@@ -1185,9 +1174,7 @@ impl Site {
                 }),
             }
         };
-        // The head goes first, once it is written.
         let mut parts = std::collections::VecDeque::with_capacity(2);
-        parts.push_back(Part::Bytes(Vec::new()));
         let (status, body_len, content_type, content_range) = match decision {
             RangeDecision::Unsatisfiable => {
                 let cr = format!("bytes */{len}");
@@ -1262,16 +1249,9 @@ impl Site {
             h.field(n, val);
         }
         if !send_body {
-            parts.truncate(1);
+            parts.clear();
         }
-        parts[0] = Part::Bytes(h.h1(keep));
-        Response::new(
-            parts,
-            status,
-            keep,
-            line,
-            if send_body { body_len } else { 0 },
-        )
+        Response::answer(h, parts, keep, line, if send_body { body_len } else { 0 })
     }
 }
 
@@ -1325,7 +1305,10 @@ pub(crate) mod tests {
         let text = format!("{head}\r\nHost: x\r\n\r\n");
         match parse(text.as_bytes(), &s.limits()) {
             Parse::Complete { request, .. } => {
-                s.respond(&request, Some([127, 0, 0, 1].into()), SystemTime::now())
+                // In HTTP/1.1's form, the head the first part.
+                let mut r = s.respond(&request, Some([127, 0, 0, 1].into()), SystemTime::now());
+                r.write_h1_head();
+                r
             }
             _ => panic!("not a valid request: {head}"),
         }

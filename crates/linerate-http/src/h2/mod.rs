@@ -1089,50 +1089,39 @@ impl Connection {
             for (n, v) in fields {
                 hpack::encode_field(block, n, v);
             }
-            true
         });
     }
 
-    /// [`Connection::response_head`] of a head as [`crate::fields::Head`] writes it
-    /// for HTTP/1.1 (the server builds each head once, in that form), translated as it
-    /// is read, or its block copied from `cache` when a head like it was: false (and
-    /// the stream reset) if `head` is not such a head.
-    pub fn response_head_h1(
+    /// [`Connection::response_head`] of `head`: its block copied from `cache` when a
+    /// head like it was encoded before on this worker, else encoded field by field.
+    pub fn head(
         &mut self,
         stream: u32,
-        head: &[u8],
+        head: &crate::fields::Head,
         end_stream: bool,
         out: &mut Vec<u8>,
         cache: &mut hpack::HeadCache,
-    ) -> bool {
-        let ok = self.head_frames(stream, end_stream, out, |block, encoder| {
-            hpack::encode_h1_head(block, head, cache, encoder)
+    ) {
+        self.head_frames(stream, end_stream, out, |block, encoder| {
+            hpack::encode_head(block, head, cache, encoder)
         });
-        if !ok {
-            self.cancel(stream);
-        }
-        ok
     }
 
     /// Appends HEADERS (and CONTINUATION past the client's frame size) carrying the
-    /// block `encode` writes; nothing if it says the head was not one.
+    /// block `encode` writes.
     fn head_frames(
         &mut self,
         stream: u32,
         end_stream: bool,
         out: &mut Vec<u8>,
-        encode: impl FnOnce(&mut Vec<u8>, &mut hpack::Encoder) -> bool,
-    ) -> bool {
+        encode: impl FnOnce(&mut Vec<u8>, &mut hpack::Encoder),
+    ) {
         // Encoded in place after room for the frame header: nearly every head is one
         // frame.
         let start = out.len();
         out.extend_from_slice(&[0; HEADER_LEN]);
-        let owed = self.encoder.start(out);
-        if !encode(out, &mut self.encoder) {
-            self.encoder.unstart(owed);
-            out.truncate(start);
-            return false;
-        }
+        self.encoder.start(out);
+        encode(out, &mut self.encoder);
         let len = out.len() - start - HEADER_LEN;
         let end = if end_stream { flag::END_STREAM } else { 0 };
         let max = self.peer_max_frame as usize;
@@ -1170,7 +1159,6 @@ impl Connection {
         if end_stream {
             self.end_local(stream);
         }
-        true
     }
 
     /// Bytes of DATA the client lets the server send on `stream` now: the least of the
@@ -1949,25 +1937,22 @@ mod tests {
         assert!(matches!(events[..], [Event::Request { stream: 3, .. }]));
     }
 
+    /// A head goes as one HEADERS frame: its status, `server`, `date` and fields in
+    /// order, less the fields HTTP/2 forbids (RFC 9113 §8.2.2).
     #[test]
-    fn an_http11_head_reads_back_without_its_connection_fields() {
+    fn a_head_goes_as_its_fields_without_the_connections_own() {
         let now = Instant::now();
         let mut c = Connection::new(Limits::default(), Config::default());
-        c.receive(
-            &Client::open()
-                .get(1, "/", flag::END_STREAM)
-                .get(3, "/", flag::END_STREAM)
-                .0,
-        );
+        c.receive(&Client::open().get(1, "/", flag::END_STREAM).0);
         let mut h = crate::fields::Head::new(Status::NotFound, "Thu, 26 Nov 2026 18:00:00 GMT");
         h.field("Content-Type", "text/plain")
             .field("X-Custom", "a: b")
+            .field("Transfer-Encoding", "chunked")
             .content_length(10);
-        let bytes = h.h1(false);
         assert!(matches!(c.next(now), Event::Request { stream: 1, .. }));
         let mut out = Vec::new();
         let mut cache = hpack::HeadCache::new();
-        assert!(c.response_head_h1(1, &bytes, true, &mut out, &mut cache));
+        c.head(1, &h, true, &mut out, &mut cache);
         let f = frames(&out);
         assert_eq!(
             (f[0].0, f[0].1),
@@ -1991,15 +1976,7 @@ mod tests {
             ("content-length", "10"),
         ];
         let got: Vec<(&str, &str)> = got.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
-        assert_eq!(got, want, "no Connection: close");
-        // Bytes that are not a head reset the stream.
-        assert!(matches!(c.next(now), Event::Request { stream: 3, .. }));
-        let mut out = Vec::new();
-        assert!(!c.response_head_h1(3, b"junk", true, &mut out, &mut cache));
-        assert!(out.is_empty());
-        let mut control = Vec::new();
-        c.take_control(&mut control);
-        assert_eq!(resets(&frames(&control)), [(3, ErrorCode::InternalError)]);
+        assert_eq!(got, want, "no Transfer-Encoding");
     }
 
     #[test]
