@@ -149,6 +149,30 @@ impl AcceptEncoding {
         self.codings[c.index()].or(self.star).unwrap_or(0)
     }
 
+    /// The codings of `offered` (in the server's order of preference) the client
+    /// takes, best first, the server's order breaking ties, less any that identity
+    /// outranks: of any of them a file has, the first in this order is the one to send
+    /// ([`AcceptEncoding::choose`] of those it has). Empty: the identity body.
+    pub fn rank(&self, offered: &[Coding]) -> Ranked {
+        let identity = self.identity.or(self.star).unwrap_or(0);
+        let mut r = Ranked::default();
+        for &c in offered.iter().take(Coding::ALL.len()) {
+            let q = self.quality(c);
+            if q == 0 || q < identity {
+                continue;
+            }
+            // After those of at least its quality: a stable insertion.
+            let at = r.codings[..r.len]
+                .iter()
+                .position(|&o| self.quality(o) < q)
+                .unwrap_or(r.len);
+            r.codings.copy_within(at..r.len, at + 1);
+            r.codings[at] = c;
+            r.len += 1;
+        }
+        r
+    }
+
     /// The coding to send among `available` (the file's variants, in the server's
     /// order of preference), or `None` for the identity body.
     pub fn choose(&self, available: impl IntoIterator<Item = Coding>) -> Option<Coding> {
@@ -162,6 +186,30 @@ impl AcceptEncoding {
         let (c, q) = best?;
         let identity = self.identity.or(self.star).unwrap_or(0);
         (q >= identity).then_some(c)
+    }
+}
+
+/// Codings a client takes, best first ([`AcceptEncoding::rank`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ranked {
+    codings: [Coding; 3],
+    len: usize,
+}
+
+impl Default for Ranked {
+    fn default() -> Ranked {
+        Ranked {
+            codings: Coding::ALL,
+            len: 0,
+        }
+    }
+}
+
+impl std::ops::Deref for Ranked {
+    type Target = [Coding];
+
+    fn deref(&self) -> &[Coding] {
+        &self.codings[..self.len]
     }
 }
 
@@ -205,6 +253,74 @@ mod tests {
             let got = AcceptEncoding::parse(header).choose(available.iter().copied());
             assert_eq!(got, want, "Accept-Encoding: {header:?} with {available:?}");
         }
+    }
+
+    /// The ranking agrees with the choice: for any field, any order the server prefers
+    /// and any variants a file has, the first ranked coding the file has is the one
+    /// chosen. Rules: docs/http.md V2.
+    #[test]
+    fn the_first_ranked_coding_a_file_has_is_the_one_chosen() {
+        let members = [
+            "gzip",
+            "br",
+            "zstd",
+            "x-gzip",
+            "*",
+            "identity",
+            "deflate",
+            "gzip;q=0.5",
+            "br;q=0.5",
+            "zstd;q=0.9",
+            "*;q=0.1",
+            "*;q=0",
+            "identity;q=0",
+            "identity;q=0.5",
+            "br;q=0",
+            "gzip;q=1",
+            "zstd;q=0.5",
+        ];
+        let orders = [
+            [Br, Zstd, Gzip],
+            [Gzip, Br, Zstd],
+            [Zstd, Gzip, Br],
+            [Gzip, Zstd, Br],
+        ];
+        let mut seed = 3u64;
+        let mut next = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for _ in 0..5000 {
+            let header: Vec<&str> = (0..next(5))
+                .map(|_| members[next(members.len() as u64) as usize])
+                .collect();
+            let ae = AcceptEncoding::parse(&header.join(", "));
+            let order = orders[next(4) as usize];
+            let offered = &order[..1 + next(3) as usize];
+            let ranked = ae.rank(offered);
+            for mask in 0..8u8 {
+                let has: Vec<Coding> = offered
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| mask & (1 << i) != 0)
+                    .map(|(_, &c)| c)
+                    .collect();
+                assert_eq!(
+                    ranked.iter().copied().find(|c| has.contains(c)),
+                    ae.choose(has.iter().copied()),
+                    "{header:?}, offered {offered:?}, has {has:?}"
+                );
+            }
+        }
+        assert_eq!(
+            &*AcceptEncoding::parse("gzip, br;q=0.5, zstd").rank(&[Br, Zstd, Gzip]),
+            [Zstd, Gzip, Br]
+        );
+        assert!(AcceptEncoding::parse("gzip;q=0.5, identity")
+            .rank(&Coding::ALL)
+            .is_empty());
     }
 
     #[test]

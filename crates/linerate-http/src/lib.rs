@@ -10,13 +10,17 @@
 //! - [`request`]: the request head (parsed by `httparse`, with the policy checks it does
 //!   not make: bare LF, limits, `Host`, body framing, methods) and the chunked body
 //!   skipper;
+//! - [`answer`]: a request's answer decided in one call from what the server found (a
+//!   file, an error, a page): preconditions, ranges, status, head and body plan;
+//! - [`fields`]: a response head as a structure, and its HTTP/1.1 writer (every field
+//!   value made safe there, the same for every protocol);
 //! - [`range`]: `Range: bytes=` into the ranges to send;
 //! - [`conditional`]: validators and the `If-*` preconditions;
 //! - [`path`]: request target to a path under the document root;
-//! - [`response`]: response heads (every field value checked there);
+//! - [`response`]: dates, content ranges and multipart framing;
 //! - [`location`]: `Location` values built from a request, kept on the site's origin;
 //! - [`mime`]: content types by file name;
-//! - [`coding`]: which precompressed variant `Accept-Encoding` asks for;
+//! - [`coding`]: which precompressed variants `Accept-Encoding` takes, best first;
 //! - [`forwarded`]: the client behind trusted proxies (`X-Forwarded-For`, `Forwarded`).
 //!
 //! # Non-goals
@@ -26,6 +30,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod answer;
 pub mod coding;
 pub mod conditional;
 pub mod connection;

@@ -45,7 +45,6 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use linerate_http::coding::Coding;
 use linerate_http::conditional::Validators;
-use linerate_http::fields::Fields;
 use linerate_sys::fs::{open_beneath, open_beneath_no_symlinks, stat_at, stat_fd, FileMeta};
 use linerate_sys::notify::{self, Inotify};
 
@@ -84,16 +83,12 @@ pub(crate) struct Entry {
     /// [`crate::disk`]), shared with its responses in flight.
     pub whole: Arc<crate::disk::Whole>,
     /// The fields of a whole answer of it, as the type they were written with: the
-    /// same in every such answer, so written once (see [`Entry::whole_fields`]).
-    whole_fields: RefCell<Option<WholeFields>>,
+    /// same in every such answer, so written once.
+    pub kept: linerate_http::answer::KeptFields,
 }
 
 /// A directory's entries, and where it really is if a link made that another path.
 pub(crate) type Listed = (Vec<ListEntry>, Option<Box<[u8]>>);
-
-/// The fields of a whole answer, with the content type and entity tag they were
-/// written with.
-type WholeFields = (Box<str>, Box<str>, Rc<Fields>);
 
 /// The precompressed variants of a file that exist and are not older than it.
 #[derive(Clone)]
@@ -163,29 +158,7 @@ impl Entry {
             file: Arc::new(file),
             small: RefCell::new(Small::Unread),
             whole: crate::disk::Whole::new(fm.size),
-            whole_fields: RefCell::new(None),
-        }
-    }
-
-    /// The fields `write` writes for a whole answer of this file as `content_type`
-    /// (a variant is sent as its original's type) with entity tag `etag`: written the
-    /// first time, then kept with the entry, which a change to the file replaces.
-    pub fn whole_fields(
-        &self,
-        content_type: &str,
-        etag: &str,
-        write: impl FnOnce(&mut Fields),
-    ) -> Rc<Fields> {
-        let mut kept = self.whole_fields.borrow_mut();
-        match &*kept {
-            Some((t, tag, fields)) if **t == *content_type && **tag == *etag => Rc::clone(fields),
-            _ => {
-                let mut fields = Fields::default();
-                write(&mut fields);
-                let fields = Rc::new(fields);
-                *kept = Some((content_type.into(), etag.into(), Rc::clone(&fields)));
-                fields
-            }
+            kept: Default::default(),
         }
     }
 
@@ -579,18 +552,13 @@ impl FileCache {
         self.fill(e);
     }
 
-    /// The variant of `base` in the compression cache that `ae` takes best among
-    /// `codings`, if written (docs/http.md V4). The first time an entry is asked in a
+    /// The variant of `base` in the compression cache the client takes best (`ranked`:
+    /// the codings it takes, best first), if written (docs/http.md V4). The first time an entry is asked in a
     /// coding, the variant is looked for in the directory (one `open`) and, missing, asked
     /// of the compressor; from then on the entry remembers it, and an answer costs no
     /// system call. While the client's best coding is being written, another that it
     /// takes and that is written already goes.
-    pub fn compressed(
-        &mut self,
-        base: &Rc<Entry>,
-        ae: &linerate_http::coding::AcceptEncoding,
-        codings: &[Coding],
-    ) -> Compressed {
+    pub fn compressed(&mut self, base: &Rc<Entry>, ranked: &[Coding]) -> Compressed {
         let Some(store) = &self.compress else {
             return Compressed::None;
         };
@@ -598,7 +566,7 @@ impl FileCache {
         if size < crate::compress_cache::MIN_SIZE || size > store.largest() {
             return Compressed::None;
         }
-        let Some(best) = ae.choose(codings.iter().copied()) else {
+        let Some(&best) = ranked.first() else {
             return Compressed::None;
         };
         // The answer after the first: read in place, no count of a shared reference
@@ -613,7 +581,7 @@ impl FileCache {
             return Compressed::Variant(best, v);
         }
         let ready = |c: Coding| matches!(base.made.borrow()[c.index()], Made::Ready(..));
-        let other = ae.choose(codings.iter().copied().filter(|&c| c != best && ready(c)));
+        let other = ranked.iter().copied().find(|&c| c != best && ready(c));
         if let Some(v) = other.and_then(|c| ready_variant(base, c).map(|v| (c, v))) {
             return Compressed::Variant(v.0, v.1);
         }

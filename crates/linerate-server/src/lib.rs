@@ -43,6 +43,8 @@ pub mod rules;
 mod serve;
 pub mod settings;
 mod site;
+#[cfg(test)]
+mod site_answers;
 mod stats;
 pub mod systemd;
 mod tickets;

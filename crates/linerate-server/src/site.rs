@@ -1,16 +1,16 @@
-//! From a parsed request to a response: methods, path resolution, the open-file cache,
-//! directories, preconditions, ranges, and the parts to send.
+//! From a parsed request to a response: the site and its rules, methods, path
+//! resolution, the open-file cache, variants, directories, and the parts that send an
+//! answer's body. What the answer says (preconditions, ranges, status, fields) is
+//! decided in one call, `linerate_http::answer::decide`.
 
-use std::borrow::Cow;
+use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use linerate_http::conditional::{self, Conditions, Precondition};
-use linerate_http::fields::{Fields, Head};
-use linerate_http::range::{self, ByteRange, RangeDecision};
+use linerate_http::answer::{self, Answer, Body};
+use linerate_http::range::ByteRange;
 use linerate_http::request::{Method, Request};
-use linerate_http::response::{content_range, Multipart};
 use linerate_http::{path, Status};
 
 use crate::config::{Config, SiteConfig};
@@ -53,7 +53,7 @@ pub(crate) struct Site {
     router: Router,
     date: String,
     date_at: u64,
-    boundary_seed: u64,
+    pub(crate) boundary_seed: u64,
     /// An access log is written.
     logging: bool,
     /// This worker's counters.
@@ -171,15 +171,6 @@ impl Site {
         &self.date
     }
 
-    fn boundary(&mut self) -> String {
-        let mut x = self.boundary_seed;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.boundary_seed = x;
-        format!("linerate{x:016x}")
-    }
-
     /// An error response with a short text body (its head only, for HEAD).
     pub fn error(
         &mut self,
@@ -201,21 +192,61 @@ impl Site {
         now: SystemTime,
         head_only: bool,
     ) -> Response {
-        // A client that sends a bad request gets no second chance on this connection.
-        let keep_alive = keep_alive && status != Status::BadRequest;
-        let body = format!("{} {}\n", status.code(), status.reason()).into_bytes();
-        let mut h = Head::new(status, self.date(now));
-        h.field("Content-Type", "text/plain");
-        for (n, v) in extra {
-            h.field(n, v);
+        let a = answer::error(status, extra, keep_alive, head_only, self.date(now));
+        self.answered(a, None, line)
+    }
+
+    /// The response that sends answer `a` (a body of `file`, the file or page found,
+    /// if any: its pages probed first when `probe`), for a request whose line the log
+    /// writes as `line`.
+    fn answered(&mut self, a: Answer, file: Option<(&Entry, bool)>, line: String) -> Response {
+        let parts = match (a.body, file) {
+            (Body::None, _) => VecDeque::new(),
+            (Body::Bytes(b), _) => [Part::Bytes(b)].into(),
+            (body, Some((e, probe))) => self.file_parts(e, body, probe),
+            // A range of nothing found: not a plan the answers make.
+            (_, None) => VecDeque::new(),
+        };
+        Response::answer(a.head, parts, a.keep_alive, line, a.logged)
+    }
+
+    /// The parts that send ranges of `e`: from memory when its contents are held, else
+    /// ranges of the open file, whose pages are probed first when `probe`.
+    fn file_parts(&mut self, e: &Entry, body: Body, probe: bool) -> VecDeque<Part> {
+        let contents = e.contents();
+        let residency = if probe && contents.is_none() {
+            self.residency(e)
+        } else {
+            Residency::Unknown
+        };
+        let range = |r: ByteRange| -> Part {
+            match &contents {
+                Some(b) => Part::Shared {
+                    buf: Arc::clone(b),
+                    start: r.start as usize,
+                    end: r.end as usize,
+                },
+                None => Part::File(FileRange {
+                    file: Arc::clone(&e.file),
+                    offset: r.start,
+                    len: r.len(),
+                    residency: residency.clone(),
+                }),
+            }
+        };
+        match body {
+            Body::Range(r) => [range(r)].into(),
+            Body::Multipart { parts, trailer } => {
+                let mut out = VecDeque::with_capacity(2 * parts.len() + 1);
+                for (head, r) in parts {
+                    out.push_back(Part::Bytes(head));
+                    out.push_back(range(r));
+                }
+                out.push_back(Part::Bytes(trailer));
+                out
+            }
+            Body::None | Body::Bytes(_) => VecDeque::new(),
         }
-        h.content_length(body.len() as u64);
-        let body_bytes = if head_only { 0 } else { body.len() as u64 };
-        let mut parts = std::collections::VecDeque::new();
-        if !head_only {
-            parts.push_back(Part::Bytes(body));
-        }
-        Response::answer(h, parts, keep_alive, line, body_bytes)
     }
 
     /// Password checks go to `checker`'s helpers, which call `wake` (docs/http.md W10).
@@ -594,11 +625,9 @@ impl Site {
             ),
             _ => vec![("Allow".to_string(), "GET, HEAD, OPTIONS".to_string())],
         };
-        let mut head = Head::new(Status::NoContent, self.date(now));
-        for (n, v) in &fields {
-            head.field(n, v);
-        }
-        Response::answer(head, Default::default(), keep, line, 0)
+        let found = answer::Found::NoContent { fields: &fields };
+        let a = answer::decide(req, found, self.date(now), now, String::new);
+        self.answered(a, None, line)
     }
 
     /// The request's path resolved beneath site `h`'s root, and what the site's rules
@@ -828,36 +857,14 @@ impl Site {
         line: String,
         now: SystemTime,
     ) -> Response {
-        let mut h = Head::new(status, self.date(now));
-        h.field("Content-Type", &e.content_type);
-        for (n, v) in extra {
-            h.field(n, v);
-        }
-        h.content_length(e.meta.size);
-        let mut parts = std::collections::VecDeque::new();
-        let send = req.method == Method::Get && e.meta.size > 0;
-        if send {
-            parts.push_back(match e.contents() {
-                Some(b) => Part::Shared {
-                    end: b.len(),
-                    buf: b,
-                    start: 0,
-                },
-                None => Part::File(FileRange {
-                    file: Arc::clone(&e.file),
-                    offset: 0,
-                    len: e.meta.size,
-                    residency: Residency::Unknown,
-                }),
-            });
-        }
-        Response::answer(
-            h,
-            parts,
-            req.keep_alive,
-            line,
-            if send { e.meta.size } else { 0 },
-        )
+        let found = answer::Found::Page {
+            status,
+            content_type: &e.content_type,
+            size: e.meta.size,
+            fields: extra,
+        };
+        let a = answer::decide(req, found, self.date(now), now, String::new);
+        self.answered(a, Some((e, false)), line)
     }
 
     /// Whether `e`'s pages are all in the page cache, for a file of at most
@@ -970,17 +977,9 @@ impl Site {
         line: String,
         now: SystemTime,
     ) -> Response {
-        let mut h = Head::new(Status::Ok, self.date(now));
-        for (n, v) in fields {
-            h.field(n, v);
-        }
-        h.content_length(body.len() as u64);
-        let len = body.len() as u64;
-        let mut parts = std::collections::VecDeque::new();
-        if req.method == Method::Get {
-            parts.push_back(Part::Bytes(body));
-        }
-        Response::answer(h, parts, req.keep_alive, line, len)
+        let found = answer::Found::Made { fields, body };
+        let a = answer::decide(req, found, self.date(now), now, String::new);
+        self.answered(a, None, line)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1052,26 +1051,29 @@ impl Site {
         let host = &mut self.hosts[h];
         let etag = fx.and_then(|f| f.etag).unwrap_or(host.cfg.etag);
         if !e.compressible || host.cfg.precompressed.is_empty() {
-            let rep = Rep {
-                body: &e,
+            let f = answer::File {
+                size: e.meta.size,
                 validators: host.cache.validators(&e, etag),
+                last_modified: &e.last_modified,
                 content_type,
                 coding: None,
                 vary: false,
                 fields: &fields,
+                kept: &e.kept,
             };
-            return self.file(req, rep, line, now);
+            return self.file(req, &e, f, line, now);
         }
         let codings = &host.cfg.precompressed;
-        let chosen = match &req.accept_encoding {
-            // Variants are looked for only when the client takes one of them.
-            Some(ae) if codings.iter().any(|&c| ae.quality(c) > 0) => {
+        // The codings the client takes, best first: variants are looked for only then.
+        let ranked = req.accept_encoding.map(|ae| ae.rank(codings));
+        let chosen = match ranked.filter(|r| !r.is_empty()) {
+            Some(ranked) => {
                 let variants = host.cache.variants(rel, &e, codings);
-                let beside = ae
-                    .choose(variants.found.iter().map(|(c, _)| *c))
-                    .and_then(|c| variants.found.iter().find(|(vc, _)| *vc == c).cloned());
+                let beside = ranked
+                    .iter()
+                    .find_map(|&c| variants.found.iter().find(|(vc, _)| *vc == c).cloned());
                 // None beside the file that the client takes: the compression cache's.
-                beside.or_else(|| match host.cache.compressed(&e, ae, codings) {
+                beside.or_else(|| match host.cache.compressed(&e, &ranked) {
                     Compressed::Variant(c, v) => {
                         Stats::add(&self.stats.compress_hits, 1);
                         Some((c, v))
@@ -1083,190 +1085,52 @@ impl Site {
                     Compressed::None => None,
                 })
             }
-            _ => None,
+            None => None,
         };
         let (coding, body) = match chosen {
             Some((c, v)) => (Some(c), v),
             None => (None, Rc::clone(&e)),
         };
-        let rep = Rep {
-            body: &body,
+        let f = answer::File {
+            size: body.meta.size,
             validators: self.hosts[h].cache.validators(&body, etag),
+            last_modified: &body.last_modified,
             content_type,
             coding,
             vary: true,
             fields: &fields,
+            kept: &body.kept,
         };
-        self.file(req, rep, line, now)
+        self.file(req, &body, f, line, now)
     }
 
-    fn file(&mut self, req: &Request, rep: Rep<'_>, line: String, now: SystemTime) -> Response {
-        let keep = req.keep_alive;
-        let e = rep.body;
-        let v = rep.validators;
-        let cond = Conditions {
-            if_match: req.if_match.as_deref(),
-            if_none_match: req.if_none_match.as_deref(),
-            if_modified_since: req.if_modified_since.as_deref(),
-            if_unmodified_since: req.if_unmodified_since.as_deref(),
-        };
-        let last_modified = &e.last_modified;
-        match conditional::evaluate(&cond, v, true) {
-            Precondition::Failed => {
-                return self.error_for(
-                    Status::PreconditionFailed,
-                    keep,
-                    &[],
-                    line,
-                    now,
-                    req.method == Method::Head,
-                )
-            }
-            Precondition::NotModified => {
-                let mut h = Head::new(Status::NotModified, self.date(now));
-                if !v.etag.is_empty() {
-                    h.field("ETag", &v.etag);
-                }
-                h.field("Last-Modified", last_modified);
-                if rep.vary {
-                    h.field("Vary", "Accept-Encoding");
-                }
-                for (n, val) in rep.fields {
-                    h.field(n, val);
-                }
-                return Response::answer(h, Default::default(), keep, line, 0);
-            }
-            Precondition::Proceed => {}
-        }
-        let len = e.meta.size;
-        let decision = match (&req.range, req.method) {
-            (Some(r), Method::Get)
-                if req.if_range.as_deref().is_none_or(|ir| {
-                    // A variant's date is its file's (the compression cache's are):
-                    // only its ETag names its bytes (docs/http.md V3).
-                    (rep.coding.is_none() || ir.trim_start().starts_with('"'))
-                        && conditional::if_range_allows(ir, v, now)
-                }) =>
-            {
-                range::evaluate(r, len)
-            }
-            _ => RangeDecision::Full,
-        };
-        let send_body = req.method == Method::Get;
-        let contents = e.contents();
-        let residency = if send_body && contents.is_none() {
-            self.residency(e)
-        } else {
-            Residency::Unknown
-        };
-        let body = |r: ByteRange| -> Part {
-            match &contents {
-                Some(b) => Part::Shared {
-                    buf: Arc::clone(b),
-                    start: r.start as usize,
-                    end: r.end as usize,
-                },
-                None => Part::File(FileRange {
-                    file: Arc::clone(&e.file),
-                    offset: r.start,
-                    len: r.len(),
-                    residency: residency.clone(),
-                }),
-            }
-        };
-        let mut parts = std::collections::VecDeque::with_capacity(2);
-        let (status, body_len, content_type, content_range) = match decision {
-            RangeDecision::Unsatisfiable => {
-                let cr = format!("bytes */{len}");
-                return self.error_for(
-                    Status::RangeNotSatisfiable,
-                    keep,
-                    &[("Content-Range", &cr)],
-                    line,
-                    now,
-                    req.method == Method::Head,
-                );
-            }
-            RangeDecision::Full => {
-                if send_body && len > 0 {
-                    parts.push_back(body(ByteRange { start: 0, end: len }));
-                }
-                (Status::Ok, len, Cow::Borrowed(rep.content_type), None)
-            }
-            RangeDecision::Partial(rs) if rs.len() == 1 => {
-                parts.push_back(body(rs[0]));
-                (
-                    Status::PartialContent,
-                    rs[0].len(),
-                    Cow::Borrowed(rep.content_type),
-                    Some(content_range(rs[0], len)),
-                )
-            }
-            RangeDecision::Partial(rs) => {
-                let boundary = self.boundary();
-                let m = Multipart::new(&rs, len, rep.content_type, &boundary);
-                for (h, r) in m.part_heads.iter().zip(&rs) {
-                    parts.push_back(Part::Bytes(h.clone()));
-                    parts.push_back(body(*r));
-                }
-                parts.push_back(Part::Bytes(m.trailer.clone()));
-                (
-                    Status::PartialContent,
-                    m.content_length,
-                    Cow::Owned(m.content_type()),
-                    None,
-                )
-            }
-        };
-        let fields = |l: &mut Fields, content_range: Option<&str>| {
-            l.field("Content-Type", &content_type);
-            if let Some(cr) = content_range {
-                l.field("Content-Range", cr);
-            }
-            l.content_length(body_len);
-            if !v.etag.is_empty() {
-                l.field("ETag", &v.etag);
-            }
-            l.field("Last-Modified", last_modified)
-                .field("Accept-Ranges", "bytes");
-        };
-        let mut h = Head::new(status, self.date(now));
-        if status == Status::Ok {
-            // A whole answer: its fields are the file's own, written once.
-            h.fields(&e.whole_fields(&content_type, &v.etag, |l| fields(l, None)));
-        } else {
-            let mut l = Fields::default();
-            fields(&mut l, content_range.as_deref());
-            h.fields(&l);
-        }
-        if let Some(c) = rep.coding {
-            h.field("Content-Encoding", c.token());
-        }
-        if rep.vary {
-            h.field("Vary", "Accept-Encoding");
-        }
-        for (n, val) in rep.fields {
-            h.field(n, val);
-        }
-        if !send_body {
-            parts.clear();
-        }
-        Response::answer(h, parts, keep, line, if send_body { body_len } else { 0 })
+    /// The answer of file (or variant) `e` as `f` presents it.
+    fn file(
+        &mut self,
+        req: &Request,
+        e: &Entry,
+        f: answer::File<'_>,
+        line: String,
+        now: SystemTime,
+    ) -> Response {
+        self.date(now);
+        let seed = &mut self.boundary_seed;
+        let found = answer::Found::File(f);
+        let a = answer::decide(req, found, &self.date, now, || boundary(seed));
+        // A body sent from the file is probed for residency first.
+        let probe = req.method == Method::Get;
+        self.answered(a, Some((e, probe)), line)
     }
 }
 
-/// What a file response sends: `body`'s bytes and validators, as `content_type`
-/// (the file's, also for a variant), in `coding` when it is a variant.
-struct Rep<'a> {
-    body: &'a Rc<Entry>,
-    /// `body`'s, as the site's `etag` makes them (docs/http.md F8).
-    validators: &'a linerate_http::conditional::Validators,
-    content_type: &'a str,
-    coding: Option<linerate_http::coding::Coding>,
-    /// Say `Vary: Accept-Encoding`.
-    vary: bool,
-    /// Fields the site's rules add.
-    fields: &'a [(String, String)],
+/// The next multipart boundary of `seed`'s sequence.
+fn boundary(seed: &mut u64) -> String {
+    let mut x = *seed;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    *seed = x;
+    format!("linerate{x:016x}")
 }
 
 #[cfg(test)]
