@@ -1,18 +1,15 @@
 //! An HTTP/2 connection's answers: the protocol ([`linerate_http::h2`]) says which
-//! requests came and how much each stream may be sent; here each answer, built by the
-//! site as for HTTP/1.1, is turned into frames and handed to the output queue as the
-//! windows allow. A DATA frame is its 9-byte header and a slice of the answer's body
-//! part as it is (a file range stays a file range, sent by the transmit strategy; cached
-//! bytes stay shared), so a file body still goes by `sendfile` or `splice` on a clear
+//! requests came, and its send side ([`linerate_http::h2::send`]) which answer gets
+//! the next DATA frame and how much of its body goes in it; here each answer, built by
+//! the site as for HTTP/1.1, keeps its body's parts, and each frame cut is handed to
+//! the output queue: its 9-byte header and a slice of the answer's body part as it is
+//! (a file range stays a file range, sent by the transmit strategy; cached bytes stay
+//! shared), so a file body still goes by `sendfile` or `splice` on a clear
 //! connection.
-//!
-//! Streams take turns: each turn gives every stream with window left one frame, in the
-//! order their answers came, so one large download never starves the small ones on the
-//! same connection.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
+use linerate_http::h2::send::Sender;
 use linerate_http::h2::{self, Connection, Priority};
 
 use crate::output::Output;
@@ -35,20 +32,19 @@ const FILL_BYTES: (u64, u64) = (32 * 1024, 512 * 1024);
 /// An answer whose body is being framed.
 pub(crate) struct Answer {
     pub stream: u32,
+    /// Its body's parts not framed whole yet.
     pub response: Response,
-    /// Bytes of the front body part already framed.
-    front: u64,
-    /// Body bytes framed so far (for the log of an answer cut short).
+    /// Body bytes framed (for the log of an answer cut short), once it is cut.
     pub framed: u64,
-    /// What the client said of its priority (RFC 9218), if anything.
-    priority: Option<Priority>,
 }
 
 /// The server side of one HTTP/2 connection.
 pub(crate) struct H2 {
     pub proto: Connection,
-    /// Answers with body left to frame, in turn order.
-    answers: VecDeque<Answer>,
+    /// Answers with body left to frame, by stream.
+    answers: Vec<Answer>,
+    /// Which of them gets the next frame.
+    send: Sender,
     /// Counted among the worker's HTTP/2 connections.
     pub counted: bool,
     /// Its connection error, if it had one, counted.
@@ -69,7 +65,8 @@ impl H2 {
         H2 {
             sent_at: now,
             proto,
-            answers: VecDeque::new(),
+            answers: Vec::new(),
+            send: Sender::new(),
             counted: false,
             failure_counted: false,
             cancelled: Vec::new(),
@@ -78,7 +75,7 @@ impl H2 {
 
     /// Answers waiting for window or their turn.
     pub fn waiting(&self) -> bool {
-        !self.answers.is_empty()
+        self.send.waiting()
     }
 
     /// Takes the site's answer to `stream`: its head goes out as HEADERS at once
@@ -97,12 +94,6 @@ impl H2 {
         r.plan.parts.retain(|p| p.len() > 0);
         let body: u64 = r.plan.parts.iter().map(Part::len).sum();
         let mut frames = Vec::with_capacity(256);
-        // A body of one part that the windows and the frame size take whole goes with
-        // its head at once, one entry of the queue (most small files).
-        let whole = r.plan.parts.len() == 1
-            && body > 0
-            && body <= self.proto.window(stream)
-            && body <= self.proto.max_frame();
         let Some(head) = head else {
             // An answer without a head (the server gives every one a head): the stream
             // is reset.
@@ -110,16 +101,17 @@ impl H2 {
             self.cancelled.push(Answer {
                 stream,
                 response: r,
-                front: 0,
                 framed: 0,
-                priority,
             });
             return;
         };
         self.proto
             .head(stream, &head, body == 0, &mut frames, heads);
-        if whole {
-            frames.extend_from_slice(&self.proto.data_header(stream, body as u32, true));
+        // A body that goes in one frame at once goes with its head, one entry of the
+        // queue (most small files).
+        let lens: Vec<u64> = r.plan.parts.iter().map(Part::len).collect();
+        if let Some(header) = Sender::at_once(&mut self.proto, stream, &lens) {
+            frames.extend_from_slice(&header);
             r.progress.head_bytes = frames.len() as u64;
             r.plan.parts.push_front(Part::Bytes(frames));
             r.plan.close = false;
@@ -139,89 +131,76 @@ impl H2 {
         frame.plan.parts.push_back(headers);
         out.push(frame);
         r.plan.close = false;
-        self.answers.push_back(Answer {
+        self.send
+            .add(stream, priority, r.plan.parts.iter().map(Part::len));
+        self.answers.push(Answer {
             stream,
             response: r,
-            front: 0,
             framed: 0,
-            priority,
         });
     }
 
     /// The client reset `stream`: its answer is taken out, to be logged as cut.
     pub fn cancel(&mut self, stream: u32) -> Option<Answer> {
+        let framed = self.send.cancel(stream)?;
         let i = self.answers.iter().position(|a| a.stream == stream)?;
-        self.answers.remove(i)
+        let mut a = self.answers.swap_remove(i);
+        a.framed = framed;
+        Some(a)
     }
 
     /// Every answer not framed whole (the connection is closing).
-    pub fn take_answers(&mut self) -> VecDeque<Answer> {
-        std::mem::take(&mut self.answers)
+    pub fn take_answers(&mut self) -> Vec<Answer> {
+        let mut all = Vec::with_capacity(self.answers.len());
+        for (stream, framed) in self.send.take_all() {
+            if let Some(i) = self.answers.iter().position(|a| a.stream == stream) {
+                let mut a = self.answers.swap_remove(i);
+                a.framed = framed;
+                all.push(a);
+            }
+        }
+        all
     }
 
     /// Hands the output queue the connection's own frames, then DATA frames of the
-    /// answers as far as the windows and [`FILL_BYTES`] allow, a frame per stream per
-    /// turn. True if anything was queued.
+    /// answers as far as the windows and [`FILL_BYTES`] allow, as the send side cuts
+    /// them. True if anything was queued.
     pub fn fill(&mut self, out: &mut Output, now: std::time::Instant) -> bool {
         let mut queued = self.push_control(out);
-        let max_frame = self.proto.max_frame();
         let header_len = h2::frame::HEADER_LEN as u64;
-        let mut budget = (2 * max_frame).clamp(FILL_BYTES.0, FILL_BYTES.1);
-        while budget > header_len {
-            let proto = &self.proto;
-            let Some(i) = pick(
-                self.answers
-                    .iter()
-                    .map(|a| (a.priority, proto.window(a.stream) > 0)),
-            ) else {
-                break;
-            };
-            let Some(mut a) = self.answers.remove(i) else {
-                break;
-            };
-            let Some(part) = a.response.plan.parts.front() else {
-                // Answers here have body left (the last frame takes them out).
-                debug_assert!(false, "an answer with no body left");
-                self.proto.cancel(a.stream);
-                self.cancelled.push(a);
+        let mut budget = (2 * self.proto.max_frame()).clamp(FILL_BYTES.0, FILL_BYTES.1);
+        while let Some(cut) = self.send.next(&mut self.proto, budget) {
+            self.sent_at = now;
+            budget -= cut.len + header_len;
+            let Some(i) = self.answers.iter().position(|a| a.stream == cut.stream) else {
+                debug_assert!(false, "a frame of no answer");
                 continue;
             };
-            let n = (part.len() - a.front)
-                .min(self.proto.window(a.stream))
-                .min(max_frame)
-                .min(budget - header_len);
-            self.sent_at = now;
-            let end = a.response.plan.parts.len() == 1 && a.front + n == part.len();
-            let slice = slice(part, a.front, n);
-            let header = self.proto.data_header(a.stream, n as u32, end);
-            a.front += n;
-            a.framed += n;
-            budget -= n + header_len;
-            if a.front == part.len() {
+            let a = &mut self.answers[i];
+            let slice = a
+                .response
+                .plan
+                .parts
+                .front()
+                .and_then(|part| slice(part, cut.at, cut.len));
+            if cut.part_done {
                 a.response.plan.parts.pop_front();
-                a.front = 0;
             }
-            let mut frame = if end {
+            let mut frame = if cut.end {
                 // The answer's last frame carries its record.
-                let mut r = a.response;
+                let mut r = self.answers.swap_remove(i).response;
                 r.plan.parts.clear();
                 // For the log of a cut: its "head" is the frame header, and the body
                 // framed before it counts as sent (the frames before it are ahead of
                 // it in the queue).
                 r.progress = Default::default();
-                r.progress.head_bytes = h2::frame::HEADER_LEN as u64;
-                r.progress.sent = a.framed - n;
+                r.progress.head_bytes = header_len;
+                r.progress.sent = cut.framed_before;
                 r
             } else {
-                // Its next frame: after the others' (turns), or next (a whole answer
-                // served before its peers: RFC 9218's non-incremental).
-                match a.priority {
-                    Some(p) if !p.incremental => self.answers.insert(i, a),
-                    _ => self.answers.push_back(a),
-                }
                 Response::frames()
             };
-            frame.plan.parts.push_back(Part::Bytes(header.to_vec()));
+            frame.plan.parts.push_back(Part::Bytes(cut.header.to_vec()));
             if let Some(s) = slice {
                 frame.plan.parts.push_back(s);
             }
@@ -233,38 +212,7 @@ impl H2 {
 
     /// The client gave `stream` a new priority (PRIORITY_UPDATE).
     pub fn reprioritize(&mut self, stream: u32, p: Priority) {
-        if let Some(a) = self.answers.iter_mut().find(|a| a.stream == stream) {
-            a.priority = Some(p);
-        }
-    }
-}
-
-/// Which answer gets the next frame, of those given as (priority, window open) in
-/// turn order. A client that signals no priority gets its answers in turns, a frame
-/// each. Once it signals any (RFC 9218), the most urgent go first; of equal urgency,
-/// whole answers (non-incremental) before incremental ones, one at a time in the order
-/// they came, and incremental ones in turns; answers that signalled nothing count as
-/// urgency 3, non-incremental, as the RFC's defaults.
-fn pick(answers: impl Iterator<Item = (Option<Priority>, bool)>) -> Option<usize> {
-    let mut best: Option<((u8, bool), usize)> = None;
-    let mut signalled = false;
-    let mut first_open = None;
-    for (i, (p, open)) in answers.enumerate() {
-        signalled |= p.is_some();
-        if !open {
-            continue;
-        }
-        first_open.get_or_insert(i);
-        let p = p.unwrap_or_default();
-        let key = (p.urgency, p.incremental);
-        if best.is_none_or(|(k, _)| key < k) {
-            best = Some((key, i));
-        }
-    }
-    if signalled {
-        best.map(|(_, i)| i)
-    } else {
-        first_open
+        self.send.reprioritize(stream, p);
     }
 }
 
@@ -303,47 +251,4 @@ fn slice(part: &Part, at: u64, len: u64) -> Option<Part> {
             residency: f.residency.clone(),
         }),
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(urgency: u8, incremental: bool) -> Option<Priority> {
-        Some(Priority {
-            urgency,
-            incremental,
-        })
-    }
-
-    /// Rules: docs/http.md T11.
-    #[test]
-    fn answers_take_turns_unless_the_client_signals_priorities() {
-        // No signal: the first with window open, in turn order.
-        assert_eq!(
-            pick([(None, false), (None, true), (None, true)].into_iter()),
-            Some(1)
-        );
-        assert_eq!(pick([(None, false)].into_iter()), None);
-        // The most urgent first, whatever its place.
-        assert_eq!(
-            pick([(None, true), (p(7, true), true), (p(0, false), true)].into_iter()),
-            Some(2)
-        );
-        // One that signalled nothing is urgency 3: ahead of a 5.
-        assert_eq!(
-            pick([(p(5, false), true), (None, true)].into_iter()),
-            Some(1)
-        );
-        // Of equal urgency, whole answers before incremental ones, in order.
-        assert_eq!(
-            pick([(p(3, true), true), (p(3, false), true), (p(3, false), true)].into_iter()),
-            Some(1)
-        );
-        // A closed window is passed over.
-        assert_eq!(
-            pick([(p(0, false), false), (p(6, true), true)].into_iter()),
-            Some(1)
-        );
-    }
 }

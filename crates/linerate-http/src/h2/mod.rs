@@ -20,6 +20,9 @@
 pub mod frame;
 pub mod hpack;
 mod request;
+pub mod send;
+
+pub use send::Priority;
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -52,55 +55,6 @@ impl Default for Config {
             window: 1 << 20,
             max_frame_size: frame::DEFAULT_MAX_FRAME_SIZE,
         }
-    }
-}
-
-/// A response's priority as the client signals it (RFC 9218): its `priority` field,
-/// or a PRIORITY_UPDATE frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Priority {
-    /// 0 (most urgent) to 7; 3 by default.
-    pub urgency: u8,
-    /// Whether it is useful in parts (served interleaved with its peers) rather than
-    /// whole (served one after another).
-    pub incremental: bool,
-}
-
-impl Default for Priority {
-    fn default() -> Priority {
-        Priority {
-            urgency: 3,
-            incremental: false,
-        }
-    }
-}
-
-impl Priority {
-    /// Reads a `priority` field value (an RFC 8941 dictionary: `u=N`, `i` or
-    /// `i=?1`/`i=?0`); members it does not know, or cannot read, are ignored, as RFC
-    /// 9218 §4 says.
-    pub fn parse(value: &[u8]) -> Priority {
-        let mut p = Priority::default();
-        let Ok(text) = std::str::from_utf8(value) else {
-            return p;
-        };
-        for member in text.split(',') {
-            let member = member.trim_matches([' ', '\t']);
-            // Parameters after `;` belong to the member and are not read.
-            let member = member.split(';').next().unwrap_or("");
-            match member.split_once('=') {
-                Some(("u", n)) => {
-                    if let Ok(u @ 0..=7) = n.parse::<u8>() {
-                        p.urgency = u;
-                    }
-                }
-                Some(("i", "?1")) => p.incremental = true,
-                Some(("i", "?0")) => p.incremental = false,
-                None if member == "i" => p.incremental = true,
-                _ => {}
-            }
-        }
-        p
     }
 }
 
