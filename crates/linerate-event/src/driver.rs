@@ -98,6 +98,19 @@ pub trait Driver {
     }
     /// Gives a receive buffer back.
     fn recycle(&mut self, _buffer: u16) {}
+    /// Makes `op` at once on the non-blocking socket `fd`, under either driver: what a
+    /// connection sends best effort as it ends (a TLS alert, `close_notify`, the answer
+    /// to plain HTTP on a TLS port, the shutdown), the kernel TLS hand-off, and a TLS
+    /// session's records under epoll. A call that would block comes back as
+    /// `Errno::AGAIN` ([`linerate_sys::exec::now`]).
+    fn now(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        op: &mut Op<'_>,
+        zc: Option<&mut ZeroCopy>,
+    ) -> linerate_sys::op::Completion {
+        linerate_sys::exec::now(fd, op, zc)
+    }
     /// Runs one of a connection's output operations: this driver's executor. Under
     /// epoll every operation is made at once ([`linerate_sys::exec::now`]). Under io_uring a
     /// gather goes on the ring, which owns what it sends until its completion (a copy

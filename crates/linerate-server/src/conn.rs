@@ -28,8 +28,7 @@ use std::time::{Duration, Instant, SystemTime};
 use linerate_event::{Driver, Submitted};
 use linerate_http::connection::{Connection, Ending, Event};
 use linerate_http::request::Limits;
-use linerate_sys::exec;
-use linerate_sys::op::{Op, Piece};
+use linerate_sys::op::Op;
 use linerate_sys::Errno;
 use linerate_tx::{Flow, TxError, TxSocket};
 
@@ -39,7 +38,11 @@ use crate::output::{Ctx, OutNext, Output};
 use crate::response::Response;
 use crate::site::Site;
 use crate::stats::Stats;
-use crate::tls::{Handoff, Refused, Session};
+use crate::tls::{Refused, Session};
+
+mod transport;
+
+use transport::{looks_like_http, Farewell, Transport};
 
 /// Responses queued per connection before it stops reading.
 pub(crate) const MAX_QUEUED: usize = 32;
@@ -146,6 +149,8 @@ pub(crate) struct Conn {
     pub counted_idle: bool,
     /// The session refused the peer's bytes: the connection ends.
     refused: bool,
+    /// What it says before it closes, refused.
+    farewell: Option<Farewell>,
     /// The TLS session refused what the peer sent (counted when it closes).
     pub tls_refused: bool,
     /// Its TLS handshake finished and has not been counted yet.
@@ -310,19 +315,6 @@ impl crate::tls::Plaintext for Http {
     }
 }
 
-/// How a connection's bytes are sealed.
-enum Transport {
-    /// Plaintext.
-    Plain,
-    /// By a TLS session here (boxed: a plain connection stays small): what is read goes
-    /// through it before the HTTP input sees it, and what the queue sends goes into it
-    /// (a filter: plaintext in, records out).
-    Tls(Box<Session>),
-    /// By the kernel (kernel TLS, after a handoff): the connection reads and sends
-    /// plaintext as a plain one does; its alerts are records of their own.
-    Kernel,
-}
-
 /// Who moves a connection's bytes.
 enum Io {
     /// The connection itself, on the driver's readiness edges.
@@ -392,16 +384,6 @@ fn answer(
     r
 }
 
-/// The answer to plain HTTP on a TLS port (the first bytes were a request line, not a
-/// TLS record), as nginx gives it.
-const PLAIN_HTTP_TO_TLS: &[u8] = b"HTTP/1.1 400 Bad Request\r\nServer: linerate\r\nContent-Type: text/plain\r\nContent-Length: 46\r\nConnection: close\r\n\r\nThe plain HTTP request was sent to HTTPS port\n";
-
-/// Whether `bytes` start as a request line does: a method in capitals, then a space.
-fn looks_like_http(bytes: &[u8]) -> bool {
-    let method = bytes.iter().take_while(|b| b.is_ascii_uppercase()).count();
-    (1..=16).contains(&method) && bytes.get(method) == Some(&b' ')
-}
-
 impl Conn {
     pub fn new(
         sock: socket2::Socket,
@@ -434,6 +416,7 @@ impl Conn {
                 }
             },
             refused: false,
+            farewell: None,
             tls_refused: false,
             handshake_done: false,
             handed_off: false,
@@ -473,7 +456,8 @@ impl Conn {
     }
 
     /// Bytes from the socket: to the HTTP input, through the TLS session if there is
-    /// one. A session that refuses them has its alert (if any) written at once.
+    /// one. A session that refuses them leaves its farewell to be said as the
+    /// connection closes ([`Conn::say_farewell`]).
     fn take_in(&mut self, bytes: &[u8]) -> io::Result<()> {
         if let Some(mut wait) = self.proxy.take() {
             // The PROXY header first: what follows it is the connection's own.
@@ -527,18 +511,11 @@ impl Conn {
                         ..
                     }
                 ) || !t.records.is_empty();
-                let fd = self.sock.as_fd();
                 if matches!(refused, Refused::Protocol(_)) && !queued {
-                    let _ = t.send(&mut |op| exec::now(fd, op, None));
+                    self.farewell = Some(Farewell::Alert);
                 }
                 if matches!(refused, Refused::NotTls) && looks_like_http(bytes) {
-                    // As nginx: a person who typed http:// for an https:// port is
-                    // told so, not given an empty close.
-                    let mut answer = Op::Send {
-                        data: PLAIN_HTTP_TO_TLS,
-                        more: false,
-                    };
-                    let _ = exec::now(fd, &mut answer, None);
+                    self.farewell = Some(Farewell::PlainHttp);
                 }
                 self.cut = Some(Cut::Client);
                 self.tls_refused = true;
@@ -853,6 +830,7 @@ impl Conn {
             }
         }
         if self.refused {
+            self.say_farewell(driver);
             return After::Close;
         }
         if self.draining_since.is_some() {
@@ -887,6 +865,7 @@ impl Conn {
                     }
                 }
                 Err(_) => {
+                    self.say_farewell(driver);
                     self.cut = Some(Cut::Client);
                     return After::Close;
                 }
@@ -921,7 +900,7 @@ impl Conn {
             // resets it, and the reset discards what the kernel has not sent yet of
             // that response (a keep-alive client may have sent its next request
             // before it learns that this connection ends: a reload, a shutdown).
-            Ending::Close | Ending::Linger => self.linger(now),
+            Ending::Close | Ending::Linger => self.linger(now, driver),
         }
     }
 
@@ -929,7 +908,7 @@ impl Conn {
     /// closes too: a request that crossed the FIN costs the client a clean close it can
     /// retry on, not a reset. The worker closes the connection when this says so, or
     /// after [`crate::worker`]'s drain deadline.
-    pub fn linger(&mut self, now: Instant) -> After {
+    pub fn linger(&mut self, now: Instant, driver: &mut dyn Driver) -> After {
         if self.draining_since.is_none() {
             if let Transport::Tls(t) = &mut self.transport {
                 // close_notify, best effort: nothing is owed, so the socket has room
@@ -938,13 +917,13 @@ impl Conn {
                 // taken for truncated).
                 t.close();
                 let fd = self.sock.as_fd();
-                let _ = t.send(&mut |op| exec::now(fd, op, None));
+                let _ = t.send(&mut |op| driver.now(fd, op, None));
             } else if let Transport::Kernel = self.transport {
                 // The same alert, sealed by the kernel.
-                let _ = exec::now(self.sock.as_fd(), &mut Op::CloseNotify, None);
+                let _ = driver.now(self.sock.as_fd(), &mut Op::CloseNotify, None);
             }
             // Made at once under the ring too: see `Ring::close`.
-            let _ = exec::now(self.sock.as_fd(), &mut Op::Shutdown, None);
+            let _ = driver.now(self.sock.as_fd(), &mut Op::Shutdown, None);
             self.draining_since = Some(now);
         }
         self.drain_input()
@@ -1262,7 +1241,7 @@ impl Conn {
                 _ => false,
             };
             if ready {
-                self.hand_off()?;
+                self.hand_off(driver)?;
             }
             let fd = self.sock.as_fd();
             let (ring_send, woke) = match &mut self.io {
@@ -1393,98 +1372,6 @@ impl Conn {
                     self.yielded = true;
                 }
                 return Ok(true);
-            }
-        }
-    }
-
-    /// Gives the TLS session's keys to the socket (kernel TLS). A socket that refuses
-    /// the TLS protocol leaves the session in user space; one that refuses the keys,
-    /// once they are out of the session, loses the connection. Either refusal stops
-    /// later sessions from trying (said once).
-    fn hand_off(&mut self) -> Result<(), TxError> {
-        let t = match std::mem::replace(&mut self.transport, Transport::Plain) {
-            Transport::Tls(t) => t,
-            other => {
-                self.transport = other;
-                return Ok(());
-            }
-        };
-        let fd = self.sock.as_fd();
-        match t.hand_off(&mut |op| exec::now(fd, op, None)) {
-            Handoff::Kernel => {
-                self.transport = Transport::Kernel;
-                self.handed_off = true;
-                Ok(())
-            }
-            Handoff::Stayed(t, refusal) => {
-                crate::tls::kernel_refused(&refusal);
-                self.transport = Transport::Tls(t);
-                Ok(())
-            }
-            Handoff::Lost(refusal) => {
-                crate::tls::kernel_refused(&refusal);
-                Err(TxError::Io(io::Error::other(refusal.why)))
-            }
-        }
-    }
-
-    /// Moves a TLS session's records toward the socket: written at once (epoll), or
-    /// handed to the driver, one batch in flight (the ring). `Ok(true)` while records
-    /// wait for the socket or the driver: the queue gives the session no more until
-    /// they are gone.
-    fn push_records(&mut self, driver: &mut dyn Driver, now: Instant) -> Result<bool, TxError> {
-        let Transport::Tls(t) = &mut self.transport else {
-            return Ok(false);
-        };
-        let Io::Ring { send, .. } = &mut self.io else {
-            let fd = self.sock.as_fd();
-            return match t.send(&mut |op| exec::now(fd, op, None)) {
-                Ok((written, all)) => {
-                    // Progress is bytes that left, as for a plain connection.
-                    if written > 0 {
-                        self.last_activity = now;
-                    }
-                    Ok(!all)
-                }
-                Err(e) => Err(TxError::from(e)),
-            };
-        };
-        match *send {
-            RingSend::Done(r) => {
-                *send = RingSend::Idle;
-                let n = r.map_err(|e| TxError::from(io::Error::from(e)))?;
-                t.records.drain(..(n as usize).min(t.records.len()));
-                self.last_activity = now;
-            }
-            RingSend::InFlight => return Ok(true),
-            RingSend::Idle => {}
-        }
-        if t.records.is_empty() {
-            let mut records = std::mem::take(&mut t.records);
-            t.take_records(&mut records);
-            t.records = records;
-        }
-        if t.records.is_empty() {
-            return Ok(false);
-        }
-        let mut gather = Op::Gather {
-            pieces: vec![Piece {
-                bytes: &t.records,
-                shared: None,
-            }],
-            more: false,
-        };
-        match driver.execute(self.sock.as_fd(), &mut gather, None) {
-            Submitted::Pending => {
-                *send = RingSend::InFlight;
-                Ok(true)
-            }
-            // Made at once (a driver that sends nothing itself).
-            Submitted::Done(r) => {
-                let n = r.map_err(|e| TxError::from(io::Error::from(e)))?;
-                t.records.drain(..n.min(t.records.len()));
-                self.last_activity = now;
-                Ok(!t.records.is_empty())
             }
         }
     }

@@ -361,7 +361,7 @@ impl<D: Driver> Worker<D> {
                             && !c.waits()
                             && (!c.http.awaits_last() || (!gently && waited >= grace))
                             && c.draining_since.is_none()
-                            && c.linger(now) != After::Keep);
+                            && c.linger(now, &mut self.driver) != After::Keep);
                     if ended {
                         self.close(i, After::Close, Cut::Shutdown);
                     } else {

@@ -25,7 +25,7 @@ fn relative(p: &Path) -> String {
 const OVER: [(&str, usize); 5] = [
     ("crates/linerate-server/src/worker.rs", 999),
     ("crates/linerate-http/src/h2/mod.rs", 1963),
-    ("crates/linerate-server/src/conn.rs", 1878),
+    ("crates/linerate-server/src/conn.rs", 1765),
     ("crates/linerate/tests/serve_lifecycle.rs", 1668),
     ("crates/linerate-server/src/site.rs", 1371),
 ];
@@ -53,21 +53,19 @@ fn no_file_grows_past_the_bar() {
     );
 }
 
-/// How often `needle` appears in the workspace file `path`.
-fn count(path: &str, needle: &str) -> usize {
-    fs::read_to_string(workspace().join(path))
-        .unwrap()
-        .matches(needle)
-        .count()
-}
-
+/// The connection code makes no system call of its own: every operation goes through
+/// an executor (the driver, at once or on its ring; the TLS session; the disk
+/// helpers).
 #[test]
-fn the_connection_code_calls_exec_now_no_more_than_it_did() {
-    let n = count("crates/linerate-server/src/conn.rs", "exec::now(");
-    assert!(
-        n <= 7,
-        "conn.rs calls exec::now {n} times (7 at f5b477d): route operations through the driver"
-    );
+fn the_connection_code_calls_no_executor_itself() {
+    for f in rust_sources(&workspace().join("crates/linerate-server/src")) {
+        let text = fs::read_to_string(&f).unwrap();
+        assert!(
+            !text.contains("exec::now") && !text.contains("linerate_sys::exec"),
+            "{} calls exec::now (7 in conn.rs at f5b477d): route it through the driver",
+            relative(&f)
+        );
+    }
 }
 
 /// HTTP/2 heads are encoded from the head's fields (`linerate_http::fields`): no source
