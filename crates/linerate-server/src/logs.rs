@@ -344,7 +344,7 @@ mod tests {
 
     /// Whole lines are appended; a device that refuses them drops them all, counted.
     /// (A short count's torn tail is tested through the binary on a full tmpfs:
-    /// serve_lifecycle.rs.)
+    /// serve_reload.rs.)
     #[test]
     fn lines_are_appended_whole_or_dropped_and_counted() {
         let dir = tempfile::tempdir().unwrap();

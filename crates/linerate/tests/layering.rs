@@ -22,11 +22,10 @@ fn relative(p: &Path) -> String {
 /// Files over 1,500 lines today, at their sizes: each may shrink, none may grow, and no
 /// other file may pass 1,500 (settings.rs is the bar's own exception). worker.rs, split
 /// into serve.rs, deadline.rs and access_log.rs, is held under its bar of 1,000.
-const OVER: [(&str, usize); 5] = [
+const OVER: [(&str, usize); 4] = [
     ("crates/linerate-server/src/worker.rs", 999),
     ("crates/linerate-http/src/h2/mod.rs", 1963),
     ("crates/linerate-server/src/conn.rs", 1765),
-    ("crates/linerate/tests/serve_lifecycle.rs", 1668),
     ("crates/linerate-server/src/site.rs", 1371),
 ];
 
