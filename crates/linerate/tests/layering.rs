@@ -20,14 +20,30 @@ fn relative(p: &Path) -> String {
 }
 
 /// Files over 1,500 lines today, at their sizes: each may shrink, none may grow, and no
-/// other file may pass 1,500 (settings.rs is the bar's own exception). worker.rs, split
-/// into serve.rs, deadline.rs and access_log.rs, is held under its bar of 1,000.
-const OVER: [(&str, usize); 4] = [
-    ("crates/linerate-server/src/worker.rs", 999),
+/// other file may pass 1,500 (settings.rs is the bar's own exception).
+const OVER: [(&str, usize); 2] = [
     ("crates/linerate-http/src/h2/mod.rs", 1963),
     ("crates/linerate-server/src/conn.rs", 1765),
-    ("crates/linerate-server/src/site.rs", 1371),
 ];
+
+/// Files the bar holds under 1,000 lines: the worker loop (the process's life is in
+/// serve.rs, deadlines and the access log beside it) and the site (its rules and
+/// guard, and the pages it makes, in site/).
+const UNDER_1000: [&str; 2] = [
+    "crates/linerate-server/src/worker.rs",
+    "crates/linerate-server/src/site.rs",
+];
+
+#[test]
+fn the_worker_and_the_site_stay_under_1000_lines() {
+    for path in UNDER_1000 {
+        let lines = fs::read_to_string(workspace().join(path))
+            .unwrap()
+            .lines()
+            .count();
+        assert!(lines < 1000, "{path}: {lines} lines");
+    }
+}
 
 #[test]
 fn no_file_grows_past_the_bar() {
@@ -112,11 +128,13 @@ fn the_transmit_engine_depends_on_sys_only() {
 /// path, the codings the client takes, the decision), and no HTTP is composed here.
 #[test]
 fn the_server_leaves_the_answer_to_linerate_http() {
-    for path in [
-        "crates/linerate-server/src/site.rs",
-        "crates/linerate-server/src/files.rs",
-    ] {
-        let text = fs::read_to_string(workspace().join(path)).unwrap();
+    let site = workspace().join("crates/linerate-server/src/site");
+    let mut files = rust_sources(&site);
+    files.push(workspace().join("crates/linerate-server/src/site.rs"));
+    files.push(workspace().join("crates/linerate-server/src/files.rs"));
+    for f in files {
+        let path = relative(&f);
+        let text = fs::read_to_string(&f).unwrap();
         for composed in [
             "conditional::evaluate",
             "if_range_allows",
