@@ -26,13 +26,12 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant, SystemTime};
 
 use linerate_event::{Driver, Submitted};
-use linerate_http::connection::{Connection, Ending, Event};
+use linerate_http::connection::{Connection, Ending};
 use linerate_http::request::Limits;
 use linerate_sys::op::Op;
 use linerate_sys::Errno;
 use linerate_tx::{Flow, TxError, TxSocket};
 
-use crate::h2::H2;
 use crate::listen::Peer;
 use crate::output::{Ctx, OutNext, Output};
 use crate::response::Response;
@@ -40,8 +39,11 @@ use crate::site::Site;
 use crate::stats::Stats;
 use crate::tls::{Refused, Session};
 
+mod http;
 mod transport;
 
+pub(crate) use http::Http;
+use http::Next;
 use transport::{looks_like_http, Farewell, Transport};
 
 /// Responses queued per connection before it stops reading.
@@ -172,147 +174,6 @@ pub(crate) struct ProxyWait {
     pub got: Vec<u8>,
     /// They were not a PROXY header: the connection is closing.
     pub refused: bool,
-}
-
-/// A connection's HTTP: 1.1 until its first bytes are HTTP/2's preface (prior knowledge
-/// in clear, or after ALPN chose `h2`), then 2 (boxed: an HTTP/1.1 connection stays
-/// small).
-pub(crate) enum Http {
-    One(Connection),
-    Two(Box<H2>),
-}
-
-impl Http {
-    /// The HTTP/2 connection this HTTP/1.1 one turns into (its SETTINGS queued): what
-    /// was asked of it or said by the peer carries over (a reload's last request
-    /// becomes GOAWAY before any stream; a closed peer stays closed).
-    fn to_two(c: &Connection) -> Http {
-        let mut proto =
-            linerate_http::h2::Connection::new(c.limits(), linerate_http::h2::Config::default());
-        if c.finish_asked() {
-            proto.go_away();
-        }
-        if c.peer_has_closed() {
-            proto.peer_closed();
-        }
-        Http::Two(Box::new(H2::new(proto, Instant::now())))
-    }
-
-    pub fn receive(&mut self, bytes: &[u8]) {
-        match self {
-            Http::One(c) => c.receive(bytes),
-            Http::Two(h) => h.proto.receive(bytes),
-        }
-    }
-
-    pub fn peer_closed(&mut self) {
-        match self {
-            Http::One(c) => c.peer_closed(),
-            Http::Two(h) => h.proto.peer_closed(),
-        }
-    }
-
-    pub fn wants_bytes(&self) -> bool {
-        match self {
-            Http::One(c) => c.wants_bytes(),
-            Http::Two(h) => h.proto.wants_bytes(),
-        }
-    }
-
-    /// Nothing owed, nothing half-received (HTTP/2: nothing of its own to send).
-    pub fn is_idle(&self) -> bool {
-        match self {
-            Http::One(c) => c.is_idle(),
-            Http::Two(h) => h.proto.is_idle() && !h.waiting(),
-        }
-    }
-
-    fn release_buffer(&mut self) {
-        match self {
-            Http::One(c) => c.release_buffer(),
-            Http::Two(h) => h.proto.release_buffer(),
-        }
-    }
-
-    fn ending(&self) -> Ending {
-        match self {
-            Http::One(c) => c.ending(),
-            Http::Two(h) => h.proto.ending(),
-        }
-    }
-
-    /// When the head (HTTP/2: the frame) being received started to arrive.
-    pub fn head_started(&self) -> Option<Instant> {
-        match self {
-            Http::One(c) => c.head_started(),
-            Http::Two(h) => h.proto.frame_started(),
-        }
-    }
-
-    /// When the request whose body is being discarded had its head (HTTP/1.1; an
-    /// HTTP/2 body is bounded by its window and the idle deadline).
-    pub fn body_started(&self) -> Option<Instant> {
-        match self {
-            Http::One(c) => c.body_started(),
-            Http::Two(_) => None,
-        }
-    }
-
-    /// The next request is the last (HTTP/2: GOAWAY, the streams taken answered).
-    pub fn finish_next(&mut self) {
-        match self {
-            Http::One(c) => c.finish_next(),
-            Http::Two(h) => h.proto.go_away(),
-        }
-    }
-
-    /// No request after those handed out (HTTP/2: GOAWAY).
-    pub fn close_after_last(&mut self) {
-        match self {
-            Http::One(c) => c.close_after_last(),
-            Http::Two(h) => h.proto.go_away(),
-        }
-    }
-
-    /// HTTP/2.
-    pub fn is_two(&self) -> bool {
-        matches!(self, Http::Two(_))
-    }
-
-    /// HTTP/2 that has taken a stream and not said GOAWAY yet.
-    pub fn is_two_serving(&self) -> bool {
-        matches!(self, Http::Two(h) if h.proto.serving())
-    }
-
-    /// Nothing handed out yet.
-    pub fn is_fresh(&self) -> bool {
-        match self {
-            Http::One(c) => c.is_fresh(),
-            Http::Two(_) => false,
-        }
-    }
-
-    /// [`Http::finish_next`] was asked and that request has not come yet.
-    pub fn awaits_last(&self) -> bool {
-        match self {
-            Http::One(c) => c.awaits_last(),
-            Http::Two(_) => false,
-        }
-    }
-}
-
-impl crate::tls::Plaintext for Http {
-    fn receive(&mut self, bytes: &[u8]) {
-        Http::receive(self, bytes)
-    }
-    fn peer_closed(&mut self) {
-        Http::peer_closed(self)
-    }
-    fn h2(&mut self) {
-        if let Http::One(c) = self {
-            *self = Http::to_two(c);
-        }
-    }
 }
 
 /// Who moves a connection's bytes.
@@ -1005,47 +866,42 @@ impl Conn {
         }
     }
 
-    /// Answers the requests read so far; true if any response was queued.
+    /// Answers the requests read so far, whichever protocol brought them: one loop,
+    /// the protocol saying what comes next ([`Http::next`]) and taking each answer in
+    /// its own form ([`Conn::deliver`]); true if any response was queued.
     fn process(&mut self, site: &mut Site, now: Instant) -> bool {
         let mut queued = false;
         let mut sys_now = None;
+        if self.http.is_two() {
+            self.start_two(site, now);
+        }
         loop {
-            let Http::One(http) = &mut self.http else {
-                return self.process_h2(site, now) || queued;
-            };
-            // A request whose password check is made comes first, in its turn; one
-            // still being checked holds the requests after it (answers go in order).
-            let waited = match self.out.as_deref_mut().map(|o| &mut o.waiting) {
-                Some(w) if w.first().is_some_and(|w| !w.ticket.done()) => return queued,
-                Some(w) if !w.is_empty() => Some(w.remove(0)),
-                _ => None,
-            };
-            let mut started = now;
-            let event = match waited {
-                Some(w) => {
-                    started = w.started;
-                    Event::Request(w.request)
-                }
-                None => http.next(now),
-            };
-            let r = match event {
-                Event::Wait => return queued,
-                Event::Http2 => {
-                    let rest = http.take_input();
-                    self.http = Http::to_two(http);
-                    self.http.receive(&rest);
+            let (to, mut r) = match self.http.next(self.out.as_deref_mut(), now) {
+                Next::Wait => break,
+                Next::Upgrade => {
+                    if let Http::One(http) = &mut self.http {
+                        let rest = http.take_input();
+                        self.http = Http::to_two(http);
+                        self.http.receive(&rest);
+                        self.start_two(site, now);
+                    }
                     continue;
                 }
-                Event::Request(mut request) => {
+                Next::Request {
+                    to,
+                    mut request,
+                    started,
+                } => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
                     request.secure = !matches!(self.transport, Transport::Plain);
-                    if site.draining() {
+                    if to.is_none() && site.draining() {
                         // A stop's delay: this answer ends the connection, so the
                         // client's next request goes through its balancer again.
                         request.keep_alive = false;
                     }
                     let mut r = answer(site, self.redirect, self.peer, &request, t);
                     if let Some(ticket) = r.waiting.take() {
+                        // Answered again once its password check is made.
                         self.out
                             .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default())
                             .waiting
@@ -1053,41 +909,55 @@ impl Conn {
                                 request,
                                 ticket,
                                 started,
-                                stream: None,
+                                stream: to,
                             });
-                        return queued;
+                        continue;
                     }
                     // The loop's clock: no clock read of its own per request.
                     r.record.started = Some(started);
-                    if r.plan.close {
+                    if to.is_none() && r.plan.close {
                         // An answer that closes (a 400 the path earned, say).
-                        http.close_after_last();
+                        self.http.close_after_last();
                     }
-                    r
+                    (to, r)
                 }
-                Event::Reject { status, .. } => {
+                Next::Reject { to, status } => {
                     let t = *sys_now.get_or_insert_with(SystemTime::now);
-                    site.error(status, false, &[], "-".into(), t)
+                    let mut r = site.error(status, to.is_some(), &[], "-".into(), t);
+                    if to.is_some() {
+                        r.record.started = Some(now);
+                    }
+                    (to.map(|stream| (stream, None)), r)
                 }
             };
-            let mut r = r;
-            r.progress.head_bytes = r.write_h1_head();
             let out = self
                 .out
                 .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default());
-            out.push(r);
+            match (&mut self.http, to) {
+                (Http::Two(h2), Some((stream, priority))) => {
+                    r.record.h2 = true;
+                    Stats::add(&site.stats.h2_streams, 1);
+                    h2.answer(stream, priority, r, out, &mut site.h2_heads);
+                }
+                _ => {
+                    r.progress.head_bytes = r.write_h1_head();
+                    out.push(r);
+                }
+            }
             out.rate.since.get_or_insert(now);
             queued = true;
         }
+        if self.http.is_two() {
+            queued |= self.end_two(site, now);
+        }
+        queued
     }
 
-    /// [`Conn::process`] for HTTP/2: each stream's request answered as over HTTP/1.1,
-    /// its answer framed; then the connection's own frames and DATA as the windows
-    /// allow.
-    fn process_h2(&mut self, site: &mut Site, now: Instant) -> bool {
-        use linerate_http::h2::Event as E;
+    /// An HTTP/2 connection's turn begins: counted once, its queue there, and the send
+    /// clock started if nothing was owed.
+    fn start_two(&mut self, site: &mut Site, now: Instant) {
         let Http::Two(h2) = &mut self.http else {
-            return false;
+            return;
         };
         if !h2.counted {
             h2.counted = true;
@@ -1096,91 +966,18 @@ impl Conn {
         let out = self
             .out
             .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default());
-        let mut sys_now = None;
-        let mut queued = false;
         if !h2.waiting() && !out.busy() {
             // Nothing owed until now: the send clock starts with what comes.
             h2.sent_at = now;
         }
-        loop {
-            if out.queued() >= MAX_QUEUED {
-                // As over HTTP/1.1: answers (a burst of 304s, say) wait for the queue
-                // to drain before more requests are taken.
-                break;
-            }
-            // Streams whose password check is made are answered first; those still
-            // being checked wait, and the others go on.
-            // (After what the client sent is read: a reset of a waiting stream comes
-            // first and takes it off the list.)
-            let mut started = now;
-            let event = match h2.proto.next(now) {
-                E::Wait => {
-                    let ready = out.waiting.iter().position(|w| w.ticket.done());
-                    match ready.map(|i| out.waiting.remove(i)) {
-                        Some(Waiting {
-                            request,
-                            stream: Some((stream, priority)),
-                            started: at,
-                            ..
-                        }) => {
-                            started = at;
-                            E::Request {
-                                stream,
-                                request,
-                                priority,
-                            }
-                        }
-                        Some(_) => continue,
-                        None => E::Wait,
-                    }
-                }
-                e => e,
-            };
-            let (stream, priority, mut r) = match event {
-                E::Wait => break,
-                E::Request {
-                    stream,
-                    mut request,
-                    priority,
-                } => {
-                    let t = *sys_now.get_or_insert_with(SystemTime::now);
-                    request.secure = !matches!(self.transport, Transport::Plain);
-                    let mut r = answer(site, self.redirect, self.peer, &request, t);
-                    if let Some(ticket) = r.waiting.take() {
-                        out.waiting.push(Waiting {
-                            request,
-                            ticket,
-                            started,
-                            stream: Some((stream, priority)),
-                        });
-                        continue;
-                    }
-                    (stream, priority, r)
-                }
-                E::Reject { stream, status, .. } => {
-                    let t = *sys_now.get_or_insert_with(SystemTime::now);
-                    (stream, None, site.error(status, true, &[], "-".into(), t))
-                }
-                E::Priority { stream, priority } => {
-                    h2.reprioritize(stream, priority);
-                    continue;
-                }
-                E::Cancel { stream } => {
-                    if let Some(a) = h2.cancel(stream) {
-                        h2.cancelled.push(a);
-                    }
-                    out.waiting
-                        .retain(|w| w.stream.is_none_or(|s| s.0 != stream));
-                    continue;
-                }
-            };
-            r.record.started = Some(started);
-            r.record.h2 = true;
-            Stats::add(&site.stats.h2_streams, 1);
-            h2.answer(stream, priority, r, out, &mut site.h2_heads);
-            out.rate.since.get_or_insert(now);
-            queued = true;
-        }
+    }
+
+    /// An HTTP/2 connection's turn ends: a connection error cuts what is not framed;
+    /// then its own frames and DATA as the windows allow. True if anything was queued.
+    fn end_two(&mut self, site: &mut Site, now: Instant) -> bool {
+        let (Http::Two(h2), Some(out)) = (&mut self.http, self.out.as_deref_mut()) else {
+            return false;
+        };
         if let Some(code) = h2.proto.failed() {
             // A connection error: the GOAWAY goes, the answers not framed are cut (and
             // the requests waiting for password checks, never answered, let go).
@@ -1206,9 +1003,9 @@ impl Conn {
         // Frames are cut only when the queue has sent what it had: a window's worth
         // at a time, the streams taking turns.
         if out.busy() && !h2.proto.has_control() {
-            return queued;
+            return false;
         }
-        h2.fill(out, now) || queued
+        h2.fill(out, now)
     }
 
     /// Sends queued responses; `Ok(true)` when the socket is full (or the queue waits

@@ -153,3 +153,12 @@ fn the_http2_send_side_is_the_protocols_and_tested_there() {
         "the server's h2.rs chooses streams or cuts frames itself"
     );
 }
+
+/// One request loop for every protocol: the protocol says what comes next
+/// (`conn/http.rs`, `Next`), the connection answers it.
+#[test]
+fn the_connection_has_one_request_loop() {
+    let conn = fs::read_to_string(workspace().join("crates/linerate-server/src/conn.rs")).unwrap();
+    assert!(!conn.contains("fn process_h2"), "a second request loop");
+    assert_eq!(conn.matches("fn process(").count(), 1);
+}

@@ -484,11 +484,24 @@ impl Raw {
     }
 
     fn send(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+        self.try_send(kind, flags, stream, payload).unwrap();
+    }
+
+    /// [`Raw::send`], or the error of a connection the server has closed (a broken
+    /// pipe, a reset).
+    fn try_send(
+        &mut self,
+        kind: u8,
+        flags: u8,
+        stream: u32,
+        payload: &[u8],
+    ) -> std::io::Result<()> {
+        use std::io::Write;
         let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
         f.extend_from_slice(&[kind, flags]);
         f.extend_from_slice(&stream.to_be_bytes());
         f.extend_from_slice(payload);
-        self.send_raw(&f);
+        self.s.write_all(&f)
     }
 
     /// GET `path` on `stream` (literal fields, no Huffman).
@@ -650,8 +663,14 @@ fn a_stream_fed_a_byte_of_window_at_a_time_is_ended_by_the_minimum_rate(case: &s
     let mut closed = false;
     // 15 s at most: the window is 2 s.
     while start.elapsed() < std::time::Duration::from_secs(15) {
-        c.send(8, 0, 1, &1u32.to_be_bytes());
-        c.send(8, 0, 0, &1u32.to_be_bytes());
+        // A write to a connection the server has just closed fails: closed, too.
+        let sent = c
+            .try_send(8, 0, 1, &1u32.to_be_bytes())
+            .and_then(|()| c.try_send(8, 0, 0, &1u32.to_be_bytes()));
+        if sent.is_err() {
+            closed = true;
+            break;
+        }
         match c.frame(std::time::Duration::from_millis(200)) {
             Some((0, _, 1, p)) => data += p.len(),
             Some(_) => {}

@@ -1,0 +1,269 @@
+//! A connection's HTTP, whichever version: bytes in, and for the request loop one kind
+//! of next thing ([`Next`]) from either protocol.
+
+use std::time::Instant;
+
+use linerate_http::connection::{Connection, Ending, Event};
+use linerate_http::h2::Priority;
+use linerate_http::request::Request;
+use linerate_http::Status;
+
+use super::Waiting;
+use crate::h2::H2;
+use crate::output::Output;
+
+/// A connection's HTTP: 1.1 until its first bytes are HTTP/2's preface (prior knowledge
+/// in clear, or after ALPN chose `h2`), then 2 (boxed: an HTTP/1.1 connection stays
+/// small).
+pub(crate) enum Http {
+    One(Connection),
+    Two(Box<H2>),
+}
+
+impl Http {
+    /// The HTTP/2 connection this HTTP/1.1 one turns into (its SETTINGS queued): what
+    /// was asked of it or said by the peer carries over (a reload's last request
+    /// becomes GOAWAY before any stream; a closed peer stays closed).
+    pub(super) fn to_two(c: &Connection) -> Http {
+        let mut proto =
+            linerate_http::h2::Connection::new(c.limits(), linerate_http::h2::Config::default());
+        if c.finish_asked() {
+            proto.go_away();
+        }
+        if c.peer_has_closed() {
+            proto.peer_closed();
+        }
+        Http::Two(Box::new(H2::new(proto, Instant::now())))
+    }
+
+    pub fn receive(&mut self, bytes: &[u8]) {
+        match self {
+            Http::One(c) => c.receive(bytes),
+            Http::Two(h) => h.proto.receive(bytes),
+        }
+    }
+
+    pub fn peer_closed(&mut self) {
+        match self {
+            Http::One(c) => c.peer_closed(),
+            Http::Two(h) => h.proto.peer_closed(),
+        }
+    }
+
+    pub fn wants_bytes(&self) -> bool {
+        match self {
+            Http::One(c) => c.wants_bytes(),
+            Http::Two(h) => h.proto.wants_bytes(),
+        }
+    }
+
+    /// Nothing owed, nothing half-received (HTTP/2: nothing of its own to send).
+    pub fn is_idle(&self) -> bool {
+        match self {
+            Http::One(c) => c.is_idle(),
+            Http::Two(h) => h.proto.is_idle() && !h.waiting(),
+        }
+    }
+
+    pub(super) fn release_buffer(&mut self) {
+        match self {
+            Http::One(c) => c.release_buffer(),
+            Http::Two(h) => h.proto.release_buffer(),
+        }
+    }
+
+    pub(super) fn ending(&self) -> Ending {
+        match self {
+            Http::One(c) => c.ending(),
+            Http::Two(h) => h.proto.ending(),
+        }
+    }
+
+    /// When the head (HTTP/2: the frame) being received started to arrive.
+    pub fn head_started(&self) -> Option<Instant> {
+        match self {
+            Http::One(c) => c.head_started(),
+            Http::Two(h) => h.proto.frame_started(),
+        }
+    }
+
+    /// When the request whose body is being discarded had its head (HTTP/1.1; an
+    /// HTTP/2 body is bounded by its window and the idle deadline).
+    pub fn body_started(&self) -> Option<Instant> {
+        match self {
+            Http::One(c) => c.body_started(),
+            Http::Two(_) => None,
+        }
+    }
+
+    /// The next request is the last (HTTP/2: GOAWAY, the streams taken answered).
+    pub fn finish_next(&mut self) {
+        match self {
+            Http::One(c) => c.finish_next(),
+            Http::Two(h) => h.proto.go_away(),
+        }
+    }
+
+    /// No request after those handed out (HTTP/2: GOAWAY).
+    pub fn close_after_last(&mut self) {
+        match self {
+            Http::One(c) => c.close_after_last(),
+            Http::Two(h) => h.proto.go_away(),
+        }
+    }
+
+    /// HTTP/2.
+    pub fn is_two(&self) -> bool {
+        matches!(self, Http::Two(_))
+    }
+
+    /// HTTP/2 that has taken a stream and not said GOAWAY yet.
+    pub fn is_two_serving(&self) -> bool {
+        matches!(self, Http::Two(h) if h.proto.serving())
+    }
+
+    /// Nothing handed out yet.
+    pub fn is_fresh(&self) -> bool {
+        match self {
+            Http::One(c) => c.is_fresh(),
+            Http::Two(_) => false,
+        }
+    }
+
+    /// [`Http::finish_next`] was asked and that request has not come yet.
+    pub fn awaits_last(&self) -> bool {
+        match self {
+            Http::One(c) => c.awaits_last(),
+            Http::Two(_) => false,
+        }
+    }
+}
+
+impl crate::tls::Plaintext for Http {
+    fn receive(&mut self, bytes: &[u8]) {
+        Http::receive(self, bytes)
+    }
+    fn peer_closed(&mut self) {
+        Http::peer_closed(self)
+    }
+    fn h2(&mut self) {
+        if let Http::One(c) = self {
+            *self = Http::to_two(c);
+        }
+    }
+}
+
+/// What a connection's protocol has for the request loop next, whichever it is.
+pub(super) enum Next {
+    /// A request to answer: on an HTTP/2 stream, with its priority, or (none) the next
+    /// in HTTP/1.1's order; taken at `started` (one that waited for its password check
+    /// keeps the time it came).
+    Request {
+        to: Option<(u32, Option<Priority>)>,
+        request: Box<Request>,
+        started: Instant,
+    },
+    /// An answer of `status` owed for input that is no request (on an HTTP/2 stream,
+    /// or HTTP/1.1's last).
+    Reject { to: Option<u32>, status: Status },
+    /// HTTP/1.1 turned into HTTP/2 (its preface came).
+    Upgrade,
+    /// Nothing more until more bytes come, answers leave, or a check is made.
+    Wait,
+}
+
+impl Http {
+    /// What comes next: a request whose password check is made, in its turn (HTTP/1.1:
+    /// in order, one still being checked holding those after it; HTTP/2: any stream's,
+    /// after what the client sent is read, so that a reset of a waiting stream comes
+    /// first and takes it off the list), else what the protocol read. HTTP/2's own
+    /// events (a priority, a reset) are taken here; its answers wait while the queue
+    /// holds [`super::MAX_QUEUED`] (as HTTP/1.1's reading pauses).
+    pub(super) fn next(&mut self, out: Option<&mut Output>, now: Instant) -> Next {
+        match self {
+            Http::One(c) => {
+                let waited = match out.map(|o| &mut o.waiting) {
+                    Some(w) if w.first().is_some_and(|w| !w.ticket.done()) => return Next::Wait,
+                    Some(w) if !w.is_empty() => Some(w.remove(0)),
+                    _ => None,
+                };
+                if let Some(w) = waited {
+                    return Next::Request {
+                        to: None,
+                        request: w.request,
+                        started: w.started,
+                    };
+                }
+                match c.next(now) {
+                    Event::Wait => Next::Wait,
+                    Event::Http2 => Next::Upgrade,
+                    Event::Request(request) => Next::Request {
+                        to: None,
+                        request,
+                        started: now,
+                    },
+                    Event::Reject { status, .. } => Next::Reject { to: None, status },
+                }
+            }
+            Http::Two(h2) => {
+                use linerate_http::h2::Event as E;
+                let Some(out) = out else {
+                    return Next::Wait;
+                };
+                loop {
+                    if out.queued() >= super::MAX_QUEUED {
+                        // As over HTTP/1.1: answers (a burst of 304s, say) wait for the
+                        // queue to drain before more requests are taken.
+                        return Next::Wait;
+                    }
+                    match h2.proto.next(now) {
+                        E::Wait => {
+                            let ready = out.waiting.iter().position(|w| w.ticket.done());
+                            match ready.map(|i| out.waiting.remove(i)) {
+                                Some(Waiting {
+                                    request,
+                                    stream: Some((stream, priority)),
+                                    started,
+                                    ..
+                                }) => {
+                                    return Next::Request {
+                                        to: Some((stream, priority)),
+                                        request,
+                                        started,
+                                    }
+                                }
+                                Some(_) => continue,
+                                None => return Next::Wait,
+                            }
+                        }
+                        E::Request {
+                            stream,
+                            request,
+                            priority,
+                        } => {
+                            return Next::Request {
+                                to: Some((stream, priority)),
+                                request,
+                                started: now,
+                            }
+                        }
+                        E::Reject { stream, status, .. } => {
+                            return Next::Reject {
+                                to: Some(stream),
+                                status,
+                            }
+                        }
+                        E::Priority { stream, priority } => h2.reprioritize(stream, priority),
+                        E::Cancel { stream } => {
+                            if let Some(a) = h2.cancel(stream) {
+                                h2.cancelled.push(a);
+                            }
+                            out.waiting
+                                .retain(|w| w.stream.is_none_or(|s| s.0 != stream));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
