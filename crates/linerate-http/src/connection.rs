@@ -38,8 +38,8 @@ pub enum Event {
     Reject {
         /// The status to answer.
         status: Status,
-        /// Why, for the log.
-        reason: &'static str,
+        /// Why.
+        reason: crate::refusal::Refusal,
     },
     /// Nothing more to answer until more bytes come (or answers owed are sent).
     Wait,
@@ -169,7 +169,10 @@ impl Connection {
                             }
                             n
                         }
-                        Err(_) => return self.reject(Status::BadRequest, "bad chunked body"),
+                        Err(_) => {
+                            let why = crate::refusal::Refusal::BadChunkedBody;
+                            return self.reject(why.status(), why);
+                        }
                     },
                 };
                 self.buf.drain(..taken);
@@ -271,7 +274,7 @@ impl Connection {
         self.last_one && !self.stopped
     }
 
-    fn reject(&mut self, status: Status, reason: &'static str) -> Event {
+    fn reject(&mut self, status: Status, reason: crate::refusal::Refusal) -> Event {
         self.pending += 1;
         self.handed_out += 1;
         self.stop();

@@ -15,6 +15,7 @@
 //! - [`fields`]: a response head as a structure, and its HTTP/1.1 writer (every field
 //!   value made safe there, the same for every protocol);
 //! - [`range`]: `Range: bytes=` into the ranges to send;
+//! - [`refusal`]: why a request is refused, typed, with its status;
 //! - [`conditional`]: validators and the `If-*` preconditions;
 //! - [`path`]: request target to a path under the document root;
 //! - [`response`]: dates, content ranges and multipart framing;
@@ -41,6 +42,7 @@ pub mod location;
 pub mod mime;
 pub mod path;
 pub mod range;
+pub mod refusal;
 pub mod request;
 pub mod response;
 

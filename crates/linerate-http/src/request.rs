@@ -5,6 +5,7 @@
 
 use std::mem::MaybeUninit;
 
+use crate::refusal::Refusal;
 use crate::Status;
 
 /// Size limits of a request head.
@@ -243,15 +244,18 @@ pub enum Parse {
     },
     /// Answer `status` and close the connection.
     Invalid {
-        /// The status to answer.
+        /// The status to answer (the reason's).
         status: Status,
-        /// Why, for the log.
-        reason: &'static str,
+        /// Why.
+        reason: Refusal,
     },
 }
 
-fn invalid(status: Status, reason: &'static str) -> Parse {
-    Parse::Invalid { status, reason }
+fn invalid(reason: Refusal) -> Parse {
+    Parse::Invalid {
+        status: reason.status(),
+        reason,
+    }
 }
 
 /// Parses the request head at the start of `buf`.
@@ -289,7 +293,7 @@ impl HeadScan {
             while buf[self.start..].starts_with(b"\r\n") {
                 self.start += 2;
                 if self.start > limits.request_line_bytes {
-                    return Err(invalid(Status::BadRequest, "empty lines without a request"));
+                    return Err(invalid(Refusal::EmptyLines));
                 }
             }
             let rest = &buf[self.start..];
@@ -301,7 +305,7 @@ impl HeadScan {
             // ClientHello's 0x16 sent to a plain port, say) is refused at its first
             // byte instead of being awaited as a line until a timeout.
             if !is_tchar(rest[0]) {
-                return Err(invalid(Status::BadRequest, "not an HTTP request"));
+                return Err(invalid(Refusal::NotHttp));
             }
             self.started = true;
             self.pos = self.start;
@@ -315,7 +319,7 @@ impl HeadScan {
             let b = buf[i];
             if b == b'\n' {
                 if i == 0 || buf[i - 1] != b'\r' {
-                    return Err(invalid(Status::BadRequest, "bare LF"));
+                    return Err(invalid(Refusal::BareLf));
                 }
                 if !self.in_fields {
                     self.in_fields = true;
@@ -331,13 +335,10 @@ impl HeadScan {
             let pending_cr = usize::from(b == b'\r');
             if !self.in_fields {
                 if i + 1 - start - pending_cr > limits.request_line_bytes {
-                    return Err(invalid(Status::UriTooLong, "request line too long"));
+                    return Err(invalid(Refusal::RequestLineTooLong));
                 }
             } else if i + 1 - self.fields_start - pending_cr > limits.header_bytes {
-                return Err(invalid(
-                    Status::HeaderFieldsTooLarge,
-                    "header block too large",
-                ));
+                return Err(invalid(Refusal::HeadTooLarge));
             }
         }
         self.pos = buf.len();
@@ -367,27 +368,25 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
     let mut req = httparse::Request::new(&mut []);
     match req.parse_with_uninit_headers(&buf[start..head_len], slots) {
         Ok(httparse::Status::Complete(_)) => {}
-        Ok(httparse::Status::Partial) => return invalid(Status::BadRequest, "malformed head"),
-        Err(httparse::Error::TooManyHeaders) => {
-            return invalid(Status::HeaderFieldsTooLarge, "too many header fields")
-        }
-        Err(_) => return invalid(Status::BadRequest, "malformed head"),
+        Ok(httparse::Status::Partial) => return invalid(Refusal::MalformedHead),
+        Err(httparse::Error::TooManyHeaders) => return invalid(Refusal::TooManyFields),
+        Err(_) => return invalid(Refusal::MalformedHead),
     }
     if req.headers.len() > limits.header_fields {
-        return invalid(Status::HeaderFieldsTooLarge, "too many header fields");
+        return invalid(Refusal::TooManyFields);
     }
     let version = match req.version {
         Some(0) => Version::Http10,
         Some(1) => Version::Http11,
-        _ => return invalid(Status::BadRequest, "bad version"),
+        _ => return invalid(Refusal::BadVersion),
     };
     let Some(method) = req.method.and_then(Method::from_token) else {
-        return invalid(Status::NotImplemented, "unknown method");
+        return invalid(Refusal::UnknownMethod);
     };
     let target = req.path.unwrap_or("");
     let (authority, path_and_query) = match split_target(method, target) {
         Ok(t) => t,
-        Err(reason) => return invalid(Status::BadRequest, reason),
+        Err(reason) => return invalid(reason),
     };
     let (path, query) = match path_and_query.split_once('?') {
         Some((p, q)) => (p.to_string(), Some(q.to_string())),
@@ -430,7 +429,7 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         let Ok(value) = std::str::from_utf8(h.value) else {
             // obs-text is allowed in values, but none of the fields we read may carry it.
             if is_field(h.name, &["host", "content-length", "transfer-encoding"]) {
-                return invalid(Status::BadRequest, "non-ASCII value");
+                return invalid(Refusal::NonAsciiValue);
             }
             continue;
         };
@@ -441,18 +440,18 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
             host = Some(value);
         } else if name.eq_ignore_ascii_case("content-length") {
             if content_length.is_some() {
-                return invalid(Status::BadRequest, "duplicate Content-Length");
+                return invalid(Refusal::DuplicateContentLength);
             }
             match parse_content_length(value) {
                 Some(n) => content_length = Some(n),
-                None => return invalid(Status::BadRequest, "bad Content-Length"),
+                None => return invalid(Refusal::BadContentLength),
             }
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             saw_te = true;
             for c in value.split(',') {
                 let c = c.trim_matches([' ', '\t']);
                 if c.is_empty() || !c.bytes().all(is_tchar) {
-                    return invalid(Status::BadRequest, "bad Transfer-Encoding");
+                    return invalid(Refusal::BadTransferEncoding);
                 }
                 codings.push(c.to_ascii_lowercase());
             }
@@ -467,14 +466,14 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         }
     }
     if version == Version::Http11 && host_count != 1 {
-        return invalid(Status::BadRequest, "HTTP/1.1 needs exactly one Host");
+        return invalid(Refusal::NoHost);
     }
     if host_count > 1 {
-        return invalid(Status::BadRequest, "more than one Host");
+        return invalid(Refusal::MoreThanOneHost);
     }
     if let Some(h) = host {
         if !valid_host(h) {
-            return invalid(Status::BadRequest, "invalid Host");
+            return invalid(Refusal::InvalidHost);
         }
     }
     r.host = match authority {
@@ -483,16 +482,16 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
     };
     if saw_te {
         if content_length.is_some() {
-            return invalid(Status::BadRequest, "Content-Length with Transfer-Encoding");
+            return invalid(Refusal::LengthWithTransferEncoding);
         }
         if version == Version::Http10 {
-            return invalid(Status::BadRequest, "Transfer-Encoding in HTTP/1.0");
+            return invalid(Refusal::TransferEncodingIn10);
         }
         if codings.iter().any(|c| c != "chunked") {
-            return invalid(Status::NotImplemented, "unsupported transfer coding");
+            return invalid(Refusal::UnsupportedCoding);
         }
         if codings.len() != 1 {
-            return invalid(Status::BadRequest, "chunked applied twice");
+            return invalid(Refusal::ChunkedTwice);
         }
         r.body = Body::Chunked;
     } else if let Some(n) = content_length {
@@ -605,7 +604,7 @@ fn append(slot: &mut Option<String>, value: &str) {
 }
 
 /// `(authority of an absolute-form target, path and query)`.
-fn split_target(method: Method, target: &str) -> Result<(Option<&str>, &str), &'static str> {
+fn split_target(method: Method, target: &str) -> Result<(Option<&str>, &str), Refusal> {
     if target.starts_with('/') {
         return Ok((None, target));
     }
@@ -617,7 +616,7 @@ fn split_target(method: Method, target: &str) -> Result<(Option<&str>, &str), &'
         return if method == Method::Options {
             Ok((None, ""))
         } else {
-            Err("asterisk-form outside OPTIONS")
+            Err(Refusal::AsteriskOutsideOptions)
         };
     }
     let lower = target
@@ -629,12 +628,12 @@ fn split_target(method: Method, target: &str) -> Result<(Option<&str>, &str), &'
     } else if lower.starts_with("https://") {
         &target[8..]
     } else {
-        return Err("bad request target");
+        return Err(Refusal::BadTarget);
     };
     let end = rest.find(['/', '?']).unwrap_or(rest.len());
     let authority = &rest[..end];
     if authority.is_empty() || authority.contains('@') || !valid_host(authority) {
-        return Err("bad authority in target");
+        return Err(Refusal::BadAuthorityInTarget);
     }
     let pq = &rest[end..];
     Ok((Some(authority), if pq.is_empty() { "/" } else { pq }))
@@ -877,6 +876,34 @@ mod tests {
         whole
     }
 
+    /// Refusals are typed: each names its reason, and its status follows from it.
+    #[test]
+    fn refusals_name_their_reason() {
+        for (raw, want) in [
+            ("GET / HTTP/1.1\r\n\r\n", Refusal::NoHost),
+            ("GET / HTTP/1.1\nHost: x\r\n\r\n", Refusal::BareLf),
+            ("BREW / HTTP/1.1\r\nHost: x\r\n\r\n", Refusal::UnknownMethod),
+            ("GET * HTTP/1.1\r\nHost: x\r\n\r\n", Refusal::AsteriskOutsideOptions),
+            (
+                "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                Refusal::LengthWithTransferEncoding,
+            ),
+        ] {
+            match both(raw.as_bytes()) {
+                Parse::Invalid { status, reason } => {
+                    assert_eq!(reason, want, "{raw:?}");
+                    assert_eq!(status, want.status(), "{raw:?}");
+                }
+                _ => panic!("{raw:?} is not refused"),
+            }
+        }
+        assert_eq!(Refusal::UnknownMethod.status(), Status::NotImplemented);
+        assert_eq!(
+            Refusal::NoHost.to_string(),
+            "HTTP/1.1 needs exactly one Host"
+        );
+    }
+
     fn status(raw: &str) -> Option<u16> {
         match both(raw.as_bytes()) {
             Parse::Invalid { status, .. } => Some(status.code()),
@@ -1064,7 +1091,7 @@ mod tests {
         let long = format!("GET /{} HTTP/1.1\r\nHost: a\r\n\r\n", "a".repeat(9000));
         assert_eq!(
             parse(long.as_bytes(), &Limits::default()),
-            invalid(Status::UriTooLong, "request line too long")
+            invalid(Refusal::RequestLineTooLong)
         );
         // Without ever seeing the end of the line, too.
         let partial = format!("GET /{}", "a".repeat(9000));

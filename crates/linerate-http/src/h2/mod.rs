@@ -29,6 +29,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use crate::connection::Ending;
+use crate::refusal::Refusal;
 use crate::request::{Limits, Request};
 use crate::Status;
 use frame::{flag, setting, ErrorCode, Header, Kind, HEADER_LEN};
@@ -75,7 +76,7 @@ pub enum Event {
     Reject {
         stream: u32,
         status: Status,
-        reason: &'static str,
+        reason: Refusal,
     },
     /// The stream was reset (by the client, or here for a request that turned out
     /// malformed after it was handed out): its answer is dropped.
@@ -765,7 +766,7 @@ impl Connection {
                 Event::Reject {
                     stream: id,
                     status: Status::HeaderFieldsTooLarge,
-                    reason: "too many header fields",
+                    reason: Refusal::TooManyFields,
                 },
                 None,
             ),
@@ -777,11 +778,11 @@ impl Connection {
                 },
                 head.content_length,
             ),
-            Err(request::UNKNOWN_METHOD) => (
+            Err(request::Malformed::UnknownMethod) => (
                 Event::Reject {
                     stream: id,
                     status: Status::NotImplemented,
-                    reason: "unknown method",
+                    reason: Refusal::UnknownMethod,
                 },
                 None,
             ),

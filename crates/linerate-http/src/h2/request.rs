@@ -7,8 +7,59 @@
 
 use crate::request::{self, Body, Limits, Method, Request, Version};
 
-/// Why a field block is malformed (for the log).
-pub type Malformed = &'static str;
+/// Why a request's fields make it malformed (RFC 9113 §8.1.1): its stream is reset,
+/// but for a method the server does not know, answered 501 as over HTTP/1.1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Malformed {
+    /// A field value with NUL, CR, LF or blanks at its ends.
+    BadValue,
+    /// A pseudo-header field after a regular one.
+    PseudoAfterRegular,
+    /// A pseudo-header field twice.
+    PseudoTwice,
+    /// Two :scheme fields.
+    TwoSchemes,
+    /// An unknown pseudo-header field.
+    UnknownPseudo,
+    /// A field name that is not a lower-case token.
+    BadName,
+    /// A connection-specific field.
+    ConnectionField,
+    /// TE other than "trailers".
+    BadTe,
+    /// A non-ASCII Host or Content-Length.
+    NonAsciiHostOrLength,
+    /// Two Host fields.
+    TwoHosts,
+    /// A malformed Content-Length.
+    BadContentLength,
+    /// Two Content-Length values.
+    TwoContentLengths,
+    /// No :method.
+    NoMethod,
+    /// :path in a CONNECT.
+    PathInConnect,
+    /// No :path.
+    NoPath,
+    /// An empty :path.
+    EmptyPath,
+    /// No :scheme.
+    NoScheme,
+    /// An asterisk :path outside OPTIONS.
+    AsteriskOutsideOptions,
+    /// A :path that is not absolute.
+    RelativePath,
+    /// Host and :authority differ.
+    HostAndAuthorityDiffer,
+    /// An invalid :authority.
+    InvalidAuthority,
+    /// A pseudo-header field in trailers.
+    PseudoInTrailers,
+    /// A pseudo-header value that is not text.
+    PseudoNotText,
+    /// A method the server does not know.
+    UnknownMethod,
+}
 
 /// A request's fields as they are decoded.
 pub(crate) struct Fields {
@@ -95,23 +146,19 @@ impl Fields {
     /// Takes one decoded field.
     pub fn field(&mut self, name: &[u8], value: &[u8], limits: &Limits) -> Result<(), Malformed> {
         if !valid_value(value) {
-            return Err("a field value with NUL, CR, LF or blanks at its ends");
+            return Err(Malformed::BadValue);
         }
         if let Some(pseudo) = name.strip_prefix(b":") {
             if self.regular {
-                return Err("a pseudo-header field after a regular one");
+                return Err(Malformed::PseudoAfterRegular);
             }
-            let text = || {
-                String::from_utf8(value.to_vec())
-                    .map_err(|_| "a pseudo-header value that is not text")
-            };
+            let text = || String::from_utf8(value.to_vec()).map_err(|_| Malformed::PseudoNotText);
             let slot = match pseudo {
                 b"method" => {
                     if self.method.is_some() {
-                        return Err("a pseudo-header field twice");
+                        return Err(Malformed::PseudoTwice);
                     }
-                    let token = std::str::from_utf8(value)
-                        .map_err(|_| "a pseudo-header value that is not text")?;
+                    let token = std::str::from_utf8(value).map_err(|_| Malformed::PseudoNotText)?;
                     self.method = Some(Method::from_token(token));
                     return Ok(());
                 }
@@ -119,29 +166,29 @@ impl Fields {
                 b"authority" => &mut self.authority,
                 b"scheme" => {
                     if std::mem::replace(&mut self.scheme, true) {
-                        return Err("two :scheme fields");
+                        return Err(Malformed::TwoSchemes);
                     }
                     return Ok(());
                 }
-                _ => return Err("an unknown pseudo-header field"),
+                _ => return Err(Malformed::UnknownPseudo),
             };
             if slot.is_some() {
-                return Err("a pseudo-header field twice");
+                return Err(Malformed::PseudoTwice);
             }
             *slot = Some(text()?);
             return Ok(());
         }
         self.regular = true;
         if !lower_token(name) {
-            return Err("a field name that is not a lower-case token");
+            return Err(Malformed::BadName);
         }
         // Safe to read as text: a token.
         let name = std::str::from_utf8(name).unwrap_or_default();
         match name {
             "connection" | "proxy-connection" | "keep-alive" | "transfer-encoding" | "upgrade" => {
-                return Err("a connection-specific field");
+                return Err(Malformed::ConnectionField);
             }
-            "te" if value != b"trailers" => return Err("TE other than \"trailers\""),
+            "te" if value != b"trailers" => return Err(Malformed::BadTe),
             "priority" => self.priority = Some(super::Priority::parse(value)),
             _ => {}
         }
@@ -156,19 +203,19 @@ impl Fields {
         let Ok(value) = std::str::from_utf8(value) else {
             // As over HTTP/1.1: none of the fields read may carry obs-text.
             if name == "host" || name == "content-length" {
-                return Err("a non-ASCII Host or Content-Length");
+                return Err(Malformed::NonAsciiHostOrLength);
             }
             return Ok(());
         };
         match name {
             "host" => {
                 if self.host.replace(value.to_string()).is_some() {
-                    return Err("two Host fields");
+                    return Err(Malformed::TwoHosts);
                 }
             }
             "content-length" => match (request::parse_content_length(value), self.content_length) {
-                (None, _) => return Err("a malformed Content-Length"),
-                (Some(n), Some(m)) if n != m => return Err("two Content-Length values"),
+                (None, _) => return Err(Malformed::BadContentLength),
+                (Some(n), Some(m)) if n != m => return Err(Malformed::TwoContentLengths),
                 (Some(n), _) => self.content_length = Some(n),
             },
             _ => request::semantic_field(&mut self.r, name, value),
@@ -179,18 +226,18 @@ impl Fields {
     /// The request, once its block is whole.
     pub fn finish(mut self) -> Result<Head, Malformed> {
         let Some(method) = self.method else {
-            return Err("no :method");
+            return Err(Malformed::NoMethod);
         };
         let connect = method == Some(Method::Connect);
         let path = match (self.path, connect) {
             (None, true) => String::new(),
-            (Some(_), true) => return Err(":path in a CONNECT"),
-            (None, false) => return Err("no :path"),
-            (Some(p), false) if p.is_empty() => return Err("an empty :path"),
+            (Some(_), true) => return Err(Malformed::PathInConnect),
+            (None, false) => return Err(Malformed::NoPath),
+            (Some(p), false) if p.is_empty() => return Err(Malformed::EmptyPath),
             (Some(p), false) => p,
         };
         if !connect && !self.scheme {
-            return Err("no :scheme");
+            return Err(Malformed::NoScheme);
         }
         // An unknown method is the server's to answer (501), as over HTTP/1.1: it
         // reaches it as a method it does not serve.
@@ -198,10 +245,10 @@ impl Fields {
         let unknown = method.is_none();
         if path == "*" {
             if self.r.method != Method::Options {
-                return Err("an asterisk :path outside OPTIONS");
+                return Err(Malformed::AsteriskOutsideOptions);
             }
         } else if !connect && !path.starts_with('/') {
-            return Err("a :path that is not absolute");
+            return Err(Malformed::RelativePath);
         }
         let (p, q) = match path.split_once('?') {
             Some((p, q)) => (p.to_string(), Some(q.to_string())),
@@ -212,19 +259,19 @@ impl Fields {
         self.r.query = q;
         let authority = match (self.authority, self.host) {
             (Some(a), Some(h)) if !a.eq_ignore_ascii_case(&h) => {
-                return Err("Host and :authority differ")
+                return Err(Malformed::HostAndAuthorityDiffer)
             }
             (Some(a), _) => Some(a),
             (None, h) => h,
         };
         if let Some(a) = &authority {
             if a.contains('@') || !request::valid_host(a) {
-                return Err("an invalid :authority");
+                return Err(Malformed::InvalidAuthority);
             }
         }
         self.r.host = authority.filter(|a| !a.is_empty());
         if unknown {
-            return Err(UNKNOWN_METHOD);
+            return Err(Malformed::UnknownMethod);
         }
         Ok(Head {
             request: Box::new(self.r),
@@ -234,20 +281,16 @@ impl Fields {
     }
 }
 
-/// [`Fields::finish`]'s answer for a method the server does not know: not malformed
-/// (501, as over HTTP/1.1).
-pub(crate) const UNKNOWN_METHOD: Malformed = "unknown method";
-
 /// Checks a trailer field (a field block after the request's DATA): no pseudo-header.
 pub(crate) fn trailer_field(name: &[u8], value: &[u8]) -> Result<(), Malformed> {
     if name.starts_with(b":") {
-        return Err("a pseudo-header field in trailers");
+        return Err(Malformed::PseudoInTrailers);
     }
     if !lower_token(name) {
-        return Err("a field name that is not a lower-case token");
+        return Err(Malformed::BadName);
     }
     if !valid_value(value) {
-        return Err("a field value with NUL, CR, LF or blanks at its ends");
+        return Err(Malformed::BadValue);
     }
     Ok(())
 }
@@ -324,7 +367,7 @@ mod tests {
         assert!(build(&[(":method", "GET"), (":scheme", "http"), (":path", "a")]).is_err());
         assert_eq!(
             build(&[(":method", "BREW"), (":scheme", "http"), (":path", "/")]).err(),
-            Some(UNKNOWN_METHOD)
+            Some(Malformed::UnknownMethod)
         );
     }
 }
