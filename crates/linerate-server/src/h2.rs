@@ -109,8 +109,9 @@ impl H2 {
             .head(stream, &head, body == 0, &mut frames, heads);
         // A body that goes in one frame at once goes with its head, one entry of the
         // queue (most small files).
-        let lens: Vec<u64> = r.plan.parts.iter().map(Part::len).collect();
-        if let Some(header) = Sender::at_once(&mut self.proto, stream, &lens) {
+        let one_part = (r.plan.parts.len() == 1).then(|| r.plan.parts[0].len());
+        let at_once = one_part.and_then(|len| Sender::at_once(&mut self.proto, stream, &[len]));
+        if let Some(header) = at_once {
             frames.extend_from_slice(&header);
             r.progress.head_bytes = frames.len() as u64;
             r.plan.parts.push_front(Part::Bytes(frames));

@@ -203,19 +203,23 @@ impl Site {
     /// if any: its pages probed first when `probe`), for a request whose line the log
     /// writes as `line`.
     fn answered(&mut self, a: Answer, file: Option<(&Entry, bool)>, line: String) -> Response {
-        let parts = match (a.body, file) {
-            (Body::None, _) => VecDeque::new(),
-            (Body::Bytes(b), _) => [Part::Bytes(b)].into(),
-            (body, Some((e, probe))) => self.file_parts(e, body, probe),
+        // Room for the head too, which HTTP/1.1 puts in front (HTTP/2: the frames'
+        // header): one allocation per answer.
+        let mut parts = VecDeque::with_capacity(2);
+        match (a.body, file) {
+            (Body::None, _) => {}
+            (Body::Bytes(b), _) => parts.push_back(Part::Bytes(b)),
+            (body, Some((e, probe))) => self.file_parts(e, body, probe, &mut parts),
             // A range of nothing found: not a plan the answers make.
-            (_, None) => VecDeque::new(),
-        };
+            (_, None) => {}
+        }
         Response::answer(a.head, parts, a.keep_alive, line, a.logged)
     }
 
-    /// The parts that send ranges of `e`: from memory when its contents are held, else
-    /// ranges of the open file, whose pages are probed first when `probe`.
-    fn file_parts(&mut self, e: &Entry, body: Body, probe: bool) -> VecDeque<Part> {
+    /// The parts that send ranges of `e`, added to `out`: from memory when its contents
+    /// are held, else ranges of the open file, whose pages are probed first when
+    /// `probe`.
+    fn file_parts(&mut self, e: &Entry, body: Body, probe: bool, out: &mut VecDeque<Part>) {
         let contents = e.contents();
         let residency = if probe && contents.is_none() {
             self.residency(e)
@@ -238,17 +242,16 @@ impl Site {
             }
         };
         match body {
-            Body::Range(r) => [range(r)].into(),
+            Body::Range(r) => out.push_back(range(r)),
             Body::Multipart { parts, trailer } => {
-                let mut out = VecDeque::with_capacity(2 * parts.len() + 1);
+                out.reserve(2 * parts.len() + 1);
                 for (head, r) in parts {
                     out.push_back(Part::Bytes(head));
                     out.push_back(range(r));
                 }
                 out.push_back(Part::Bytes(trailer));
-                out
             }
-            Body::None | Body::Bytes(_) => VecDeque::new(),
+            Body::None | Body::Bytes(_) => {}
         }
     }
 
