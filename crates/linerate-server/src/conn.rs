@@ -996,7 +996,7 @@ impl Conn {
                     "{}: HTTP/2 GOAWAY {}: {}",
                     self.peer,
                     code.name(),
-                    h2.proto.failed_why()
+                    h2.proto.failed_why().map_or("", |v| v.as_str())
                 );
             }
         }

@@ -21,8 +21,10 @@ pub mod frame;
 pub mod hpack;
 mod request;
 pub mod send;
+mod violation;
 
 pub use send::Priority;
+pub use violation::Violation;
 
 use std::collections::VecDeque;
 use std::rc::Rc;
@@ -231,7 +233,7 @@ pub struct Connection {
     /// Frames that brought no request ([`MAX_IDLE_FRAMES`]).
     idle_frames: u64,
     /// Why the connection failed, for the log and the counters.
-    why: &'static str,
+    why: Option<Violation>,
 }
 
 /// Frames that bring no request (SETTINGS, PING, PRIORITY, empty DATA, unknown types)
@@ -249,7 +251,7 @@ const MAX_RESETS: u64 = 100;
 const RESETS_PER_SECOND: u64 = 10;
 
 /// A connection error: GOAWAY with this code, then close.
-struct ConnError(ErrorCode, &'static str);
+struct ConnError(ErrorCode, Violation);
 
 type Frame<'a> = (Header, &'a [u8]);
 
@@ -309,7 +311,7 @@ impl Connection {
             reset_credit_at: None,
             now: None,
             idle_frames: 0,
-            why: "",
+            why: None,
         }
     }
 
@@ -363,7 +365,7 @@ impl Connection {
                     return self.events.pop_front().unwrap_or(Event::Wait);
                 }
                 Err(ConnError(code, why)) => {
-                    self.why = why;
+                    self.why = Some(why);
                     self.fail(code);
                 }
             }
@@ -390,7 +392,7 @@ impl Connection {
             if self.buf[..n] != PREFACE[..n] {
                 return Err(ConnError(
                     ErrorCode::ProtocolError,
-                    "not the HTTP/2 preface",
+                    Violation::NotThePreface,
                 ));
             }
             if n < PREFACE.len() {
@@ -406,7 +408,7 @@ impl Connection {
         if h.len > self.config.max_frame_size {
             return Err(ConnError(
                 ErrorCode::FrameSizeError,
-                "a frame over SETTINGS_MAX_FRAME_SIZE",
+                Violation::FrameTooLarge,
             ));
         }
         let end = HEADER_LEN + h.len as usize;
@@ -425,7 +427,7 @@ impl Connection {
             if h.kind != Kind::Settings || h.flags & flag::ACK != 0 {
                 return Err(ConnError(
                     ErrorCode::ProtocolError,
-                    "the preface's SETTINGS missing",
+                    Violation::NoSettingsAfterPreface,
                 ));
             }
             self.first_settings = true;
@@ -434,7 +436,7 @@ impl Connection {
             if h.kind != Kind::Continuation || h.stream != b.stream {
                 return Err(ConnError(
                     ErrorCode::ProtocolError,
-                    "a field block interrupted",
+                    Violation::FieldBlockInterrupted,
                 ));
             }
         }
@@ -452,7 +454,7 @@ impl Connection {
             if self.idle_frames > MAX_IDLE_FRAMES + IDLE_FRAMES_PER_STREAM * self.opened {
                 return Err(ConnError(
                     ErrorCode::EnhanceYourCalm,
-                    "a flood of frames that bring no request",
+                    Violation::FloodOfEmptyFrames,
                 ));
             }
         }
@@ -465,7 +467,7 @@ impl Connection {
             Kind::Settings => self.settings(h, payload),
             Kind::PushPromise => Err(ConnError(
                 ErrorCode::ProtocolError,
-                "PUSH_PROMISE from a client",
+                Violation::PushPromiseFromClient,
             )),
             Kind::Ping => self.ping(h, payload),
             Kind::GoAway => self.peer_goaway(h, payload),
@@ -492,7 +494,7 @@ impl Connection {
             None if id <= self.last_stream => Ok(Closed::Done),
             None => Err(ConnError(
                 ErrorCode::ProtocolError,
-                "a frame on an idle stream",
+                Violation::FrameOnIdleStream,
             )),
         }
     }
@@ -522,12 +524,12 @@ impl Connection {
             return Ok(payload);
         }
         let Some((&pad, rest)) = payload.split_first() else {
-            return Err(ConnError(ErrorCode::FrameSizeError, "no pad length"));
+            return Err(ConnError(ErrorCode::FrameSizeError, Violation::NoPadLength));
         };
         if usize::from(pad) > rest.len() {
             return Err(ConnError(
                 ErrorCode::ProtocolError,
-                "padding longer than the frame",
+                Violation::PaddingTooLong,
             ));
         }
         Ok(&rest[..rest.len() - usize::from(pad)])
@@ -535,7 +537,10 @@ impl Connection {
 
     fn data(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
         if h.stream == 0 {
-            return Err(ConnError(ErrorCode::ProtocolError, "DATA on stream 0"));
+            return Err(ConnError(
+                ErrorCode::ProtocolError,
+                Violation::DataOnStream0,
+            ));
         }
         let body = Self::unpad(h, payload)?;
         // The whole frame counts against the windows, padding too.
@@ -543,7 +548,7 @@ impl Connection {
         if n > self.recv_window {
             return Err(ConnError(
                 ErrorCode::FlowControlError,
-                "DATA beyond the connection's window",
+                Violation::DataBeyondWindow,
             ));
         }
         self.recv_window -= n;
@@ -610,7 +615,7 @@ impl Connection {
         if h.stream == 0 || h.stream.is_multiple_of(2) {
             return Err(ConnError(
                 ErrorCode::ProtocolError,
-                "HEADERS on a stream a client cannot open",
+                Violation::HeadersOnServerStream,
             ));
         }
         let mut rest = Self::unpad(h, payload)?;
@@ -619,7 +624,7 @@ impl Connection {
             let Some((prio, block)) = rest.split_first_chunk::<5>() else {
                 return Err(ConnError(
                     ErrorCode::FrameSizeError,
-                    "HEADERS too short for its priority",
+                    Violation::HeadersTooShortForPriority,
                 ));
             };
             let dep = u32::from_be_bytes([prio[0], prio[1], prio[2], prio[3]]) & 0x7fff_ffff;
@@ -645,7 +650,7 @@ impl Connection {
         let Some(mut b) = self.block.take() else {
             return Err(ConnError(
                 ErrorCode::ProtocolError,
-                "CONTINUATION with no field block",
+                Violation::StrayContinuation,
             ));
         };
         b.frames += 1;
@@ -654,7 +659,7 @@ impl Connection {
             // The 2024 CONTINUATION floods: a field block is bounded however it is cut.
             return Err(ConnError(
                 ErrorCode::EnhanceYourCalm,
-                "a field block too large",
+                Violation::FieldBlockTooLarge,
             ));
         }
         if h.flags & flag::END_HEADERS != 0 {
@@ -672,7 +677,7 @@ impl Connection {
         self.decoder
             .decode(block, limit, &mut |_, _| {})
             .map(|_| ())
-            .map_err(|e| ConnError(e.code(), "a field block that does not decode"))
+            .map_err(|e| ConnError(e.code(), Violation::FieldBlockUndecodable))
     }
 
     /// A whole field block.
@@ -698,7 +703,7 @@ impl Connection {
                         bad.get_or_insert(why);
                     }
                 })
-                .map_err(|e| ConnError(e.code(), "a field block that does not decode"))?;
+                .map_err(|e| ConnError(e.code(), Violation::FieldBlockUndecodable))?;
             if state == State::HalfClosedRemote {
                 self.reset(id, ErrorCode::StreamClosed);
             } else if bad.is_some() || !b.end_stream {
@@ -719,11 +724,11 @@ impl Connection {
                 Closed::ResetHere => Ok(()),
                 Closed::Done if self.closed(id).is_some() => Err(ConnError(
                     ErrorCode::StreamClosed,
-                    "HEADERS on a closed stream",
+                    Violation::HeadersOnClosedStream,
                 )),
                 Closed::Done => Err(ConnError(
                     ErrorCode::ProtocolError,
-                    "a stream id lower than one opened",
+                    Violation::StreamIdTooLow,
                 )),
             };
         }
@@ -740,7 +745,7 @@ impl Connection {
                     }
                 }
             })
-            .map_err(|e| ConnError(e.code(), "a field block that does not decode"))?;
+            .map_err(|e| ConnError(e.code(), Violation::FieldBlockUndecodable))?;
         self.last_stream = id;
         if self.goaway.is_some_and(|last| id > last) {
             // After GOAWAY, new streams are ignored (the client retries them elsewhere).
@@ -814,7 +819,10 @@ impl Connection {
 
     fn priority(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
         if h.stream == 0 {
-            return Err(ConnError(ErrorCode::ProtocolError, "PRIORITY on stream 0"));
+            return Err(ConnError(
+                ErrorCode::ProtocolError,
+                Violation::PriorityOnStream0,
+            ));
         }
         if payload.len() != 5 {
             self.reset(h.stream, ErrorCode::FrameSizeError);
@@ -833,13 +841,13 @@ impl Connection {
         if h.stream != 0 {
             return Err(ConnError(
                 ErrorCode::ProtocolError,
-                "PRIORITY_UPDATE on a stream",
+                Violation::PriorityUpdateOnStream,
             ));
         }
         let Some((id, value)) = payload.split_first_chunk::<4>() else {
             return Err(ConnError(
                 ErrorCode::FrameSizeError,
-                "PRIORITY_UPDATE too short",
+                Violation::PriorityUpdateTooShort,
             ));
         };
         let stream = u32::from_be_bytes(*id) & 0x7fff_ffff;
@@ -857,18 +865,18 @@ impl Connection {
         if h.stream == 0 {
             return Err(ConnError(
                 ErrorCode::ProtocolError,
-                "RST_STREAM on stream 0",
+                Violation::RstStreamOnStream0,
             ));
         }
         if payload.len() != 4 {
             return Err(ConnError(
                 ErrorCode::FrameSizeError,
-                "RST_STREAM of a wrong length",
+                Violation::RstStreamWrongLength,
             ));
         }
         if let Some(s) = self.streams.get(&h.stream) {
             if s.owed && !self.spend_reset() {
-                return Err(ConnError(ErrorCode::EnhanceYourCalm, "rapid reset"));
+                return Err(ConnError(ErrorCode::EnhanceYourCalm, Violation::RapidReset));
             }
             self.close_stream(h.stream, Closed::Done);
         } else {
@@ -895,13 +903,16 @@ impl Connection {
 
     fn settings(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
         if h.stream != 0 {
-            return Err(ConnError(ErrorCode::ProtocolError, "SETTINGS on a stream"));
+            return Err(ConnError(
+                ErrorCode::ProtocolError,
+                Violation::SettingsOnStream,
+            ));
         }
         if h.flags & flag::ACK != 0 {
             if !payload.is_empty() {
                 return Err(ConnError(
                     ErrorCode::FrameSizeError,
-                    "a SETTINGS acknowledgement with a payload",
+                    Violation::SettingsAckWithPayload,
                 ));
             }
             return Ok(());
@@ -909,7 +920,7 @@ impl Connection {
         if !payload.len().is_multiple_of(6) {
             return Err(ConnError(
                 ErrorCode::FrameSizeError,
-                "SETTINGS of a wrong length",
+                Violation::SettingsWrongLength,
             ));
         }
         for s in payload.chunks_exact(6) {
@@ -919,14 +930,14 @@ impl Connection {
                 setting::ENABLE_PUSH if v > 1 => {
                     return Err(ConnError(
                         ErrorCode::ProtocolError,
-                        "ENABLE_PUSH neither 0 nor 1",
+                        Violation::BadEnablePush,
                     ));
                 }
                 setting::INITIAL_WINDOW_SIZE => {
                     if i64::from(v) > frame::MAX_WINDOW {
                         return Err(ConnError(
                             ErrorCode::FlowControlError,
-                            "INITIAL_WINDOW_SIZE over 2^31-1",
+                            Violation::InitialWindowTooLarge,
                         ));
                     }
                     let delta = i64::from(v) - self.peer_initial_window;
@@ -935,7 +946,7 @@ impl Connection {
                         if s.send_window > frame::MAX_WINDOW {
                             return Err(ConnError(
                                 ErrorCode::FlowControlError,
-                                "a stream window over 2^31-1",
+                                Violation::StreamWindowOverflow,
                             ));
                         }
                     }
@@ -945,7 +956,7 @@ impl Connection {
                     if !(frame::DEFAULT_MAX_FRAME_SIZE..=frame::MAX_FRAME_SIZE_LIMIT).contains(&v) {
                         return Err(ConnError(
                             ErrorCode::ProtocolError,
-                            "MAX_FRAME_SIZE out of range",
+                            Violation::MaxFrameSizeOutOfRange,
                         ));
                     }
                     self.peer_max_frame = v;
@@ -963,12 +974,12 @@ impl Connection {
 
     fn ping(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
         if h.stream != 0 {
-            return Err(ConnError(ErrorCode::ProtocolError, "PING on a stream"));
+            return Err(ConnError(ErrorCode::ProtocolError, Violation::PingOnStream));
         }
         if payload.len() != 8 {
             return Err(ConnError(
                 ErrorCode::FrameSizeError,
-                "PING of a wrong length",
+                Violation::PingWrongLength,
             ));
         }
         if h.flags & flag::ACK == 0 {
@@ -979,10 +990,16 @@ impl Connection {
 
     fn peer_goaway(&mut self, h: Header, payload: &[u8]) -> Result<(), ConnError> {
         if h.stream != 0 {
-            return Err(ConnError(ErrorCode::ProtocolError, "GOAWAY on a stream"));
+            return Err(ConnError(
+                ErrorCode::ProtocolError,
+                Violation::GoawayOnStream,
+            ));
         }
         if payload.len() < 8 {
-            return Err(ConnError(ErrorCode::FrameSizeError, "GOAWAY too short"));
+            return Err(ConnError(
+                ErrorCode::FrameSizeError,
+                Violation::GoawayTooShort,
+            ));
         }
         // The client opens no more streams; those open are answered.
         Ok(())
@@ -992,7 +1009,7 @@ impl Connection {
         if payload.len() != 4 {
             return Err(ConnError(
                 ErrorCode::FrameSizeError,
-                "WINDOW_UPDATE of a wrong length",
+                Violation::WindowUpdateWrongLength,
             ));
         }
         let inc = i64::from(
@@ -1000,13 +1017,16 @@ impl Connection {
         );
         if h.stream == 0 {
             if inc == 0 {
-                return Err(ConnError(ErrorCode::ProtocolError, "a WINDOW_UPDATE of 0"));
+                return Err(ConnError(
+                    ErrorCode::ProtocolError,
+                    Violation::WindowUpdateOfZero,
+                ));
             }
             self.send_window += inc;
             if self.send_window > frame::MAX_WINDOW {
                 return Err(ConnError(
                     ErrorCode::FlowControlError,
-                    "the connection's window over 2^31-1",
+                    Violation::ConnectionWindowOverflow,
                 ));
             }
             return Ok(());
@@ -1224,8 +1244,8 @@ impl Connection {
         self.failed
     }
 
-    /// Why it failed (for the log).
-    pub fn failed_why(&self) -> &'static str {
+    /// Why it failed, if it did.
+    pub fn failed_why(&self) -> Option<Violation> {
         self.why
     }
 

@@ -704,3 +704,33 @@ fn a_head_longer_than_the_clients_frame_size_goes_in_continuations() {
         .unwrap();
     assert_eq!(got[1], (b"x-big".to_vec(), 40_000));
 }
+
+/// A connection error names its reason, typed, and the log's words come from it.
+#[test]
+fn connection_errors_name_their_reason() {
+    let now = Instant::now();
+    for (input, want) in [
+        (
+            Client::open().frame(Kind::Data, 0, 0, b"x").0,
+            Violation::DataOnStream0,
+        ),
+        (
+            Client::open().frame(Kind::Ping, 0, 1, &[0; 8]).0,
+            Violation::PingOnStream,
+        ),
+        (
+            Client::open()
+                .frame(Kind::WindowUpdate, 0, 0, &0u32.to_be_bytes())
+                .0,
+            Violation::WindowUpdateOfZero,
+        ),
+        (b"GET / HTTP/1.1\r\n\r\n".to_vec(), Violation::NotThePreface),
+    ] {
+        let mut c = Connection::new(Limits::default(), Config::default());
+        c.receive(&input);
+        while !matches!(c.next(now), Event::Wait) {}
+        assert_eq!(c.failed_why(), Some(want), "{want}");
+        assert!(c.failed().is_some());
+    }
+    assert_eq!(Violation::RapidReset.to_string(), "rapid reset");
+}
