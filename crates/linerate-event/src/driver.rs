@@ -53,7 +53,7 @@ pub enum Io {
     #[default]
     None,
     /// Bytes received into a buffer of the driver's: read them with
-    /// [`Driver::input`], then give the buffer back with [`Driver::recycle`].
+    /// [`Ring::input`], then give the buffer back with [`Ring::recycle`].
     Received { buffer: u16, len: u32 },
     /// The input ended: `Ok` when the peer closed, else the error.
     InputEnded(Result<(), Errno>),
@@ -78,26 +78,6 @@ pub trait Driver {
     fn deregister(&mut self, fd: BorrowedFd<'_>) -> io::Result<()>;
     /// Waits up to `timeout` and appends what is ready.
     fn wait(&mut self, out: &mut Vec<Ready>, timeout: Duration) -> io::Result<()>;
-    /// What a ring did so far (the io_uring driver; None for epoll).
-    fn ring_counts(&self) -> Option<RingCounts> {
-        None
-    }
-    /// The descriptor watched under `token` was closed without being deregistered
-    /// (epoll forgets it by itself; a ring's request would hold it open).
-    fn closed(&mut self, _token: u64) -> io::Result<()> {
-        Ok(())
-    }
-    /// Connections' bytes are received and sent by the driver ([`Io`] events), not by
-    /// the connections' own calls.
-    fn ring_io(&self) -> bool {
-        false
-    }
-    /// The first `len` bytes of a receive buffer ([`Io::Received`]).
-    fn input(&self, _buffer: u16, _len: usize) -> &[u8] {
-        &[]
-    }
-    /// Gives a receive buffer back.
-    fn recycle(&mut self, _buffer: u16) {}
     /// Makes `op` at once on the non-blocking socket `fd`, under either driver: what a
     /// connection sends best effort as it ends (a TLS alert, `close_notify`, the answer
     /// to plain HTTP on a TLS port, the shutdown), the kernel TLS hand-off, and a TLS
@@ -125,13 +105,6 @@ pub trait Driver {
     ) -> Submitted {
         Submitted::Done(linerate_sys::exec::now(fd, op, zc))
     }
-    /// A connection the driver accepted for a listener whose watch has ended since
-    /// (io_uring's accepts run ahead of the owner), with the token the listener was
-    /// watched under: the owner serves it, as a closed one would be reset with its
-    /// request unread. None under epoll, which accepts only when asked.
-    fn take_orphan(&mut self) -> Option<(u64, OwnedFd)> {
-        None
-    }
     /// A connection of the listener `fd` watched under `token`, or `WouldBlock` when
     /// none waits (`accept4`, under epoll).
     fn accept(&mut self, _token: u64, fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
@@ -143,21 +116,44 @@ pub trait Driver {
         drop(fd);
         r
     }
-    /// Called once per tick: memory the driver holds only for bursts (a ring's receive
-    /// buffers) goes back to the system if it has been idle since the last call.
-    fn release_idle(&mut self) -> io::Result<bool> {
-        Ok(false)
+    /// The ring's own operations, when this driver is a ring (io_uring): none under
+    /// epoll.
+    fn ring(&mut self) -> Option<&mut dyn Ring> {
+        None
     }
+    /// [`Driver::ring`], to read: connections' bytes are received and sent by the
+    /// driver ([`Io`] events), not by the connections' own calls, when there is one.
+    fn as_ring(&self) -> Option<&dyn Ring> {
+        None
+    }
+}
+
+/// What only a driver that receives and sends connections' bytes itself (io_uring)
+/// does, apart from the trait every driver has ([`Driver::ring`]).
+pub trait Ring {
+    /// What the ring did so far.
+    fn counts(&self) -> RingCounts;
+    /// The descriptor watched under `token` was closed without being deregistered
+    /// (epoll forgets it by itself; a ring's request would hold it open).
+    fn closed(&mut self, token: u64) -> io::Result<()>;
+    /// The first `len` bytes of a receive buffer ([`Io::Received`]).
+    fn input(&self, buffer: u16, len: usize) -> &[u8];
+    /// Gives a receive buffer back.
+    fn recycle(&mut self, buffer: u16);
+    /// A connection the driver accepted for a listener whose watch has ended since
+    /// (the ring's accepts run ahead of the owner), with the token the listener was
+    /// watched under: the owner serves it, as a closed one would be reset with its
+    /// request unread.
+    fn take_orphan(&mut self) -> Option<(u64, OwnedFd)>;
+    /// Called once per tick: memory the ring holds only for bursts (its receive
+    /// buffers) goes back to the system if it has been idle since the last call.
+    fn release_idle(&mut self) -> io::Result<bool>;
     /// The process's descriptor limit changed: accepts the kernel armed under the old
     /// one are armed again (io_uring reads it when an accept is queued).
-    fn limit_changed(&mut self) -> io::Result<()> {
-        Ok(())
-    }
+    fn limit_changed(&mut self) -> io::Result<()>;
     /// Whether the connection `fd` is to receive (a paused one leaves its bytes in the
     /// socket, so a client that will not read cannot fill our memory).
-    fn set_input(&mut self, _fd: BorrowedFd<'_>, _on: bool) -> io::Result<()> {
-        Ok(())
-    }
+    fn set_input(&mut self, fd: BorrowedFd<'_>, on: bool) -> io::Result<()>;
 }
 
 /// Which driver a worker runs: the setting (`--driver`).
@@ -290,7 +286,7 @@ mod tests {
     #[test]
     fn the_ring_receives_a_connections_bytes_pauses_and_reports_the_end() {
         let mut d = UringDriver::new().unwrap();
-        assert!(d.ring_io());
+        assert!(d.as_ring().is_some());
         let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
         d.register(a.as_fd(), 5, Interest::Connection).unwrap();
@@ -301,24 +297,26 @@ mod tests {
             assert_eq!(e.token, 5);
             assert!(!e.readable, "no readiness for input: {e:?}");
             if let Io::Received { buffer, len } = e.io {
-                got.extend_from_slice(d.input(buffer, len as usize));
-                d.recycle(buffer);
+                let ring = d.ring().unwrap();
+                got.extend_from_slice(ring.input(buffer, len as usize));
+                ring.recycle(buffer);
             }
             got.len() == 6
         });
         assert_eq!(got, b"onetwo");
         // Paused: the bytes stay in the socket until the input is on again.
-        d.set_input(a.as_fd(), false).unwrap();
+        d.ring().unwrap().set_input(a.as_fd(), false).unwrap();
         let _ = wait(&mut d, 20);
         b.write_all(b"three").unwrap();
         let r = wait(&mut d, 100);
         assert!(r.iter().all(|e| e.io == Io::None), "{r:?}");
-        d.set_input(a.as_fd(), true).unwrap();
+        d.ring().unwrap().set_input(a.as_fd(), true).unwrap();
         got.clear();
         wait_until(&mut d, |d, e| {
             if let Io::Received { buffer, len } = e.io {
-                got.extend_from_slice(d.input(buffer, len as usize));
-                d.recycle(buffer);
+                let ring = d.ring().unwrap();
+                got.extend_from_slice(ring.input(buffer, len as usize));
+                ring.recycle(buffer);
             }
             got == b"three"
         });
@@ -395,7 +393,7 @@ mod tests {
         // And a watch the owner says is closed ends at once.
         let (c, mut e) = std::os::unix::net::UnixStream::pair().unwrap();
         d.register(c.as_fd(), 6, Interest::Readable).unwrap();
-        d.closed(6).unwrap();
+        d.ring().unwrap().closed(6).unwrap();
         e.write_all(b"y").unwrap();
         assert!(wait(&mut d, 50).is_empty());
     }
@@ -450,7 +448,7 @@ mod tests {
             wait_until(d.as_mut(), |_, e| e.token == 7);
             d.deregister(l.as_fd()).unwrap();
             let mut took = Vec::new();
-            while let Some((token, fd)) = d.take_orphan() {
+            while let Some((token, fd)) = d.ring().and_then(|r| r.take_orphan()) {
                 took.push((token, std::net::TcpStream::from(fd)));
             }
             if name == "epoll" {
@@ -481,7 +479,7 @@ mod tests {
         let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
         a.set_nonblocking(true).unwrap();
         d.register(a.as_fd(), 8, Interest::Connection).unwrap();
-        d.set_input(a.as_fd(), false).unwrap();
+        d.ring().unwrap().set_input(a.as_fd(), false).unwrap();
         let _ = wait(&mut d, 20);
         d.close(8, OwnedFd::from(a)).unwrap();
         drop(d);

@@ -9,7 +9,8 @@
 //!   stops before that), level-triggered for listeners and other descriptors.
 //! - [`UringDriver`]: completion. io_uring accepts, receives into provided buffers,
 //!   sends gathers and closes, one `io_uring_enter` per loop turn for all of them
-//!   ([`Driver::ring_io`] says so; [`Io`] carries what the ring did). A file body's
+//!   ([`Driver::ring`] gives what only it does, [`Ring`]; [`Io`] carries what the
+//!   ring did). A file body's
 //!   operations are made at once by its executor ([`Driver::execute`]): the ring has no
 //!   `sendfile`, and it runs every `splice` on the kernel's worker threads, which
 //!   measured 3-38% more CPU per request than the direct call (BENCHMARKS.md, "File
@@ -36,5 +37,7 @@
 pub mod driver;
 pub mod timer;
 
-pub use driver::{Driver, DriverChoice, EpollDriver, Interest, Io, Ready, Submitted, UringDriver};
+pub use driver::{
+    Driver, DriverChoice, EpollDriver, Interest, Io, Ready, Ring, Submitted, UringDriver,
+};
 pub use timer::{Tick, Timers};

@@ -9,7 +9,7 @@
 //! an HTTPS connection (plaintext in, records out); the worker's disk helpers for a
 //! window to read in; else the driver's executor ([`Driver::execute`]).
 //!
-//! Under a driver that does the connection's I/O on its ring ([`Driver::ring_io`]),
+//! Under a driver that does the connection's I/O on its ring (`Driver::ring`),
 //! the connection reads nothing itself: the bytes come from the driver
 //! ([`Conn::received`]), and its gathers go on the ring, one at a time, their results
 //! coming back in a later turn ([`Conn::sent`]). The driver's executor still makes a
@@ -188,7 +188,7 @@ enum Io {
         /// its input has ended, and no later edge will say so.
         peer_hup: bool,
     },
-    /// The driver's ring ([`Driver::ring_io`]): a receive brings the bytes, and its
+    /// The driver's ring (`Driver::ring`): a receive brings the bytes, and its
     /// gathers are handed to it one at a time.
     Ring {
         /// The gather handed to the driver.

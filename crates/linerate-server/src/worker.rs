@@ -305,8 +305,10 @@ impl<D: Driver> Worker<D> {
                         if !meant {
                             // Closed earlier in this turn (or meant for the connection
                             // before in this slot): a receive buffer still goes back.
-                            if let Io::Received { buffer, .. } = ev.io {
-                                self.driver.recycle(buffer);
+                            if let (Io::Received { buffer, .. }, Some(r)) =
+                                (ev.io, self.driver.ring())
+                            {
+                                r.recycle(buffer);
                             }
                             continue;
                         }
@@ -383,7 +385,7 @@ impl<D: Driver> Worker<D> {
 
     /// Adds what the driver's ring did since the last look to the counters.
     fn count_ring(&mut self) {
-        let Some(now) = self.driver.ring_counts() else {
+        let Some(now) = self.driver.as_ring().map(|r| r.counts()) else {
             return;
         };
         let before = std::mem::replace(&mut self.ring_seen, now);
@@ -410,7 +412,9 @@ impl<D: Driver> Worker<D> {
                 }
                 // The cache gave its instance up (closed): its watch goes too.
                 None => {
-                    let _ = self.driver.closed(token);
+                    if let Some(r) = self.driver.ring() {
+                        let _ = r.closed(token);
+                    }
                 }
             }
         }
@@ -505,7 +509,7 @@ impl<D: Driver> Worker<D> {
     /// answered with a close if the worker is ending. Never closed unserved, which
     /// would reset a client whose request may be on its way.
     fn adopt_orphans(&mut self, now: Instant) {
-        while let Some((token, fd)) = self.driver.take_orphan() {
+        while let Some((token, fd)) = self.driver.ring().and_then(|r| r.take_orphan()) {
             let Token::Listener(li) = Token::decode(token) else {
                 continue;
             };
@@ -564,7 +568,7 @@ impl<D: Driver> Worker<D> {
                 return None;
             }
         };
-        let ring = self.driver.ring_io();
+        let ring = self.driver.as_ring().is_some();
         let mut conn = Conn::new(sock, peer, limits, id, ring, tls, now);
         let token = token_of(&conn);
         conn.redirect = role.redirect;
@@ -713,7 +717,11 @@ impl<D: Driver> Worker<D> {
             return;
         };
         if let Some(on) = conn.input_change() {
-            if self.driver.set_input(conn.sock.as_fd(), on).is_err() {
+            let set = self
+                .driver
+                .ring()
+                .map_or(Ok(()), |r| r.set_input(conn.sock.as_fd(), on));
+            if set.is_err() {
                 self.close(idx, After::Close, Cut::Error);
             }
         }
@@ -723,16 +731,18 @@ impl<D: Driver> Worker<D> {
     /// gather sent. Then the connection goes on.
     fn ring_io(&mut self, idx: usize, io: Io, now: Instant) {
         let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) else {
-            if let Io::Received { buffer, .. } = io {
-                self.driver.recycle(buffer);
+            if let (Io::Received { buffer, .. }, Some(r)) = (io, self.driver.ring()) {
+                r.recycle(buffer);
             }
             return;
         };
         match io {
             Io::None => {}
             Io::Received { buffer, len } => {
-                c.received(self.driver.input(buffer, len as usize), now);
-                self.driver.recycle(buffer);
+                if let Some(r) = self.driver.ring() {
+                    c.received(r.input(buffer, len as usize), now);
+                    r.recycle(buffer);
+                }
             }
             Io::InputEnded(r) => {
                 let after = c.input_ended(r);
@@ -843,15 +853,15 @@ impl<D: Driver> Worker<D> {
         // What the ring accepted for a listener whose watch ended after the worker
         // last looked (a pause, a stop) is served within a tick.
         self.adopt_orphans(now);
-        if self.driver.ring_io() {
+        if let Some(r) = self.driver.ring() {
             // A ring quiet for a tick gives its receive buffers' pages back.
-            let _ = self.driver.release_idle();
+            let _ = r.release_idle();
             // The ring's accepts hold the descriptor limit of when they were armed; one
             // lowered (or raised) at run time, by `prlimit`, holds from the next tick.
             let limit = linerate_sys::fs::nofile_limit().ok();
             if limit != self.nofile {
                 if self.nofile.is_some() {
-                    if let Err(e) = self.driver.limit_changed() {
+                    if let Err(e) = r.limit_changed() {
                         tracing::warn!("arming the accepts again for a new descriptor limit: {e}");
                     }
                 }

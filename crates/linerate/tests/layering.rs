@@ -162,3 +162,22 @@ fn the_connection_has_one_request_loop() {
     assert!(!conn.contains("fn process_h2"), "a second request loop");
     assert_eq!(conn.matches("fn process(").count(), 1);
 }
+
+/// The event loop's common trait holds what every driver does; what only the ring does
+/// is its own trait (`Ring`, from `Driver::ring`).
+#[test]
+fn ring_only_methods_are_off_the_common_trait() {
+    let d = fs::read_to_string(workspace().join("crates/linerate-event/src/driver.rs")).unwrap();
+    let start = d.find("pub trait Driver {").unwrap();
+    let end = start + d[start..].find("\n}\n").unwrap();
+    let methods = d[start..end].matches("\n    fn ").count();
+    assert!(methods <= 9, "Driver has {methods} methods (15 at f5b477d)");
+    for ring_only in [
+        "fn input(",
+        "fn recycle(",
+        "fn take_orphan(",
+        "fn set_input(",
+    ] {
+        assert!(!d[start..end].contains(ring_only), "Driver {ring_only}");
+    }
+}

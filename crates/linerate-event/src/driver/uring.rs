@@ -12,6 +12,7 @@ use linerate_sys::uring::{Completion, Ring, RingCounts, SendBuf};
 use linerate_sys::zerocopy::ZeroCopy;
 use linerate_sys::{Errno, Events};
 
+use super::Ring as RingOps;
 use super::{Driver, Interest, Io, Ready, Submitted};
 
 /// A watch of the io_uring driver.
@@ -185,7 +186,7 @@ pub struct UringDriver {
     /// bring goes to `orphans`.
     ended_listeners: HashMap<u64, u64>,
     /// Connections accepted for an ended listener's watch, with its token, for the
-    /// owner to take ([`Driver::take_orphan`]).
+    /// owner to take ([`Ring::take_orphan`](super::Ring::take_orphan)).
     orphans: VecDeque<(u64, OwnedFd)>,
     /// Splices go on the ring (`LINERATE_RING_SPLICE=1`, an experiment: see
     /// BENCHMARKS.md); else they are made at once.
@@ -443,6 +444,14 @@ impl UringDriver {
 }
 
 impl Driver for UringDriver {
+    fn ring(&mut self) -> Option<&mut dyn RingOps> {
+        Some(self)
+    }
+
+    fn as_ring(&self) -> Option<&dyn RingOps> {
+        Some(self)
+    }
+
     fn register(&mut self, fd: BorrowedFd<'_>, token: u64, interest: Interest) -> io::Result<()> {
         let (events, level, stream) = match interest {
             Interest::Readable | Interest::Listener => (Events::IN, true, false),
@@ -502,22 +511,6 @@ impl Driver for UringDriver {
         Ok(())
     }
 
-    fn ring_counts(&self) -> Option<RingCounts> {
-        Some(self.ring.counts())
-    }
-
-    fn ring_io(&self) -> bool {
-        true
-    }
-
-    fn input(&self, buffer: u16, len: usize) -> &[u8] {
-        self.ring.buffer(buffer, len)
-    }
-
-    fn recycle(&mut self, buffer: u16) {
-        self.ring.recycle(buffer);
-    }
-
     fn execute(
         &mut self,
         fd: BorrowedFd<'_>,
@@ -543,14 +536,6 @@ impl Driver for UringDriver {
             Ok(()) => Submitted::Pending,
             Err(e) => Submitted::Done(Err(Errno::from_io(&e))),
         }
-    }
-
-    fn take_orphan(&mut self) -> Option<(u64, OwnedFd)> {
-        self.orphans.pop_front()
-    }
-
-    fn release_idle(&mut self) -> io::Result<bool> {
-        self.ring.release_idle_buffers()
     }
 
     fn accept(&mut self, _token: u64, fd: BorrowedFd<'_>) -> io::Result<OwnedFd> {
@@ -587,49 +572,6 @@ impl Driver for UringDriver {
         };
         let closed = self.ring.close(fd);
         ended.and(closed)
-    }
-
-    fn limit_changed(&mut self) -> io::Result<()> {
-        let listeners: Vec<(u64, RawFd)> = self
-            .watches
-            .iter()
-            .filter(|(_, w)| w.listener)
-            .map(|(id, w)| (id, w.fd))
-            .collect();
-        for (id, fd) in listeners {
-            // The cancellation goes in first; its completion (-ECANCELED) is dropped,
-            // and what the old request accepted before it is delivered as usual.
-            self.ring.cancel(id * KINDS + ACCEPT)?;
-            self.ring.accept(fd, id * KINDS + ACCEPT)?;
-            self.rearm_accept.retain(|t| *t != id);
-        }
-        Ok(())
-    }
-
-    fn set_input(&mut self, fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
-        let Some(id) = self.watches.of_fd(fd.as_raw_fd()) else {
-            return Ok(());
-        };
-        let Some(w) = self.watches.get_mut(id) else {
-            return Ok(());
-        };
-        w.want_input = on;
-        if on {
-            if !w.receiving && !self.rearm_input.contains(&id) {
-                self.rearm_input.push(id);
-            }
-        } else if w.receiving && !w.cancelling {
-            w.cancelling = true;
-            self.ring.cancel_receive(id * KINDS + RECV)?;
-        }
-        Ok(())
-    }
-
-    fn closed(&mut self, token: u64) -> io::Result<()> {
-        match self.watches.of_token(token) {
-            Some(id) => self.end(id),
-            None => Ok(()),
-        }
     }
 
     fn deregister(&mut self, fd: BorrowedFd<'_>) -> io::Result<()> {
@@ -787,6 +729,64 @@ impl Driver for UringDriver {
         }
         self.done = done;
         Ok(())
+    }
+}
+
+impl RingOps for UringDriver {
+    fn counts(&self) -> RingCounts {
+        self.ring.counts()
+    }
+    fn input(&self, buffer: u16, len: usize) -> &[u8] {
+        self.ring.buffer(buffer, len)
+    }
+    fn recycle(&mut self, buffer: u16) {
+        self.ring.recycle(buffer);
+    }
+    fn take_orphan(&mut self) -> Option<(u64, OwnedFd)> {
+        self.orphans.pop_front()
+    }
+    fn release_idle(&mut self) -> io::Result<bool> {
+        self.ring.release_idle_buffers()
+    }
+    fn limit_changed(&mut self) -> io::Result<()> {
+        let listeners: Vec<(u64, RawFd)> = self
+            .watches
+            .iter()
+            .filter(|(_, w)| w.listener)
+            .map(|(id, w)| (id, w.fd))
+            .collect();
+        for (id, fd) in listeners {
+            // The cancellation goes in first; its completion (-ECANCELED) is dropped,
+            // and what the old request accepted before it is delivered as usual.
+            self.ring.cancel(id * KINDS + ACCEPT)?;
+            self.ring.accept(fd, id * KINDS + ACCEPT)?;
+            self.rearm_accept.retain(|t| *t != id);
+        }
+        Ok(())
+    }
+    fn set_input(&mut self, fd: BorrowedFd<'_>, on: bool) -> io::Result<()> {
+        let Some(id) = self.watches.of_fd(fd.as_raw_fd()) else {
+            return Ok(());
+        };
+        let Some(w) = self.watches.get_mut(id) else {
+            return Ok(());
+        };
+        w.want_input = on;
+        if on {
+            if !w.receiving && !self.rearm_input.contains(&id) {
+                self.rearm_input.push(id);
+            }
+        } else if w.receiving && !w.cancelling {
+            w.cancelling = true;
+            self.ring.cancel_receive(id * KINDS + RECV)?;
+        }
+        Ok(())
+    }
+    fn closed(&mut self, token: u64) -> io::Result<()> {
+        match self.watches.of_token(token) {
+            Some(id) => self.end(id),
+            None => Ok(()),
+        }
     }
 }
 

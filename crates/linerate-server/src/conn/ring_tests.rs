@@ -19,9 +19,6 @@ impl Driver for Held {
     fn wait(&mut self, _: &mut Vec<Ready>, _: Duration) -> io::Result<()> {
         Ok(())
     }
-    fn ring_io(&self) -> bool {
-        true
-    }
     fn execute(
         &mut self,
         _: std::os::fd::BorrowedFd<'_>,
