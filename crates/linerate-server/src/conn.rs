@@ -868,7 +868,8 @@ impl Conn {
 
     /// Answers the requests read so far, whichever protocol brought them: one loop,
     /// the protocol saying what comes next ([`Http::next`]) and taking each answer in
-    /// its own form ([`Conn::deliver`]); true if any response was queued.
+    /// its own form (HTTP/1.1's head written before its parts, HTTP/2's HEADERS and
+    /// DATA); true if any response was queued.
     fn process(&mut self, site: &mut Site, now: Instant) -> bool {
         let mut queued = false;
         let mut sys_now = None;
@@ -939,10 +940,12 @@ impl Conn {
                     Stats::add(&site.stats.h2_streams, 1);
                     h2.answer(stream, priority, r, out, &mut site.h2_heads);
                 }
-                _ => {
+                (Http::One(_), _) => {
                     r.progress.head_bytes = r.write_h1_head();
                     out.push(r);
                 }
+                // HTTP/2's `next` gives every request and refusal its stream.
+                (Http::Two(_), None) => debug_assert!(false, "an HTTP/2 answer on no stream"),
             }
             out.rate.since.get_or_insert(now);
             queued = true;
