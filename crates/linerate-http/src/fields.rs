@@ -38,15 +38,6 @@ impl Fields {
     pub fn content_length(&mut self, n: u64) -> &mut Fields {
         self.field("Content-Length", itoa::Buffer::new().format(n))
     }
-
-    /// The fields in order: each name, and its value as every protocol sends it.
-    pub fn iter(&self) -> FieldIter<'_> {
-        FieldIter {
-            text: &self.text,
-            at: &self.at,
-            next: 0,
-        }
-    }
 }
 
 /// A response head being built: status, `Server`, `Date`, then its fields.
@@ -140,7 +131,7 @@ impl Head {
     }
 }
 
-/// The fields of a [`Head`] or [`Fields`]: (name, value).
+/// The fields of a [`Head`]: (name, value).
 pub struct FieldIter<'a> {
     text: &'a [u8],
     at: &'a [(u32, u32)],

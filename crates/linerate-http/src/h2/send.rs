@@ -14,6 +14,8 @@
 
 use std::collections::VecDeque;
 
+use smallvec::SmallVec;
+
 use super::frame::HEADER_LEN;
 use super::Connection;
 
@@ -71,8 +73,10 @@ impl Priority {
 struct Body {
     stream: u32,
     priority: Option<Priority>,
-    /// The lengths of the parts left, none empty.
-    parts: VecDeque<u64>,
+    /// The lengths of its parts, none empty (most bodies have one or two: kept without
+    /// an allocation of their own), and the first not framed whole.
+    parts: SmallVec<[u64; 2]>,
+    next: usize,
     /// Bytes of the front part already framed.
     front: u64,
     /// Body bytes framed so far.
@@ -115,7 +119,7 @@ impl Sender {
         priority: Option<Priority>,
         parts: impl IntoIterator<Item = u64>,
     ) {
-        let parts: VecDeque<u64> = parts.into_iter().filter(|&n| n > 0).collect();
+        let parts: SmallVec<[u64; 2]> = parts.into_iter().filter(|&n| n > 0).collect();
         if parts.is_empty() {
             return;
         }
@@ -123,6 +127,7 @@ impl Sender {
             stream,
             priority,
             parts,
+            next: 0,
             front: 0,
             framed: 0,
         });
@@ -180,14 +185,14 @@ impl Sender {
                 .map(|b| (b.priority, conn.window(b.stream) > 0)),
         )?;
         let mut b = self.bodies.remove(i)?;
-        let part = b.parts[0];
+        let part = b.parts[b.next];
         let len = (part - b.front)
             .min(conn.window(b.stream))
             .min(conn.max_frame())
             .min(budget - header_len);
         let at = b.front;
         let part_done = at + len == part;
-        let end = part_done && b.parts.len() == 1;
+        let end = part_done && b.next + 1 == b.parts.len();
         let header = conn.data_header(b.stream, len as u32, end);
         let cut = Cut {
             stream: b.stream,
@@ -200,7 +205,7 @@ impl Sender {
         };
         b.framed += len;
         if part_done {
-            b.parts.pop_front();
+            b.next += 1;
             b.front = 0;
         } else {
             b.front += len;
