@@ -8,8 +8,8 @@
 //!   (an encoder that indexes response heads in the client's table), streams and their
 //!   priorities, the limits against floods (rapid reset, CONTINUATION, HPACK bombs);
 //! - [`request`]: the request head (parsed by `httparse`, with the policy checks it does
-//!   not make: bare LF, limits, `Host`, body framing, methods) and the chunked body
-//!   skipper;
+//!   not make: bare LF, limits, `Host`, body framing, methods), the chunked body
+//!   skipper, and the one `Builder` every protocol hands its fields to;
 //! - [`answer`]: a request's answer decided in one call from what the server found (a
 //!   file, an error, a page): preconditions, ranges, status, head and body plan;
 //! - [`fields`]: a response head as a structure, and its HTTP/1.1 writer (every field

@@ -6,7 +6,10 @@
 use std::mem::MaybeUninit;
 
 use crate::refusal::Refusal;
+
+mod build;
 use crate::Status;
+pub use build::{Builder, Fault};
 
 /// Size limits of a request head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -393,60 +396,28 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         None => (path_and_query.to_string(), None),
     };
 
-    let mut host: Option<&str> = None;
-    let mut host_count = 0;
-    let mut content_length: Option<u64> = None;
     let mut codings: Vec<String> = Vec::new();
     let mut saw_te = false;
     let mut close = false;
     let mut keep_alive_token = false;
-    let mut r = Request {
-        method,
-        version,
-        path,
-        query,
-        host: None,
-        keep_alive: false,
-        body: Body::None,
-        range: None,
-        if_match: None,
-        if_none_match: None,
-        if_modified_since: None,
-        if_unmodified_since: None,
-        if_range: None,
-        user_agent: None,
-        referer: None,
-        forwarded: None,
-        secure: false,
-        cors: None,
-        authorization: None,
-        accept_encoding: None,
-    };
+    let mut b = Builder::new(method, version, path, query);
     for h in req.headers.iter() {
-        if client_field(&mut r, h.name, h.value, limits) {
+        let name = h.name;
+        let framing = name.eq_ignore_ascii_case("transfer-encoding");
+        if !framing && !name.eq_ignore_ascii_case("connection") {
+            if let Err(fault) = b.field(name, h.value, limits) {
+                return invalid(fault.into());
+            }
             continue;
         }
         let Ok(value) = std::str::from_utf8(h.value) else {
-            // obs-text is allowed in values, but none of the fields we read may carry it.
-            if is_field(h.name, &["host", "content-length", "transfer-encoding"]) {
+            if framing {
                 return invalid(Refusal::NonAsciiValue);
             }
             continue;
         };
         let value = value.trim_matches([' ', '\t']);
-        let name = h.name;
-        if name.eq_ignore_ascii_case("host") {
-            host_count += 1;
-            host = Some(value);
-        } else if name.eq_ignore_ascii_case("content-length") {
-            if content_length.is_some() {
-                return invalid(Refusal::DuplicateContentLength);
-            }
-            match parse_content_length(value) {
-                Some(n) => content_length = Some(n),
-                None => return invalid(Refusal::BadContentLength),
-            }
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+        if framing {
             saw_te = true;
             for c in value.split(',') {
                 let c = c.trim_matches([' ', '\t']);
@@ -455,33 +426,30 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
                 }
                 codings.push(c.to_ascii_lowercase());
             }
-        } else if name.eq_ignore_ascii_case("connection") {
+        } else {
             for t in value.split(',') {
                 let t = t.trim_matches([' ', '\t']);
                 close |= t.eq_ignore_ascii_case("close");
                 keep_alive_token |= t.eq_ignore_ascii_case("keep-alive");
             }
-        } else {
-            semantic_field(&mut r, name, value);
         }
     }
-    if version == Version::Http11 && host_count != 1 {
+    if version == Version::Http11 && b.hosts() != 1 {
         return invalid(Refusal::NoHost);
     }
-    if host_count > 1 {
+    if b.hosts() > 1 {
         return invalid(Refusal::MoreThanOneHost);
     }
-    if let Some(h) = host {
-        if !valid_host(h) {
-            return invalid(Refusal::InvalidHost);
-        }
+    if b.host().is_some_and(|h| !valid_host(h)) {
+        return invalid(Refusal::InvalidHost);
     }
-    r.host = match authority {
+    let host = match authority {
         Some(a) => Some(a.to_string()),
-        None => host.filter(|h| !h.is_empty()).map(str::to_string),
+        None => b.host().map(str::to_string),
     };
+    let mut body = Body::None;
     if saw_te {
-        if content_length.is_some() {
+        if b.content_length().is_some() {
             return invalid(Refusal::LengthWithTransferEncoding);
         }
         if version == Version::Http10 {
@@ -493,113 +461,27 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         if codings.len() != 1 {
             return invalid(Refusal::ChunkedTwice);
         }
-        r.body = Body::Chunked;
-    } else if let Some(n) = content_length {
-        r.body = if n == 0 { Body::None } else { Body::Length(n) };
+        body = Body::Chunked;
+    } else if let Some(n) = b.content_length() {
+        body = if n == 0 { Body::None } else { Body::Length(n) };
     }
-    r.keep_alive = match version {
+    let keep_alive = match version {
         Version::Http11 | Version::Http2 => !close,
         Version::Http10 => keep_alive_token && !close,
     };
     Parse::Complete {
-        request: Box::new(r),
+        request: b.finish(host, body, keep_alive),
         head_len,
     }
 }
 
-/// Keeps `User-Agent` or `Referer` as sent, when the limits ask for them: true if
-/// `name` was one of them.
-pub(crate) fn client_field(r: &mut Request, name: &str, v: &[u8], limits: &Limits) -> bool {
-    if limits.authorization && name.eq_ignore_ascii_case("authorization") {
-        // Credentials that are not UTF-8 are none the server could take.
-        r.authorization = std::str::from_utf8(v).ok().map(|t| t.trim().to_string());
-        return true;
-    }
-    if limits.cors {
-        let which = [
-            "origin",
-            "access-control-request-method",
-            "access-control-request-headers",
-        ]
-        .iter()
-        .position(|n| name.eq_ignore_ascii_case(n));
-        if let Some(i) = which {
-            let text = String::from_utf8_lossy(v);
-            let text = text.trim_matches([' ', '\t']);
-            let c = r.cors.get_or_insert_with(Default::default);
-            match i {
-                0 => c.origin = Some(text.to_string()),
-                1 => c.request_method = Some(text.to_string()),
-                _ => append(&mut c.request_headers, text),
-            }
-            return true;
+impl From<Fault> for Refusal {
+    fn from(fault: Fault) -> Refusal {
+        match fault {
+            Fault::NotText => Refusal::NonAsciiValue,
+            Fault::BadContentLength => Refusal::BadContentLength,
+            Fault::SecondContentLength => Refusal::DuplicateContentLength,
         }
-    }
-    if let Some(h) = limits.forwarded {
-        if name.eq_ignore_ascii_case(h.name()) {
-            // A chain with bytes no address has names no client past them: kept as
-            // text, a non-ASCII byte ends the walk there (read as "unknown").
-            let v = String::from_utf8_lossy(v);
-            append(&mut r.forwarded, v.trim_matches([' ', '\t']));
-            return true;
-        }
-    }
-    if !limits.client_fields {
-        return false;
-    }
-    let slot = if name.eq_ignore_ascii_case("user-agent") {
-        &mut r.user_agent
-    } else if name.eq_ignore_ascii_case("referer") {
-        &mut r.referer
-    } else {
-        return false;
-    };
-    // Any byte, UTF-8 or not: a client must not hide its name from the log.
-    let start = v
-        .iter()
-        .position(|&b| b != b' ' && b != b'\t')
-        .unwrap_or(v.len());
-    let end = v
-        .iter()
-        .rposition(|&b| b != b' ' && b != b'\t')
-        .map_or(start, |e| e + 1);
-    *slot = Some(v[start..end].to_vec());
-    true
-}
-
-/// The fields whose meaning is the same in every version: ranges, preconditions,
-/// content codings (a value already trimmed). Any other field is ignored.
-pub(crate) fn semantic_field(r: &mut Request, name: &str, value: &str) {
-    if name.eq_ignore_ascii_case("range") {
-        r.range = Some(value.to_string());
-    } else if name.eq_ignore_ascii_case("if-match") {
-        append(&mut r.if_match, value);
-    } else if name.eq_ignore_ascii_case("if-none-match") {
-        append(&mut r.if_none_match, value);
-    } else if name.eq_ignore_ascii_case("if-modified-since") {
-        r.if_modified_since = Some(value.to_string());
-    } else if name.eq_ignore_ascii_case("if-unmodified-since") {
-        r.if_unmodified_since = Some(value.to_string());
-    } else if name.eq_ignore_ascii_case("if-range") {
-        r.if_range = Some(value.to_string());
-    } else if name.eq_ignore_ascii_case("accept-encoding") {
-        r.accept_encoding
-            .get_or_insert_with(Default::default)
-            .add(value);
-    }
-}
-
-fn is_field(name: &str, names: &[&str]) -> bool {
-    names.iter().any(|n| name.eq_ignore_ascii_case(n))
-}
-
-fn append(slot: &mut Option<String>, value: &str) {
-    match slot {
-        Some(s) => {
-            s.push_str(", ");
-            s.push_str(value);
-        }
-        None => *slot = Some(value.to_string()),
     }
 }
 

@@ -181,3 +181,35 @@ fn ring_only_methods_are_off_the_common_trait() {
         assert!(!d[start..end].contains(ring_only), "Driver {ring_only}");
     }
 }
+
+/// One `Request` builder for every protocol (`request::Builder`): only it writes the
+/// struct, and no protocol keeps a copy of the fields every version shares.
+#[test]
+fn one_builder_makes_every_request() {
+    let http = workspace().join("crates/linerate-http/src");
+    let mut writers = Vec::new();
+    for f in rust_sources(&http) {
+        let text = fs::read_to_string(&f).unwrap();
+        // A struct expression: `Request {` with `method` on its next line.
+        let literal = text
+            .split("Request {\n")
+            .skip(1)
+            .any(|rest| rest.trim_start().starts_with("method"));
+        if literal {
+            writers.push(relative(&f));
+        }
+        // Every protocol's request reader (request.rs, h2/request.rs, and HTTP/3's).
+        let reader = f.file_name().is_some_and(|n| n == "request.rs");
+        if reader {
+            for shared in ["\"if-none-match\"", "\"accept-encoding\"", "\"user-agent\""] {
+                let code = text.split("#[cfg(test)]").next().unwrap();
+                assert!(!code.contains(shared), "{} reads {shared}", relative(&f));
+            }
+        }
+    }
+    assert_eq!(
+        writers,
+        ["crates/linerate-http/src/request/build.rs"],
+        "a Request filled outside the builder"
+    );
+}

@@ -5,7 +5,7 @@
 //! response is made. Everything else (the method, the path, the validators) is judged
 //! as for HTTP/1.1, by the server that answers it.
 
-use crate::request::{self, Body, Limits, Method, Request, Version};
+use crate::request::{self, Body, Builder, Fault, Limits, Method, Request, Version};
 
 /// Why a request's fields make it malformed (RFC 9113 §8.1.1): its stream is reset,
 /// but for a method the server does not know, answered 501 as over HTTP/1.1.
@@ -61,18 +61,26 @@ pub enum Malformed {
     UnknownMethod,
 }
 
+impl From<Fault> for Malformed {
+    fn from(fault: Fault) -> Malformed {
+        match fault {
+            Fault::NotText => Malformed::NonAsciiHostOrLength,
+            Fault::BadContentLength => Malformed::BadContentLength,
+            Fault::SecondContentLength => Malformed::TwoContentLengths,
+        }
+    }
+}
+
 /// A request's fields as they are decoded.
 pub(crate) struct Fields {
-    r: Request,
+    b: Builder,
     /// `:method`: the method, or None for one the server does not know.
     method: Option<Option<Method>>,
     scheme: bool,
     path: Option<String>,
     authority: Option<String>,
-    host: Option<String>,
     /// A regular field came: no pseudo-header after it.
     regular: bool,
-    pub content_length: Option<u64>,
     /// Its `priority` field (RFC 9218), when it has one.
     priority: Option<super::Priority>,
     /// Fields other than the pseudo-headers.
@@ -108,35 +116,12 @@ fn valid_value(v: &[u8]) -> bool {
 impl Fields {
     pub fn new() -> Fields {
         Fields {
-            r: Request {
-                method: Method::Get,
-                version: Version::Http2,
-                path: String::new(),
-                query: None,
-                host: None,
-                keep_alive: true,
-                body: Body::None,
-                range: None,
-                if_match: None,
-                if_none_match: None,
-                if_modified_since: None,
-                if_unmodified_since: None,
-                if_range: None,
-                user_agent: None,
-                referer: None,
-                forwarded: None,
-                secure: false,
-                cors: None,
-                authorization: None,
-                accept_encoding: None,
-            },
+            b: Builder::new(Method::Get, Version::Http2, String::new(), None),
             method: None,
             scheme: false,
             path: None,
             authority: None,
-            host: None,
             regular: false,
-            content_length: None,
             priority: None,
             count: 0,
             too_many: false,
@@ -197,28 +182,9 @@ impl Fields {
             self.too_many = true;
             return Ok(());
         }
-        if request::client_field(&mut self.r, name, value, limits) {
-            return Ok(());
-        }
-        let Ok(value) = std::str::from_utf8(value) else {
-            // As over HTTP/1.1: none of the fields read may carry obs-text.
-            if name == "host" || name == "content-length" {
-                return Err(Malformed::NonAsciiHostOrLength);
-            }
-            return Ok(());
-        };
-        match name {
-            "host" => {
-                if self.host.replace(value.to_string()).is_some() {
-                    return Err(Malformed::TwoHosts);
-                }
-            }
-            "content-length" => match (request::parse_content_length(value), self.content_length) {
-                (None, _) => return Err(Malformed::BadContentLength),
-                (Some(n), Some(m)) if n != m => return Err(Malformed::TwoContentLengths),
-                (Some(n), _) => self.content_length = Some(n),
-            },
-            _ => request::semantic_field(&mut self.r, name, value),
+        self.b.field(name, value, limits).map_err(Malformed::from)?;
+        if self.b.hosts() > 1 {
+            return Err(Malformed::TwoHosts);
         }
         Ok(())
     }
@@ -241,10 +207,9 @@ impl Fields {
         }
         // An unknown method is the server's to answer (501), as over HTTP/1.1: it
         // reaches it as a method it does not serve.
-        self.r.method = method.unwrap_or(Method::Patch);
-        let unknown = method.is_none();
+        let known = method.unwrap_or(Method::Patch);
         if path == "*" {
-            if self.r.method != Method::Options {
+            if known != Method::Options {
                 return Err(Malformed::AsteriskOutsideOptions);
             }
         } else if !connect && !path.starts_with('/') {
@@ -255,27 +220,26 @@ impl Fields {
             None if path == "*" => (String::new(), None),
             None => (path, None),
         };
-        self.r.path = p;
-        self.r.query = q;
-        let authority = match (self.authority, self.host) {
-            (Some(a), Some(h)) if !a.eq_ignore_ascii_case(&h) => {
+        self.b.target(known, p, q);
+        let authority = match (self.authority, self.b.host()) {
+            (Some(a), Some(h)) if !a.eq_ignore_ascii_case(h) => {
                 return Err(Malformed::HostAndAuthorityDiffer)
             }
             (Some(a), _) => Some(a),
-            (None, h) => h,
+            (None, h) => h.map(str::to_string),
         };
         if let Some(a) = &authority {
             if a.contains('@') || !request::valid_host(a) {
                 return Err(Malformed::InvalidAuthority);
             }
         }
-        self.r.host = authority.filter(|a| !a.is_empty());
-        if unknown {
+        if method.is_none() {
             return Err(Malformed::UnknownMethod);
         }
+        let content_length = self.b.content_length();
         Ok(Head {
-            request: Box::new(self.r),
-            content_length: self.content_length,
+            request: self.b.finish(authority, Body::None, true),
+            content_length,
             priority: self.priority,
         })
     }
@@ -369,5 +333,47 @@ mod tests {
             build(&[(":method", "BREW"), (":scheme", "http"), (":path", "/")]).err(),
             Some(Malformed::UnknownMethod)
         );
+    }
+
+    proptest::proptest! {
+        /// One builder: fields that mean the same in both versions make the same
+        /// request from an HTTP/1.1 head and from an HTTP/2 block.
+        #[test]
+        fn the_same_fields_make_the_same_request_over_both(
+            picks in proptest::collection::vec((0usize..12, "[a-z0-9=\",;/ -]{0,12}"), 0..10)
+        ) {
+            const NAMES: [&str; 12] = [
+                "range", "if-match", "if-none-match", "if-modified-since",
+                "if-unmodified-since", "if-range", "accept-encoding", "user-agent",
+                "referer", "origin", "x-forwarded-for", "authorization",
+            ];
+            let limits = Limits {
+                client_fields: true,
+                cors: true,
+                authorization: true,
+                forwarded: Some(crate::forwarded::Header::XForwardedFor),
+                ..Limits::default()
+            };
+            let fields: Vec<(&str, String)> = picks
+                .iter()
+                .map(|(i, v)| (NAMES[*i], v.trim_matches(' ').to_string()))
+                .collect();
+            let mut text = String::from("GET /a?b HTTP/1.1\r\nhost: h\r\n");
+            let mut f = Fields::new();
+            for (n, v) in [(":method", "GET"), (":scheme", "https"), (":path", "/a?b"), (":authority", "h")] {
+                f.field(n.as_bytes(), v.as_bytes(), &limits).unwrap();
+            }
+            for (n, v) in &fields {
+                text.push_str(&format!("{n}: {v}\r\n"));
+                f.field(n.as_bytes(), v.as_bytes(), &limits).unwrap();
+            }
+            text.push_str("\r\n");
+            let request::Parse::Complete { request: mut h1, .. } = request::parse(text.as_bytes(), &limits) else {
+                panic!("not a request: {text:?}");
+            };
+            let h2 = f.finish().unwrap().request;
+            h1.version = Version::Http2;
+            proptest::prop_assert_eq!(h1, h2);
+        }
     }
 }
