@@ -23,6 +23,7 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use crate::request::{self, Body, ChunkedSkipper, HeadScan, Http2, Limits, Parse, Request};
+use crate::timeout::{Due, Timeout, Timeouts};
 use crate::Status;
 
 /// Most bytes held before they are parsed, unless the limits allow a larger head: this
@@ -311,16 +312,15 @@ impl Connection {
         }
     }
 
-    /// When the head being received started to arrive (for the header deadline).
-    pub fn head_started(&self) -> Option<Instant> {
-        self.head_started
-    }
-
-    /// When the request whose body is being read and discarded had its head complete
-    /// (for a deadline on the whole body: one byte every few seconds must not hold the
-    /// connection for ever).
-    pub fn body_started(&self) -> Option<Instant> {
-        self.body_started
+    /// The protocol's next deadline: the head being received, from its first byte,
+    /// or the body being read and discarded, from the end of its head (one byte every
+    /// few seconds must not hold the connection for ever). Docs/http.md P6.
+    pub fn poll_timeout(&self, t: &Timeouts) -> Option<Due> {
+        match (self.head_started, self.body_started) {
+            (Some(h), _) => Some(Due::after(h, t.head, Timeout::Head)),
+            (None, Some(b)) => Some(Due::after(b, t.body, Timeout::Body)),
+            (None, None) => None,
+        }
     }
 
     /// Nothing owed, nothing half-received.
@@ -579,43 +579,54 @@ mod tests {
         assert_eq!(paths(&both(&flood)), ["400"]);
     }
 
+    fn timeouts() -> Timeouts {
+        Timeouts {
+            head: std::time::Duration::from_secs(10),
+            body: std::time::Duration::from_secs(30),
+        }
+    }
+
     /// Rules: docs/http.md P6.
     #[test]
     fn the_head_deadline_runs_from_the_first_byte_of_a_head() {
+        let t = timeouts();
+        let head = |at| Some(Due::after(at, t.head, Timeout::Head));
         let t0 = Instant::now();
         let t1 = t0 + std::time::Duration::from_secs(1);
         let mut c = Connection::new(Limits::default(), 32);
-        assert_eq!(c.head_started(), None);
+        assert_eq!(c.poll_timeout(&t), None);
         c.receive(b"GET / HT");
         assert_eq!(c.next(t0), Event::Wait);
         c.receive(b"TP/1.1\r\n");
         assert_eq!(c.next(t1), Event::Wait);
-        assert_eq!(c.head_started(), Some(t0));
+        assert_eq!(c.poll_timeout(&t), head(t0));
         c.receive(b"Host: h\r\n\r\nGET");
         assert!(matches!(c.next(t1), Event::Request(_)));
         assert_eq!(c.next(t1), Event::Wait);
-        assert_eq!(c.head_started(), Some(t1), "the next head started");
+        assert_eq!(c.poll_timeout(&t), head(t1), "the next head started");
     }
 
     /// Rules: docs/http.md P6.
     #[test]
     fn the_body_deadline_runs_from_the_end_of_its_head_to_its_last_byte() {
+        let t = timeouts();
+        let body = |at| Some(Due::after(at, t.body, Timeout::Body));
         let mut c = Connection::new(Limits::default(), 4);
         let t0 = Instant::now();
         c.receive(b"GET /a HTTP/1.1\r\nHost: h\r\nContent-Length: 3\r\n\r\nx");
         assert!(matches!(c.next(t0), Event::Request(_)));
         assert_eq!(c.next(t0), Event::Wait);
-        assert_eq!(c.body_started(), Some(t0));
+        assert_eq!(c.poll_timeout(&t), body(t0));
         let t1 = t0 + std::time::Duration::from_secs(2);
         c.receive(b"y");
         assert_eq!(c.next(t1), Event::Wait);
-        assert_eq!(c.body_started(), Some(t0), "a byte does not restart it");
+        assert_eq!(c.poll_timeout(&t), body(t0), "a byte does not restart it");
         c.receive(b"z");
         assert_eq!(c.next(t1), Event::Wait);
-        assert_eq!(c.body_started(), None, "the body is done");
+        assert_eq!(c.poll_timeout(&t), None, "the body is done");
         c.receive(GET);
         assert!(matches!(c.next(t1), Event::Request(_)));
-        assert_eq!(c.body_started(), None, "no body, no deadline");
+        assert_eq!(c.poll_timeout(&t), None, "no body, no deadline");
     }
 
     #[test]

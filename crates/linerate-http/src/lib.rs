@@ -15,6 +15,7 @@
 //! - [`fields`]: a response head as a structure, and its HTTP/1.1 writer (every field
 //!   value made safe there, the same for every protocol);
 //! - [`range`]: `Range: bytes=` into the ranges to send;
+//! - [`timeout`]: a protocol's deadlines, asked for (`poll_timeout`) as quinn-proto's are;
 //! - [`refusal`]: why a request is refused, typed, with its status;
 //! - [`conditional`]: validators and the `If-*` preconditions;
 //! - [`path`]: request target to a path under the document root;
@@ -45,6 +46,7 @@ pub mod range;
 pub mod refusal;
 pub mod request;
 pub mod response;
+pub mod timeout;
 
 /// The status codes the server answers with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use linerate_http::timeout::{Timeout, Timeouts};
+
 use crate::config::Config;
 use crate::conn::{Conn, Cut};
 
@@ -27,6 +29,14 @@ pub(crate) fn check_every(cfg: &Config) -> Duration {
     .min()
     .unwrap_or(DRAIN)
     .max(TICK)
+}
+
+/// The limits its protocol holds a client to.
+pub(crate) fn timeouts(cfg: &Config) -> Timeouts {
+    Timeouts {
+        head: cfg.header_timeout,
+        body: cfg.body_timeout,
+    }
 }
 
 /// When a connection's deadline passes, and what that means.
@@ -60,6 +70,7 @@ pub(crate) fn deadline(c: &Conn, cfg: &Config) -> Deadline {
     if let Some(s) = c.draining_since {
         return d(after(s, DRAIN), Cut::Client, "", None);
     }
+    let due = c.http.poll_timeout(&timeouts(cfg));
     let state = if c.waits() && !c.busy() {
         // A request waiting for its password check: the helpers' queue is bounded, but
         // not its time under a flood.
@@ -106,9 +117,9 @@ pub(crate) fn deadline(c: &Conn, cfg: &Config) -> Deadline {
             "TLS handshake not done within --header-timeout",
             Some(0),
         )
-    } else if let Some(h) = c.http.head_started() {
+    } else if let Some(head) = due.filter(|d| d.what == Timeout::Head) {
         d(
-            after(h, cfg.header_timeout),
+            head.at,
             Cut::Client,
             "request head not whole within --header-timeout",
             Some(0),
@@ -128,7 +139,14 @@ pub(crate) fn deadline(c: &Conn, cfg: &Config) -> Deadline {
             Some(3),
         )
     };
-    match c.body_clock.map(|b| after(b, cfg.body_timeout)) {
+    // The protocol's body deadline runs while nothing is owed, from when that last
+    // began (the client is not read from while answers are owed, so that time is not
+    // the client's to answer for).
+    let body = due
+        .filter(|d| d.what == Timeout::Body)
+        .zip(c.body_clock)
+        .map(|(d, clock)| d.at.max(after(clock, cfg.body_timeout)));
+    match body {
         Some(at) if at <= state.at => d(
             at,
             Cut::BodyTimeout,

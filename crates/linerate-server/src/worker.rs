@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::access_log::{write_access, AccessLogs, Done};
 use crate::config::{Config, SiteConfig};
 use crate::conn::{Aborted, After, Conn, Cut};
-use crate::deadline::{after, check_every, deadline, TICK, TIMER_SLOTS};
+use crate::deadline::{after, check_every, deadline, timeouts, TICK, TIMER_SLOTS};
 use crate::disk::{Disk, Inbox};
 use crate::files::FileCache;
 use crate::listen::{Listener, Peer};
@@ -21,6 +21,7 @@ use crate::serve::{CountedIn, Ending, Helpers};
 use crate::site::{Host, Site};
 use crate::stats::{Board, Stats};
 use linerate_event::{Driver, Interest, Io, Ready, Tick, Timers};
+use linerate_http::timeout::Timeout;
 
 /// At a stop or reload, how long a connection that has had no request yet is given
 /// for its first (at most the header timeout).
@@ -687,9 +688,11 @@ impl<D: Driver> Worker<D> {
         // then), so its time is not the client's to answer for. A body waits behind
         // at most the responses queued before its head, so the clock starts over at
         // most that once.
-        c.body_clock = match (c.http.body_started(), c.busy()) {
-            // A clock that started before this body's head was the body before's.
-            (Some(b), false) => Some(c.body_clock.filter(|&t| t >= b).unwrap_or(now)),
+        let body = c.http.poll_timeout(&timeouts(&self.cfg));
+        c.body_clock = match body.filter(|d| d.what == Timeout::Body) {
+            // A clock that started before this body's head was the body before's: the
+            // protocol's own deadline is the later (see `deadline`).
+            Some(_) if !c.busy() => Some(c.body_clock.unwrap_or(now)),
             _ => None,
         };
         let idle = c.is_idle();

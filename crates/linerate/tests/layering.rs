@@ -213,3 +213,17 @@ fn one_builder_makes_every_request() {
         "a Request filled outside the builder"
     );
 }
+
+/// Deadlines come from the protocol (`poll_timeout`, as quinn-proto's), not from its
+/// clocks read by the worker.
+#[test]
+fn each_protocol_says_its_own_deadlines() {
+    let http = workspace().join("crates/linerate-http/src");
+    for f in ["connection.rs", "h2/mod.rs"] {
+        let text = fs::read_to_string(http.join(f)).unwrap();
+        assert!(text.contains("pub fn poll_timeout("), "{f} has no poll_timeout");
+        for getter in ["fn head_started(", "fn body_started(", "fn frame_started("] {
+            assert!(!text.contains(getter), "{f} hands out its clock: {getter}");
+        }
+    }
+}

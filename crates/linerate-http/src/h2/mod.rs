@@ -33,6 +33,7 @@ use std::time::Instant;
 use crate::connection::Ending;
 use crate::refusal::Refusal;
 use crate::request::{Limits, Request};
+use crate::timeout::{Due, Timeout, Timeouts};
 use crate::Status;
 use frame::{flag, setting, ErrorCode, Header, Kind, HEADER_LEN};
 
@@ -1249,9 +1250,12 @@ impl Connection {
         self.why
     }
 
-    /// When the frame being received started to arrive.
-    pub fn frame_started(&self) -> Option<Instant> {
+    /// The protocol's next deadline: the frame being received, from its first byte,
+    /// within the head timeout (a body is bounded by its window and the owner's idle
+    /// deadline).
+    pub fn poll_timeout(&self, t: &Timeouts) -> Option<Due> {
         self.frame_started
+            .map(|f| Due::after(f, t.head, Timeout::Head))
     }
 
     /// Nothing owed, nothing half-received, nothing of its own to send.

@@ -734,3 +734,37 @@ fn connection_errors_name_their_reason() {
     }
     assert_eq!(Violation::RapidReset.to_string(), "rapid reset");
 }
+
+/// The frame deadline runs from a frame's first byte to its last, and none runs
+/// between frames (a stream's body is bounded by its window and the owner's idle
+/// deadline).
+#[test]
+fn the_head_deadline_runs_from_the_first_byte_of_a_frame() {
+    use crate::timeout::{Due, Timeout, Timeouts};
+    let t = Timeouts {
+        head: std::time::Duration::from_secs(10),
+        body: std::time::Duration::from_secs(30),
+    };
+    let t0 = Instant::now();
+    let t1 = t0 + std::time::Duration::from_secs(1);
+    let mut c = Connection::new(Limits::default(), Config::default());
+    let bytes = Client::open().get(1, "/", flag::END_STREAM).0;
+    let (whole, last) = bytes.split_at(bytes.len() - 1);
+    assert_eq!(c.poll_timeout(&t), None);
+    c.receive(&whole[..whole.len() - 3]);
+    while c.next(t0) != Event::Wait {}
+    assert_eq!(
+        c.poll_timeout(&t),
+        Some(Due::after(t0, t.head, Timeout::Head))
+    );
+    c.receive(&whole[whole.len() - 3..]);
+    while c.next(t1) != Event::Wait {}
+    assert_eq!(
+        c.poll_timeout(&t),
+        Some(Due::after(t0, t.head, Timeout::Head)),
+        "a byte does not restart it"
+    );
+    c.receive(last);
+    while !matches!(c.next(t1), Event::Wait) {}
+    assert_eq!(c.poll_timeout(&t), None, "the frame is whole");
+}

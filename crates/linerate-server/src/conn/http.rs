@@ -6,6 +6,7 @@ use std::time::Instant;
 use linerate_http::connection::{Connection, Ending, Event};
 use linerate_http::h2::Priority;
 use linerate_http::request::Request;
+use linerate_http::timeout::{Due, Timeouts};
 use linerate_http::Status;
 
 use super::Waiting;
@@ -79,20 +80,11 @@ impl Http {
         }
     }
 
-    /// When the head (HTTP/2: the frame) being received started to arrive.
-    pub fn head_started(&self) -> Option<Instant> {
+    /// The protocol's next deadline (its head or frame, HTTP/1.1's body).
+    pub fn poll_timeout(&self, t: &Timeouts) -> Option<Due> {
         match self {
-            Http::One(c) => c.head_started(),
-            Http::Two(h) => h.proto.frame_started(),
-        }
-    }
-
-    /// When the request whose body is being discarded had its head (HTTP/1.1; an
-    /// HTTP/2 body is bounded by its window and the idle deadline).
-    pub fn body_started(&self) -> Option<Instant> {
-        match self {
-            Http::One(c) => c.body_started(),
-            Http::Two(_) => None,
+            Http::One(c) => c.poll_timeout(t),
+            Http::Two(h) => h.proto.poll_timeout(t),
         }
     }
 
