@@ -314,7 +314,7 @@ impl Connection {
 
     /// The protocol's next deadline: the head being received, from its first byte,
     /// or the body being read and discarded, from the end of its head (one byte every
-    /// few seconds must not hold the connection for ever). Docs/http.md P6.
+    /// few seconds must not hold the connection for ever): docs/http.md P6.
     pub fn poll_timeout(&self, t: &Timeouts) -> Option<Due> {
         match (self.head_started, self.body_started) {
             (Some(h), _) => Some(Due::after(h, t.head, Timeout::Head)),
