@@ -4,6 +4,7 @@
 use libfuzzer_sys::fuzz_target;
 use linerate_http::connection::{Connection, Event};
 use linerate_http::request::{Http2, Limits};
+use linerate_http::Protocol;
 
 fn events(data: &[u8], step: usize) -> (Vec<Event>, usize) {
     let now = std::time::Instant::now();

@@ -12,6 +12,7 @@ use linerate_http::fields::Head;
 use linerate_http::h2::hpack::{Decoder, HeadCache};
 use linerate_http::h2::{Config, Connection, Event, PREFACE};
 use linerate_http::request::{Http2, Limits};
+use linerate_http::Protocol;
 
 /// The heads answers go with: one of them, by stream id, and the fields a client
 /// decodes from it (less `date`).

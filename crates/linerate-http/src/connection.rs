@@ -24,6 +24,7 @@ use std::time::Instant;
 
 use crate::request::{self, Body, ChunkedSkipper, HeadScan, Http2, Limits, Parse, Request};
 use crate::timeout::{Due, Timeout, Timeouts};
+use crate::Protocol;
 use crate::Status;
 
 /// Most bytes held before they are parsed, unless the limits allow a larger head: this
@@ -117,28 +118,6 @@ impl Connection {
     /// The limits it keeps (shared).
     pub fn limits(&self) -> Rc<Limits> {
         Rc::clone(&self.limits)
-    }
-
-    /// Whether the owner should read: it has room for more, and they could matter.
-    pub fn wants_bytes(&self) -> bool {
-        !self.stopped
-            && !self.peer_closed
-            && self.pending < self.max_pending
-            && self.buf.len() < self.max_buffered()
-    }
-
-    /// Takes bytes the peer sent.
-    pub fn receive(&mut self, bytes: &[u8]) {
-        if self.stopped {
-            // Nothing after a rejected or final request is read.
-            return;
-        }
-        self.buf.extend_from_slice(bytes);
-    }
-
-    /// The peer closed its side (a read returned 0).
-    pub fn peer_closed(&mut self) {
-        self.peer_closed = true;
     }
 
     /// Most bytes held unparsed: room for the largest head the limits allow (empty
@@ -240,21 +219,6 @@ impl Connection {
         }
     }
 
-    /// The answer to the last request closes the connection (the owner's decision,
-    /// a 400 for its path, say): no request after it is read.
-    pub fn close_after_last(&mut self) {
-        self.stop();
-    }
-
-    /// The next request, whether part of it has come or none yet, is the last: it is
-    /// answered as if it had asked `Connection: close`, and nothing after it is read.
-    /// For a connection that has not yet had its first request when the server stops
-    /// taking new work (a reload): closing it unanswered would fail a request its
-    /// client may be sending already, which it cannot tell from a refusal.
-    pub fn finish_next(&mut self) {
-        self.last_one = true;
-    }
-
     /// [`Connection::finish_next`] was asked (whether or not that request came).
     pub fn finish_asked(&self) -> bool {
         self.last_one
@@ -263,16 +227,6 @@ impl Connection {
     /// The peer closed its side.
     pub fn peer_has_closed(&self) -> bool {
         self.peer_closed
-    }
-
-    /// Nothing handed out yet: no request, no reject.
-    pub fn is_fresh(&self) -> bool {
-        self.handed_out == 0 && !self.stopped
-    }
-
-    /// [`Connection::finish_next`] was asked and that request has not come yet.
-    pub fn awaits_last(&self) -> bool {
-        self.last_one && !self.stopped
     }
 
     fn reject(&mut self, status: Status, reason: crate::refusal::Refusal) -> Event {
@@ -301,8 +255,55 @@ impl Connection {
         self.pending
     }
 
+    /// Takes the bytes received and not yet consumed (for the HTTP/2 connection that
+    /// follows [`Event::Http2`]).
+    pub fn take_input(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.buf)
+    }
+
+    /// Bytes received and not yet consumed.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+impl Protocol for Connection {
+    /// Whether the owner should read: it has room for more, and they could matter.
+    fn wants_bytes(&self) -> bool {
+        !self.stopped
+            && !self.peer_closed
+            && self.pending < self.max_pending
+            && self.buf.len() < self.max_buffered()
+    }
+
+    /// Takes bytes the peer sent.
+    fn receive(&mut self, bytes: &[u8]) {
+        if self.stopped {
+            // Nothing after a rejected or final request is read.
+            return;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// The peer closed its side (a read returned 0).
+    fn peer_closed(&mut self) {
+        self.peer_closed = true;
+    }
+
+    /// Nothing owed, nothing half-received.
+    fn is_idle(&self) -> bool {
+        self.pending == 0 && self.buf.is_empty() && self.body.is_none()
+    }
+
+    /// Gives the input buffer's memory back (an idle keep-alive connection holds none).
+    fn release_buffer(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = Vec::new();
+        }
+    }
+
     /// How the connection ends if nothing more is owed now.
-    pub fn ending(&self) -> Ending {
+    fn ending(&self) -> Ending {
         if self.peer_closed {
             Ending::Close
         } else if self.stopped {
@@ -315,7 +316,7 @@ impl Connection {
     /// The protocol's next deadline: the head being received, from its first byte,
     /// or the body being read and discarded, from the end of its head (one byte every
     /// few seconds must not hold the connection for ever): docs/http.md P6.
-    pub fn poll_timeout(&self, t: &Timeouts) -> Option<Due> {
+    fn poll_timeout(&self, t: &Timeouts) -> Option<Due> {
         match (self.head_started, self.body_started) {
             (Some(h), _) => Some(Due::after(h, t.head, Timeout::Head)),
             (None, Some(b)) => Some(Due::after(b, t.body, Timeout::Body)),
@@ -323,27 +324,29 @@ impl Connection {
         }
     }
 
-    /// Nothing owed, nothing half-received.
-    pub fn is_idle(&self) -> bool {
-        self.pending == 0 && self.buf.is_empty() && self.body.is_none()
+    /// The next request, whether part of it has come or none yet, is the last: it is
+    /// answered as if it had asked `Connection: close`, and nothing after it is read.
+    /// For a connection that has not yet had its first request when the server stops
+    /// taking new work (a reload): closing it unanswered would fail a request its
+    /// client may be sending already, which it cannot tell from a refusal.
+    fn finish_next(&mut self) {
+        self.last_one = true;
     }
 
-    /// Takes the bytes received and not yet consumed (for the HTTP/2 connection that
-    /// follows [`Event::Http2`]).
-    pub fn take_input(&mut self) -> Vec<u8> {
-        std::mem::take(&mut self.buf)
+    /// The answer to the last request closes the connection (the owner's decision,
+    /// a 400 for its path, say): no request after it is read.
+    fn close_after_last(&mut self) {
+        self.stop();
     }
 
-    /// Bytes received and not yet consumed.
-    pub fn buffered(&self) -> usize {
-        self.buf.len()
+    /// Nothing handed out yet: no request, no reject.
+    fn is_fresh(&self) -> bool {
+        self.handed_out == 0 && !self.stopped
     }
 
-    /// Gives the input buffer's memory back (an idle keep-alive connection holds none).
-    pub fn release_buffer(&mut self) {
-        if self.buf.is_empty() {
-            self.buf = Vec::new();
-        }
+    /// [`Connection::finish_next`] was asked and that request has not come yet.
+    fn awaits_last(&self) -> bool {
+        self.last_one && !self.stopped
     }
 }
 

@@ -15,6 +15,8 @@
 //! - [`fields`]: a response head as a structure, and its HTTP/1.1 writer (every field
 //!   value made safe there, the same for every protocol);
 //! - [`range`]: `Range: bytes=` into the ranges to send;
+//! - [`protocol`]: what every protocol's connection does for its owner (the trait
+//!   HTTP/1.1's and HTTP/2's connections implement);
 //! - [`timeout`]: a protocol's deadlines, asked for (`poll_timeout`) as quinn-proto's are;
 //! - [`refusal`]: why a request is refused, typed, with its status;
 //! - [`conditional`]: validators and the `If-*` preconditions;
@@ -42,11 +44,14 @@ pub mod h2;
 pub mod location;
 pub mod mime;
 pub mod path;
+pub mod protocol;
 pub mod range;
 pub mod refusal;
 pub mod request;
 pub mod response;
 pub mod timeout;
+
+pub use protocol::Protocol;
 
 /// The status codes the server answers with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use linerate_http::connection::Connection;
 use linerate_http::request::Http2;
+use linerate_http::Protocol;
 use linerate_sys::ktls::Keys;
 use linerate_sys::op::{Completion, Op, Piece};
 use linerate_sys::Errno;
@@ -481,10 +482,10 @@ pub(crate) trait Plaintext {
 
 impl Plaintext for Connection {
     fn receive(&mut self, bytes: &[u8]) {
-        Connection::receive(self, bytes)
+        Protocol::receive(self, bytes)
     }
     fn peer_closed(&mut self) {
-        Connection::peer_closed(self)
+        Protocol::peer_closed(self)
     }
     fn h2(&mut self) {}
 }

@@ -221,9 +221,28 @@ fn each_protocol_says_its_own_deadlines() {
     let http = workspace().join("crates/linerate-http/src");
     for f in ["connection.rs", "h2/mod.rs"] {
         let text = fs::read_to_string(http.join(f)).unwrap();
-        assert!(text.contains("pub fn poll_timeout("), "{f} has no poll_timeout");
+        assert!(text.contains("fn poll_timeout("), "{f} has no poll_timeout");
         for getter in ["fn head_started(", "fn body_started(", "fn frame_started("] {
             assert!(!text.contains(getter), "{f} hands out its clock: {getter}");
         }
+    }
+}
+
+/// One connection interface: the server asks its protocol through
+/// `linerate_http::Protocol`, not through a match per method that hands each call to
+/// one version or the other (12 such methods at 24d64fc).
+#[test]
+fn the_server_asks_one_protocol_interface() {
+    let http =
+        fs::read_to_string(workspace().join("crates/linerate-server/src/conn/http.rs")).unwrap();
+    let delegating = http.matches("Http::One(c) => c.").count();
+    assert_eq!(
+        delegating, 0,
+        "{delegating} methods hand a call to HTTP/1.1"
+    );
+    for f in ["connection.rs", "h2/mod.rs"] {
+        let text =
+            fs::read_to_string(workspace().join("crates/linerate-http/src").join(f)).unwrap();
+        assert!(text.contains("impl Protocol for Connection"), "{f}");
     }
 }

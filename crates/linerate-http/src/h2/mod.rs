@@ -34,6 +34,7 @@ use crate::connection::Ending;
 use crate::refusal::Refusal;
 use crate::request::{Limits, Request};
 use crate::timeout::{Due, Timeout, Timeouts};
+use crate::Protocol;
 use crate::Status;
 use frame::{flag, setting, ErrorCode, Header, Kind, HEADER_LEN};
 
@@ -316,28 +317,8 @@ impl Connection {
         }
     }
 
-    /// Whether the owner should read.
-    pub fn wants_bytes(&self) -> bool {
-        self.failed.is_none()
-            && !self.peer_closed
-            && self.control.len() < MAX_CONTROL
-            && self.buf.len() < self.max_buffered()
-    }
-
     fn max_buffered(&self) -> usize {
         self.config.max_frame_size as usize + HEADER_LEN + 64 * 1024
-    }
-
-    /// Takes bytes the peer sent.
-    pub fn receive(&mut self, bytes: &[u8]) {
-        if self.failed.is_none() {
-            self.buf.extend_from_slice(bytes);
-        }
-    }
-
-    /// The peer closed its side.
-    pub fn peer_closed(&mut self) {
-        self.peer_closed = true;
     }
 
     /// Whether the peer closed its side: no frame, so no WINDOW_UPDATE, comes any more.
@@ -1229,17 +1210,6 @@ impl Connection {
         self.owed
     }
 
-    /// How the connection ends if nothing more is owed now.
-    pub fn ending(&self) -> Ending {
-        if self.peer_closed {
-            Ending::Close
-        } else if self.failed.is_some() || self.goaway.is_some() {
-            Ending::Linger
-        } else {
-            Ending::KeepOpen
-        }
-    }
-
     /// The connection error that ended it, if one did.
     pub fn failed(&self) -> Option<ErrorCode> {
         self.failed
@@ -1249,25 +1219,78 @@ impl Connection {
     pub fn failed_why(&self) -> Option<Violation> {
         self.why
     }
+}
 
-    /// The protocol's next deadline: the frame being received, from its first byte,
-    /// within the head timeout (a body is bounded by its window and the owner's idle
-    /// deadline).
-    pub fn poll_timeout(&self, t: &Timeouts) -> Option<Due> {
-        self.frame_started
-            .map(|f| Due::after(f, t.head, Timeout::Head))
+impl Protocol for Connection {
+    /// Whether the owner should read.
+    fn wants_bytes(&self) -> bool {
+        self.failed.is_none()
+            && !self.peer_closed
+            && self.control.len() < MAX_CONTROL
+            && self.buf.len() < self.max_buffered()
+    }
+
+    /// Takes bytes the peer sent.
+    fn receive(&mut self, bytes: &[u8]) {
+        if self.failed.is_none() {
+            self.buf.extend_from_slice(bytes);
+        }
+    }
+
+    /// The peer closed its side.
+    fn peer_closed(&mut self) {
+        self.peer_closed = true;
     }
 
     /// Nothing owed, nothing half-received, nothing of its own to send.
-    pub fn is_idle(&self) -> bool {
+    fn is_idle(&self) -> bool {
         self.owed == 0 && self.buf.is_empty() && self.block.is_none() && self.control.is_empty()
     }
 
     /// Gives the input buffer's memory back when it is empty.
-    pub fn release_buffer(&mut self) {
+    fn release_buffer(&mut self) {
         if self.buf.is_empty() {
             self.buf = Vec::new();
         }
+    }
+
+    /// How the connection ends if nothing more is owed now.
+    fn ending(&self) -> Ending {
+        if self.peer_closed {
+            Ending::Close
+        } else if self.failed.is_some() || self.goaway.is_some() {
+            Ending::Linger
+        } else {
+            Ending::KeepOpen
+        }
+    }
+
+    /// The protocol's next deadline: the frame being received, from its first byte,
+    /// within the head timeout (a body is bounded by its window and the owner's idle
+    /// deadline).
+    fn poll_timeout(&self, t: &Timeouts) -> Option<Due> {
+        self.frame_started
+            .map(|f| Due::after(f, t.head, Timeout::Head))
+    }
+
+    /// GOAWAY (the next request is none).
+    fn finish_next(&mut self) {
+        self.go_away()
+    }
+
+    /// GOAWAY.
+    fn close_after_last(&mut self) {
+        self.go_away()
+    }
+
+    /// No stream taken yet.
+    fn is_fresh(&self) -> bool {
+        self.last_stream == 0
+    }
+
+    /// Never: GOAWAY lets no request come after it.
+    fn awaits_last(&self) -> bool {
+        false
     }
 }
 

@@ -253,6 +253,7 @@ mod tests {
     use super::super::{hpack, Config, Event, PREFACE};
     use super::*;
     use crate::request::Limits;
+    use crate::Protocol;
     use std::time::Instant;
 
     fn p(urgency: u8, incremental: bool) -> Option<Priority> {

@@ -3,10 +3,10 @@
 
 use std::time::Instant;
 
-use linerate_http::connection::{Connection, Ending, Event};
+use linerate_http::connection::{Connection, Event};
 use linerate_http::h2::Priority;
 use linerate_http::request::Request;
-use linerate_http::timeout::{Due, Timeouts};
+use linerate_http::Protocol;
 use linerate_http::Status;
 
 use super::Waiting;
@@ -37,71 +37,26 @@ impl Http {
         Http::Two(Box::new(H2::new(proto, Instant::now())))
     }
 
-    pub fn receive(&mut self, bytes: &[u8]) {
+    /// Its protocol, whichever version it is.
+    pub fn proto(&self) -> &dyn Protocol {
         match self {
-            Http::One(c) => c.receive(bytes),
-            Http::Two(h) => h.proto.receive(bytes),
+            Http::One(c) => c,
+            Http::Two(h) => &h.proto,
         }
     }
 
-    pub fn peer_closed(&mut self) {
+    /// Its protocol, whichever version it is.
+    pub fn proto_mut(&mut self) -> &mut dyn Protocol {
         match self {
-            Http::One(c) => c.peer_closed(),
-            Http::Two(h) => h.proto.peer_closed(),
+            Http::One(c) => c,
+            Http::Two(h) => &mut h.proto,
         }
     }
 
-    pub fn wants_bytes(&self) -> bool {
-        match self {
-            Http::One(c) => c.wants_bytes(),
-            Http::Two(h) => h.proto.wants_bytes(),
-        }
-    }
-
-    /// Nothing owed, nothing half-received (HTTP/2: nothing of its own to send).
+    /// Nothing owed, nothing half-received (HTTP/2: nothing of its own to send, and
+    /// no answer waiting on a window).
     pub fn is_idle(&self) -> bool {
-        match self {
-            Http::One(c) => c.is_idle(),
-            Http::Two(h) => h.proto.is_idle() && !h.waiting(),
-        }
-    }
-
-    pub(super) fn release_buffer(&mut self) {
-        match self {
-            Http::One(c) => c.release_buffer(),
-            Http::Two(h) => h.proto.release_buffer(),
-        }
-    }
-
-    pub(super) fn ending(&self) -> Ending {
-        match self {
-            Http::One(c) => c.ending(),
-            Http::Two(h) => h.proto.ending(),
-        }
-    }
-
-    /// The protocol's next deadline (its head or frame, HTTP/1.1's body).
-    pub fn poll_timeout(&self, t: &Timeouts) -> Option<Due> {
-        match self {
-            Http::One(c) => c.poll_timeout(t),
-            Http::Two(h) => h.proto.poll_timeout(t),
-        }
-    }
-
-    /// The next request is the last (HTTP/2: GOAWAY, the streams taken answered).
-    pub fn finish_next(&mut self) {
-        match self {
-            Http::One(c) => c.finish_next(),
-            Http::Two(h) => h.proto.go_away(),
-        }
-    }
-
-    /// No request after those handed out (HTTP/2: GOAWAY).
-    pub fn close_after_last(&mut self) {
-        match self {
-            Http::One(c) => c.close_after_last(),
-            Http::Two(h) => h.proto.go_away(),
-        }
+        self.proto().is_idle() && !matches!(self, Http::Two(h) if h.waiting())
     }
 
     /// HTTP/2.
@@ -113,30 +68,14 @@ impl Http {
     pub fn is_two_serving(&self) -> bool {
         matches!(self, Http::Two(h) if h.proto.serving())
     }
-
-    /// Nothing handed out yet.
-    pub fn is_fresh(&self) -> bool {
-        match self {
-            Http::One(c) => c.is_fresh(),
-            Http::Two(_) => false,
-        }
-    }
-
-    /// [`Http::finish_next`] was asked and that request has not come yet.
-    pub fn awaits_last(&self) -> bool {
-        match self {
-            Http::One(c) => c.awaits_last(),
-            Http::Two(_) => false,
-        }
-    }
 }
 
 impl crate::tls::Plaintext for Http {
     fn receive(&mut self, bytes: &[u8]) {
-        Http::receive(self, bytes)
+        self.proto_mut().receive(bytes)
     }
     fn peer_closed(&mut self) {
-        Http::peer_closed(self)
+        self.proto_mut().peer_closed()
     }
     fn h2(&mut self) {
         if let Http::One(c) = self {
