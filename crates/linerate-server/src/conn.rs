@@ -234,7 +234,7 @@ fn answer(
     request: &linerate_http::request::Request,
     t: SystemTime,
 ) -> Response {
-    let client = site.client(peer.ip(), request);
+    let client = site.resolver().client(peer.ip(), request);
     let mut r = match redirect {
         Some(port) => site.redirect_to_https(request, port, t),
         None => site.respond(request, client, t),

@@ -16,6 +16,7 @@ use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Job};
 use crate::listen::{bind_all, hand_out, status_line, BindError, Bound, Kind, Listener};
 use crate::logs::LogFile;
+use crate::site::Resolver;
 use crate::stats::{Board, Earlier, Stats};
 use crate::worker::Worker;
 use linerate_event::{DriverChoice, EpollDriver, UringDriver};
@@ -427,11 +428,15 @@ fn start_generation<'scope>(
     };
     // Everything that can fail is done before the first thread starts, so a failure
     // leaves no worker running that nobody will stop.
+    let resolver = Arc::new(Resolver::new(
+        Arc::clone(&cfg),
+        roots.iter().map(|(s, _)| s.clone()).collect(),
+    ));
     let roots = (0..listeners.len())
         .map(|_| {
             roots
                 .iter()
-                .map(|(s, f)| Ok((s.clone(), OwnedFd::from(f.try_clone()?))))
+                .map(|(_, f)| Ok(OwnedFd::from(f.try_clone()?)))
                 .collect::<io::Result<Vec<_>>>()
         })
         .collect::<io::Result<Vec<_>>>()?;
@@ -444,6 +449,7 @@ fn start_generation<'scope>(
         };
         let stats = (Arc::clone(&board.workers[i]), board.clone());
         let cfg = Arc::clone(&cfg);
+        let resolver = Arc::clone(&resolver);
         let cpu = shared.cpus[i % shared.cpus.len()];
         let stop = Arc::clone(&stop);
         let mut counted = CountedIn(Some(Arc::clone(&accepting)));
@@ -460,11 +466,11 @@ fn start_generation<'scope>(
                 (cfg.pin && linerate_sys::cpu::pin_thread_to_cpu(cpu).is_ok()).then_some(cpu);
             match cfg.driver {
                 DriverChoice::Uring => match UringDriver::new() {
-                    Ok(driver) => {
-                        Worker::new(driver, cfg, root, listeners, &log_files, helpers, stats)?
-                            .pinned_to(pinned)
-                            .run(&stop, &mut counted)
-                    }
+                    Ok(driver) => Worker::new(
+                        driver, resolver, root, listeners, &log_files, helpers, stats,
+                    )?
+                    .pinned_to(pinned)
+                    .run(&stop, &mut counted),
                     // The probe at the start passed, but this worker's ring cannot be
                     // made (locked-memory limits on older kernels, say).
                     Err(e) if cfg.driver_fallback => {
@@ -472,17 +478,21 @@ fn start_generation<'scope>(
                             "driver auto: a worker cannot set up io_uring ({e}); it runs epoll"
                         );
                         let driver = EpollDriver::new()?;
-                        Worker::new(driver, cfg, root, listeners, &log_files, helpers, stats)?
-                            .pinned_to(pinned)
-                            .run(&stop, &mut counted)
+                        Worker::new(
+                            driver, resolver, root, listeners, &log_files, helpers, stats,
+                        )?
+                        .pinned_to(pinned)
+                        .run(&stop, &mut counted)
                     }
                     Err(e) => Err(e),
                 },
                 DriverChoice::Epoll | DriverChoice::Auto => {
                     let driver = EpollDriver::new()?;
-                    Worker::new(driver, cfg, root, listeners, &log_files, helpers, stats)?
-                        .pinned_to(pinned)
-                        .run(&stop, &mut counted)
+                    Worker::new(
+                        driver, resolver, root, listeners, &log_files, helpers, stats,
+                    )?
+                    .pinned_to(pinned)
+                    .run(&stop, &mut counted)
                 }
             }
         }));

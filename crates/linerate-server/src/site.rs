@@ -13,31 +13,31 @@ use linerate_http::range::ByteRange;
 use linerate_http::request::{Method, Request};
 use linerate_http::{path, Status};
 
-use crate::config::{Config, SiteConfig};
 use crate::disk::{Disk, Residency};
 use crate::files::{Compressed, Entry, FileCache, Found};
 use crate::response::{FileRange, Part, Response};
-use crate::router::Router;
 use crate::rules::Effective;
 use crate::stats::{Board, Stats};
 
 mod access;
 mod pages;
+mod resolver;
 
-/// One site's part of a worker: its settings and its own open-file cache (so a path
-/// can only ever be looked up beneath its own root).
-pub(crate) struct Host {
-    pub cfg: SiteConfig,
-    pub cache: FileCache,
-}
+pub(crate) use resolver::Resolver;
 
 /// Spare output queues a worker keeps (136 bytes each): as many as connections that
 /// answer at once in a busy turn, not as many as are open.
 const SPARE_OUTPUTS: usize = 256;
 
+/// A worker's site: the generation's shared [`Resolver`] (what answers, the same in
+/// every worker) and what is the worker's own: one open-file cache per site (so a path
+/// can only ever be looked up beneath its own root), the guard's checks and failures,
+/// spare queues, the head cache, the date, its counters and disk helpers.
 pub(crate) struct Site {
-    /// HTTP-01 challenges are answered (from the board's ACME state).
-    acme_http: bool,
+    /// The sites, their rules, the router: shared by the generation's workers.
+    resolver: Arc<Resolver>,
+    /// Each site's open-file cache, in the resolver's order.
+    caches: Vec<FileCache>,
     /// The htpasswd files of the rules, the credentials that passed, failures by client.
     auth: crate::auth::Guard,
     /// Output queues idle connections gave back, for the next ones that answer (a
@@ -49,16 +49,11 @@ pub(crate) struct Site {
     pub spare_outputs: Vec<Box<crate::output::Output>>,
     /// HTTP/2 field blocks of the heads this worker sent, for the next like them.
     pub h2_heads: linerate_http::h2::hpack::HeadCache,
-    cfg: Arc<Config>,
-    /// The request limits every connection of the worker reads.
-    limits: std::rc::Rc<linerate_http::request::Limits>,
-    hosts: Vec<Host>,
-    router: Router,
+    /// The resolver's request limits, one copy for every connection of the worker.
+    limits: Rc<linerate_http::request::Limits>,
     date: String,
     date_at: u64,
     pub(crate) boundary_seed: u64,
-    /// An access log is written.
-    logging: bool,
     /// This worker's counters.
     pub stats: Arc<Stats>,
     /// Every worker's, for the status page.
@@ -72,38 +67,39 @@ pub(crate) struct Site {
 impl Site {
     /// Site `h`'s inotify descriptor was readable: its cache takes the changes in.
     pub fn changed(&mut self, h: usize) {
-        if let Some(host) = self.hosts.get_mut(h) {
-            host.cache.changed();
+        if let Some(cache) = self.caches.get_mut(h) {
+            cache.changed();
         }
     }
 
     /// Site `h`'s changes cannot be watched: its cache checks every lookup.
     pub fn unwatched(&mut self, h: usize) {
-        if let Some(host) = self.hosts.get_mut(h) {
-            host.cache.without_notify();
+        if let Some(cache) = self.caches.get_mut(h) {
+            cache.without_notify();
         }
     }
 
     /// The inotify descriptors that are new since the last call, by site (`None`: the
     /// site has none any more), for the event loop to watch.
     pub fn notify_fds(&mut self) -> Vec<(usize, Option<std::os::fd::BorrowedFd<'_>>)> {
-        self.hosts
+        self.caches
             .iter_mut()
             .enumerate()
-            .filter_map(|(i, h)| h.cache.notify_fd().map(|fd| (i, fd)))
+            .filter_map(|(i, c)| c.notify_fd().map(|fd| (i, fd)))
             .collect()
     }
 
     /// Gives back every cached file (see [`FileCache::clear`]).
     pub fn forget_files(&mut self) {
-        for h in &mut self.hosts {
-            h.cache.clear();
+        for c in &mut self.caches {
+            c.clear();
         }
     }
 
+    /// The worker's site under `resolver`, with one open-file cache per site.
     pub fn new(
-        cfg: Arc<Config>,
-        hosts: Vec<Host>,
+        resolver: Arc<Resolver>,
+        caches: Vec<FileCache>,
         stats: Arc<Stats>,
         board: Board,
         disk: Option<Disk>,
@@ -112,42 +108,14 @@ impl Site {
             .duration_since(SystemTime::UNIX_EPOCH)
             .map_or(1, |d| d.as_nanos() as u64)
             | 1;
-        // Lines are made if any site's log (its own, or the server's) is on, and the
-        // Referer and User-Agent kept if any such log writes more than CLF.
-        let logs = cfg.site_logs();
-        let on = |l: &&(crate::config::AccessLog, crate::config::LogFormat)| {
-            l.0 != crate::config::AccessLog::Off
-        };
-        let logging = logs.iter().any(|l| on(&l));
-        let limits = std::rc::Rc::new(linerate_http::request::Limits {
-            client_fields: logs
-                .iter()
-                .filter(on)
-                .any(|l| l.1 != crate::config::LogFormat::Clf),
-            forwarded: (!cfg.trusted_proxies.is_empty()).then_some(cfg.forwarded_header),
-            cors: hosts
-                .iter()
-                .any(|h| h.cfg.rules.iter().any(|r| r.cors.is_some())),
-            authorization: hosts
-                .iter()
-                .any(|h| h.cfg.rules.iter().any(|r| r.htpasswd.is_some())),
-            ..cfg.limits
-        });
-        let acme_http = crate::acme::Plan::of(&cfg)
-            .ok()
-            .flatten()
-            .is_some_and(|p| p.http());
         Site {
-            acme_http,
-            auth: crate::auth::Guard::new(&cfg),
+            auth: crate::auth::Guard::new(&resolver.cfg),
             spare_outputs: Vec::new(),
             h2_heads: Default::default(),
-            logging,
-            limits,
-            sending: cfg.sending(),
-            cfg,
-            router: Router::new(&hosts.iter().map(|h| h.cfg.clone()).collect::<Vec<_>>()),
-            hosts,
+            limits: Rc::new(resolver.limits),
+            sending: resolver.cfg.sending(),
+            caches,
+            resolver,
             date: String::new(),
             date_at: u64::MAX,
             boundary_seed: seed,
@@ -155,6 +123,11 @@ impl Site {
             board,
             disk,
         }
+    }
+
+    /// The generation's resolver.
+    pub fn resolver(&self) -> &Arc<Resolver> {
+        &self.resolver
     }
 
     /// The request limits, and whether heads keep what the access log writes of them:
@@ -268,7 +241,7 @@ impl Site {
     /// The one site of `cfg` (its `root`), in one worker with no disk helpers: for the
     /// unit tests and the model runs.
     #[cfg(any(test, feature = "fuzzing"))]
-    pub(crate) fn alone(cfg: Config) -> Site {
+    pub(crate) fn alone(cfg: crate::config::Config) -> Site {
         let stats = Arc::new(Stats::default());
         let dir = linerate_sys::fs::open_directory(&cfg.root).expect("the root opens");
         let cache = FileCache::new(
@@ -279,11 +252,9 @@ impl Site {
             Arc::clone(&stats),
         );
         let board = Board::of(vec![Arc::clone(&stats)]);
-        let hosts = vec![Host {
-            cfg: cfg.sites().remove(0),
-            cache,
-        }];
-        Site::new(Arc::new(cfg), hosts, stats, board, None)
+        let sites = vec![cfg.sites().remove(0)];
+        let resolver = Arc::new(Resolver::new(Arc::new(cfg), sites));
+        Site::new(resolver, vec![cache], stats, board, None)
     }
 
     /// Keeps an idle connection's (empty) output queue for the next, up to
@@ -291,24 +262,6 @@ impl Site {
     pub fn spare_output(&mut self, o: Box<crate::output::Output>) {
         if self.spare_outputs.len() < SPARE_OUTPUTS {
             self.spare_outputs.push(o);
-        }
-    }
-
-    /// The client of `req` from `peer` (none: a Unix socket's): the address a trusted
-    /// proxy's forwarding header names, else the peer itself.
-    pub fn client(
-        &self,
-        peer: Option<std::net::IpAddr>,
-        req: &Request,
-    ) -> Option<std::net::IpAddr> {
-        let trusted = &self.cfg.trusted_proxies;
-        match req.forwarded.as_deref() {
-            Some(chain) if trusted.iter().any(|c| c.admits(peer)) => {
-                let admitted = |ip| trusted.iter().any(|c| c.admits(Some(ip)));
-                linerate_http::forwarded::client(chain, self.cfg.forwarded_header, admitted)
-                    .or(peer)
-            }
-            _ => peer,
         }
     }
 
@@ -320,7 +273,7 @@ impl Site {
         now: SystemTime,
     ) -> Response {
         // Routed once: the answer and the log's site are the same one.
-        let h = self.site_of(req);
+        let h = self.resolver.site_of(req);
         let mut r = self.answer(req, h, peer, now);
         if r.waiting.is_none() {
             // A request waiting for its password check is counted when it is answered.
@@ -335,7 +288,7 @@ impl Site {
         let r = &mut r.record;
         r.method = Some(req.method);
         r.site = Some(h as u16);
-        if self.logging {
+        if self.resolver.logging {
             r.host.clone_from(&req.host);
             r.user_agent.clone_from(&req.user_agent);
             r.referer.clone_from(&req.referer);
@@ -348,15 +301,14 @@ impl Site {
     pub fn redirect_to_https(&mut self, req: &Request, port: u16, now: SystemTime) -> Response {
         let line = self.request_line(req);
         Stats::add(&self.stats.requests, 1);
-        if self.acme_http
+        if self.resolver.acme_http
             && req.path.starts_with(crate::acme::CHALLENGE_PATH)
-            && self.hosts[self.site_of(req)].cfg.acme
+            && self.resolver.sites[self.resolver.site_of(req)].acme
         {
             return self.acme_challenge(req, line, now);
         }
         let head = req.method == Method::Head;
-        let default = self.hosts[self.router.route(None)]
-            .cfg
+        let default = self.resolver.sites[self.resolver.default_site()]
             .names
             .first()
             .cloned();
@@ -398,7 +350,7 @@ impl Site {
                 )
             }
         };
-        let h = self.site_of(req);
+        let h = self.resolver.site_of(req);
         self.stamp(&mut r, req, h);
         r
     }
@@ -406,7 +358,7 @@ impl Site {
     /// The request line for the access log (empty with the log off: no request pays
     /// for it then).
     fn request_line(&self, req: &Request) -> String {
-        if !self.logging {
+        if !self.resolver.logging {
             String::new()
         } else {
             format!(
@@ -431,8 +383,8 @@ impl Site {
     ) -> Response {
         let line = self.request_line(req);
         let keep = req.keep_alive;
-        if self.acme_http
-            && self.hosts[h].cfg.acme
+        if self.resolver.acme_http
+            && self.resolver.sites[h].acme
             && req.path.starts_with(crate::acme::CHALLENGE_PATH)
         {
             return self.acme_challenge(req, line, now);
@@ -443,15 +395,20 @@ impl Site {
         if !matches!(req.method, Method::Get | Method::Head) {
             return self.not_allowed(keep, line, now);
         }
-        if self.cfg.health_path.as_deref() == Some(req.path.as_str()) {
+        if self.resolver.cfg.health_path.as_deref() == Some(req.path.as_str()) {
             return self.health(req, line, now);
         }
-        if self.cfg.status_path.as_deref() == Some(req.path.as_str()) {
+        if self.resolver.cfg.status_path.as_deref() == Some(req.path.as_str()) {
             return self.status(req, line, now);
         }
-        if self.cfg.metrics_path.as_deref() == Some(req.path.as_str()) {
-            let allowed = self.cfg.metrics_allow.is_empty()
-                || self.cfg.metrics_allow.iter().any(|c| c.admits(peer));
+        if self.resolver.cfg.metrics_path.as_deref() == Some(req.path.as_str()) {
+            let allowed = self.resolver.cfg.metrics_allow.is_empty()
+                || self
+                    .resolver
+                    .cfg
+                    .metrics_allow
+                    .iter()
+                    .any(|c| c.admits(peer));
             if !allowed {
                 return self.error_for(
                     Status::Forbidden,
@@ -467,8 +424,8 @@ impl Site {
             let openmetrics = req.query.as_deref() == Some("format=openmetrics");
             let body = crate::metrics::render(
                 &self.board,
-                self.cfg.transmit.to_string(),
-                self.cfg.driver.name(),
+                self.resolver.cfg.transmit.to_string(),
+                self.resolver.cfg.driver.name(),
                 openmetrics,
             );
             let fields = [
@@ -515,7 +472,7 @@ impl Site {
                 if !self.dotfiles_allowed(h, &c, cfx.as_ref()) {
                     continue;
                 }
-                if let Found::File(e) = self.hosts[h].cache.lookup(c.relative()) {
+                if let Found::File(e) = self.caches[h].lookup(c.relative()) {
                     let cfx = cfx.as_ref();
                     let line = match self.guard(req, h, cfx, peer, line, now) {
                         Ok(line) => line,
@@ -530,7 +487,7 @@ impl Site {
             }
         }
         let rel = resolved.relative();
-        match self.hosts[h].cache.lookup(rel) {
+        match self.caches[h].lookup(rel) {
             // A path that names a directory (`/f.bin/`, `/f.bin/.`) is no file's.
             Found::File(_) if resolved.trailing_slash => {
                 self.not_served(Found::Missing, req, h, fx, line, now)
@@ -562,8 +519,8 @@ impl Site {
                 index.extend_from_slice(b"index.html");
                 let autoindex = fx
                     .and_then(|f| f.autoindex)
-                    .unwrap_or(self.hosts[h].cfg.autoindex);
-                match self.hosts[h].cache.lookup(&index) {
+                    .unwrap_or(self.resolver.sites[h].autoindex);
+                match self.caches[h].lookup(&index) {
                     Found::File(e) => match self.through_link(req, h, &e, peer, line, now) {
                         Ok(line) => self.representation(req, h, &index, e, fx, line, now),
                         Err(refused) => *refused,
@@ -576,15 +533,6 @@ impl Site {
                 }
             }
             other => self.not_served(other, req, h, fx, line, now),
-        }
-    }
-
-    /// The site a request goes to (one site: no routing to pay for).
-    fn site_of(&self, req: &Request) -> usize {
-        if self.hosts.len() == 1 {
-            0
-        } else {
-            self.router.route(req.host.as_deref())
         }
     }
 
@@ -639,7 +587,7 @@ impl Site {
     /// A page of site `h` at `page` (a path the operator configured), if it is a file.
     fn page_entry(&mut self, h: usize, page: &str) -> Option<(Vec<u8>, Rc<Entry>)> {
         let rel = path::resolve(page, true).ok()?.relative().to_vec();
-        match self.hosts[h].cache.lookup(&rel) {
+        match self.caches[h].lookup(&rel) {
             Found::File(e) => Some((rel, e)),
             _ => None,
         }
@@ -758,12 +706,13 @@ impl Site {
         });
         let fields = fx.map(|f| f.fields(now, req)).unwrap_or_default();
         let content_type = typed.as_deref().unwrap_or(&e.content_type);
-        let host = &mut self.hosts[h];
-        let etag = fx.and_then(|f| f.etag).unwrap_or(host.cfg.etag);
-        if !e.compressible || host.cfg.precompressed.is_empty() {
+        let site = &self.resolver.sites[h];
+        let cache = &mut self.caches[h];
+        let etag = fx.and_then(|f| f.etag).unwrap_or(site.etag);
+        if !e.compressible || site.precompressed.is_empty() {
             let f = answer::File {
                 size: e.meta.size,
-                validators: host.cache.validators(&e, etag),
+                validators: cache.validators(&e, etag),
                 last_modified: &e.last_modified,
                 content_type,
                 coding: None,
@@ -773,17 +722,17 @@ impl Site {
             };
             return self.file(req, &e, f, line, now);
         }
-        let codings = &host.cfg.precompressed;
+        let codings = &site.precompressed;
         // The codings the client takes, best first: variants are looked for only then.
         let ranked = req.accept_encoding.map(|ae| ae.rank(codings));
         let chosen = match ranked.filter(|r| !r.is_empty()) {
             Some(ranked) => {
-                let variants = host.cache.variants(rel, &e, codings);
+                let variants = cache.variants(rel, &e, codings);
                 let beside = ranked
                     .iter()
                     .find_map(|&c| variants.found.iter().find(|(vc, _)| *vc == c).cloned());
                 // None beside the file that the client takes: the compression cache's.
-                beside.or_else(|| match host.cache.compressed(&e, &ranked) {
+                beside.or_else(|| match cache.compressed(&e, &ranked) {
                     Compressed::Variant(c, v) => {
                         Stats::add(&self.stats.compress_hits, 1);
                         Some((c, v))
@@ -803,7 +752,7 @@ impl Site {
         };
         let f = answer::File {
             size: body.meta.size,
-            validators: self.hosts[h].cache.validators(&body, etag),
+            validators: self.caches[h].validators(&body, etag),
             last_modified: &body.last_modified,
             content_type,
             coding,

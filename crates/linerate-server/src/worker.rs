@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::access_log::{write_access, AccessLogs, Done};
-use crate::config::{Config, SiteConfig};
+use crate::config::Config;
 use crate::conn::{Aborted, After, Conn, Cut};
 use crate::deadline::{after, check_every, deadline, timeouts, TICK, TIMER_SLOTS};
 use crate::disk::{Disk, Inbox};
@@ -18,7 +18,7 @@ use crate::listen::{Listener, Peer};
 use crate::logs::{more, LogFile, RateLimit};
 use crate::response::Response;
 use crate::serve::{CountedIn, Ending, Helpers};
-use crate::site::{Host, Site};
+use crate::site::{Resolver, Site};
 use crate::stats::{Board, Stats};
 use linerate_event::{Driver, Interest, Io, Ready, Tick, Timers};
 use linerate_http::timeout::Timeout;
@@ -153,13 +153,14 @@ impl<D: Driver> Worker<D> {
 
     pub(crate) fn new(
         mut driver: D,
-        cfg: Arc<Config>,
-        roots: Vec<(SiteConfig, OwnedFd)>,
+        resolver: Arc<Resolver>,
+        roots: Vec<OwnedFd>,
         listeners: Vec<Listener>,
         log_files: &[Arc<LogFile>],
         helpers: Helpers,
         (stats, board): (Arc<Stats>, Board),
     ) -> io::Result<Worker<D>> {
+        let cfg = Arc::clone(&resolver.cfg);
         let Helpers {
             jobs,
             compress,
@@ -191,10 +192,11 @@ impl<D: Driver> Worker<D> {
         };
         // The worker's open files and small-file memory are shared among the sites.
         let sites = roots.len().max(1);
-        let hosts = roots
+        let caches = roots
             .into_iter()
-            .map(|(site, root)| Host {
-                cache: FileCache::new(
+            .zip(&resolver.sites)
+            .map(|(root, site)| {
+                FileCache::new(
                     root,
                     (cfg.open_file_cache_entries / sites).max(1),
                     (
@@ -206,8 +208,7 @@ impl<D: Driver> Worker<D> {
                 )
                 .at(&site.root)
                 .with_compress_cache(compress.clone())
-                .with_digests(Some(Arc::clone(&digests))),
-                cfg: site,
+                .with_digests(Some(Arc::clone(&digests)))
             })
             .collect();
         let log = AccessLogs::new(&cfg, log_files)?;
@@ -215,7 +216,7 @@ impl<D: Driver> Worker<D> {
         Ok(Worker {
             cpu: None,
             stats: Arc::clone(&stats),
-            site: Site::new(Arc::clone(&cfg), hosts, stats, board, disk).with_checker(checker, {
+            site: Site::new(resolver, caches, stats, board, disk).with_checker(checker, {
                 let inbox = Arc::clone(&inbox);
                 Arc::new(move || inbox.poke())
             }),

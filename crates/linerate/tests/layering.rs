@@ -246,3 +246,23 @@ fn the_server_asks_one_protocol_interface() {
         assert!(text.contains("impl Protocol for Connection"), "{f}");
     }
 }
+
+/// `Site` is split: the generation's shared resolver (sites, rules, router, limits),
+/// read-only and built once for every worker, and the worker's own context beside it.
+#[test]
+fn the_site_is_a_shared_resolver_and_a_workers_context() {
+    let src = workspace().join("crates/linerate-server/src");
+    let resolver = fs::read_to_string(src.join("site/resolver.rs")).unwrap();
+    assert!(!resolver.contains("&mut self"), "the resolver changes");
+    let site = fs::read_to_string(src.join("site.rs")).unwrap();
+    assert!(site.contains("resolver: Arc<Resolver>,"));
+    assert!(
+        !site.contains("router: Router"),
+        "the router is the resolver's"
+    );
+    let serve = fs::read_to_string(src.join("serve.rs")).unwrap();
+    assert!(
+        serve.contains("Arc::new(Resolver::new("),
+        "one resolver a generation"
+    );
+}

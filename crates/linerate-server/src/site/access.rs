@@ -23,7 +23,7 @@ impl Site {
         req: &Request,
         h: usize,
     ) -> Result<(path::Resolved, Option<Effective>), Status> {
-        let site = &self.hosts[h].cfg;
+        let site = &self.resolver.sites[h];
         if site.rules.is_empty() {
             return Ok((path::resolve(&req.path, site.dotfiles)?, None));
         }
@@ -41,7 +41,7 @@ impl Site {
     /// What site `h`'s rules say for the path `rel` beneath the root (a directory's
     /// with `dir`).
     pub(super) fn rules_of(&self, h: usize, rel: &[u8], dir: bool) -> Option<Effective> {
-        let site = &self.hosts[h].cfg;
+        let site = &self.resolver.sites[h];
         if site.rules.is_empty() {
             return None;
         }
@@ -66,7 +66,7 @@ impl Site {
     pub(super) fn dotfiles_allowed_at(&self, h: usize, rel: &[u8], fx: Option<&Effective>) -> bool {
         let dotfiles = fx
             .and_then(|f| f.dotfiles)
-            .unwrap_or(self.hosts[h].cfg.dotfiles);
+            .unwrap_or(self.resolver.sites[h].dotfiles);
         dotfiles
             || !rel
                 .split(|&b| b == b'/')
@@ -109,7 +109,7 @@ impl Site {
             crate::auth::Verdict::Challenge => {
                 let realm = format!(
                     "Basic realm=\"{}\", charset=\"UTF-8\"",
-                    self.hosts[h].cfg.label().replace(['"', '\\'], "")
+                    self.resolver.sites[h].label().replace(['"', '\\'], "")
                 );
                 let extra = [("WWW-Authenticate", realm.as_str())];
                 let r = self.error_for(Status::Unauthorized, keep, &extra, line, now, head);

@@ -17,10 +17,10 @@ impl Site {
     pub(super) fn status(&mut self, req: &Request, line: String, now: SystemTime) -> Response {
         let mut status = self.board.json();
         status["tls"]["kernel_tls"] = crate::tls::path_note().into();
-        status["driver"] = self.cfg.driver.name().into();
-        status["steer"] = match self.cfg.steer {
+        status["driver"] = self.resolver.cfg.driver.name().into();
+        status["steer"] = match self.resolver.cfg.steer {
             crate::config::Steer::Off => "off".into(),
-            _ if self.cfg.steering => "cpu".into(),
+            _ if self.resolver.cfg.steering => "cpu".into(),
             m => format!("off (--steer {m} with these workers and CPUs)").into(),
         };
         let mut body = status.to_string().into_bytes();
@@ -110,9 +110,10 @@ impl Site {
         line: String,
         now: SystemTime,
     ) -> Response {
-        let host = &mut self.hosts[h];
-        let dotfiles = fx.and_then(|f| f.dotfiles).unwrap_or(host.cfg.dotfiles);
-        let (entries, real) = match host.cache.list(rel, dotfiles) {
+        let dotfiles = fx
+            .and_then(|f| f.dotfiles)
+            .unwrap_or(self.resolver.sites[h].dotfiles);
+        let (entries, real) = match self.caches[h].list(rel, dotfiles) {
             Ok(listed) => listed,
             Err(why) => return self.not_served(why, req, h, fx, line, now),
         };

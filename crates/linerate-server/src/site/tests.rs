@@ -1,6 +1,8 @@
 //! The site's answers, request by request.
 
 use super::*;
+use crate::config::{Config, SiteConfig};
+use crate::router::Router;
 use linerate_http::request::{parse, Parse};
 
 /// A site over a temporary root holding `a.txt` (5 bytes), `big.bin` (64 KiB, above
