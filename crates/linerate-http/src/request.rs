@@ -443,10 +443,6 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
     if b.host().is_some_and(|h| !valid_host(h)) {
         return invalid(Refusal::InvalidHost);
     }
-    let host = match authority {
-        Some(a) => Some(a.to_string()),
-        None => b.host().map(str::to_string),
-    };
     let mut body = Body::None;
     if saw_te {
         if b.content_length().is_some() {
@@ -470,7 +466,7 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         Version::Http10 => keep_alive_token && !close,
     };
     Parse::Complete {
-        request: b.finish(host, body, keep_alive),
+        request: b.finish(authority.map(str::to_string), body, keep_alive),
         head_len,
     }
 }

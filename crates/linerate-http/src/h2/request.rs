@@ -221,14 +221,12 @@ impl Fields {
             None => (path, None),
         };
         self.b.target(known, p, q);
-        let authority = match (self.authority, self.b.host()) {
-            (Some(a), Some(h)) if !a.eq_ignore_ascii_case(h) => {
-                return Err(Malformed::HostAndAuthorityDiffer)
+        if let (Some(a), Some(h)) = (&self.authority, self.b.host()) {
+            if !a.eq_ignore_ascii_case(h) {
+                return Err(Malformed::HostAndAuthorityDiffer);
             }
-            (Some(a), _) => Some(a),
-            (None, h) => h.map(str::to_string),
-        };
-        if let Some(a) = &authority {
+        }
+        if let Some(a) = self.authority.as_deref().or(self.b.host()) {
             if a.contains('@') || !request::valid_host(a) {
                 return Err(Malformed::InvalidAuthority);
             }
@@ -238,7 +236,7 @@ impl Fields {
         }
         let content_length = self.b.content_length();
         Ok(Head {
-            request: self.b.finish(authority, Body::None, true),
+            request: self.b.finish(self.authority, Body::None, true),
             content_length,
             priority: self.priority,
         })

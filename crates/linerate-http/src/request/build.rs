@@ -134,11 +134,16 @@ impl Builder {
         self.content_length
     }
 
-    /// The request: its authority (an absolute target's or `:authority`, else `Host`,
-    /// as the protocol has checked it; empty is none), its body's framing and whether
-    /// the connection stays open after it.
-    pub fn finish(mut self, host: Option<String>, body: Body, keep_alive: bool) -> Box<Request> {
-        self.r.host = host.filter(|h| !h.is_empty());
+    /// The request: its authority (an absolute target's or `:authority`, as the
+    /// protocol has checked it; none: the `Host` field's; empty is none), its body's
+    /// framing and whether the connection stays open after it.
+    pub fn finish(
+        mut self,
+        authority: Option<String>,
+        body: Body,
+        keep_alive: bool,
+    ) -> Box<Request> {
+        self.r.host = authority.or(self.host).filter(|h| !h.is_empty());
         self.r.body = body;
         self.r.keep_alive = keep_alive;
         Box::new(self.r)
