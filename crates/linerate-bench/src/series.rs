@@ -42,8 +42,11 @@ pub struct Verdict {
     pub paired: Option<Paired>,
 }
 
-/// Runs `run(variant, round)` for `rounds` rounds, each round over every variant in
-/// order (A B C A B C …), stopping at the first error or when `stop` says so.
+/// Runs `run(variant, round)` for `rounds` rounds, each round over every variant,
+/// each variant first in turn (A B C, B C A, C A B, …: one that always ran second
+/// would pay for what the first leaves behind, about 1% of CPU per request measured
+/// on loopback), stopping at the first error or when `stop` says so. Run `i` of each
+/// variant comes from round `i`, so the runs pair by round.
 pub fn interleave<V, T, E>(
     variants: &[V],
     rounds: usize,
@@ -57,12 +60,13 @@ where
         .iter()
         .map(|_| Vec::with_capacity(rounds))
         .collect();
+    let n = variants.len();
     for round in 0..rounds {
-        for (i, v) in variants.iter().enumerate() {
+        for i in (0..n).map(|k| (k + round) % n) {
             if crate::stopped(stop) {
                 return Err(crate::stream::StreamError::Interrupted.into());
             }
-            out[i].push(run(v, round)?);
+            out[i].push(run(&variants[i], round)?);
         }
     }
     Ok(out)
@@ -165,6 +169,21 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_variant_goes_first_in_turn_and_runs_pair_by_round() {
+        let stop = crate::StopFlag::default();
+        let mut calls = Vec::new();
+        let out = interleave(&['A', 'B', 'C'], 4, &stop, |v, round| {
+            calls.push(*v);
+            Ok::<_, crate::stream::StreamError>((*v, round))
+        })
+        .unwrap();
+        assert_eq!(calls.iter().collect::<String>(), "ABCBCACABABC");
+        for (v, runs) in ['A', 'B', 'C'].iter().zip(&out) {
+            assert_eq!(runs, &(0..4).map(|r| (*v, r)).collect::<Vec<_>>());
+        }
+    }
 
     #[test]
     fn names_are_file_safe() {

@@ -241,8 +241,9 @@ pub struct StreamArgs {
     #[arg(long)]
     json: bool,
     /// Seed 000's table: every cell of --paths × --bufs (-s and -S) × --sizes (-m) ×
-    /// --strategies runs -i times, interleaved (the strategy innermost, the rounds
-    /// outermost); raw results go to OUT/raw.jsonl, samples to OUT/samples/. Prints a
+    /// --strategies runs -i times, interleaved (the strategy innermost, each first in
+    /// turn, the rounds outermost); raw results go to OUT/raw.jsonl, samples to
+    /// OUT/samples/. Prints a
     /// markdown table per path (mean ± standard deviation) and seed 000's two bars over
     /// netns TSO on (sendfile-4k and sendfile-chunk-64K against sendfile, sender service
     /// demand) judged by Student's t and the paired reading.

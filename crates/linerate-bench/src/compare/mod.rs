@@ -586,7 +586,12 @@ pub fn run(
         let mut runs: Vec<Vec<HttpResult>> = vec![Vec::new(); servers.len()];
         for round in 0..cfg.warmup + cfg.iterations {
             let warming = round < cfg.warmup;
-            for (i, (info, at)) in servers.iter().enumerate() {
+            // Each server goes first in turn (for two: A B, B A, A B, ...): a server
+            // that always ran second would pay for whatever the first leaves behind
+            // (measured at about 1% of CPU per request on loopback, BENCHMARKS.md).
+            let n = servers.len();
+            for i in (0..n).map(|k| (k + round) % n) {
+                let (info, at) = &servers[i];
                 if crate::stopped(stop) {
                     return Err(CompareError::Interrupted);
                 }

@@ -458,7 +458,7 @@ figure{{margin:1em 0}} svg{{max-width:100%;height:auto}}\n\
     );
     let _ = write!(
         h,
-        "<p>{}.</p>\n<p>Path: {}. Each run: {} connections, {} thread(s), {}; {} run(s) per server and workload after {} discarded warm-up round(s), servers interleaved; client on CPU(s) {}, servers on CPU {}. Verdicts by Student's t at {}% confidence against {}.</p>\n<pre>{}</pre>\n",
+        "<p>{}.</p>\n<p>Path: {}. Each run: {} connections, {} thread(s), {}; {} run(s) per server and workload after {} discarded warm-up round(s), servers interleaved, each first in turn; client on CPU(s) {}, servers on CPU {}. Verdicts by Student's t at {}% confidence against {}.</p>\n<pre>{}</pre>\n",
         escape(&r.machine.describe()),
         escape(&r.path),
         if sweeps(r).is_empty() {
