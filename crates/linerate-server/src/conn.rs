@@ -204,6 +204,28 @@ enum Io {
     },
 }
 
+impl Io {
+    /// Takes the ring's send and whether an event came while it was there (nothing
+    /// under readiness).
+    fn take_send(&mut self) -> (RingSend, bool) {
+        match self {
+            Io::Ring { send, woke, .. } => (
+                std::mem::replace(send, RingSend::Idle),
+                std::mem::take(woke),
+            ),
+            Io::Ready { .. } => (RingSend::Idle, false),
+        }
+    }
+
+    /// A send is on the ring; `woke`: this turn's event may be the edge it waits for.
+    fn in_flight(&mut self, woke: bool) {
+        if let Io::Ring { send, woke: w, .. } = self {
+            *send = RingSend::InFlight;
+            *w = woke;
+        }
+    }
+}
+
 /// A gather handed to the ring.
 #[derive(Clone, Copy)]
 enum RingSend {
@@ -1043,25 +1065,15 @@ impl Conn {
             if ready {
                 self.hand_off(driver)?;
             }
-            let fd = self.sock.as_fd();
-            let (ring_send, woke) = match &mut self.io {
-                Io::Ring { send, woke, .. } => (
-                    std::mem::replace(send, RingSend::Idle),
-                    std::mem::take(woke),
-                ),
-                Io::Ready { .. } => (RingSend::Idle, false),
-            };
+            let (ring_send, woke) = self.io.take_send();
             let r = if let RingSend::Done(r) = ring_send {
                 // The operation on the ring completed.
                 ring_woke = woke;
                 r.map(|n| n as usize)
             } else if let RingSend::InFlight = ring_send {
-                if let Io::Ring { send, woke: w, .. } = &mut self.io {
-                    *send = RingSend::InFlight;
-                    // This turn's event may be the writable edge the operation, if it
-                    // comes back full, would wait for.
-                    *w = true;
-                }
+                // This turn's event may be the writable edge the operation, if it comes
+                // back full, would wait for.
+                self.io.in_flight(true);
                 return Ok(true);
             } else {
                 let Some(out) = self.out.as_deref_mut() else {
@@ -1088,73 +1100,24 @@ impl Conn {
                         // The engine's per-socket setup costs system calls; connections
                         // that only ever send bytes parts (small files, errors) never pay
                         // them.
-                        let config = match self.peer {
-                            // Every byte of a TLS connection passes through the session.
-                            _ if matches!(self.transport, Transport::Tls(_)) => {
-                                linerate_tx::TxConfig {
-                                    strategy: linerate_tx::Strategy::Copy,
-                                    zerocopy: false,
-                                    ..site.sending.tx.clone()
-                                }
-                            }
-                            // The kernel's TLS takes no MSG_ZEROCOPY sends.
-                            Peer::Ip(_) if matches!(self.transport, Transport::Kernel) => {
-                                linerate_tx::TxConfig {
-                                    zerocopy: false,
-                                    ..site.sending.tx.clone()
-                                }
-                            }
-                            Peer::Ip(_) => site.sending.tx.clone(),
-                            // A Unix socket has neither an unsent-bytes mark nor zero-copy
-                            // sends.
-                            Peer::Unix => linerate_tx::TxConfig {
-                                notsent_lowat: Some(0),
-                                zerocopy: false,
-                                ..site.sending.tx.clone()
-                            },
-                        };
+                        let config = self.tx_config(site);
                         self.tx = Some(Box::new(TxSocket::unset(config)));
                         continue;
                     }
-                    OutNext::Op(mut op) => match (&op, &mut self.transport) {
-                        // TLS as a filter: what the queue sends goes into the session as
-                        // plaintext, and its records leave above (`push_records`); the
-                        // `copy` strategy's file reads are made as anywhere.
-                        (Op::Gather { pieces, .. }, Transport::Tls(t)) => t
-                            .write_pieces(pieces.iter().map(|p| p.bytes), now)
-                            .map_err(|e| Errno::from_io(&e)),
-                        (Op::Send { data, .. }, Transport::Tls(t)) => {
-                            t.write(data, now).map_err(|e| Errno::from_io(&e))
+                    OutNext::Op(mut op) => {
+                        let at = Executors {
+                            transport: &mut self.transport,
+                            io: &mut self.io,
+                            zc: self.tx.as_deref_mut().and_then(TxSocket::zero_copy),
+                            fd: self.sock.as_fd(),
+                            job: (self.slot as usize, u64::from(self.serial)),
+                        };
+                        match at.execute(&mut op, now, site, driver) {
+                            Some(r) => r,
+                            // On the ring (a gather): its result comes back later.
+                            None => return Ok(true),
                         }
-                        // The disk helpers are the worker's, not the kernel's.
-                        (Op::Warm { file, at, len }, _) => {
-                            Ok(usize::from(site.disk.as_ref().is_some_and(|d| {
-                                d.jobs
-                                    .send(crate::disk::Job {
-                                        file: std::sync::Arc::clone(file),
-                                        offset: *at,
-                                        len: *len,
-                                        conn: self.slot as usize,
-                                        serial: u64::from(self.serial),
-                                        inbox: std::sync::Arc::clone(&d.inbox),
-                                    })
-                                    .is_ok()
-                            })))
-                        }
-                        _ => {
-                            let zc = self.tx.as_deref_mut().and_then(TxSocket::zero_copy);
-                            match driver.execute(fd, &mut op, zc) {
-                                Submitted::Done(r) => r,
-                                // On the ring (a gather): its result comes back later.
-                                Submitted::Pending => {
-                                    if let Io::Ring { send, .. } = &mut self.io {
-                                        *send = RingSend::InFlight;
-                                    }
-                                    return Ok(true);
-                                }
-                            }
-                        }
-                    },
+                    }
                 }
             };
             // A completion is of a step the queue gave, so the queue is there.
@@ -1173,6 +1136,31 @@ impl Conn {
                 }
                 return Ok(true);
             }
+        }
+    }
+
+    /// How this connection's file parts are sent: the server's strategy, but for what
+    /// its transport or socket cannot take.
+    fn tx_config(&self, site: &Site) -> linerate_tx::TxConfig {
+        match self.peer {
+            // Every byte of a TLS connection passes through the session.
+            _ if matches!(self.transport, Transport::Tls(_)) => linerate_tx::TxConfig {
+                strategy: linerate_tx::Strategy::Copy,
+                zerocopy: false,
+                ..site.sending.tx.clone()
+            },
+            // The kernel's TLS takes no MSG_ZEROCOPY sends.
+            Peer::Ip(_) if matches!(self.transport, Transport::Kernel) => linerate_tx::TxConfig {
+                zerocopy: false,
+                ..site.sending.tx.clone()
+            },
+            Peer::Ip(_) => site.sending.tx.clone(),
+            // A Unix socket has neither an unsent-bytes mark nor zero-copy sends.
+            Peer::Unix => linerate_tx::TxConfig {
+                notsent_lowat: Some(0),
+                zerocopy: false,
+                ..site.sending.tx.clone()
+            },
         }
     }
 
@@ -1265,6 +1253,67 @@ impl Conn {
                 After::Close
             }
         }
+    }
+}
+
+/// What runs one connection's operations, borrowed from it while its queue lends the
+/// operation: the transport (TLS takes the queue's sends as plaintext), the
+/// connection's place on the ring, its zero-copy state and socket, and its name for
+/// the disk helpers.
+struct Executors<'a> {
+    transport: &'a mut Transport,
+    io: &'a mut Io,
+    zc: Option<&'a mut linerate_sys::zerocopy::ZeroCopy>,
+    fd: std::os::fd::BorrowedFd<'a>,
+    /// (slot, serial), for a disk helper's answer.
+    job: (usize, u64),
+}
+
+impl Executors<'_> {
+    /// Runs the queue's operation `op` through its executor: the TLS session (the
+    /// queue's sends, as plaintext: its records leave in `push_records`), the disk
+    /// helpers (a warm-up), else the driver. None: on the ring, its result comes later.
+    fn execute(
+        self,
+        op: &mut Op,
+        now: Instant,
+        site: &Site,
+        driver: &mut dyn Driver,
+    ) -> Option<Result<usize, Errno>> {
+        let r = match (&*op, self.transport) {
+            // The `copy` strategy's file reads are made as anywhere.
+            (Op::Gather { pieces, .. }, Transport::Tls(t)) => t
+                .write_pieces(pieces.iter().map(|p| p.bytes), now)
+                .map_err(|e| Errno::from_io(&e)),
+            (Op::Send { data, .. }, Transport::Tls(t)) => {
+                t.write(data, now).map_err(|e| Errno::from_io(&e))
+            }
+            // The disk helpers are the worker's, not the kernel's.
+            (Op::Warm { file, at, len }, _) => {
+                Ok(usize::from(site.disk.as_ref().is_some_and(|d| {
+                    d.jobs
+                        .send(crate::disk::Job {
+                            file: std::sync::Arc::clone(file),
+                            offset: *at,
+                            len: *len,
+                            conn: self.job.0,
+                            serial: self.job.1,
+                            inbox: std::sync::Arc::clone(&d.inbox),
+                        })
+                        .is_ok()
+                })))
+            }
+            _ => match driver.execute(self.fd, op, self.zc) {
+                Submitted::Done(r) => r,
+                Submitted::Pending => {
+                    if let Io::Ring { send, .. } = self.io {
+                        *send = RingSend::InFlight;
+                    }
+                    return None;
+                }
+            },
+        };
+        Some(r)
     }
 }
 

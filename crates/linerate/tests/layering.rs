@@ -266,3 +266,17 @@ fn the_site_is_a_shared_resolver_and_a_workers_context() {
         "one resolver a generation"
     );
 }
+
+/// `flush` (161 lines at 24d64fc) leaves its operations to their executors
+/// (`Executors::execute`) and the socket's sending setup to `tx_config`.
+#[test]
+fn the_flush_loop_stays_short() {
+    let conn = fs::read_to_string(workspace().join("crates/linerate-server/src/conn.rs")).unwrap();
+    let start = conn.find("    fn flush(").unwrap();
+    let len = conn[start..]
+        .find("\n    }\n")
+        .map(|e| conn[start..start + e].lines().count());
+    let len = len.unwrap();
+    assert!(len <= 110, "flush is {len} lines");
+    assert!(len > 20, "flush not found whole: {len} lines");
+}
