@@ -4,7 +4,14 @@
 //! Thread per core: each worker is pinned to a CPU, has its own `SO_REUSEPORT` listener,
 //! its own event loop (through `linerate_event::Driver`: io_uring, or epoll), its own
 //! open-file cache and its connections, which never migrate. No locks on the request
-//! path.
+//! path. What answers a request (the sites, their rules, the router) is built once per
+//! configuration generation and shared read-only (`site::Resolver`); each worker's
+//! `Site` holds its own caches and counters beside it.
+//!
+//! The protocols are linerate-http's, asked through one interface
+//! (`linerate_http::Protocol`); `conn.rs` runs one request loop for all of them, and
+//! its transport (plain, TLS, kernel TLS) and the driver execute every operation the
+//! output queue hands out (`output.rs`; the transmit strategies are linerate-tx's).
 //!
 //! A response is a list of parts: bytes (heads, small files from the per-worker cache)
 //! and file ranges. Consecutive byte parts, across pipelined responses, go out in one
