@@ -28,6 +28,7 @@ use std::time::{Duration, Instant, SystemTime};
 use linerate_event::{Driver, Submitted};
 use linerate_http::connection::{Connection, Ending};
 use linerate_http::request::Limits;
+use linerate_http::Protocol;
 use linerate_sys::op::Op;
 use linerate_sys::Errno;
 use linerate_tx::{Flow, TxError, TxSocket};
@@ -373,7 +374,7 @@ impl Conn {
             };
         }
         let Transport::Tls(t) = &mut self.transport else {
-            self.http.proto_mut().receive(bytes);
+            self.http.receive(bytes);
             return Ok(());
         };
         let r = t.receive(bytes, &mut self.http);
@@ -416,7 +417,7 @@ impl Conn {
             *input_done = true;
         }
         if r.is_ok() {
-            self.http.proto_mut().peer_closed();
+            self.http.peer_closed();
             if self.draining_since.is_some() {
                 return After::Close;
             }
@@ -451,7 +452,7 @@ impl Conn {
     /// Whether the driver should receive for it: a request may come, or input is being
     /// drained before the close.
     pub fn wants_input(&self) -> bool {
-        self.draining_since.is_some() || self.http.proto().wants_bytes()
+        self.draining_since.is_some() || self.http.wants_bytes()
     }
 
     /// The connection is being closed with `cut` (unless `drive` found a cause of its
@@ -541,7 +542,7 @@ impl Conn {
         if let Io::Ready { may_read, peer_hup } = &mut self.io {
             *may_read = false;
             if *peer_hup {
-                self.http.proto_mut().peer_closed();
+                self.http.peer_closed();
             }
         }
     }
@@ -631,7 +632,7 @@ impl Conn {
     /// worker's spares (a keep-alive connection takes one again at its next response,
     /// with no allocation), or freed when there are enough spares.
     fn release_buffers(&mut self, site: &mut Site) {
-        self.http.proto_mut().release_buffer();
+        self.http.release_buffer();
         match self.out.take() {
             // An empty queue goes to the spares with its room (bounded), so the next
             // answers are queued with no allocation.
@@ -734,7 +735,7 @@ impl Conn {
                 continue;
             }
             let may_read = matches!(self.io, Io::Ready { may_read: true, .. });
-            if !may_read || !self.http.proto().wants_bytes() {
+            if !may_read || !self.http.wants_bytes() {
                 break;
             }
             match self.read_some(scratch, now) {
@@ -776,7 +777,7 @@ impl Conn {
             // work in flight, not with the connections open.
             self.release_buffers(site);
         }
-        match self.http.proto().ending() {
+        match self.http.ending() {
             Ending::KeepOpen => After::Keep,
             // Half-close, then drain what the client still sends, so it reads our
             // last response instead of a reset: closing a socket with input unread
@@ -861,7 +862,7 @@ impl Conn {
         loop {
             match self.read_plain(scratch) {
                 Ok(0) => {
-                    self.http.proto_mut().peer_closed();
+                    self.http.peer_closed();
                     return Ok(total);
                 }
                 Ok(n) => {
@@ -874,7 +875,7 @@ impl Conn {
                         self.drained();
                         return Ok(total);
                     }
-                    if !self.http.proto().wants_bytes() {
+                    if !self.http.wants_bytes() {
                         return Ok(total);
                     }
                 }
@@ -905,7 +906,7 @@ impl Conn {
                     if let Http::One(http) = &mut self.http {
                         let rest = http.take_input();
                         self.http = Http::to_two(http);
-                        self.http.proto_mut().receive(&rest);
+                        self.http.receive(&rest);
                         self.start_two(site, now);
                     }
                     continue;
@@ -940,7 +941,7 @@ impl Conn {
                     r.record.started = Some(started);
                     if to.is_none() && r.plan.close {
                         // An answer that closes (a 400 the path earned, say).
-                        self.http.proto_mut().close_after_last();
+                        self.http.close_after_last();
                     }
                     (to, r)
                 }

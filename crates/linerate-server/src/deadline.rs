@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use linerate_http::timeout::{Timeout, Timeouts};
+use linerate_http::Protocol;
 
 use crate::config::Config;
 use crate::conn::{Conn, Cut};
@@ -70,7 +71,7 @@ pub(crate) fn deadline(c: &Conn, cfg: &Config) -> Deadline {
     if let Some(s) = c.draining_since {
         return d(after(s, DRAIN), Cut::Client, "", None);
     }
-    let due = c.http.proto().poll_timeout(&timeouts(cfg));
+    let due = c.http.poll_timeout(&timeouts(cfg));
     let state = if c.waits() && !c.busy() {
         // A request waiting for its password check: the helpers' queue is bounded, but
         // not its time under a flood.

@@ -22,6 +22,7 @@ use crate::site::{Resolver, Site};
 use crate::stats::{Board, Stats};
 use linerate_event::{Driver, Interest, Io, Ready, Tick, Timers};
 use linerate_http::timeout::Timeout;
+use linerate_http::Protocol;
 
 /// At a stop or reload, how long a connection that has had no request yet is given
 /// for its first (at most the header timeout).
@@ -363,7 +364,7 @@ impl<D: Driver> Worker<D> {
                     let ended = now >= d
                         || (!c.busy()
                             && !c.waits()
-                            && (!c.http.proto().awaits_last() || (!gently && waited >= grace))
+                            && (!c.http.awaits_last() || (!gently && waited >= grace))
                             && c.draining_since.is_none()
                             && c.linger(now, &mut self.driver) != After::Keep);
                     if ended {
@@ -447,10 +448,10 @@ impl<D: Driver> Worker<D> {
             let Some(c) = c.as_mut() else {
                 continue;
             };
-            if gently || c.http.proto().is_fresh() {
-                c.http.proto_mut().finish_next();
+            if gently || c.http.is_fresh() {
+                c.http.finish_next();
             } else {
-                c.http.proto_mut().close_after_last();
+                c.http.close_after_last();
             }
             // An HTTP/2 connection says so at once (GOAWAY), whatever it waits for.
             if c.http.is_two() && !c.on_run_list {
@@ -518,7 +519,7 @@ impl<D: Driver> Worker<D> {
             if let Some(idx) = self.adopt(li, fd, now) {
                 if self.ending {
                     if let Some(c) = self.conns[idx].as_mut() {
-                        c.http.proto_mut().finish_next();
+                        c.http.finish_next();
                     }
                 }
             }
@@ -689,7 +690,7 @@ impl<D: Driver> Worker<D> {
         // then), so its time is not the client's to answer for. A body waits behind
         // at most the responses queued before its head, so the clock starts over at
         // most that once.
-        let body = c.http.proto().poll_timeout(&timeouts(&self.cfg));
+        let body = c.http.poll_timeout(&timeouts(&self.cfg));
         c.body_clock = match body.filter(|d| d.what == Timeout::Body) {
             // A clock that started before this body's head was the body before's: the
             // protocol's own deadline is the later (see `deadline`).
@@ -846,7 +847,7 @@ impl<D: Driver> Worker<D> {
             // listeners stay open.
             for (i, c) in self.conns.iter_mut().enumerate() {
                 if let Some(c) = c.as_mut().filter(|c| c.http.is_two_serving()) {
-                    c.http.proto_mut().finish_next();
+                    c.http.finish_next();
                     if !c.on_run_list {
                         c.on_run_list = true;
                         self.runnable.push(i);

@@ -23,7 +23,9 @@ pub enum Fault {
 
 /// A request as its fields arrive.
 pub struct Builder {
-    r: Request,
+    /// Boxed from the start: the request leaves boxed, and the builder moves as a
+    /// pointer, not as the request's few hundred bytes.
+    r: Box<Request>,
     /// The last `Host` field, trimmed.
     host: Option<String>,
     /// How many `Host` fields came.
@@ -36,7 +38,7 @@ impl Builder {
     /// [`Builder::finish`].
     pub fn new(method: Method, version: Version, path: String, query: Option<String>) -> Builder {
         Builder {
-            r: Request {
+            r: Box::new(Request {
                 method,
                 version,
                 path,
@@ -57,7 +59,7 @@ impl Builder {
                 cors: None,
                 authorization: None,
                 accept_encoding: None,
-            },
+            }),
             host: None,
             hosts: 0,
             content_length: None,
@@ -146,13 +148,13 @@ impl Builder {
         self.r.host = authority.or(self.host).filter(|h| !h.is_empty());
         self.r.body = body;
         self.r.keep_alive = keep_alive;
-        Box::new(self.r)
+        self.r
     }
 
     /// Keeps a field the limits ask for (credentials, CORS's, the forwarding header,
     /// the log's): true if `name` was one of them.
     fn kept(&mut self, name: &str, v: &[u8], limits: &Limits) -> bool {
-        let r = &mut self.r;
+        let r = &mut *self.r;
         if limits.authorization && name.eq_ignore_ascii_case("authorization") {
             // Credentials that are not UTF-8 are none the server could take.
             r.authorization = std::str::from_utf8(v).ok().map(|t| t.trim().to_string());

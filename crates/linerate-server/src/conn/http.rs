@@ -3,9 +3,10 @@
 
 use std::time::Instant;
 
-use linerate_http::connection::{Connection, Event};
+use linerate_http::connection::{Connection, Ending, Event};
 use linerate_http::h2::Priority;
 use linerate_http::request::Request;
+use linerate_http::timeout::{Due, Timeouts};
 use linerate_http::Protocol;
 use linerate_http::Status;
 
@@ -37,28 +38,6 @@ impl Http {
         Http::Two(Box::new(H2::new(proto, Instant::now())))
     }
 
-    /// Its protocol, whichever version it is.
-    pub fn proto(&self) -> &dyn Protocol {
-        match self {
-            Http::One(c) => c,
-            Http::Two(h) => &h.proto,
-        }
-    }
-
-    /// Its protocol, whichever version it is.
-    pub fn proto_mut(&mut self) -> &mut dyn Protocol {
-        match self {
-            Http::One(c) => c,
-            Http::Two(h) => &mut h.proto,
-        }
-    }
-
-    /// Nothing owed, nothing half-received (HTTP/2: nothing of its own to send, and
-    /// no answer waiting on a window).
-    pub fn is_idle(&self) -> bool {
-        self.proto().is_idle() && !matches!(self, Http::Two(h) if h.waiting())
-    }
-
     /// HTTP/2.
     pub fn is_two(&self) -> bool {
         matches!(self, Http::Two(_))
@@ -70,12 +49,53 @@ impl Http {
     }
 }
 
+/// Delegates each of [`Protocol`]'s methods to the version the connection speaks, in
+/// one place: a call is a match and a direct call (none virtual on the request path).
+macro_rules! delegate {
+    (
+        &self: $($r:ident($($ra:ident: $rt:ty),*) -> $rr:ty),*;
+        &mut self: $($m:ident($($ma:ident: $mt:ty),*)),*;
+    ) => {
+        $(fn $r(&self $(, $ra: $rt)*) -> $rr {
+            match self {
+                Http::One(c) => c.$r($($ra),*),
+                Http::Two(h) => h.proto.$r($($ra),*),
+            }
+        })*
+        $(fn $m(&mut self $(, $ma: $mt)*) {
+            match self {
+                Http::One(c) => c.$m($($ma),*),
+                Http::Two(h) => h.proto.$m($($ma),*),
+            }
+        })*
+    };
+}
+
+impl Protocol for Http {
+    delegate! {
+        &self: wants_bytes() -> bool, ending() -> Ending,
+            poll_timeout(t: &Timeouts) -> Option<Due>, is_fresh() -> bool,
+            awaits_last() -> bool;
+        &mut self: receive(bytes: &[u8]), peer_closed(), release_buffer(), finish_next(),
+            close_after_last();
+    }
+
+    /// Nothing owed, nothing half-received (HTTP/2: nothing of its own to send, and
+    /// no answer waiting on a window).
+    fn is_idle(&self) -> bool {
+        match self {
+            Http::One(c) => c.is_idle(),
+            Http::Two(h) => h.proto.is_idle() && !h.waiting(),
+        }
+    }
+}
+
 impl crate::tls::Plaintext for Http {
     fn receive(&mut self, bytes: &[u8]) {
-        self.proto_mut().receive(bytes)
+        Protocol::receive(self, bytes)
     }
     fn peer_closed(&mut self) {
-        self.proto_mut().peer_closed()
+        Protocol::peer_closed(self)
     }
     fn h2(&mut self) {
         if let Http::One(c) = self {
