@@ -320,6 +320,39 @@ pub struct Config {
     pub collapse_bytes: u64,
 }
 
+/// A setting that is one of a closed set of words: its `FromStr` ("'x': expected a, b
+/// or c") and its `Display` (its word), written once for every such type.
+macro_rules! words {
+    ($t:ident { $($word:literal => $v:ident),+ $(,)? }) => {
+        impl std::str::FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<$t, String> {
+                match s {
+                    $($word => Ok($t::$v),)+
+                    _ => Err(format!("'{s}': expected {}", or_list(&[$($word),+]))),
+                }
+            }
+        }
+
+        impl std::fmt::Display for $t {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(match self {
+                    $($t::$v => $word,)+
+                })
+            }
+        }
+    };
+}
+
+/// `a, b or c`.
+fn or_list(words: &[&str]) -> String {
+    match words {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!("{} or {last}", rest.join(", ")),
+    }
+}
+
 /// How a site's entity tags are made (docs/http.md F8).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum EtagMode {
@@ -334,27 +367,11 @@ pub enum EtagMode {
     Off,
 }
 
-impl std::str::FromStr for EtagMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<EtagMode, String> {
-        match s {
-            "mtime" => Ok(EtagMode::Mtime),
-            "content" => Ok(EtagMode::Content),
-            "off" => Ok(EtagMode::Off),
-            _ => Err(format!("'{s}': expected mtime, content or off")),
-        }
-    }
-}
-
-impl std::fmt::Display for EtagMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            EtagMode::Mtime => "mtime",
-            EtagMode::Content => "content",
-            EtagMode::Off => "off",
-        })
-    }
-}
+words!(EtagMode {
+    "mtime" => Mtime,
+    "content" => Content,
+    "off" => Off,
+});
 
 /// One site (virtual host): the Host names it answers, its root, and its settings
 /// (the server's where its block gives none).
@@ -630,27 +647,11 @@ pub enum KernelTls {
     On,
 }
 
-impl std::str::FromStr for KernelTls {
-    type Err = String;
-    fn from_str(s: &str) -> Result<KernelTls, String> {
-        match s {
-            "off" => Ok(KernelTls::Off),
-            "auto" => Ok(KernelTls::Auto),
-            "on" => Ok(KernelTls::On),
-            _ => Err(format!("'{s}': expected off, auto or on")),
-        }
-    }
-}
-
-impl std::fmt::Display for KernelTls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            KernelTls::Off => "off",
-            KernelTls::Auto => "auto",
-            KernelTls::On => "on",
-        })
-    }
-}
+words!(KernelTls {
+    "off" => Off,
+    "auto" => Auto,
+    "on" => On,
+});
 
 /// Which worker takes a new connection on an IP listener (`--steer`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -679,27 +680,11 @@ impl Steer {
     }
 }
 
-impl std::str::FromStr for Steer {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Steer, String> {
-        match s {
-            "off" => Ok(Steer::Off),
-            "auto" => Ok(Steer::Auto),
-            "cpu" => Ok(Steer::Cpu),
-            _ => Err(format!("'{s}': expected off, auto or cpu")),
-        }
-    }
-}
-
-impl std::fmt::Display for Steer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Steer::Off => "off",
-            Steer::Auto => "auto",
-            Steer::Cpu => "cpu",
-        })
-    }
-}
+words!(Steer {
+    "off" => Off,
+    "auto" => Auto,
+    "cpu" => Cpu,
+});
 
 /// Where the server listens.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -818,5 +803,36 @@ impl std::fmt::Display for Cidr {
             Cidr::Unix => f.write_str("unix:"),
             Cidr::All => f.write_str("all"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every word type reads its words, writes them back, and names them all when it
+    /// is given another.
+    #[test]
+    fn word_settings_read_write_and_refuse_in_words() {
+        for (word, mode) in [
+            ("mtime", EtagMode::Mtime),
+            ("content", EtagMode::Content),
+            ("off", EtagMode::Off),
+        ] {
+            assert_eq!(word.parse::<EtagMode>(), Ok(mode));
+            assert_eq!(mode.to_string(), word);
+        }
+        assert_eq!(
+            "x".parse::<EtagMode>(),
+            Err("'x': expected mtime, content or off".to_string())
+        );
+        assert_eq!(
+            "yes".parse::<KernelTls>(),
+            Err("'yes': expected off, auto or on".to_string())
+        );
+        assert_eq!("cpu".parse::<Steer>(), Ok(Steer::Cpu));
+        assert_eq!(Steer::Auto.to_string(), "auto");
+        assert_eq!(or_list(&["a"]), "a");
+        assert_eq!(or_list(&["a", "b"]), "a or b");
     }
 }
