@@ -409,6 +409,12 @@ pub enum AcmeChallenge {
     TlsAlpn01,
 }
 
+words!(AcmeChallenge {
+    "auto" => Auto,
+    "http-01" => Http01,
+    "tls-alpn-01" => TlsAlpn01,
+});
+
 /// Where certificates of `acme = true` sites come from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AcmeConfig {

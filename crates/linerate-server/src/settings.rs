@@ -18,7 +18,8 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::config::{
-    AccessLog, Cidr, Config, Endpoint, EtagMode, KernelTls, LogFormat, SiteConfig, Steer,
+    AccessLog, AcmeChallenge, Cidr, Config, Endpoint, EtagMode, KernelTls, LogFormat, SiteConfig,
+    Steer,
 };
 use crate::logs::ErrorLog;
 use crate::rules::{Access, Cors, Fallback, PathMatch, Redirect, Rule};
@@ -240,45 +241,38 @@ macro_rules! as_text {
     };
 }
 
+/// A setting that is another crate's type: its words are that type's `FromStr` and
+/// `Display`, and it is read and written as text (`as_text!`).
+macro_rules! via {
+    ($t:ident) => {
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<$t, String> {
+                s.parse().map($t).map_err(|e| e.to_string())
+            }
+        }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+
+        as_text!($t);
+    };
+}
+
 /// A transmit strategy by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Transmit(pub linerate_tx::Strategy);
 
-impl FromStr for Transmit {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Transmit, String> {
-        s.parse()
-            .map(Transmit)
-            .map_err(|e: linerate_tx::ParseStrategyError| e.to_string())
-    }
-}
-
-impl fmt::Display for Transmit {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-as_text!(Transmit);
+via!(Transmit);
 
 /// The header trusted proxies name the client in, by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ForwardedHeader(pub linerate_http::forwarded::Header);
 
-impl FromStr for ForwardedHeader {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ForwardedHeader, String> {
-        s.parse().map(ForwardedHeader)
-    }
-}
-
-impl fmt::Display for ForwardedHeader {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-as_text!(ForwardedHeader);
+via!(ForwardedHeader);
 
 /// An ACME directory's URL: https, or http to a loopback address (a test directory).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -306,54 +300,13 @@ impl fmt::Display for AcmeUrl {
 
 as_text!(AcmeUrl);
 
-/// The ACME challenge a server answers, by name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AcmeChallenge(pub crate::config::AcmeChallenge);
-
-impl FromStr for AcmeChallenge {
-    type Err = String;
-    fn from_str(s: &str) -> Result<AcmeChallenge, String> {
-        use crate::config::AcmeChallenge as C;
-        match s {
-            "auto" => Ok(AcmeChallenge(C::Auto)),
-            "http-01" => Ok(AcmeChallenge(C::Http01)),
-            "tls-alpn-01" => Ok(AcmeChallenge(C::TlsAlpn01)),
-            _ => Err(format!("'{s}': expected auto, http-01 or tls-alpn-01")),
-        }
-    }
-}
-
-impl fmt::Display for AcmeChallenge {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use crate::config::AcmeChallenge as C;
-        f.write_str(match self.0 {
-            C::Auto => "auto",
-            C::Http01 => "http-01",
-            C::TlsAlpn01 => "tls-alpn-01",
-        })
-    }
-}
-
 as_text!(AcmeChallenge);
 
 /// An event-loop driver by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Driver(pub linerate_event::DriverChoice);
 
-impl FromStr for Driver {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Driver, String> {
-        s.parse().map(Driver)
-    }
-}
-
-impl fmt::Display for Driver {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
-
-as_text!(Driver);
+via!(Driver);
 as_text!(EtagMode);
 as_text!(KernelTls);
 as_text!(Steer);
@@ -1713,7 +1666,7 @@ impl Settings {
             cfg.acme.dir = d;
         }
         if let Some(c) = s.acme_challenge {
-            cfg.acme.challenge = c.0;
+            cfg.acme.challenge = c;
         }
         if let Some(h) = s.forwarded_header {
             cfg.forwarded_header = h.0;
