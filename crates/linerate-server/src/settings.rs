@@ -300,64 +300,49 @@ impl fmt::Display for AcmeUrl {
 
 as_text!(AcmeUrl);
 
-as_text!(AcmeChallenge);
-
 /// An event-loop driver by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Driver(pub linerate_event::DriverChoice);
 
 via!(Driver);
+
+// Config's word settings (`words!`), read and written as text.
+as_text!(AcmeChallenge);
 as_text!(EtagMode);
 as_text!(KernelTls);
 as_text!(Steer);
 
-impl FromStr for AccessLog {
-    type Err = String;
-    fn from_str(s: &str) -> Result<AccessLog, String> {
-        match s {
-            "off" => Ok(AccessLog::Off),
-            "stdout" => Ok(AccessLog::Stdout),
-            "" => Err("give stdout, off or a file".into()),
-            p => Ok(AccessLog::File(PathBuf::from(p))),
+/// A log's destination: `off`, the console's word, or a file.
+macro_rules! sink {
+    ($t:ident, $console:ident = $word:literal) => {
+        impl FromStr for $t {
+            type Err = String;
+            fn from_str(s: &str) -> Result<$t, String> {
+                match s {
+                    "off" => Ok($t::Off),
+                    $word => Ok($t::$console),
+                    "" => Err(concat!("give ", $word, ", off or a file").into()),
+                    p => Ok($t::File(PathBuf::from(p))),
+                }
+            }
         }
-    }
+
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $t::Off => f.write_str("off"),
+                    $t::$console => f.write_str($word),
+                    $t::File(p) => write!(f, "{}", p.display()),
+                }
+            }
+        }
+
+        as_text!($t);
+    };
 }
 
-impl fmt::Display for AccessLog {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            AccessLog::Off => f.write_str("off"),
-            AccessLog::Stdout => f.write_str("stdout"),
-            AccessLog::File(p) => write!(f, "{}", p.display()),
-        }
-    }
-}
-
-as_text!(AccessLog);
-
-impl FromStr for ErrorLog {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ErrorLog, String> {
-        match s {
-            "off" => Ok(ErrorLog::Off),
-            "stderr" => Ok(ErrorLog::Stderr),
-            "" => Err("give stderr, off or a file".into()),
-            p => Ok(ErrorLog::File(PathBuf::from(p))),
-        }
-    }
-}
-
-impl fmt::Display for ErrorLog {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ErrorLog::Off => f.write_str("off"),
-            ErrorLog::Stderr => f.write_str("stderr"),
-            ErrorLog::File(p) => write!(f, "{}", p.display()),
-        }
-    }
-}
-
-as_text!(ErrorLog);
+sink!(AccessLog, Stdout = "stdout");
+sink!(ErrorLog, Stderr = "stderr");
 
 impl FromStr for LogFormat {
     type Err = String;

@@ -248,3 +248,28 @@ fn every_flag_is_a_key_and_every_key_a_flag() {
     listed.sort();
     assert_eq!(written, listed);
 }
+
+#[test]
+fn log_destinations_read_and_write_their_words_and_files() {
+    for (text, log) in [
+        ("off", AccessLog::Off),
+        ("stdout", AccessLog::Stdout),
+        (
+            "/var/log/a.log",
+            AccessLog::File(PathBuf::from("/var/log/a.log")),
+        ),
+    ] {
+        assert_eq!(text.parse::<AccessLog>(), Ok(log.clone()));
+        assert_eq!(log.to_string(), text);
+    }
+    assert_eq!("stderr".parse::<ErrorLog>(), Ok(ErrorLog::Stderr));
+    assert_eq!(ErrorLog::Off.to_string(), "off");
+    assert_eq!(
+        "".parse::<AccessLog>(),
+        Err("give stdout, off or a file".to_string())
+    );
+    assert_eq!(
+        "".parse::<ErrorLog>(),
+        Err("give stderr, off or a file".to_string())
+    );
+}
