@@ -36,9 +36,15 @@ pub struct Due {
 impl Due {
     /// `what` falls due `limit` after `since` (or as late as the clock goes).
     pub fn after(since: Instant, limit: Duration, what: Timeout) -> Due {
-        let at = since
-            .checked_add(limit)
-            .unwrap_or_else(|| since + Duration::from_secs(1 << 32));
-        Due { at, what }
+        Due {
+            at: later(since, limit),
+            what,
+        }
     }
+}
+
+/// `t` later by `d`, or as late as the clock goes.
+pub fn later(t: Instant, d: Duration) -> Instant {
+    t.checked_add(d)
+        .unwrap_or_else(|| t + Duration::from_secs(1 << 32))
 }

@@ -3,8 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use linerate_http::timeout::{Timeout, Timeouts};
-use linerate_http::Protocol;
+use linerate_http::timeout::{Due, Timeout, Timeouts};
 
 use crate::config::Config;
 use crate::conn::{Conn, Cut};
@@ -52,11 +51,7 @@ pub(crate) struct Deadline {
     pub(crate) kind: Option<usize>,
 }
 
-/// `t` later by `d`, or as late as it gets.
-pub(crate) fn after(t: Instant, d: Duration) -> Instant {
-    t.checked_add(d)
-        .unwrap_or_else(|| t + Duration::from_secs(1 << 32))
-}
+pub(crate) use linerate_http::timeout::later as after;
 
 /// How long input is drained after our side shut down.
 pub(crate) const DRAIN: Duration = Duration::from_secs(2);
@@ -66,12 +61,12 @@ pub(crate) const DRAIN: Duration = Duration::from_secs(2);
 /// state's, whichever comes first (send progress while a response is in flight, the
 /// handshake or the head within the header timeout, the idle timeout between
 /// requests, a body being skipped no byte within the header timeout).
-pub(crate) fn deadline(c: &Conn, cfg: &Config) -> Deadline {
+/// `due` is the protocol's own (`Protocol::poll_timeout`), asked once by the caller.
+pub(crate) fn deadline(c: &Conn, cfg: &Config, due: Option<Due>) -> Deadline {
     let d = |at, cut, why, kind| Deadline { at, cut, why, kind };
     if let Some(s) = c.draining_since {
         return d(after(s, DRAIN), Cut::Client, "", None);
     }
-    let due = c.http.poll_timeout(&timeouts(cfg));
     let state = if c.waits() && !c.busy() {
         // A request waiting for its password check: the helpers' queue is bounded, but
         // not its time under a flood.

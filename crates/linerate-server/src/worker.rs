@@ -690,8 +690,8 @@ impl<D: Driver> Worker<D> {
         // then), so its time is not the client's to answer for. A body waits behind
         // at most the responses queued before its head, so the clock starts over at
         // most that once.
-        let body = c.http.poll_timeout(&timeouts(&self.cfg));
-        c.body_clock = match body.filter(|d| d.what == Timeout::Body) {
+        let due = c.http.poll_timeout(&timeouts(&self.cfg));
+        c.body_clock = match due.filter(|d| d.what == Timeout::Body) {
             // A clock that started before this body's head was the body before's: the
             // protocol's own deadline is the later (see `deadline`).
             Some(_) if !c.busy() => Some(c.body_clock.unwrap_or(now)),
@@ -706,7 +706,9 @@ impl<D: Driver> Worker<D> {
                 self.idle -= 1;
             }
         }
-        let at = deadline(c, &self.cfg).at.min(after(now, self.check_every));
+        let at = deadline(c, &self.cfg, due)
+            .at
+            .min(after(now, self.check_every));
         // Mostly the deadline moved later (or not at all): no tick to work out.
         // (A tick earlier than the armed one is an earlier deadline: ticks only move
         // on, so the armed tick is its deadline's own.)
@@ -901,7 +903,7 @@ impl<D: Driver> Worker<D> {
                 continue;
             }
             c.judge_send_rate(now, self.cfg.min_send_rate, self.cfg.send_timeout);
-            let d = deadline(c, &self.cfg);
+            let d = deadline(c, &self.cfg, c.http.poll_timeout(&timeouts(&self.cfg)));
             if d.at > now {
                 let at = d.at.min(after(now, self.check_every));
                 c.armed = Some(self.timers.arm(token, at));
