@@ -199,10 +199,12 @@ impl Site {
         } else {
             Residency::Unknown
         };
-        let range = |r: ByteRange| -> Part {
-            match &contents {
-                Some(b) => Part::Shared {
-                    buf: Arc::clone(b),
+        // The contents' one reference goes to a single range's part (a multipart
+        // answer's parts each take another).
+        let range = |contents: Option<Arc<[u8]>>, r: ByteRange| -> Part {
+            match contents {
+                Some(buf) => Part::Shared {
+                    buf,
                     start: r.start as usize,
                     end: r.end as usize,
                 },
@@ -215,12 +217,12 @@ impl Site {
             }
         };
         match body {
-            Body::Range(r) => out.push_back(range(r)),
+            Body::Range(r) => out.push_back(range(contents, r)),
             Body::Multipart { parts, trailer } => {
                 out.reserve(2 * parts.len() + 1);
                 for (head, r) in parts {
                     out.push_back(Part::Bytes(head));
-                    out.push_back(range(r));
+                    out.push_back(range(contents.clone(), r));
                 }
                 out.push_back(Part::Bytes(trailer));
             }
