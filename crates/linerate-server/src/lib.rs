@@ -52,6 +52,8 @@ pub mod settings;
 mod site;
 #[cfg(test)]
 mod site_answers;
+#[cfg(test)]
+mod snapshot_test;
 mod stats;
 pub mod systemd;
 mod tickets;

@@ -1899,3 +1899,6 @@ mod tests;
 
 #[cfg(test)]
 mod contrib;
+
+#[cfg(test)]
+mod snapshot;

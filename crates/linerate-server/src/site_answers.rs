@@ -169,23 +169,5 @@ fn answers() -> String {
 
 #[test]
 fn the_sites_answers_are_the_snapshot() {
-    let got = answers();
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/snapshots/answers.txt");
-    if std::env::var_os("LINERATE_WRITE_SNAPSHOT").is_some() {
-        std::fs::write(path, &got).unwrap();
-    }
-    let want = std::fs::read_to_string(path).expect("the snapshot (LINERATE_WRITE_SNAPSHOT=1)");
-    if got != want {
-        let line = got
-            .lines()
-            .zip(want.lines())
-            .position(|(a, b)| a != b)
-            .unwrap_or(got.lines().count().min(want.lines().count()));
-        panic!(
-            "the answers differ from {path} from line {}:\n got: {:?}\nwant: {:?}",
-            line + 1,
-            got.lines().nth(line),
-            want.lines().nth(line)
-        );
-    }
+    crate::snapshot_test::check("answers.txt", &answers());
 }
