@@ -4,9 +4,10 @@
 //! (serde, kebab-case keys): a field is a flag `--key` and a key `key = …`, with one doc
 //! comment for `--help`, one type, and one range. The types below parse a value and
 //! check its range in one place, so a flag and a key refuse the same values with the
-//! same words; defaults live in [`Config::new`]. A flag wins over the file: the two are
-//! merged key by key ([`Settings::over`]), and [`Settings::apply`] writes what was
-//! given into a [`Config`].
+//! same words; defaults live in [`Config::new`]. Each key is one row of the
+//! `settings!` table: its documentation, flag, file spelling, type, and where a given
+//! value lands in the [`Config`]; the struct, the merge of a flag over the file
+//! ([`Settings::over`]) and the landing ([`Settings::apply`]) are written from the rows.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -1080,6 +1081,11 @@ as_text!(ListenAddr);
 as_text!(Cidr);
 
 /// `listen`: one address or a list of them in the file.
+/// The addresses of `--listen`'s kind of values.
+fn endpoints(l: Vec<ListenAddr>) -> Vec<Endpoint> {
+    l.into_iter().flat_map(|l| l.addrs).collect()
+}
+
 fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ListenAddr>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
@@ -1104,395 +1110,442 @@ fn one_or_many<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ListenAddr>, D::Er
 /// The largest request line or header block a setting may allow.
 pub const MAX_HEAD_LIMIT: u64 = 1 << 20;
 
-/// Every setting of `linerate serve`. Each is a flag (`--small-file 32K`) and a key of
-/// the `--config` file (`small-file = "32K"`); a flag wins over the file, which wins over
-/// the defaults. `Option` fields left `None` keep the default.
-#[derive(clap::Args, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Settings {
-    /// Document root (the positional DIR on the command line); required when started
-    /// from a configuration file or by systemd, unless `[[site]]` blocks give every
-    /// root [default at a terminal: the current directory, unless it is /].
-    #[arg(skip)]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub root: Option<PathBuf>,
-    /// `[[site]]` blocks of the file: virtual hosts, each with its names and root.
-    #[arg(skip)]
-    #[serde(default, rename = "site", skip_serializing_if = "Vec::is_empty")]
-    pub sites: Vec<SiteSettings>,
-    /// `[[rule]]` blocks of the file: per-path settings for every site.
-    #[arg(skip)]
-    #[serde(default, rename = "rule", skip_serializing_if = "Vec::is_empty")]
-    pub rules: Vec<RuleSettings>,
-    /// Address to listen on: PORT or :PORT (every IPv4 address), HOST:PORT (a name:
-    /// each address it resolves to), [IPv6]:PORT, or unix:/PATH (a Unix socket; a
-    /// stale socket file there is replaced, a live one refused); repeat for several
-    /// (port 0: a free port; each bound address is printed as "listening on ADDR")
-    /// [default: 127.0.0.1:8080].
-    #[arg(long, value_name = "ADDR")]
-    #[serde(
-        default,
-        deserialize_with = "one_or_many",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub listen: Vec<ListenAddr>,
-    /// Permissions of the Unix sockets --listen makes, in octal (connecting needs
-    /// write permission) [default: 0666, as nginx].
-    #[arg(long, value_name = "MODE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unix_mode: Option<Mode>,
-    /// Owner of the Unix sockets --listen makes: USER, USER:GROUP or :GROUP (names or
-    /// numbers) [default: the user that starts the server].
-    #[arg(long, value_name = "USER[:GROUP]")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub unix_owner: Option<String>,
-    /// Address to serve HTTPS on, written as --listen's (":443"); repeat for several.
-    /// Needs --tls-cert and --tls-key (or `acme`). TLS 1.3 and 1.2, HTTP/2 and
-    /// HTTP/1.1 by ALPN (h2 first; see --http2), session resumption by tickets and by
-    /// session ID [default: none].
-    #[arg(long, value_name = "ADDR")]
-    #[serde(
-        default,
-        deserialize_with = "one_or_many",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub tls_listen: Vec<ListenAddr>,
-    /// Address whose every request is answered with a redirect to the same URL over
-    /// HTTPS (301, to the port of the first --tls-listen, the host from the request),
-    /// as nginx's `return 301 https://$host$request_uri`; repeat for several. Needs
-    /// --tls-listen [default: none].
-    #[arg(long, value_name = "ADDR")]
-    #[serde(
-        default,
-        deserialize_with = "one_or_many",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub redirect_listen: Vec<ListenAddr>,
-    /// Address, among --listen, --tls-listen and --redirect-listen, whose every
-    /// connection opens with a PROXY protocol header (v1 or v2, as HAProxy's send-proxy
-    /// and send-proxy-v2, AWS and other load balancers send it, before any TLS): the
-    /// client's address is the one the header names, for the access log,
-    /// --metrics-allow and everything else; a connection without a valid header within
-    /// --header-timeout is closed. Repeat for several [default: none].
-    #[arg(long, value_name = "ADDR")]
-    #[serde(
-        default,
-        deserialize_with = "one_or_many",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub proxy_protocol: Vec<ListenAddr>,
-    /// Proxies whose --forwarded-header names the client: a network, an address, or
-    /// unix: for a Unix socket's clients; the header is read from the right, past every
-    /// trusted address, and ignored from any other sender. Repeat for several
-    /// [default: none: the header is never believed].
-    #[arg(long, value_name = "CIDR")]
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub trusted_proxies: Vec<Cidr>,
-    /// The header --trusted-proxies name the client in: x-forwarded-for or forwarded
-    /// (RFC 7239's for=) [default: x-forwarded-for].
-    #[arg(long, value_name = "HEADER")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub forwarded_header: Option<ForwardedHeader>,
-    /// Certificate chain of --tls-listen: a PEM file, the server's certificate first,
-    /// then the intermediates (ECDSA or RSA); read again at each reload (SIGHUP), a bad
-    /// one refusing the reload [default: none].
-    #[arg(long, value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_cert: Option<PathBuf>,
-    /// Private key of --tls-cert: a PEM file (PKCS #8, SEC1 EC or PKCS #1 RSA)
-    /// [default: none].
-    #[arg(long, value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_key: Option<PathBuf>,
-    /// Session ticket keys shared by instances behind one balancer: a file of 48 or 80
-    /// random bytes (openssl rand 80 > FILE), the same on each, so a session resumes on
-    /// any of them; rotated by replacing the file and reloading (tickets of the two
-    /// keys before are still accepted) [default: keys made at random by the process,
-    /// kept across reloads].
-    #[arg(long, value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub tls_ticket_keys: Option<PathBuf>,
-    /// ACME directory of the `[[site]]` blocks with `acme = true`: Let's Encrypt's
-    /// production one unless given (its staging one, for trials:
-    /// https://acme-staging-v02.api.letsencrypt.org/directory) [default:
-    /// https://acme-v02.api.letsencrypt.org/directory].
-    #[arg(long, value_name = "URL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub acme_directory: Option<AcmeUrl>,
-    /// A PEM file of the root that signs the ACME directory's own HTTPS certificate
-    /// (a private CA's, or pebble's in tests) [default: the system's roots].
-    #[arg(long, value_name = "FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub acme_directory_ca: Option<PathBuf>,
-    /// Contact address given to the ACME directory with the account [default: none].
-    #[arg(long, value_name = "EMAIL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub acme_email: Option<String>,
-    /// Where the ACME account key and the certificates are kept (made mode 0700 for
-    /// --user) [default: /var/lib/linerate/acme].
-    #[arg(long, value_name = "DIR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub acme_dir: Option<PathBuf>,
-    /// How the ACME directory checks the names: tls-alpn-01 (on a tls-listen address,
-    /// its port 443 for a public CA), http-01 (on a listen or redirect-listen address,
-    /// port 80), or auto (tls-alpn-01 when there is a tls-listen address) [default:
-    /// auto].
-    #[arg(long, value_name = "auto|http-01|tls-alpn-01")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub acme_challenge: Option<AcmeChallenge>,
-    /// Kernel TLS: auto hands each TLS 1.3 connection's keys to its socket after the
-    /// handshake where the kernel has kernel TLS (CONFIG_TLS), so file bodies go by
-    /// --transmit and the kernel seals the records (else user space, said once); on
-    /// refuses to start without it; off seals every record in user space. Not run on
-    /// the machines this project is measured on (see docs/operations.md)
-    /// [default: off].
-    #[arg(long, value_name = "MODE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kernel_tls: Option<KernelTls>,
-    /// Worker threads, each with its own listener [default: one per CPU].
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workers: Option<Count<1, 1024>>,
-    /// Give up root for this user (and its group, with no supplementary groups) once
-    /// the sockets are bound and the logs open, before serving; the start fails if it
-    /// cannot [default: the user that starts it; as root, a warning].
-    #[arg(long, value_name = "NAME")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub user: Option<String>,
-    /// Pin worker i to the i-th CPU the process may use; --pin=false leaves them to the
-    /// scheduler [default: true].
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pin: Option<bool>,
-    /// Which worker takes a new connection: cpu sends it to the worker pinned to the
-    /// CPU that processed its SYN (a program on each address's SO_REUSEPORT group), so
-    /// its packets, its accept and its requests stay on one CPU; auto does so when
-    /// there are as many workers as CPUs, each pinned; off leaves it to the kernel's
-    /// hash. Needs --pin [default: off].
-    #[arg(long, value_name = "MODE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub steer: Option<Steer>,
-    /// Strategy for file bodies: splice (file → the worker's pipe → socket, batched as
-    /// sendfile is; measured 2-3% cheaper at 1 MiB), sendfile, copy or zerocopy (also
-    /// sendfile-4k and sendfile-chunk-SIZE, for measurement) [default: splice].
-    #[arg(long, value_name = "STRATEGY")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub transmit: Option<Transmit>,
-    /// Event-loop driver: uring (io_uring: connections' bytes received and sent on a
-    /// ring, one io_uring_enter per loop turn; refuses to start where io_uring cannot
-    /// run, or on a kernel before 6.0); epoll; or auto (uring where it can run, else
-    /// epoll with one line saying why) [default: auto].
-    #[arg(long, value_name = "DRIVER")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub driver: Option<Driver>,
-    /// TCP_NOTSENT_LOWAT of the batched strategies: the socket wakes when fewer than
-    /// half this many bytes wait unsent, so the worker, not the client's ACKs, sends
-    /// nearly every segment. 0 leaves it unset, as nginx does [default: 16K].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub lowat: Option<Bytes<0, { i32::MAX as u64 }>>,
-    /// Files up to this size (at most 16M) are kept in memory per worker and sent with
-    /// their head in one sendmsg [default: 64K].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub small_file: Option<Bytes<0, { crate::config::MAX_SMALL_FILE }>>,
-    /// Most bytes of small-file contents each worker keeps in memory; past it the
-    /// largest are given up first, and those files go out by the transmit strategy
-    /// [default: 1/32 of the machine's memory shared by the workers, at most 64M].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub small_file_memory: Option<Bytes<0, { i64::MAX as u64 }>>,
-    /// Most bytes of a file one connection sends per turn before the worker serves the
-    /// others, as lighttpd's 256 KiB and nginx's sendfile_max_chunk do; 0: until the
-    /// socket is full [default: 256K].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub send_slice: Option<Bytes<0, { i64::MAX as u64 }>>,
-    /// Only file bodies of at least this many bytes are sliced [default: 1M].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub send_slice_min: Option<Bytes<0, { i64::MAX as u64 }>>,
-    /// File bodies of at least this many bytes go out with TCP_CORK set, as nginx's
-    /// tcp_nopush: fewer, fuller segments at the cost of a system call each; 0: never
-    /// [default: 0].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cork_min: Option<Bytes<0, { i64::MAX as u64 }>>,
-    /// SO_SNDBUF of accepted connections (as nginx's `listen ... sndbuf=`); fixing it
-    /// turns the kernel's send-buffer autotuning off [default: autotuning].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub sndbuf: Option<Bytes<1, { i32::MAX as u64 }>>,
-    /// Threads that read file ranges missing from the page cache, so a worker never
-    /// starts a disk read itself; 0 turns the residency probe off (workers then read
-    /// inline, as nginx does without aio threads) [default: 4].
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub disk_helpers: Option<Count<0, 256>>,
-    /// Bytes of a file body checked for residency at once (one cachestat call), and
-    /// read by a helper when any page is missing; while one window goes out the next is
-    /// checked and read ahead [default: 4M].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub read_ahead: Option<Bytes<1, { i32::MAX as u64 }>>,
-    /// Answer GET PATH with the server's counters as JSON (connections, requests,
-    /// residency probes and misses, helper reads, queue collapses and defrags), like
-    /// nginx's stub_status; anyone who can reach the server can read it [default: no
-    /// status page].
-    #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status_path: Option<UrlPath>,
-    /// Answer GET PATH with 200 `ok` while serving and 503 from the moment
-    /// a stop is asked for (SIGTERM, SIGINT, SIGQUIT), for a load balancer's health
-    /// checks; its answers are not logged [default: no health path].
-    #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub health_path: Option<UrlPath>,
-    /// Answer GET PATH with the counters as Prometheus / OpenMetrics text (responses by
-    /// method and status class, bytes, connections, timeouts, errors, open-file cache,
-    /// disk helpers, collapses, a response-time histogram) [default: no metrics].
-    #[arg(long, value_name = "PATH")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub metrics_path: Option<UrlPath>,
-    /// Clients that may read --metrics-path (others get 403): a network, an address, or
-    /// unix: for clients of a Unix socket; repeat for several [default: every client that reaches the server].
-    #[arg(long, value_name = "CIDR")]
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub metrics_allow: Vec<Cidr>,
-    /// File ranges up to this size (the parts of a multipart/byteranges answer, say) are
-    /// read and gathered with the heads around them into one sendmsg, as seed 001
-    /// collapses small buffers; a queue still too fragmented for one call is
-    /// linearized into its last segment. 0: each range goes by the transmit strategy
-    /// [default: 16K].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub collapse: Option<Bytes<0, { i64::MAX as u64 }>>,
-    /// Open files (descriptor, metadata, validators, small contents) each worker keeps,
-    /// as nginx's open_file_cache max=N; when full the cache starts over [default:
-    /// 10000].
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub open_file_cache: Option<Count<1, 1_000_000>>,
-    /// Longest request line, 414 beyond (1 byte to 1M) [default: 8K].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_request_line: Option<Bytes<1, MAX_HEAD_LIMIT>>,
-    /// Largest header block, 431 beyond (1 byte to 1M) [default: 16K].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_header_bytes: Option<Bytes<1, MAX_HEAD_LIMIT>>,
-    /// Most header fields, 431 beyond [default: 100].
-    #[arg(long, value_name = "N")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_header_fields: Option<Count<1, 10_000>>,
-    /// Close a keep-alive connection idle this long (seconds, or 500ms, 30s, 2m, 1h)
-    /// [default: 60].
-    #[arg(long, value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub idle_timeout: Option<Seconds>,
-    /// A request head must arrive whole within this long of its first byte [default: 10].
-    #[arg(long, value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub header_timeout: Option<Seconds>,
-    /// Close a response that makes no send progress this long [default: 60].
-    #[arg(long, value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub send_timeout: Option<Seconds>,
-    /// Close a connection with answers owed whose client takes fewer bytes a second
-    /// than this over a whole --send-timeout (its TCP acknowledgements counted, so an
-    /// HTTP/2 stream fed a 1-byte window, or a reader that takes a byte now and then,
-    /// cannot hold it); 0: no such limit [default: 1K].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub min_send_rate: Option<Bytes<0, { i64::MAX as u64 }>>,
-    /// A request body must arrive whole (it is read and discarded) within this long of
-    /// its head, however it trickles (nginx's client_body_timeout and lingering_time)
-    /// [default: 30].
-    #[arg(long, value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub body_timeout: Option<Seconds>,
-    /// After SIGTERM, SIGINT or SIGQUIT, in-flight responses get this long [default: 10].
-    #[arg(long, value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shutdown_timeout: Option<Seconds>,
-    /// After SIGTERM, SIGINT or SIGQUIT, serve on this long with the health path
-    /// answering 503 before the listeners close, so a load balancer's checks see the
-    /// drain before connections are refused; meanwhile every answer closes its
-    /// connection (HTTP/2: GOAWAY), so clients come back through the balancer
-    /// [default: none].
-    #[arg(long, value_name = "DURATION")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shutdown_delay: Option<Seconds>,
-    /// HTTP/2: on, offered by ALPN (`h2`, then `http/1.1`) on the TLS listeners and
-    /// spoken in clear by a client that opens with its preface (prior knowledge, as
-    /// load balancers do); off, every connection is HTTP/1.1; only, every connection
-    /// is HTTP/2 (TLS offers `h2` alone; in clear, bytes that are not the preface get
-    /// a GOAWAY: an h2c-only port, as a balancer's backend) [default: on].
-    #[arg(long, value_name = "on|off|only")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub http2: Option<Http2>,
-    /// Serve dot-files and dot-directories (404 otherwise) [default: false].
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dotfiles: Option<bool>,
-    /// List directories that have no index.html [default: false].
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub autoindex: Option<bool>,
-    /// How entity tags (ETag) are made: mtime (size and modification time, the same
-    /// on every instance whose files keep their times), content (a SHA-256 of the
-    /// bytes, computed once per file version on a helper thread: the same on every
-    /// instance however the files were deployed; none until computed) or off
-    /// (Last-Modified alone). Also per [[site]] and [[rule]] [default: mtime].
-    #[arg(long, value_name = "MODE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub etag: Option<EtagMode>,
-    /// Precompressed variants to send, in order of preference: FILE.br, FILE.zst,
-    /// FILE.gz beside a text file (HTML, CSS, JavaScript, JSON, SVG, ...) go to clients
-    /// whose Accept-Encoding takes them, through the transmit strategy like any file
-    /// (linerate compress DIR makes them); none: never [default: br,zstd,gzip].
-    #[arg(long, value_name = "CODINGS")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub precompressed: Option<Codings>,
-    /// Compress text files that have no precompressed variant beside them into DIR,
-    /// once, on a helper thread, the first time a client takes a coding of them, and
-    /// send them from there from then on (the identity file goes out until the variant
-    /// is written); created mode 0700 if missing. Only codings of `precompressed` are
-    /// made [default: none].
-    #[arg(long, value_name = "DIR")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub compress_cache: Option<PathBuf>,
-    /// Most bytes the compress-cache directory holds; past it the least recently used
-    /// variants are deleted, and files above an eighth of it are not compressed
-    /// [default: 256M].
-    #[arg(long, value_name = "BYTES")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub compress_cache_size: Option<Bytes<1, { i64::MAX as u64 }>>,
-    /// Access log: stdout, off, or a file to append to; SIGUSR1 reopens a file
-    /// [default: stdout].
-    #[arg(long, value_name = "stdout|off|FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub access_log: Option<AccessLog>,
-    /// Access log lines: clf (Common Log Format), combined (CLF with Referer and
-    /// User-Agent), json (ISO 8601 time, method, path, host, status, bytes, duration in
-    /// µs, user agent, referer, transmit strategy), or a line of your own with nginx-like
-    /// variables: "$remote_addr $host \"$request\" $status $body_bytes_sent
-    /// $request_time $http_user_agent $ssl_protocol" (also $request_method,
-    /// $request_uri, $protocol, $http_referer, $time_local, $time_iso8601, $msec)
-    /// [default: clf].
-    #[arg(long, value_name = "clf|combined|json|LINE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub log_format: Option<LogFormat>,
-    /// Error log (operational conditions: out of descriptors, permission refused, disk
-    /// read errors, cut connections, signals): stderr, off, or a file to append to;
-    /// SIGUSR1 reopens a file [default: stderr].
-    #[arg(long, value_name = "stderr|off|FILE")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error_log: Option<ErrorLog>,
-    /// Least severe error-log lines written: error, warn, info or debug [default: warn].
-    #[arg(long, value_name = "LEVEL")]
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error_log_level: Option<Level>,
+/// A key's value given or not: `Option`'s `Some`, a list's entries. A flag given wins
+/// over the file's key, and a key given over the default.
+trait Merge: Clone {
+    /// What is left unsaid: `None`, an empty list.
+    fn unset(&self) -> bool;
+
+    /// `self` if given, else `under`.
+    fn over(&self, under: &Self) -> Self {
+        if self.unset() {
+            under.clone()
+        } else {
+            self.clone()
+        }
+    }
+}
+
+impl<T: Clone> Merge for Option<T> {
+    fn unset(&self) -> bool {
+        self.is_none()
+    }
+}
+
+impl<T: Clone> Merge for Vec<T> {
+    fn unset(&self) -> bool {
+        self.is_empty()
+    }
+}
+
+/// A given key's value, to land in the configuration: an `Option`'s content, a whole
+/// list.
+trait Given {
+    type Value;
+    fn given(self) -> Option<Self::Value>;
+}
+
+impl<T> Given for Option<T> {
+    type Value = T;
+    fn given(self) -> Option<T> {
+        self
+    }
+}
+
+impl<T> Given for Vec<T> {
+    type Value = Vec<T>;
+    fn given(self) -> Option<Vec<T>> {
+        (!self.is_empty()).then_some(self)
+    }
+}
+
+/// The server's keys, one row each: its documentation (which `--help`, the man page
+/// and the file's reference show), its flag (`#[arg]`), how the file spells it
+/// (`#[serde]`, kebab-case by default), its type (which checks its range), and after
+/// `=>` where a given value lands in the [`Config`]. From the rows come the
+/// [`Settings`] (a flag and a file key each), their merge ([`Settings::over`]) and the
+/// landing of what was given ([`Settings::apply`]). A row with no `=>` (the blocks) is
+/// applied by hand.
+macro_rules! settings {
+    (
+        $(#[$sm:meta])*
+        pub struct Settings {
+            $(
+                $(#[$m:meta])*
+                pub $key:ident: $ty:ty $(=> |$v:ident| $($f:ident).+ = $conv:expr)?,
+            )*
+        }
+    ) => {
+        $(#[$sm])*
+        #[derive(clap::Args, Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        pub struct Settings {
+            $(
+                $(#[$m])*
+                #[serde(skip_serializing_if = "Merge::unset")]
+                pub $key: $ty,
+            )*
+        }
+
+        impl Settings {
+            /// `self` (the flags) over `under` (the file), key by key: a key given in
+            /// both takes the flag's value; a list given as flags replaces the file's.
+            pub fn over(&self, under: &Settings) -> Settings {
+                Settings {
+                    $($key: Merge::over(&self.$key, &under.$key),)*
+                }
+            }
+
+            /// Each key given, into its place in `cfg`.
+            fn land(&self, cfg: &mut Config) {
+                $($(
+                    if let Some($v) = Given::given(self.$key.clone()) {
+                        cfg.$($f).+ = $conv;
+                    }
+                )?)*
+            }
+        }
+    };
+}
+
+settings! {
+    /// Every setting of `linerate serve`. Each is a flag (`--small-file 32K`) and a key of
+    /// the `--config` file (`small-file = "32K"`); a flag wins over the file, which wins over
+    /// the defaults. `Option` fields left `None` keep the default.
+    pub struct Settings {
+        /// Document root (the positional DIR on the command line); required when started
+        /// from a configuration file or by systemd, unless `[[site]]` blocks give every
+        /// root [default at a terminal: the current directory, unless it is /].
+        #[arg(skip)]
+        pub root: Option<PathBuf> => |r| root = r,
+        /// `[[site]]` blocks of the file: virtual hosts, each with its names and root.
+        #[arg(skip)]
+        #[serde(default, rename = "site")]
+        pub sites: Vec<SiteSettings>,
+        /// `[[rule]]` blocks of the file: per-path settings for every site.
+        #[arg(skip)]
+        #[serde(default, rename = "rule")]
+        pub rules: Vec<RuleSettings>,
+        /// Address to listen on: PORT or :PORT (every IPv4 address), HOST:PORT (a name:
+        /// each address it resolves to), [IPv6]:PORT, or unix:/PATH (a Unix socket; a
+        /// stale socket file there is replaced, a live one refused); repeat for several
+        /// (port 0: a free port; each bound address is printed as "listening on ADDR")
+        /// [default: 127.0.0.1:8080].
+        #[arg(long, value_name = "ADDR")]
+        #[serde(
+            default,
+            deserialize_with = "one_or_many"
+        )]
+        pub listen: Vec<ListenAddr> => |l| listen = endpoints(l),
+        /// Permissions of the Unix sockets --listen makes, in octal (connecting needs
+        /// write permission) [default: 0666, as nginx].
+        #[arg(long, value_name = "MODE")]
+        pub unix_mode: Option<Mode> => |m| unix_file.mode = m.0,
+        /// Owner of the Unix sockets --listen makes: USER, USER:GROUP or :GROUP (names or
+        /// numbers) [default: the user that starts the server].
+        #[arg(long, value_name = "USER[:GROUP]")]
+        pub unix_owner: Option<String> => |o| unix_file.owner = Some(o),
+        /// Address to serve HTTPS on, written as --listen's (":443"); repeat for several.
+        /// Needs --tls-cert and --tls-key (or `acme`). TLS 1.3 and 1.2, HTTP/2 and
+        /// HTTP/1.1 by ALPN (h2 first; see --http2), session resumption by tickets and by
+        /// session ID [default: none].
+        #[arg(long, value_name = "ADDR")]
+        #[serde(
+            default,
+            deserialize_with = "one_or_many"
+        )]
+        pub tls_listen: Vec<ListenAddr> => |l| tls_listen = endpoints(l),
+        /// Address whose every request is answered with a redirect to the same URL over
+        /// HTTPS (301, to the port of the first --tls-listen, the host from the request),
+        /// as nginx's `return 301 https://$host$request_uri`; repeat for several. Needs
+        /// --tls-listen [default: none].
+        #[arg(long, value_name = "ADDR")]
+        #[serde(
+            default,
+            deserialize_with = "one_or_many"
+        )]
+        pub redirect_listen: Vec<ListenAddr> => |l| redirect_listen = endpoints(l),
+        /// Address, among --listen, --tls-listen and --redirect-listen, whose every
+        /// connection opens with a PROXY protocol header (v1 or v2, as HAProxy's send-proxy
+        /// and send-proxy-v2, AWS and other load balancers send it, before any TLS): the
+        /// client's address is the one the header names, for the access log,
+        /// --metrics-allow and everything else; a connection without a valid header within
+        /// --header-timeout is closed. Repeat for several [default: none].
+        #[arg(long, value_name = "ADDR")]
+        #[serde(
+            default,
+            deserialize_with = "one_or_many"
+        )]
+        pub proxy_protocol: Vec<ListenAddr> => |l| proxy_protocol = endpoints(l),
+        /// Proxies whose --forwarded-header names the client: a network, an address, or
+        /// unix: for a Unix socket's clients; the header is read from the right, past every
+        /// trusted address, and ignored from any other sender. Repeat for several
+        /// [default: none: the header is never believed].
+        #[arg(long, value_name = "CIDR")]
+        #[serde(default)]
+        pub trusted_proxies: Vec<Cidr> => |t| trusted_proxies = t,
+        /// The header --trusted-proxies name the client in: x-forwarded-for or forwarded
+        /// (RFC 7239's for=) [default: x-forwarded-for].
+        #[arg(long, value_name = "HEADER")]
+        pub forwarded_header: Option<ForwardedHeader> => |h| forwarded_header = h.0,
+        /// Certificate chain of --tls-listen: a PEM file, the server's certificate first,
+        /// then the intermediates (ECDSA or RSA); read again at each reload (SIGHUP), a bad
+        /// one refusing the reload [default: none].
+        #[arg(long, value_name = "FILE")]
+        pub tls_cert: Option<PathBuf> => |p| tls_cert = Some(p),
+        /// Private key of --tls-cert: a PEM file (PKCS #8, SEC1 EC or PKCS #1 RSA)
+        /// [default: none].
+        #[arg(long, value_name = "FILE")]
+        pub tls_key: Option<PathBuf> => |p| tls_key = Some(p),
+        /// Session ticket keys shared by instances behind one balancer: a file of 48 or 80
+        /// random bytes (openssl rand 80 > FILE), the same on each, so a session resumes on
+        /// any of them; rotated by replacing the file and reloading (tickets of the two
+        /// keys before are still accepted) [default: keys made at random by the process,
+        /// kept across reloads].
+        #[arg(long, value_name = "FILE")]
+        pub tls_ticket_keys: Option<PathBuf> => |p| tls_ticket_keys = Some(p),
+        /// ACME directory of the `[[site]]` blocks with `acme = true`: Let's Encrypt's
+        /// production one unless given (its staging one, for trials:
+        /// https://acme-staging-v02.api.letsencrypt.org/directory) [default:
+        /// https://acme-v02.api.letsencrypt.org/directory].
+        #[arg(long, value_name = "URL")]
+        pub acme_directory: Option<AcmeUrl> => |u| acme.directory = u.0,
+        /// A PEM file of the root that signs the ACME directory's own HTTPS certificate
+        /// (a private CA's, or pebble's in tests) [default: the system's roots].
+        #[arg(long, value_name = "FILE")]
+        pub acme_directory_ca: Option<PathBuf> => |p| acme.directory_ca = Some(p),
+        /// Contact address given to the ACME directory with the account [default: none].
+        #[arg(long, value_name = "EMAIL")]
+        pub acme_email: Option<String> => |e| acme.email = Some(e),
+        /// Where the ACME account key and the certificates are kept (made mode 0700 for
+        /// --user) [default: /var/lib/linerate/acme].
+        #[arg(long, value_name = "DIR")]
+        pub acme_dir: Option<PathBuf> => |d| acme.dir = d,
+        /// How the ACME directory checks the names: tls-alpn-01 (on a tls-listen address,
+        /// its port 443 for a public CA), http-01 (on a listen or redirect-listen address,
+        /// port 80), or auto (tls-alpn-01 when there is a tls-listen address) [default:
+        /// auto].
+        #[arg(long, value_name = "auto|http-01|tls-alpn-01")]
+        pub acme_challenge: Option<AcmeChallenge> => |c| acme.challenge = c,
+        /// Kernel TLS: auto hands each TLS 1.3 connection's keys to its socket after the
+        /// handshake where the kernel has kernel TLS (CONFIG_TLS), so file bodies go by
+        /// --transmit and the kernel seals the records (else user space, said once); on
+        /// refuses to start without it; off seals every record in user space. Not run on
+        /// the machines this project is measured on (see docs/operations.md)
+        /// [default: off].
+        #[arg(long, value_name = "MODE")]
+        pub kernel_tls: Option<KernelTls> => |k| kernel_tls = k,
+        /// Worker threads, each with its own listener [default: one per CPU].
+        #[arg(long, value_name = "N")]
+        pub workers: Option<Count<1, 1024>> => |n| workers = n.0 as usize,
+        /// Give up root for this user (and its group, with no supplementary groups) once
+        /// the sockets are bound and the logs open, before serving; the start fails if it
+        /// cannot [default: the user that starts it; as root, a warning].
+        #[arg(long, value_name = "NAME")]
+        pub user: Option<String> => |u| user = Some(u),
+        /// Pin worker i to the i-th CPU the process may use; --pin=false leaves them to the
+        /// scheduler [default: true].
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+        pub pin: Option<bool> => |p| pin = p,
+        /// Which worker takes a new connection: cpu sends it to the worker pinned to the
+        /// CPU that processed its SYN (a program on each address's SO_REUSEPORT group), so
+        /// its packets, its accept and its requests stay on one CPU; auto does so when
+        /// there are as many workers as CPUs, each pinned; off leaves it to the kernel's
+        /// hash. Needs --pin [default: off].
+        #[arg(long, value_name = "MODE")]
+        pub steer: Option<Steer> => |m| steer = m,
+        /// Strategy for file bodies: splice (file → the worker's pipe → socket, batched as
+        /// sendfile is; measured 2-3% cheaper at 1 MiB), sendfile, copy or zerocopy (also
+        /// sendfile-4k and sendfile-chunk-SIZE, for measurement) [default: splice].
+        #[arg(long, value_name = "STRATEGY")]
+        pub transmit: Option<Transmit> => |t| transmit = t.0,
+        /// Event-loop driver: uring (io_uring: connections' bytes received and sent on a
+        /// ring, one io_uring_enter per loop turn; refuses to start where io_uring cannot
+        /// run, or on a kernel before 6.0); epoll; or auto (uring where it can run, else
+        /// epoll with one line saying why) [default: auto].
+        #[arg(long, value_name = "DRIVER")]
+        pub driver: Option<Driver> => |d| driver = d.0,
+        /// TCP_NOTSENT_LOWAT of the batched strategies: the socket wakes when fewer than
+        /// half this many bytes wait unsent, so the worker, not the client's ACKs, sends
+        /// nearly every segment. 0 leaves it unset, as nginx does [default: 16K].
+        #[arg(long, value_name = "BYTES")]
+        pub lowat: Option<Bytes<0, { i32::MAX as u64 }>> => |b| notsent_lowat = Some(b.0 as usize),
+        /// Files up to this size (at most 16M) are kept in memory per worker and sent with
+        /// their head in one sendmsg [default: 64K].
+        #[arg(long, value_name = "BYTES")]
+        pub small_file: Option<Bytes<0, { crate::config::MAX_SMALL_FILE }>>
+            => |b| small_file_bytes = b.0,
+        /// Most bytes of small-file contents each worker keeps in memory; past it the
+        /// largest are given up first, and those files go out by the transmit strategy
+        /// [default: 1/32 of the machine's memory shared by the workers, at most 64M].
+        #[arg(long, value_name = "BYTES")]
+        pub small_file_memory: Option<Bytes<0, { i64::MAX as u64 }>>
+            => |b| small_file_memory = Some(b.0),
+        /// Most bytes of a file one connection sends per turn before the worker serves the
+        /// others, as lighttpd's 256 KiB and nginx's sendfile_max_chunk do; 0: until the
+        /// socket is full [default: 256K].
+        #[arg(long, value_name = "BYTES")]
+        pub send_slice: Option<Bytes<0, { i64::MAX as u64 }>> => |b| send_slice_bytes = b.0,
+        /// Only file bodies of at least this many bytes are sliced [default: 1M].
+        #[arg(long, value_name = "BYTES")]
+        pub send_slice_min: Option<Bytes<0, { i64::MAX as u64 }>> => |b| send_slice_min_bytes = b.0,
+        /// File bodies of at least this many bytes go out with TCP_CORK set, as nginx's
+        /// tcp_nopush: fewer, fuller segments at the cost of a system call each; 0: never
+        /// [default: 0].
+        #[arg(long, value_name = "BYTES")]
+        pub cork_min: Option<Bytes<0, { i64::MAX as u64 }>> => |b| cork_min_bytes = b.0,
+        /// SO_SNDBUF of accepted connections (as nginx's `listen ... sndbuf=`); fixing it
+        /// turns the kernel's send-buffer autotuning off [default: autotuning].
+        #[arg(long, value_name = "BYTES")]
+        pub sndbuf: Option<Bytes<1, { i32::MAX as u64 }>> => |b| sndbuf = Some(b.0 as usize),
+        /// Threads that read file ranges missing from the page cache, so a worker never
+        /// starts a disk read itself; 0 turns the residency probe off (workers then read
+        /// inline, as nginx does without aio threads) [default: 4].
+        #[arg(long, value_name = "N")]
+        pub disk_helpers: Option<Count<0, 256>> => |n| disk_helpers = n.0 as usize,
+        /// Bytes of a file body checked for residency at once (one cachestat call), and
+        /// read by a helper when any page is missing; while one window goes out the next is
+        /// checked and read ahead [default: 4M].
+        #[arg(long, value_name = "BYTES")]
+        pub read_ahead: Option<Bytes<1, { i32::MAX as u64 }>> => |b| read_ahead_bytes = b.0,
+        /// Answer GET PATH with the server's counters as JSON (connections, requests,
+        /// residency probes and misses, helper reads, queue collapses and defrags), like
+        /// nginx's stub_status; anyone who can reach the server can read it [default: no
+        /// status page].
+        #[arg(long, value_name = "PATH")]
+        pub status_path: Option<UrlPath> => |p| status_path = Some(p.0),
+        /// Answer GET PATH with 200 `ok` while serving and 503 from the moment
+        /// a stop is asked for (SIGTERM, SIGINT, SIGQUIT), for a load balancer's health
+        /// checks; its answers are not logged [default: no health path].
+        #[arg(long, value_name = "PATH")]
+        pub health_path: Option<UrlPath> => |p| health_path = Some(p.0),
+        /// Answer GET PATH with the counters as Prometheus / OpenMetrics text (responses by
+        /// method and status class, bytes, connections, timeouts, errors, open-file cache,
+        /// disk helpers, collapses, a response-time histogram) [default: no metrics].
+        #[arg(long, value_name = "PATH")]
+        pub metrics_path: Option<UrlPath> => |p| metrics_path = Some(p.0),
+        /// Clients that may read --metrics-path (others get 403): a network, an address, or
+        /// unix: for clients of a Unix socket; repeat for several [default: every client
+        /// that reaches the server].
+        #[arg(long, value_name = "CIDR")]
+        #[serde(default)]
+        pub metrics_allow: Vec<Cidr> => |a| metrics_allow = a,
+        /// File ranges up to this size (the parts of a multipart/byteranges answer, say) are
+        /// read and gathered with the heads around them into one sendmsg, as seed 001
+        /// collapses small buffers; a queue still too fragmented for one call is
+        /// linearized into its last segment. 0: each range goes by the transmit strategy
+        /// [default: 16K].
+        #[arg(long, value_name = "BYTES")]
+        pub collapse: Option<Bytes<0, { i64::MAX as u64 }>> => |b| collapse_bytes = b.0,
+        /// Open files (descriptor, metadata, validators, small contents) each worker keeps,
+        /// as nginx's open_file_cache max=N; when full the cache starts over [default:
+        /// 10000].
+        #[arg(long, value_name = "N")]
+        pub open_file_cache: Option<Count<1, 1_000_000>>
+            => |n| open_file_cache_entries = n.0 as usize,
+        /// Longest request line, 414 beyond (1 byte to 1M) [default: 8K].
+        #[arg(long, value_name = "BYTES")]
+        pub max_request_line: Option<Bytes<1, MAX_HEAD_LIMIT>>
+            => |b| limits.request_line_bytes = b.0 as usize,
+        /// Largest header block, 431 beyond (1 byte to 1M) [default: 16K].
+        #[arg(long, value_name = "BYTES")]
+        pub max_header_bytes: Option<Bytes<1, MAX_HEAD_LIMIT>>
+            => |b| limits.header_bytes = b.0 as usize,
+        /// Most header fields, 431 beyond [default: 100].
+        #[arg(long, value_name = "N")]
+        pub max_header_fields: Option<Count<1, 10_000>> => |n| limits.header_fields = n.0 as usize,
+        /// Close a keep-alive connection idle this long (seconds, or 500ms, 30s, 2m, 1h)
+        /// [default: 60].
+        #[arg(long, value_name = "DURATION")]
+        pub idle_timeout: Option<Seconds> => |d| idle_timeout = d.0,
+        /// A request head must arrive whole within this long of its first byte [default: 10].
+        #[arg(long, value_name = "DURATION")]
+        pub header_timeout: Option<Seconds> => |d| header_timeout = d.0,
+        /// Close a response that makes no send progress this long [default: 60].
+        #[arg(long, value_name = "DURATION")]
+        pub send_timeout: Option<Seconds> => |d| send_timeout = d.0,
+        /// Close a connection with answers owed whose client takes fewer bytes a second
+        /// than this over a whole --send-timeout (its TCP acknowledgements counted, so an
+        /// HTTP/2 stream fed a 1-byte window, or a reader that takes a byte now and then,
+        /// cannot hold it); 0: no such limit [default: 1K].
+        #[arg(long, value_name = "BYTES")]
+        pub min_send_rate: Option<Bytes<0, { i64::MAX as u64 }>> => |b| min_send_rate = b.0,
+        /// A request body must arrive whole (it is read and discarded) within this long of
+        /// its head, however it trickles (nginx's client_body_timeout and lingering_time)
+        /// [default: 30].
+        #[arg(long, value_name = "DURATION")]
+        pub body_timeout: Option<Seconds> => |d| body_timeout = d.0,
+        /// After SIGTERM, SIGINT or SIGQUIT, in-flight responses get this long [default: 10].
+        #[arg(long, value_name = "DURATION")]
+        pub shutdown_timeout: Option<Seconds> => |d| shutdown_timeout = d.0,
+        /// After SIGTERM, SIGINT or SIGQUIT, serve on this long with the health path
+        /// answering 503 before the listeners close, so a load balancer's checks see the
+        /// drain before connections are refused; meanwhile every answer closes its
+        /// connection (HTTP/2: GOAWAY), so clients come back through the balancer
+        /// [default: none].
+        #[arg(long, value_name = "DURATION")]
+        pub shutdown_delay: Option<Seconds> => |d| shutdown_delay = d.0,
+        /// HTTP/2: on, offered by ALPN (`h2`, then `http/1.1`) on the TLS listeners and
+        /// spoken in clear by a client that opens with its preface (prior knowledge, as
+        /// load balancers do); off, every connection is HTTP/1.1; only, every connection
+        /// is HTTP/2 (TLS offers `h2` alone; in clear, bytes that are not the preface get
+        /// a GOAWAY: an h2c-only port, as a balancer's backend) [default: on].
+        #[arg(long, value_name = "on|off|only")]
+        pub http2: Option<Http2> => |h| limits.http2 = h.0,
+        /// Serve dot-files and dot-directories (404 otherwise) [default: false].
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+        pub dotfiles: Option<bool> => |b| dotfiles = b,
+        /// List directories that have no index.html [default: false].
+        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+        pub autoindex: Option<bool> => |b| autoindex = b,
+        /// How entity tags (ETag) are made: mtime (size and modification time, the same
+        /// on every instance whose files keep their times), content (a SHA-256 of the
+        /// bytes, computed once per file version on a helper thread: the same on every
+        /// instance however the files were deployed; none until computed) or off
+        /// (Last-Modified alone). Also per [[site]] and [[rule]] [default: mtime].
+        #[arg(long, value_name = "MODE")]
+        pub etag: Option<EtagMode> => |m| etag = m,
+        /// Precompressed variants to send, in order of preference: FILE.br, FILE.zst,
+        /// FILE.gz beside a text file (HTML, CSS, JavaScript, JSON, SVG, ...) go to clients
+        /// whose Accept-Encoding takes them, through the transmit strategy like any file
+        /// (linerate compress DIR makes them); none: never [default: br,zstd,gzip].
+        #[arg(long, value_name = "CODINGS")]
+        pub precompressed: Option<Codings> => |c| precompressed = c.0,
+        /// Compress text files that have no precompressed variant beside them into DIR,
+        /// once, on a helper thread, the first time a client takes a coding of them, and
+        /// send them from there from then on (the identity file goes out until the variant
+        /// is written); created mode 0700 if missing. Only codings of `precompressed` are
+        /// made [default: none].
+        #[arg(long, value_name = "DIR")]
+        pub compress_cache: Option<PathBuf> => |p| compress_cache = Some(p),
+        /// Most bytes the compress-cache directory holds; past it the least recently used
+        /// variants are deleted, and files above an eighth of it are not compressed
+        /// [default: 256M].
+        #[arg(long, value_name = "BYTES")]
+        pub compress_cache_size: Option<Bytes<1, { i64::MAX as u64 }>>
+            => |b| compress_cache_size = b.0,
+        /// Access log: stdout, off, or a file to append to; SIGUSR1 reopens a file
+        /// [default: stdout].
+        #[arg(long, value_name = "stdout|off|FILE")]
+        pub access_log: Option<AccessLog> => |l| access_log = l,
+        /// Access log lines: clf (Common Log Format), combined (CLF with Referer and
+        /// User-Agent), json (ISO 8601 time, method, path, host, status, bytes, duration in
+        /// µs, user agent, referer, transmit strategy), or a line of your own with nginx-like
+        /// variables: "$remote_addr $host \"$request\" $status $body_bytes_sent
+        /// $request_time $http_user_agent $ssl_protocol" (also $request_method,
+        /// $request_uri, $protocol, $http_referer, $time_local, $time_iso8601, $msec)
+        /// [default: clf].
+        #[arg(long, value_name = "clf|combined|json|LINE")]
+        pub log_format: Option<LogFormat> => |f| log_format = f,
+        /// Error log (operational conditions: out of descriptors, permission refused, disk
+        /// read errors, cut connections, signals): stderr, off, or a file to append to;
+        /// SIGUSR1 reopens a file [default: stderr].
+        #[arg(long, value_name = "stderr|off|FILE")]
+        pub error_log: Option<ErrorLog> => |l| error_log = l,
+        /// Least severe error-log lines written: error, warn, info or debug [default: warn].
+        #[arg(long, value_name = "LEVEL")]
+        pub error_log_level: Option<Level> => |l| error_log_level = l.0,
+    }
 }
 
 impl Settings {
@@ -1518,86 +1571,6 @@ impl Settings {
         Ok(s)
     }
 
-    /// `self` (the flags) over `under` (the file), key by key: a field given in both
-    /// takes the flag's value; a list given as flags replaces the file's. Every field is
-    /// named here, so a new one cannot be forgotten (the struct literal would not compile).
-    pub fn over(&self, under: &Settings) -> Settings {
-        fn pick<T: Clone>(a: &Option<T>, b: &Option<T>) -> Option<T> {
-            a.clone().or_else(|| b.clone())
-        }
-        fn list<T: Clone>(a: &[T], b: &[T]) -> Vec<T> {
-            if a.is_empty() {
-                b.to_vec()
-            } else {
-                a.to_vec()
-            }
-        }
-        Settings {
-            root: pick(&self.root, &under.root),
-            sites: list(&self.sites, &under.sites),
-            rules: list(&self.rules, &under.rules),
-            listen: list(&self.listen, &under.listen),
-            unix_mode: pick(&self.unix_mode, &under.unix_mode),
-            unix_owner: pick(&self.unix_owner, &under.unix_owner),
-            tls_listen: list(&self.tls_listen, &under.tls_listen),
-            redirect_listen: list(&self.redirect_listen, &under.redirect_listen),
-            proxy_protocol: list(&self.proxy_protocol, &under.proxy_protocol),
-            trusted_proxies: list(&self.trusted_proxies, &under.trusted_proxies),
-            forwarded_header: pick(&self.forwarded_header, &under.forwarded_header),
-            acme_directory: pick(&self.acme_directory, &under.acme_directory),
-            acme_directory_ca: pick(&self.acme_directory_ca, &under.acme_directory_ca),
-            acme_email: pick(&self.acme_email, &under.acme_email),
-            acme_dir: pick(&self.acme_dir, &under.acme_dir),
-            acme_challenge: pick(&self.acme_challenge, &under.acme_challenge),
-            tls_cert: pick(&self.tls_cert, &under.tls_cert),
-            tls_key: pick(&self.tls_key, &under.tls_key),
-            tls_ticket_keys: pick(&self.tls_ticket_keys, &under.tls_ticket_keys),
-            kernel_tls: pick(&self.kernel_tls, &under.kernel_tls),
-            workers: pick(&self.workers, &under.workers),
-            user: pick(&self.user, &under.user),
-            pin: pick(&self.pin, &under.pin),
-            steer: pick(&self.steer, &under.steer),
-            transmit: pick(&self.transmit, &under.transmit),
-            driver: pick(&self.driver, &under.driver),
-            lowat: pick(&self.lowat, &under.lowat),
-            small_file: pick(&self.small_file, &under.small_file),
-            small_file_memory: pick(&self.small_file_memory, &under.small_file_memory),
-            send_slice: pick(&self.send_slice, &under.send_slice),
-            send_slice_min: pick(&self.send_slice_min, &under.send_slice_min),
-            cork_min: pick(&self.cork_min, &under.cork_min),
-            sndbuf: pick(&self.sndbuf, &under.sndbuf),
-            disk_helpers: pick(&self.disk_helpers, &under.disk_helpers),
-            read_ahead: pick(&self.read_ahead, &under.read_ahead),
-            status_path: pick(&self.status_path, &under.status_path),
-            health_path: pick(&self.health_path, &under.health_path),
-            metrics_path: pick(&self.metrics_path, &under.metrics_path),
-            metrics_allow: list(&self.metrics_allow, &under.metrics_allow),
-            collapse: pick(&self.collapse, &under.collapse),
-            open_file_cache: pick(&self.open_file_cache, &under.open_file_cache),
-            max_request_line: pick(&self.max_request_line, &under.max_request_line),
-            max_header_bytes: pick(&self.max_header_bytes, &under.max_header_bytes),
-            max_header_fields: pick(&self.max_header_fields, &under.max_header_fields),
-            idle_timeout: pick(&self.idle_timeout, &under.idle_timeout),
-            header_timeout: pick(&self.header_timeout, &under.header_timeout),
-            send_timeout: pick(&self.send_timeout, &under.send_timeout),
-            min_send_rate: pick(&self.min_send_rate, &under.min_send_rate),
-            body_timeout: pick(&self.body_timeout, &under.body_timeout),
-            shutdown_timeout: pick(&self.shutdown_timeout, &under.shutdown_timeout),
-            shutdown_delay: pick(&self.shutdown_delay, &under.shutdown_delay),
-            http2: pick(&self.http2, &under.http2),
-            dotfiles: pick(&self.dotfiles, &under.dotfiles),
-            autoindex: pick(&self.autoindex, &under.autoindex),
-            etag: pick(&self.etag, &under.etag),
-            precompressed: pick(&self.precompressed, &under.precompressed),
-            compress_cache: pick(&self.compress_cache, &under.compress_cache),
-            compress_cache_size: pick(&self.compress_cache_size, &under.compress_cache_size),
-            access_log: pick(&self.access_log, &under.access_log),
-            log_format: pick(&self.log_format, &under.log_format),
-            error_log: pick(&self.error_log, &under.error_log),
-            error_log_level: pick(&self.error_log_level, &under.error_log_level),
-        }
-    }
-
     /// The keys, in the order of `--help`.
     pub fn keys() -> Vec<String> {
         let cmd = <Settings as clap::Args>::augment_args(clap::Command::new("serve"));
@@ -1611,181 +1584,14 @@ impl Settings {
 
     /// Writes what was given into `cfg` (the rest keeps its default).
     pub fn apply(&self, cfg: &mut Config) {
-        let s = self.clone();
-        let root_given = s.root.is_some();
-        if let Some(r) = s.root {
-            cfg.root = r;
-        }
-        if !s.listen.is_empty() {
-            cfg.listen = s.listen.into_iter().flat_map(|l| l.addrs).collect();
-        } else if !s.tls_listen.is_empty() {
+        self.land(cfg);
+        if self.listen.is_empty() && !self.tls_listen.is_empty() {
             // HTTPS alone: the default plain address is not opened beside it.
             cfg.listen.clear();
         }
-        if !s.tls_listen.is_empty() {
-            cfg.tls_listen = s.tls_listen.into_iter().flat_map(|l| l.addrs).collect();
-        }
-        if !s.redirect_listen.is_empty() {
-            cfg.redirect_listen = s
-                .redirect_listen
-                .into_iter()
-                .flat_map(|l| l.addrs)
-                .collect();
-        }
-        if !s.proxy_protocol.is_empty() {
-            cfg.proxy_protocol = s.proxy_protocol.into_iter().flat_map(|l| l.addrs).collect();
-        }
-        if !s.trusted_proxies.is_empty() {
-            cfg.trusted_proxies = s.trusted_proxies;
-        }
-        if let Some(u) = s.acme_directory {
-            cfg.acme.directory = u.0;
-        }
-        if s.acme_directory_ca.is_some() {
-            cfg.acme.directory_ca = s.acme_directory_ca;
-        }
-        if s.acme_email.is_some() {
-            cfg.acme.email = s.acme_email;
-        }
-        if let Some(d) = s.acme_dir {
-            cfg.acme.dir = d;
-        }
-        if let Some(c) = s.acme_challenge {
-            cfg.acme.challenge = c;
-        }
-        if let Some(h) = s.forwarded_header {
-            cfg.forwarded_header = h.0;
-        }
-        if s.tls_cert.is_some() {
-            cfg.tls_cert = s.tls_cert;
-        }
-        if s.tls_key.is_some() {
-            cfg.tls_key = s.tls_key;
-        }
-        if s.tls_ticket_keys.is_some() {
-            cfg.tls_ticket_keys = s.tls_ticket_keys;
-        }
-        if let Some(m) = s.unix_mode {
-            cfg.unix_file.mode = m.0;
-        }
-        if let Some(o) = s.unix_owner {
-            cfg.unix_file.owner = Some(o);
-        }
-        let set = |slot: &mut u64, v: Option<u64>| {
-            if let Some(v) = v {
-                *slot = v;
-            }
-        };
-        if let Some(w) = s.workers {
-            cfg.workers = w.0 as usize;
-        }
-        if let Some(u) = s.user {
-            cfg.user = Some(u);
-        }
-        if let Some(p) = s.pin {
-            cfg.pin = p;
-        }
-        if let Some(m) = s.steer {
-            cfg.steer = m;
-        }
-        if let Some(d) = s.driver {
-            cfg.driver = d.0;
-        }
-        if let Some(k) = s.kernel_tls {
-            cfg.kernel_tls = k;
-        }
-        if let Some(t) = s.transmit {
-            cfg.transmit = t.0;
-        }
-        if let Some(l) = s.lowat {
-            cfg.notsent_lowat = Some(l.0 as usize);
-        }
-        set(&mut cfg.small_file_bytes, s.small_file.map(|b| b.0));
-        if let Some(m) = s.small_file_memory {
-            cfg.small_file_memory = Some(m.0);
-        }
-        set(&mut cfg.send_slice_bytes, s.send_slice.map(|b| b.0));
-        set(&mut cfg.send_slice_min_bytes, s.send_slice_min.map(|b| b.0));
-        set(&mut cfg.cork_min_bytes, s.cork_min.map(|b| b.0));
-        if let Some(b) = s.sndbuf {
-            cfg.sndbuf = Some(b.0 as usize);
-        }
-        if let Some(n) = s.disk_helpers {
-            cfg.disk_helpers = n.0 as usize;
-        }
-        set(&mut cfg.read_ahead_bytes, s.read_ahead.map(|b| b.0));
-        if let Some(p) = s.status_path {
-            cfg.status_path = Some(p.0);
-        }
-        if let Some(p) = s.health_path {
-            cfg.health_path = Some(p.0);
-        }
-        set(&mut cfg.collapse_bytes, s.collapse.map(|b| b.0));
-        set(&mut cfg.min_send_rate, s.min_send_rate.map(|b| b.0));
-        if let Some(p) = s.metrics_path {
-            cfg.metrics_path = Some(p.0);
-        }
-        if !s.metrics_allow.is_empty() {
-            cfg.metrics_allow = s.metrics_allow;
-        }
-        if let Some(n) = s.open_file_cache {
-            cfg.open_file_cache_entries = n.0 as usize;
-        }
-        if let Some(n) = s.max_request_line {
-            cfg.limits.request_line_bytes = n.0 as usize;
-        }
-        if let Some(n) = s.max_header_bytes {
-            cfg.limits.header_bytes = n.0 as usize;
-        }
-        if let Some(n) = s.max_header_fields {
-            cfg.limits.header_fields = n.0 as usize;
-        }
-        for (v, slot) in [
-            (s.idle_timeout, &mut cfg.idle_timeout),
-            (s.header_timeout, &mut cfg.header_timeout),
-            (s.send_timeout, &mut cfg.send_timeout),
-            (s.body_timeout, &mut cfg.body_timeout),
-            (s.shutdown_timeout, &mut cfg.shutdown_timeout),
-            (s.shutdown_delay, &mut cfg.shutdown_delay),
-        ] {
-            if let Some(d) = v {
-                *slot = d.0;
-            }
-        }
-        if let Some(h) = s.http2 {
-            cfg.limits.http2 = h.0;
-        }
-        if let Some(b) = s.dotfiles {
-            cfg.dotfiles = b;
-        }
-        if let Some(b) = s.autoindex {
-            cfg.autoindex = b;
-        }
-        if let Some(m) = s.etag {
-            cfg.etag = m;
-        }
-        if let Some(c) = s.precompressed {
-            cfg.precompressed = c.0;
-        }
-        if s.compress_cache.is_some() {
-            cfg.compress_cache = s.compress_cache;
-        }
-        set(
-            &mut cfg.compress_cache_size,
-            s.compress_cache_size.map(|b| b.0),
-        );
-        if let Some(l) = s.access_log {
-            cfg.access_log = l;
-        }
-        if let Some(f) = s.log_format {
-            cfg.log_format = f;
-        }
-        if let Some(l) = s.error_log {
-            cfg.error_log = l;
-        }
-        if let Some(l) = s.error_log_level {
-            cfg.error_log_level = l.0;
-        }
+        let s = self;
+        let root_given = s.root.is_some();
+        // The blocks: rules for every site, then each site's own over them.
         // Checked by `parse`; a rule that fails here came from no file.
         let rules = |list: &[RuleSettings], site: bool| -> Vec<Rule> {
             list.iter().filter_map(|r| r.to_rule(site).ok()).collect()
