@@ -95,7 +95,7 @@ impl Plan {
         if cfg.tls_listen.is_empty() {
             return Err("acme = true needs --tls-listen (the certificates are for it)".into());
         }
-        let challenge = match cfg.acme.challenge {
+        let challenge = match cfg.acme_challenge {
             AcmeChallenge::Auto => AcmeChallenge::TlsAlpn01,
             c => c,
         };
@@ -110,7 +110,7 @@ impl Plan {
             );
         }
         Ok(Some(Plan {
-            cfg: cfg.acme.clone(),
+            cfg: cfg.acme(),
             challenge,
             sites,
         }))

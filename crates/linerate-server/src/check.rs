@@ -77,8 +77,8 @@ pub fn check(cfg: &Config) -> Checked {
         c.served.push(format!(
             "site {}: certificate by ACME from {}, kept in {}",
             s.label(),
-            cfg.acme.directory,
-            absolute(&cfg.acme.dir)
+            cfg.acme_directory,
+            absolute(&cfg.acme_dir)
         ));
     }
     if let Some(dir) = &cfg.compress_cache {

@@ -3,10 +3,8 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use linerate_http::request::Limits;
-use linerate_tx::Strategy;
 
 /// Where the access log goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -148,7 +146,7 @@ impl std::str::FromStr for LogTemplate {
     }
 }
 
-/// Default [`Config::send_slice_bytes`]: 256 KiB, lighttpd's turn. A connection whose
+/// Default [`Config::send_slice`]: 256 KiB, lighttpd's turn. A connection whose
 /// body is at least [`DEFAULT_SEND_SLICE_MIN`] sends at most this much before the
 /// worker serves its other connections. One `sendfile` of several MiB takes the
 /// socket's lock once per 64 KiB while that connection's ACKs are processed on the
@@ -160,7 +158,7 @@ impl std::str::FromStr for LogTemplate {
 /// (BENCHMARKS.md, "Large files where a NIC would be").
 pub const DEFAULT_SEND_SLICE: u64 = 256 * 1024;
 
-/// Default [`Config::notsent_lowat`]: 16 KiB. The engine's own default, the send
+/// Default [`Config::lowat`]: 16 KiB. The engine's own default, the send
 /// buffer's size, comes out at 4 MiB on loopback, where autotuning has already grown the
 /// buffer when a connection's first file part goes out. Then up to 2 MiB wait unsent,
 /// and the client's CPU sends them: its ACKs open the window, and the kernel transmits
@@ -170,155 +168,27 @@ pub const DEFAULT_SEND_SLICE: u64 = 256 * 1024;
 /// level (BENCHMARKS.md, "The low-water mark").
 pub const DEFAULT_NOTSENT_LOWAT: usize = 16 * 1024;
 
-/// Default [`Config::send_slice_min_bytes`].
+/// Default [`Config::send_slice_min`].
 pub const DEFAULT_SEND_SLICE_MIN: u64 = 1 << 20;
 
 /// Default [`Config::disk_helpers`]: enough to keep a few disk reads in flight.
 pub const DEFAULT_DISK_HELPERS: usize = 4;
 
-/// Default [`Config::read_ahead_bytes`]: 4 MiB, a few send buffers' worth, so a cold
+/// Default [`Config::read_ahead`]: 4 MiB, a few send buffers' worth, so a cold
 /// large file costs a helper round trip per 4 MiB, and a hot one above 64 MiB a probe
 /// per 4 MiB (one up to 64 MiB is probed whole, once per 100 ms).
 pub const DEFAULT_READ_AHEAD: u64 = 4 << 20;
 
-/// Default [`Config::small_file_bytes`]: 64 KiB. Files from 20 to 60 KiB go out 17-21%
+/// Default [`Config::small_file`]: 64 KiB. Files from 20 to 60 KiB go out 17-21%
 /// faster at 15-18% less CPU each from memory, with their head in one `sendmsg`, than
 /// as a head and a `sendfile` (BENCHMARKS.md, "The small-file size").
 pub const DEFAULT_SMALL_FILE: u64 = 64 * 1024;
 
-/// Default [`Config::collapse_bytes`]: 16 KiB. Below it a copy
+/// Default [`Config::collapse`]: 16 KiB. Below it a copy
 /// costs less than a system call of its own.
 pub const DEFAULT_COLLAPSE: u64 = 16 * 1024;
 
-/// Everything `serve` needs.
-#[derive(Clone, Debug)]
-pub struct Config {
-    /// Document root.
-    pub root: PathBuf,
-    /// Addresses to listen on (port 0: a free port, the same for all workers).
-    pub listen: Vec<Endpoint>,
-    /// Addresses to serve HTTPS on.
-    pub tls_listen: Vec<Endpoint>,
-    /// Addresses whose requests are redirected to HTTPS.
-    pub redirect_listen: Vec<Endpoint>,
-    /// Listening addresses (of the three lists above) whose every connection opens
-    /// with a PROXY protocol header (v1 or v2): the client's address is the one it
-    /// names.
-    pub proxy_protocol: Vec<Endpoint>,
-    /// Senders whose forwarding header ([`Config::forwarded_header`]) is believed.
-    pub trusted_proxies: Vec<Cidr>,
-    /// The header trusted proxies name the client in.
-    pub forwarded_header: linerate_http::forwarded::Header,
-    /// The certificate chain (PEM) of `tls_listen`.
-    pub tls_cert: Option<PathBuf>,
-    /// Its private key (PEM).
-    pub tls_key: Option<PathBuf>,
-    /// Session ticket keys shared by instances (None: the process's own).
-    pub tls_ticket_keys: Option<PathBuf>,
-    /// Whether TLS 1.3 connections' keys go to the kernel after the handshake.
-    pub kernel_tls: KernelTls,
-    /// Mode and owner of the Unix sockets of `listen`.
-    pub unix_file: UnixFile,
-    /// Worker threads (one per CPU by default).
-    pub workers: usize,
-    /// The user to become once the sockets are bound (None: stay who started it).
-    pub user: Option<String>,
-    /// Pin worker i to the i-th CPU (mod their number) of those the process may use.
-    pub pin: bool,
-    /// Whether a new connection goes to the worker on the CPU that took its handshake.
-    pub steer: Steer,
-    /// What `steer` came to at the start (or reload), with the workers and CPUs
-    /// there were: whether the program is on the listeners.
-    pub steering: bool,
-    /// Strategy for file bodies.
-    pub transmit: Strategy,
-    /// The event-loop driver (resolved at the start: `auto` probes io_uring).
-    pub driver: linerate_event::DriverChoice,
-    /// `auto` chose io_uring: a worker that cannot set up its own ring runs epoll.
-    pub driver_fallback: bool,
-    /// `TCP_NOTSENT_LOWAT` for the batched strategies: None, the send buffer's size
-    /// when the engine first sends; 0, left unset. [`DEFAULT_NOTSENT_LOWAT`] unless set.
-    pub notsent_lowat: Option<usize>,
-    /// Files up to this size are cached in memory per worker and sent with their head
-    /// in one `sendmsg`.
-    pub small_file_bytes: u64,
-    /// Most bytes of small-file contents each worker holds (None: [`Config::small_file_memory_bytes`]'s default).
-    pub small_file_memory: Option<u64>,
-    /// Request head limits.
-    pub limits: Limits,
-    /// A keep-alive connection idle this long is closed.
-    pub idle_timeout: Duration,
-    /// A request head must be complete this long after its first byte.
-    pub header_timeout: Duration,
-    /// A response that makes no send progress this long is abandoned.
-    pub send_timeout: Duration,
-    /// Bytes a second a client with answers owed must take, over each `send_timeout`
-    /// (0: no such limit).
-    pub min_send_rate: u64,
-    /// A request body must be read (and discarded) whole within this long of its head.
-    pub body_timeout: Duration,
-    /// In-flight responses get this long after SIGTERM.
-    pub shutdown_timeout: Duration,
-    /// Serve dot-files and dot-directories.
-    pub dotfiles: bool,
-    /// List directories without an index.html.
-    pub autoindex: bool,
-    /// How entity tags are made (docs/http.md F8).
-    pub etag: EtagMode,
-    /// Precompressed variants sent, in order of preference (empty: none).
-    pub precompressed: Vec<linerate_http::coding::Coding>,
-    /// ACME (issue 34): where certificates of `acme = true` sites come from.
-    pub acme: AcmeConfig,
-    /// The compression cache's directory (docs/http.md V4); None: no cache.
-    pub compress_cache: Option<PathBuf>,
-    /// Most bytes it holds.
-    pub compress_cache_size: u64,
-    /// The sites (virtual hosts) of `[[site]]` blocks; none: one site, `root`, for every
-    /// Host.
-    pub sites: Vec<SiteConfig>,
-    /// `[[rule]]` blocks: per-path settings for every site.
-    pub rules: Vec<crate::rules::Rule>,
-    /// Access log.
-    pub access_log: AccessLog,
-    /// Access log line format.
-    pub log_format: LogFormat,
-    /// Where operational conditions are logged.
-    pub error_log: crate::logs::ErrorLog,
-    /// The least severe error-log lines written.
-    pub error_log_level: tracing::Level,
-    /// Open files kept per worker.
-    pub open_file_cache_entries: usize,
-    /// Most bytes of a file one connection sends per turn before the worker serves the
-    /// others (0: until the socket is full).
-    pub send_slice_bytes: u64,
-    /// Only file bodies of at least this many bytes are sliced.
-    pub send_slice_min_bytes: u64,
-    /// File bodies of at least this many bytes go out with `TCP_CORK` set, as nginx's
-    /// `tcp_nopush` (0: never).
-    pub cork_min_bytes: u64,
-    /// `SO_SNDBUF` of accepted connections (None: the kernel's autotuning).
-    pub sndbuf: Option<usize>,
-    /// Helper threads that read cold file ranges into the page cache, so the workers
-    /// never wait on the disk (0: no residency probe; workers read and send inline).
-    pub disk_helpers: usize,
-    /// Bytes of a file body probed for residency at a time, and read by a helper on a
-    /// miss.
-    pub read_ahead_bytes: u64,
-    /// A path answering with the server's counters as JSON (None: no status page).
-    pub status_path: Option<String>,
-    /// Answers 200 while serving, 503 once a stop has begun; never logged.
-    pub health_path: Option<String>,
-    /// After a stop is asked for, the listeners stay open this long (the health path
-    /// answering 503) before the stop proceeds.
-    pub shutdown_delay: Duration,
-    /// A path answering with the counters as OpenMetrics text (None: no metrics).
-    pub metrics_path: Option<String>,
-    /// Clients that may read the metrics (empty: every client).
-    pub metrics_allow: Vec<Cidr>,
-    /// File ranges up to this size are read and gathered with the bytes around them
-    /// into one `sendmsg` (seed 001's collapse; 0: each goes by the transmit strategy).
-    pub collapse_bytes: u64,
-}
+pub use crate::settings::Config;
 
 /// A setting that is one of a closed set of words: its `FromStr` ("'x': expected a, b
 /// or c") and its `Display` (its word), written once for every such type.
@@ -510,68 +380,6 @@ impl Config {
             },
         }]
     }
-
-    /// Defaults for serving `root`.
-    pub fn new(root: PathBuf) -> Config {
-        Config {
-            root,
-            listen: vec![Endpoint::Ip(SocketAddr::from(([127, 0, 0, 1], 8080)))],
-            tls_listen: Vec::new(),
-            redirect_listen: Vec::new(),
-            proxy_protocol: Vec::new(),
-            trusted_proxies: Vec::new(),
-            forwarded_header: Default::default(),
-            tls_cert: None,
-            kernel_tls: KernelTls::Off,
-            tls_key: None,
-            tls_ticket_keys: None,
-            unix_file: UnixFile::default(),
-            workers: linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len().max(1)),
-            user: None,
-            pin: true,
-            steer: Steer::Off,
-            steering: false,
-            transmit: Strategy::Splice,
-            driver: linerate_event::DriverChoice::Auto,
-            driver_fallback: false,
-            notsent_lowat: Some(DEFAULT_NOTSENT_LOWAT),
-            small_file_bytes: DEFAULT_SMALL_FILE,
-            small_file_memory: None,
-            limits: Limits::default(),
-            idle_timeout: Duration::from_secs(60),
-            header_timeout: Duration::from_secs(10),
-            send_timeout: Duration::from_secs(60),
-            min_send_rate: 1024,
-            body_timeout: Duration::from_secs(30),
-            shutdown_timeout: Duration::from_secs(10),
-            dotfiles: false,
-            autoindex: false,
-            etag: EtagMode::Mtime,
-            precompressed: linerate_http::coding::Coding::ALL.to_vec(),
-            acme: AcmeConfig::default(),
-            compress_cache: None,
-            compress_cache_size: 256 << 20,
-            sites: Vec::new(),
-            rules: Vec::new(),
-            access_log: AccessLog::Stdout,
-            log_format: LogFormat::Clf,
-            error_log: crate::logs::ErrorLog::Stderr,
-            error_log_level: tracing::Level::WARN,
-            open_file_cache_entries: 10_000,
-            send_slice_bytes: DEFAULT_SEND_SLICE,
-            send_slice_min_bytes: DEFAULT_SEND_SLICE_MIN,
-            cork_min_bytes: 0,
-            sndbuf: None,
-            disk_helpers: DEFAULT_DISK_HELPERS,
-            read_ahead_bytes: DEFAULT_READ_AHEAD,
-            metrics_path: None,
-            metrics_allow: Vec::new(),
-            status_path: None,
-            health_path: None,
-            shutdown_delay: Duration::ZERO,
-            collapse_bytes: DEFAULT_COLLAPSE,
-        }
-    }
 }
 
 /// Largest `--small-file`: above it `sendfile` from the page cache beats a copy held in
@@ -599,17 +407,48 @@ pub struct Sending {
 }
 
 impl Config {
+    /// The request limits the keys set (what else a [`Limits`] keeps is the sites'
+    /// to say).
+    pub fn limits(&self) -> Limits {
+        Limits {
+            request_line_bytes: self.max_request_line,
+            header_bytes: self.max_header_bytes,
+            header_fields: self.max_header_fields,
+            http2: self.http2,
+            ..Limits::default()
+        }
+    }
+
+    /// Where certificates of `acme = true` sites come from.
+    pub fn acme(&self) -> AcmeConfig {
+        AcmeConfig {
+            directory: self.acme_directory.clone(),
+            directory_ca: self.acme_directory_ca.clone(),
+            email: self.acme_email.clone(),
+            dir: self.acme_dir.clone(),
+            challenge: self.acme_challenge,
+        }
+    }
+
+    /// The file of each Unix socket `listen` makes.
+    pub fn unix_file(&self) -> UnixFile {
+        UnixFile {
+            mode: self.unix_mode,
+            owner: self.unix_owner.clone(),
+        }
+    }
+
     /// The settings a worker's connections send by.
     pub fn sending(&self) -> Sending {
         Sending {
             tx: linerate_tx::TxConfig {
-                notsent_lowat: self.notsent_lowat,
+                notsent_lowat: self.lowat,
                 ..linerate_tx::TxConfig::new(self.transmit)
             },
-            slice_bytes: self.send_slice_bytes,
-            slice_min: self.send_slice_min_bytes,
-            cork_min: self.cork_min_bytes,
-            collapse: self.collapse_bytes,
+            slice_bytes: self.send_slice,
+            slice_min: self.send_slice_min,
+            cork_min: self.cork_min,
+            collapse: self.collapse,
         }
     }
 
@@ -621,7 +460,7 @@ impl Config {
             let ram = total_memory_bytes().unwrap_or(1 << 30);
             (ram / 32 / self.workers.max(1) as u64)
                 .min(MAX_SMALL_FILE_MEMORY_DEFAULT)
-                .max(self.small_file_bytes)
+                .max(self.small_file)
         })
     }
 }

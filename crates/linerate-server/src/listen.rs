@@ -424,7 +424,7 @@ pub(crate) fn bind_all(
         }
         match asked {
             Endpoint::Unix(path) => {
-                let s = unix_listener(path, &cfg.unix_file, cfg.sndbuf).map_err(fail(asked))?;
+                let s = unix_listener(path, &cfg.unix_file(), cfg.sndbuf).map_err(fail(asked))?;
                 fresh(asked);
                 out.push(Bound {
                     asked: asked.clone(),

@@ -177,13 +177,13 @@ fn size_for_descriptors(cfg: &mut Config) {
         }
     };
     let share = soft.saturating_sub(fixed_descriptors(cfg)) / 2 / cfg.workers.max(1) as u64;
-    let entries = (cfg.open_file_cache_entries as u64).min(share.max(16)) as usize;
-    if entries < cfg.open_file_cache_entries {
+    let entries = (cfg.open_file_cache as u64).min(share.max(16)) as usize;
+    if entries < cfg.open_file_cache {
         tracing::info!(
             "open-file cache: {entries} entries per worker (asked {}), its share of {soft} descriptors",
-            cfg.open_file_cache_entries
+            cfg.open_file_cache
         );
-        cfg.open_file_cache_entries = entries;
+        cfg.open_file_cache = entries;
     }
     if soft < LOW_DESCRIPTOR_LIMIT {
         tracing::warn!(
@@ -358,8 +358,8 @@ impl Drop for StopCompressor<'_> {
 fn acme_plan(cfg: &Config, owner: Option<(u32, u32)>) -> Result<Option<crate::acme::Plan>, String> {
     let plan = crate::acme::Plan::of(cfg)?;
     if plan.is_some() {
-        crate::acme::prepare(&cfg.acme.dir, owner)
-            .map_err(|e| format!("acme-dir {}: {e}", cfg.acme.dir.display()))?;
+        crate::acme::prepare(&cfg.acme_dir, owner)
+            .map_err(|e| format!("acme-dir {}: {e}", cfg.acme_dir.display()))?;
     }
     Ok(plan)
 }
@@ -568,7 +568,7 @@ pub fn serve(
     let tls = crate::tls::load_with(&cfg, Some(&acme)).map_err(ServeError::Tls)?;
     tracing::info!(
         "small files: up to {} bytes each, {} bytes in all per worker",
-        cfg.small_file_bytes,
+        cfg.small_file,
         cfg.small_file_memory_bytes()
     );
     // Every listener of every worker is bound now, before anything is announced; or

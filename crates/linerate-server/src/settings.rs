@@ -4,10 +4,12 @@
 //! (serde, kebab-case keys): a field is a flag `--key` and a key `key = …`, with one doc
 //! comment for `--help`, one type, and one range. The types below parse a value and
 //! check its range in one place, so a flag and a key refuse the same values with the
-//! same words; defaults live in [`Config::new`]. Each key is one row of the
-//! `settings!` table: its documentation, flag, file spelling, type, and where a given
-//! value lands in the [`Config`]; the struct, the merge of a flag over the file
-//! ([`Settings::over`]) and the landing ([`Settings::apply`]) are written from the rows.
+//! same words. Each key is one row of the `settings!` table: its documentation, flag,
+//! file spelling and type, then its field in the [`Config`] (of the same name), its
+//! default and how a given value becomes the field's. The two structs, the merge of a
+//! flag over the file ([`Settings::over`]), the defaults ([`Config::new`]) and the
+//! landing ([`Settings::apply`]) are written from the rows; the configuration the
+//! server runs on is the rows' fields and what the blocks make.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -18,9 +20,13 @@ use std::time::Duration;
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use linerate_http::request::Limits;
+use linerate_tx::Strategy;
+
 use crate::config::{
-    AccessLog, AcmeChallenge, Cidr, Config, Endpoint, EtagMode, KernelTls, LogFormat, SiteConfig,
-    Steer,
+    AccessLog, AcmeChallenge, Cidr, Endpoint, EtagMode, KernelTls, LogFormat, SiteConfig, Steer,
+    DEFAULT_COLLAPSE, DEFAULT_DISK_HELPERS, DEFAULT_NOTSENT_LOWAT, DEFAULT_READ_AHEAD,
+    DEFAULT_SEND_SLICE, DEFAULT_SEND_SLICE_MIN, DEFAULT_SMALL_FILE, LETS_ENCRYPT,
 };
 use crate::logs::ErrorLog;
 use crate::rules::{Access, Cors, Fallback, PathMatch, Redirect, Rule};
@@ -1161,18 +1167,28 @@ impl<T> Given for Vec<T> {
 
 /// The server's keys, one row each: its documentation (which `--help`, the man page
 /// and the file's reference show), its flag (`#[arg]`), how the file spells it
-/// (`#[serde]`, kebab-case by default), its type (which checks its range), and after
-/// `=>` where a given value lands in the [`Config`]. From the rows come the
-/// [`Settings`] (a flag and a file key each), their merge ([`Settings::over`]) and the
-/// landing of what was given ([`Settings::apply`]). A row with no `=>` (the blocks) is
-/// applied by hand.
+/// (`#[serde]`, kebab-case by default) and its type, which checks its range; after
+/// `=>`, its field in the [`Config`], the default, and how a given value becomes the
+/// field's. From the rows come the [`Settings`] (a flag and a file key each), their
+/// merge ([`Settings::over`]), the [`Config`]'s key fields, [`Config::new`]'s defaults,
+/// and the landing of what was given ([`Settings::apply`]). A row with no `=>` (the
+/// blocks) is applied by hand, into the fields the [`Config`] declares after the rows.
 macro_rules! settings {
     (
         $(#[$sm:meta])*
         pub struct Settings {
             $(
                 $(#[$m:meta])*
-                pub $key:ident: $ty:ty $(=> |$v:ident| $($f:ident).+ = $conv:expr)?,
+                pub $key:ident: $ty:ty
+                    $(=> $cty:ty = $default:expr, |$v:ident| $conv:expr)?,
+            )*
+        }
+
+        $(#[$cm:meta])*
+        pub struct Config {
+            $(
+                $(#[$fm:meta])*
+                pub $field:ident: $fty:ty = $fdefault:expr,
             )*
         }
     ) => {
@@ -1187,6 +1203,31 @@ macro_rules! settings {
             )*
         }
 
+        $(#[$cm])*
+        #[derive(Clone, Debug)]
+        pub struct Config {
+            $($(
+                #[doc = concat!("The `", stringify!($key), "` setting: see [`Settings::", stringify!($key), "`].")]
+                pub $key: $cty,
+            )?)*
+            $(
+                $(#[$fm])*
+                pub $field: $fty,
+            )*
+        }
+
+        impl Config {
+            /// The defaults, serving `root`.
+            pub fn new(root: PathBuf) -> Config {
+                let mut cfg = Config {
+                    $($($key: $default,)?)*
+                    $($field: $fdefault,)*
+                };
+                cfg.root = root;
+                cfg
+            }
+        }
+
         impl Settings {
             /// `self` (the flags) over `under` (the file), key by key: a key given in
             /// both takes the flag's value; a list given as flags replaces the file's.
@@ -1196,11 +1237,11 @@ macro_rules! settings {
                 }
             }
 
-            /// Each key given, into its place in `cfg`.
+            /// Each key given, into its field of `cfg`.
             fn land(&self, cfg: &mut Config) {
                 $($(
                     if let Some($v) = Given::given(self.$key.clone()) {
-                        cfg.$($f).+ = $conv;
+                        cfg.$key = $conv;
                     }
                 )?)*
             }
@@ -1217,7 +1258,8 @@ settings! {
         /// from a configuration file or by systemd, unless `[[site]]` blocks give every
         /// root [default at a terminal: the current directory, unless it is /].
         #[arg(skip)]
-        pub root: Option<PathBuf> => |r| root = r,
+        pub root: Option<PathBuf>
+            => PathBuf = PathBuf::new(), |r| r,
         /// `[[site]]` blocks of the file: virtual hosts, each with its names and root.
         #[arg(skip)]
         #[serde(default, rename = "site")]
@@ -1236,15 +1278,18 @@ settings! {
             default,
             deserialize_with = "one_or_many"
         )]
-        pub listen: Vec<ListenAddr> => |l| listen = endpoints(l),
+        pub listen: Vec<ListenAddr>
+            => Vec<Endpoint> = vec![Endpoint::Ip(SocketAddr::from(([127, 0, 0, 1], 8080)))], |l| endpoints(l),
         /// Permissions of the Unix sockets --listen makes, in octal (connecting needs
         /// write permission) [default: 0666, as nginx].
         #[arg(long, value_name = "MODE")]
-        pub unix_mode: Option<Mode> => |m| unix_file.mode = m.0,
+        pub unix_mode: Option<Mode>
+            => u32 = 0o666, |m| m.0,
         /// Owner of the Unix sockets --listen makes: USER, USER:GROUP or :GROUP (names or
         /// numbers) [default: the user that starts the server].
         #[arg(long, value_name = "USER[:GROUP]")]
-        pub unix_owner: Option<String> => |o| unix_file.owner = Some(o),
+        pub unix_owner: Option<String>
+            => Option<String> = None, |o| Some(o),
         /// Address to serve HTTPS on, written as --listen's (":443"); repeat for several.
         /// Needs --tls-cert and --tls-key (or `acme`). TLS 1.3 and 1.2, HTTP/2 and
         /// HTTP/1.1 by ALPN (h2 first; see --http2), session resumption by tickets and by
@@ -1254,7 +1299,8 @@ settings! {
             default,
             deserialize_with = "one_or_many"
         )]
-        pub tls_listen: Vec<ListenAddr> => |l| tls_listen = endpoints(l),
+        pub tls_listen: Vec<ListenAddr>
+            => Vec<Endpoint> = Vec::new(), |l| endpoints(l),
         /// Address whose every request is answered with a redirect to the same URL over
         /// HTTPS (301, to the port of the first --tls-listen, the host from the request),
         /// as nginx's `return 301 https://$host$request_uri`; repeat for several. Needs
@@ -1264,7 +1310,8 @@ settings! {
             default,
             deserialize_with = "one_or_many"
         )]
-        pub redirect_listen: Vec<ListenAddr> => |l| redirect_listen = endpoints(l),
+        pub redirect_listen: Vec<ListenAddr>
+            => Vec<Endpoint> = Vec::new(), |l| endpoints(l),
         /// Address, among --listen, --tls-listen and --redirect-listen, whose every
         /// connection opens with a PROXY protocol header (v1 or v2, as HAProxy's send-proxy
         /// and send-proxy-v2, AWS and other load balancers send it, before any TLS): the
@@ -1276,57 +1323,68 @@ settings! {
             default,
             deserialize_with = "one_or_many"
         )]
-        pub proxy_protocol: Vec<ListenAddr> => |l| proxy_protocol = endpoints(l),
+        pub proxy_protocol: Vec<ListenAddr>
+            => Vec<Endpoint> = Vec::new(), |l| endpoints(l),
         /// Proxies whose --forwarded-header names the client: a network, an address, or
         /// unix: for a Unix socket's clients; the header is read from the right, past every
         /// trusted address, and ignored from any other sender. Repeat for several
         /// [default: none: the header is never believed].
         #[arg(long, value_name = "CIDR")]
         #[serde(default)]
-        pub trusted_proxies: Vec<Cidr> => |t| trusted_proxies = t,
+        pub trusted_proxies: Vec<Cidr>
+            => Vec<Cidr> = Vec::new(), |t| t,
         /// The header --trusted-proxies name the client in: x-forwarded-for or forwarded
         /// (RFC 7239's for=) [default: x-forwarded-for].
         #[arg(long, value_name = "HEADER")]
-        pub forwarded_header: Option<ForwardedHeader> => |h| forwarded_header = h.0,
+        pub forwarded_header: Option<ForwardedHeader>
+            => linerate_http::forwarded::Header = Default::default(), |h| h.0,
         /// Certificate chain of --tls-listen: a PEM file, the server's certificate first,
         /// then the intermediates (ECDSA or RSA); read again at each reload (SIGHUP), a bad
         /// one refusing the reload [default: none].
         #[arg(long, value_name = "FILE")]
-        pub tls_cert: Option<PathBuf> => |p| tls_cert = Some(p),
+        pub tls_cert: Option<PathBuf>
+            => Option<PathBuf> = None, |p| Some(p),
         /// Private key of --tls-cert: a PEM file (PKCS #8, SEC1 EC or PKCS #1 RSA)
         /// [default: none].
         #[arg(long, value_name = "FILE")]
-        pub tls_key: Option<PathBuf> => |p| tls_key = Some(p),
+        pub tls_key: Option<PathBuf>
+            => Option<PathBuf> = None, |p| Some(p),
         /// Session ticket keys shared by instances behind one balancer: a file of 48 or 80
         /// random bytes (openssl rand 80 > FILE), the same on each, so a session resumes on
         /// any of them; rotated by replacing the file and reloading (tickets of the two
         /// keys before are still accepted) [default: keys made at random by the process,
         /// kept across reloads].
         #[arg(long, value_name = "FILE")]
-        pub tls_ticket_keys: Option<PathBuf> => |p| tls_ticket_keys = Some(p),
+        pub tls_ticket_keys: Option<PathBuf>
+            => Option<PathBuf> = None, |p| Some(p),
         /// ACME directory of the `[[site]]` blocks with `acme = true`: Let's Encrypt's
         /// production one unless given (its staging one, for trials:
         /// https://acme-staging-v02.api.letsencrypt.org/directory) [default:
         /// https://acme-v02.api.letsencrypt.org/directory].
         #[arg(long, value_name = "URL")]
-        pub acme_directory: Option<AcmeUrl> => |u| acme.directory = u.0,
+        pub acme_directory: Option<AcmeUrl>
+            => String = LETS_ENCRYPT.to_string(), |u| u.0,
         /// A PEM file of the root that signs the ACME directory's own HTTPS certificate
         /// (a private CA's, or pebble's in tests) [default: the system's roots].
         #[arg(long, value_name = "FILE")]
-        pub acme_directory_ca: Option<PathBuf> => |p| acme.directory_ca = Some(p),
+        pub acme_directory_ca: Option<PathBuf>
+            => Option<PathBuf> = None, |p| Some(p),
         /// Contact address given to the ACME directory with the account [default: none].
         #[arg(long, value_name = "EMAIL")]
-        pub acme_email: Option<String> => |e| acme.email = Some(e),
+        pub acme_email: Option<String>
+            => Option<String> = None, |e| Some(e),
         /// Where the ACME account key and the certificates are kept (made mode 0700 for
         /// --user) [default: /var/lib/linerate/acme].
         #[arg(long, value_name = "DIR")]
-        pub acme_dir: Option<PathBuf> => |d| acme.dir = d,
+        pub acme_dir: Option<PathBuf>
+            => PathBuf = PathBuf::from("/var/lib/linerate/acme"), |d| d,
         /// How the ACME directory checks the names: tls-alpn-01 (on a tls-listen address,
         /// its port 443 for a public CA), http-01 (on a listen or redirect-listen address,
         /// port 80), or auto (tls-alpn-01 when there is a tls-listen address) [default:
         /// auto].
         #[arg(long, value_name = "auto|http-01|tls-alpn-01")]
-        pub acme_challenge: Option<AcmeChallenge> => |c| acme.challenge = c,
+        pub acme_challenge: Option<AcmeChallenge>
+            => AcmeChallenge = AcmeChallenge::Auto, |c| c,
         /// Kernel TLS: auto hands each TLS 1.3 connection's keys to its socket after the
         /// handshake where the kernel has kernel TLS (CONFIG_TLS), so file bodies go by
         /// --transmit and the kernel seals the records (else user space, said once); on
@@ -1334,200 +1392,234 @@ settings! {
         /// the machines this project is measured on (see docs/operations.md)
         /// [default: off].
         #[arg(long, value_name = "MODE")]
-        pub kernel_tls: Option<KernelTls> => |k| kernel_tls = k,
+        pub kernel_tls: Option<KernelTls>
+            => KernelTls = KernelTls::Off, |k| k,
         /// Worker threads, each with its own listener [default: one per CPU].
         #[arg(long, value_name = "N")]
-        pub workers: Option<Count<1, 1024>> => |n| workers = n.0 as usize,
+        pub workers: Option<Count<1, 1024>>
+            => usize = linerate_sys::cpu::allowed_cpus().map_or(1, |c| c.len().max(1)), |n| n.0 as usize,
         /// Give up root for this user (and its group, with no supplementary groups) once
         /// the sockets are bound and the logs open, before serving; the start fails if it
         /// cannot [default: the user that starts it; as root, a warning].
         #[arg(long, value_name = "NAME")]
-        pub user: Option<String> => |u| user = Some(u),
+        pub user: Option<String>
+            => Option<String> = None, |u| Some(u),
         /// Pin worker i to the i-th CPU the process may use; --pin=false leaves them to the
         /// scheduler [default: true].
         #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-        pub pin: Option<bool> => |p| pin = p,
+        pub pin: Option<bool>
+            => bool = true, |p| p,
         /// Which worker takes a new connection: cpu sends it to the worker pinned to the
         /// CPU that processed its SYN (a program on each address's SO_REUSEPORT group), so
         /// its packets, its accept and its requests stay on one CPU; auto does so when
         /// there are as many workers as CPUs, each pinned; off leaves it to the kernel's
         /// hash. Needs --pin [default: off].
         #[arg(long, value_name = "MODE")]
-        pub steer: Option<Steer> => |m| steer = m,
+        pub steer: Option<Steer>
+            => Steer = Steer::Off, |m| m,
         /// Strategy for file bodies: splice (file → the worker's pipe → socket, batched as
         /// sendfile is; measured 2-3% cheaper at 1 MiB), sendfile, copy or zerocopy (also
         /// sendfile-4k and sendfile-chunk-SIZE, for measurement) [default: splice].
         #[arg(long, value_name = "STRATEGY")]
-        pub transmit: Option<Transmit> => |t| transmit = t.0,
+        pub transmit: Option<Transmit>
+            => Strategy = Strategy::Splice, |t| t.0,
         /// Event-loop driver: uring (io_uring: connections' bytes received and sent on a
         /// ring, one io_uring_enter per loop turn; refuses to start where io_uring cannot
         /// run, or on a kernel before 6.0); epoll; or auto (uring where it can run, else
         /// epoll with one line saying why) [default: auto].
         #[arg(long, value_name = "DRIVER")]
-        pub driver: Option<Driver> => |d| driver = d.0,
+        pub driver: Option<Driver>
+            => linerate_event::DriverChoice = linerate_event::DriverChoice::Auto, |d| d.0,
         /// TCP_NOTSENT_LOWAT of the batched strategies: the socket wakes when fewer than
         /// half this many bytes wait unsent, so the worker, not the client's ACKs, sends
         /// nearly every segment. 0 leaves it unset, as nginx does [default: 16K].
         #[arg(long, value_name = "BYTES")]
-        pub lowat: Option<Bytes<0, { i32::MAX as u64 }>> => |b| notsent_lowat = Some(b.0 as usize),
+        pub lowat: Option<Bytes<0, { i32::MAX as u64 }>>
+            => Option<usize> = Some(DEFAULT_NOTSENT_LOWAT), |b| Some(b.0 as usize),
         /// Files up to this size (at most 16M) are kept in memory per worker and sent with
         /// their head in one sendmsg [default: 64K].
         #[arg(long, value_name = "BYTES")]
         pub small_file: Option<Bytes<0, { crate::config::MAX_SMALL_FILE }>>
-            => |b| small_file_bytes = b.0,
+            => u64 = DEFAULT_SMALL_FILE, |b| b.0,
         /// Most bytes of small-file contents each worker keeps in memory; past it the
         /// largest are given up first, and those files go out by the transmit strategy
         /// [default: 1/32 of the machine's memory shared by the workers, at most 64M].
         #[arg(long, value_name = "BYTES")]
         pub small_file_memory: Option<Bytes<0, { i64::MAX as u64 }>>
-            => |b| small_file_memory = Some(b.0),
+            => Option<u64> = None, |b| Some(b.0),
         /// Most bytes of a file one connection sends per turn before the worker serves the
         /// others, as lighttpd's 256 KiB and nginx's sendfile_max_chunk do; 0: until the
         /// socket is full [default: 256K].
         #[arg(long, value_name = "BYTES")]
-        pub send_slice: Option<Bytes<0, { i64::MAX as u64 }>> => |b| send_slice_bytes = b.0,
+        pub send_slice: Option<Bytes<0, { i64::MAX as u64 }>>
+            => u64 = DEFAULT_SEND_SLICE, |b| b.0,
         /// Only file bodies of at least this many bytes are sliced [default: 1M].
         #[arg(long, value_name = "BYTES")]
-        pub send_slice_min: Option<Bytes<0, { i64::MAX as u64 }>> => |b| send_slice_min_bytes = b.0,
+        pub send_slice_min: Option<Bytes<0, { i64::MAX as u64 }>>
+            => u64 = DEFAULT_SEND_SLICE_MIN, |b| b.0,
         /// File bodies of at least this many bytes go out with TCP_CORK set, as nginx's
         /// tcp_nopush: fewer, fuller segments at the cost of a system call each; 0: never
         /// [default: 0].
         #[arg(long, value_name = "BYTES")]
-        pub cork_min: Option<Bytes<0, { i64::MAX as u64 }>> => |b| cork_min_bytes = b.0,
+        pub cork_min: Option<Bytes<0, { i64::MAX as u64 }>>
+            => u64 = 0, |b| b.0,
         /// SO_SNDBUF of accepted connections (as nginx's `listen ... sndbuf=`); fixing it
         /// turns the kernel's send-buffer autotuning off [default: autotuning].
         #[arg(long, value_name = "BYTES")]
-        pub sndbuf: Option<Bytes<1, { i32::MAX as u64 }>> => |b| sndbuf = Some(b.0 as usize),
+        pub sndbuf: Option<Bytes<1, { i32::MAX as u64 }>>
+            => Option<usize> = None, |b| Some(b.0 as usize),
         /// Threads that read file ranges missing from the page cache, so a worker never
         /// starts a disk read itself; 0 turns the residency probe off (workers then read
         /// inline, as nginx does without aio threads) [default: 4].
         #[arg(long, value_name = "N")]
-        pub disk_helpers: Option<Count<0, 256>> => |n| disk_helpers = n.0 as usize,
+        pub disk_helpers: Option<Count<0, 256>>
+            => usize = DEFAULT_DISK_HELPERS, |n| n.0 as usize,
         /// Bytes of a file body checked for residency at once (one cachestat call), and
         /// read by a helper when any page is missing; while one window goes out the next is
         /// checked and read ahead [default: 4M].
         #[arg(long, value_name = "BYTES")]
-        pub read_ahead: Option<Bytes<1, { i32::MAX as u64 }>> => |b| read_ahead_bytes = b.0,
+        pub read_ahead: Option<Bytes<1, { i32::MAX as u64 }>>
+            => u64 = DEFAULT_READ_AHEAD, |b| b.0,
         /// Answer GET PATH with the server's counters as JSON (connections, requests,
         /// residency probes and misses, helper reads, queue collapses and defrags), like
         /// nginx's stub_status; anyone who can reach the server can read it [default: no
         /// status page].
         #[arg(long, value_name = "PATH")]
-        pub status_path: Option<UrlPath> => |p| status_path = Some(p.0),
+        pub status_path: Option<UrlPath>
+            => Option<String> = None, |p| Some(p.0),
         /// Answer GET PATH with 200 `ok` while serving and 503 from the moment
         /// a stop is asked for (SIGTERM, SIGINT, SIGQUIT), for a load balancer's health
         /// checks; its answers are not logged [default: no health path].
         #[arg(long, value_name = "PATH")]
-        pub health_path: Option<UrlPath> => |p| health_path = Some(p.0),
+        pub health_path: Option<UrlPath>
+            => Option<String> = None, |p| Some(p.0),
         /// Answer GET PATH with the counters as Prometheus / OpenMetrics text (responses by
         /// method and status class, bytes, connections, timeouts, errors, open-file cache,
         /// disk helpers, collapses, a response-time histogram) [default: no metrics].
         #[arg(long, value_name = "PATH")]
-        pub metrics_path: Option<UrlPath> => |p| metrics_path = Some(p.0),
+        pub metrics_path: Option<UrlPath>
+            => Option<String> = None, |p| Some(p.0),
         /// Clients that may read --metrics-path (others get 403): a network, an address, or
         /// unix: for clients of a Unix socket; repeat for several [default: every client
         /// that reaches the server].
         #[arg(long, value_name = "CIDR")]
         #[serde(default)]
-        pub metrics_allow: Vec<Cidr> => |a| metrics_allow = a,
+        pub metrics_allow: Vec<Cidr>
+            => Vec<Cidr> = Vec::new(), |a| a,
         /// File ranges up to this size (the parts of a multipart/byteranges answer, say) are
         /// read and gathered with the heads around them into one sendmsg, as seed 001
         /// collapses small buffers; a queue still too fragmented for one call is
         /// linearized into its last segment. 0: each range goes by the transmit strategy
         /// [default: 16K].
         #[arg(long, value_name = "BYTES")]
-        pub collapse: Option<Bytes<0, { i64::MAX as u64 }>> => |b| collapse_bytes = b.0,
+        pub collapse: Option<Bytes<0, { i64::MAX as u64 }>>
+            => u64 = DEFAULT_COLLAPSE, |b| b.0,
         /// Open files (descriptor, metadata, validators, small contents) each worker keeps,
         /// as nginx's open_file_cache max=N; when full the cache starts over [default:
         /// 10000].
         #[arg(long, value_name = "N")]
         pub open_file_cache: Option<Count<1, 1_000_000>>
-            => |n| open_file_cache_entries = n.0 as usize,
+            => usize = 10_000, |n| n.0 as usize,
         /// Longest request line, 414 beyond (1 byte to 1M) [default: 8K].
         #[arg(long, value_name = "BYTES")]
         pub max_request_line: Option<Bytes<1, MAX_HEAD_LIMIT>>
-            => |b| limits.request_line_bytes = b.0 as usize,
+            => usize = Limits::default().request_line_bytes, |b| b.0 as usize,
         /// Largest header block, 431 beyond (1 byte to 1M) [default: 16K].
         #[arg(long, value_name = "BYTES")]
         pub max_header_bytes: Option<Bytes<1, MAX_HEAD_LIMIT>>
-            => |b| limits.header_bytes = b.0 as usize,
+            => usize = Limits::default().header_bytes, |b| b.0 as usize,
         /// Most header fields, 431 beyond [default: 100].
         #[arg(long, value_name = "N")]
-        pub max_header_fields: Option<Count<1, 10_000>> => |n| limits.header_fields = n.0 as usize,
+        pub max_header_fields: Option<Count<1, 10_000>>
+            => usize = Limits::default().header_fields, |n| n.0 as usize,
         /// Close a keep-alive connection idle this long (seconds, or 500ms, 30s, 2m, 1h)
         /// [default: 60].
         #[arg(long, value_name = "DURATION")]
-        pub idle_timeout: Option<Seconds> => |d| idle_timeout = d.0,
+        pub idle_timeout: Option<Seconds>
+            => Duration = Duration::from_secs(60), |d| d.0,
         /// A request head must arrive whole within this long of its first byte [default: 10].
         #[arg(long, value_name = "DURATION")]
-        pub header_timeout: Option<Seconds> => |d| header_timeout = d.0,
+        pub header_timeout: Option<Seconds>
+            => Duration = Duration::from_secs(10), |d| d.0,
         /// Close a response that makes no send progress this long [default: 60].
         #[arg(long, value_name = "DURATION")]
-        pub send_timeout: Option<Seconds> => |d| send_timeout = d.0,
+        pub send_timeout: Option<Seconds>
+            => Duration = Duration::from_secs(60), |d| d.0,
         /// Close a connection with answers owed whose client takes fewer bytes a second
         /// than this over a whole --send-timeout (its TCP acknowledgements counted, so an
         /// HTTP/2 stream fed a 1-byte window, or a reader that takes a byte now and then,
         /// cannot hold it); 0: no such limit [default: 1K].
         #[arg(long, value_name = "BYTES")]
-        pub min_send_rate: Option<Bytes<0, { i64::MAX as u64 }>> => |b| min_send_rate = b.0,
+        pub min_send_rate: Option<Bytes<0, { i64::MAX as u64 }>>
+            => u64 = 1024, |b| b.0,
         /// A request body must arrive whole (it is read and discarded) within this long of
         /// its head, however it trickles (nginx's client_body_timeout and lingering_time)
         /// [default: 30].
         #[arg(long, value_name = "DURATION")]
-        pub body_timeout: Option<Seconds> => |d| body_timeout = d.0,
+        pub body_timeout: Option<Seconds>
+            => Duration = Duration::from_secs(30), |d| d.0,
         /// After SIGTERM, SIGINT or SIGQUIT, in-flight responses get this long [default: 10].
         #[arg(long, value_name = "DURATION")]
-        pub shutdown_timeout: Option<Seconds> => |d| shutdown_timeout = d.0,
+        pub shutdown_timeout: Option<Seconds>
+            => Duration = Duration::from_secs(10), |d| d.0,
         /// After SIGTERM, SIGINT or SIGQUIT, serve on this long with the health path
         /// answering 503 before the listeners close, so a load balancer's checks see the
         /// drain before connections are refused; meanwhile every answer closes its
         /// connection (HTTP/2: GOAWAY), so clients come back through the balancer
         /// [default: none].
         #[arg(long, value_name = "DURATION")]
-        pub shutdown_delay: Option<Seconds> => |d| shutdown_delay = d.0,
+        pub shutdown_delay: Option<Seconds>
+            => Duration = Duration::ZERO, |d| d.0,
         /// HTTP/2: on, offered by ALPN (`h2`, then `http/1.1`) on the TLS listeners and
         /// spoken in clear by a client that opens with its preface (prior knowledge, as
         /// load balancers do); off, every connection is HTTP/1.1; only, every connection
         /// is HTTP/2 (TLS offers `h2` alone; in clear, bytes that are not the preface get
         /// a GOAWAY: an h2c-only port, as a balancer's backend) [default: on].
         #[arg(long, value_name = "on|off|only")]
-        pub http2: Option<Http2> => |h| limits.http2 = h.0,
+        pub http2: Option<Http2>
+            => linerate_http::request::Http2 = Limits::default().http2, |h| h.0,
         /// Serve dot-files and dot-directories (404 otherwise) [default: false].
         #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-        pub dotfiles: Option<bool> => |b| dotfiles = b,
+        pub dotfiles: Option<bool>
+            => bool = false, |b| b,
         /// List directories that have no index.html [default: false].
         #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-        pub autoindex: Option<bool> => |b| autoindex = b,
+        pub autoindex: Option<bool>
+            => bool = false, |b| b,
         /// How entity tags (ETag) are made: mtime (size and modification time, the same
         /// on every instance whose files keep their times), content (a SHA-256 of the
         /// bytes, computed once per file version on a helper thread: the same on every
         /// instance however the files were deployed; none until computed) or off
         /// (Last-Modified alone). Also per [[site]] and [[rule]] [default: mtime].
         #[arg(long, value_name = "MODE")]
-        pub etag: Option<EtagMode> => |m| etag = m,
+        pub etag: Option<EtagMode>
+            => EtagMode = EtagMode::Mtime, |m| m,
         /// Precompressed variants to send, in order of preference: FILE.br, FILE.zst,
         /// FILE.gz beside a text file (HTML, CSS, JavaScript, JSON, SVG, ...) go to clients
         /// whose Accept-Encoding takes them, through the transmit strategy like any file
         /// (linerate compress DIR makes them); none: never [default: br,zstd,gzip].
         #[arg(long, value_name = "CODINGS")]
-        pub precompressed: Option<Codings> => |c| precompressed = c.0,
+        pub precompressed: Option<Codings>
+            => Vec<linerate_http::coding::Coding> = linerate_http::coding::Coding::ALL.to_vec(), |c| c.0,
         /// Compress text files that have no precompressed variant beside them into DIR,
         /// once, on a helper thread, the first time a client takes a coding of them, and
         /// send them from there from then on (the identity file goes out until the variant
         /// is written); created mode 0700 if missing. Only codings of `precompressed` are
         /// made [default: none].
         #[arg(long, value_name = "DIR")]
-        pub compress_cache: Option<PathBuf> => |p| compress_cache = Some(p),
+        pub compress_cache: Option<PathBuf>
+            => Option<PathBuf> = None, |p| Some(p),
         /// Most bytes the compress-cache directory holds; past it the least recently used
         /// variants are deleted, and files above an eighth of it are not compressed
         /// [default: 256M].
         #[arg(long, value_name = "BYTES")]
         pub compress_cache_size: Option<Bytes<1, { i64::MAX as u64 }>>
-            => |b| compress_cache_size = b.0,
+            => u64 = 256 << 20, |b| b.0,
         /// Access log: stdout, off, or a file to append to; SIGUSR1 reopens a file
         /// [default: stdout].
         #[arg(long, value_name = "stdout|off|FILE")]
-        pub access_log: Option<AccessLog> => |l| access_log = l,
+        pub access_log: Option<AccessLog>
+            => AccessLog = AccessLog::Stdout, |l| l,
         /// Access log lines: clf (Common Log Format), combined (CLF with Referer and
         /// User-Agent), json (ISO 8601 time, method, path, host, status, bytes, duration in
         /// µs, user agent, referer, transmit strategy), or a line of your own with nginx-like
@@ -1536,15 +1628,33 @@ settings! {
         /// $request_uri, $protocol, $http_referer, $time_local, $time_iso8601, $msec)
         /// [default: clf].
         #[arg(long, value_name = "clf|combined|json|LINE")]
-        pub log_format: Option<LogFormat> => |f| log_format = f,
+        pub log_format: Option<LogFormat>
+            => LogFormat = LogFormat::Clf, |f| f,
         /// Error log (operational conditions: out of descriptors, permission refused, disk
         /// read errors, cut connections, signals): stderr, off, or a file to append to;
         /// SIGUSR1 reopens a file [default: stderr].
         #[arg(long, value_name = "stderr|off|FILE")]
-        pub error_log: Option<ErrorLog> => |l| error_log = l,
+        pub error_log: Option<ErrorLog>
+            => crate::logs::ErrorLog = crate::logs::ErrorLog::Stderr, |l| l,
         /// Least severe error-log lines written: error, warn, info or debug [default: warn].
         #[arg(long, value_name = "LEVEL")]
-        pub error_log_level: Option<Level> => |l| error_log_level = l.0,
+        pub error_log_level: Option<Level>
+            => tracing::Level = tracing::Level::WARN, |l| l.0,
+    }
+
+    /// Everything `serve` needs: each key's field, and what the blocks and the start
+    /// make of them.
+    pub struct Config {
+        /// What `steer` came to at the start (or reload), with the workers and CPUs
+        /// there were: whether the program is on the listeners.
+        pub steering: bool = false,
+        /// `auto` chose io_uring: a worker that cannot set up its own ring runs epoll.
+        pub driver_fallback: bool = false,
+        /// The sites (virtual hosts) of `[[site]]` blocks; none: one site, `root`, for
+        /// every Host.
+        pub sites: Vec<SiteConfig> = Vec::new(),
+        /// `[[rule]]` blocks: per-path settings for every site.
+        pub rules: Vec<Rule> = Vec::new(),
     }
 }
 

@@ -249,7 +249,7 @@ impl Site {
         let cache = FileCache::new(
             dir.into(),
             100,
-            (cfg.small_file_bytes, 1 << 20),
+            (cfg.small_file, 1 << 20),
             false,
             Arc::clone(&stats),
         );

@@ -245,7 +245,7 @@ pub(crate) fn load_with(
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(resolver));
     // h2 first when HTTP/2 is on: a browser that offers both gets it.
-    config.alpn_protocols = match cfg.limits.http2 {
+    config.alpn_protocols = match cfg.http2 {
         Http2::On => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
         Http2::Only => vec![b"h2".to_vec()],
         Http2::Off => vec![b"http/1.1".to_vec()],

@@ -184,7 +184,7 @@ impl<D: Driver> Worker<D> {
                 Some(Disk {
                     jobs,
                     inbox,
-                    window: cfg.read_ahead_bytes.max(1),
+                    window: cfg.read_ahead.max(1),
                     usable: std::cell::Cell::new(true),
                     epoch: 1,
                 })
@@ -199,11 +199,8 @@ impl<D: Driver> Worker<D> {
             .map(|(root, site)| {
                 FileCache::new(
                     root,
-                    (cfg.open_file_cache_entries / sites).max(1),
-                    (
-                        cfg.small_file_bytes,
-                        cfg.small_file_memory_bytes() / sites as u64,
-                    ),
+                    (cfg.open_file_cache / sites).max(1),
+                    (cfg.small_file, cfg.small_file_memory_bytes() / sites as u64),
                     disk.is_some(),
                     Arc::clone(&stats),
                 )

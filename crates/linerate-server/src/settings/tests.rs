@@ -181,7 +181,7 @@ fn flags_win_over_the_file_key_by_key() {
     let mut cfg = Config::new(PathBuf::from("/srv"));
     m.apply(&mut cfg);
     assert_eq!(
-        (cfg.workers, cfg.small_file_bytes, cfg.autoindex),
+        (cfg.workers, cfg.small_file, cfg.autoindex),
         (2, 4096, false)
     );
     // A bare boolean flag means true, and does not swallow the next word.

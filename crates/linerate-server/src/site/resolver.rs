@@ -39,7 +39,7 @@ impl Resolver {
             forwarded: (!cfg.trusted_proxies.is_empty()).then_some(cfg.forwarded_header),
             cors: rules().any(|r| r.cors.is_some()),
             authorization: rules().any(|r| r.htpasswd.is_some()),
-            ..cfg.limits
+            ..cfg.limits()
         };
         let acme_http = crate::acme::Plan::of(&cfg)
             .ok()

@@ -23,7 +23,7 @@ pub(crate) fn site_with(autoindex: bool, logging: bool) -> (tempfile::TempDir, S
     std::fs::write(p.join("list/<b> & c"), b"x").unwrap();
     let mut cfg = Config::new(p.to_path_buf());
     // 16 KiB, so that big.bin is above it whatever the default.
-    cfg.small_file_bytes = 16 << 10;
+    cfg.small_file = 16 << 10;
     cfg.autoindex = autoindex;
     cfg.status_path = Some("/.status".into());
     if !logging {
