@@ -1767,6 +1767,46 @@ impl Settings {
     }
 }
 
+/// The keys of a block as the file spells them (`[[site]]`'s are
+/// `keys_of::<SiteSettings>()`), in their declared order: the names serde reads,
+/// asked of the type itself (its derived `Deserialize` hands them to the deserializer),
+/// so a list made from them cannot fall behind the struct.
+pub fn keys_of<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
+    /// A deserializer that keeps the field names it is asked for, and reads nothing.
+    struct Fields(&'static [&'static str]);
+
+    impl<'de> Deserializer<'de> for &mut Fields {
+        type Error = serde::de::value::Error;
+
+        fn deserialize_any<V: serde::de::Visitor<'de>>(
+            self,
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            Err(Self::Error::custom("a struct's keys only"))
+        }
+
+        fn deserialize_struct<V: serde::de::Visitor<'de>>(
+            self,
+            _: &'static str,
+            fields: &'static [&'static str],
+            _: V,
+        ) -> Result<V::Value, Self::Error> {
+            self.0 = fields;
+            Err(Self::Error::custom("a struct's keys only"))
+        }
+
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes
+            byte_buf option unit unit_struct newtype_struct seq tuple tuple_struct map enum
+            identifier ignored_any
+        }
+    }
+
+    let mut f = Fields(&[]);
+    let _ = T::deserialize(&mut f);
+    f.0
+}
+
 /// A TOML error as one line naming where it is: `line N: KEY: message` when the error
 /// points into a `key = value` line (serde's own messages, such as "data did not match
 /// any variant", name no key).

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use linerate_bench::cli::{usage_error, Bench, SinkArgs, EXIT_FAILURE, EXIT_USAGE};
+use linerate_server::settings::{keys_of, CorsSettings, RuleSettings, SiteSettings};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -335,6 +336,18 @@ fn write_man_pages(dir: &std::path::Path) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Keys as a roff sentence's list: each in bold, a comma after each, a full stop
+/// after the last.
+fn roff_list(keys: &[&str]) -> String {
+    keys.iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let end = if i + 1 == keys.len() { "." } else { "," };
+            format!(".BR {} {end}\n", k.replace('-', "\\-"))
+        })
+        .collect()
+}
+
 /// linerate.toml(5): what the file is, its sites and rules, and the reference file
 /// (contrib/linerate.toml, every key with its default) as it is, so the page cannot
 /// fall behind the keys (a test holds the file to `serve --help`).
@@ -377,22 +390,18 @@ names (port and case ignored): an exact name first, then the longest
 .B *.
 name, then the site with
 .BR "default = true" .
-A block has
+A block's
 .B names
-(a list),
-.BR root ,
-.BR default ,
-its own
-.BR dotfiles ,
-.B autoindex
-and
-.B precompressed
-(which override the keys above for that site), and
-.B tls\-cert
-and
+(a list) and
+.B root
+say which site it is;
+.BR tls\-cert ,
 .B tls\-key
-(its own certificate on tls\-listen, chosen by SNI).
-.SH RULES
+or
+.B acme
+give its own certificate on tls\-listen (chosen by SNI); its other keys override the
+server's for its requests. The keys of a block:
+{site_keys}.SH RULES
 .B [[rule]]
 blocks apply to every site,
 .B [[site.rule]]
@@ -401,31 +410,31 @@ blocks after a
 to that site.
 .B path
 is a prefix ("/assets/"), an exact path ("=/about.html") or a glob ("*.js",
-"/static/**/*.css"); the most specific rule wins, setting by setting. A rule may set
+"/static/**/*.css"); the most specific rule wins, setting by setting. Among a rule's
+keys,
 .B headers
-(a table of fields to add),
+is a table of fields to add,
 .B expires
-(Cache\-Control and Expires),
+sets Cache\-Control and Expires,
 .B errors
-(a table of status to page),
-.B redirect
-and
-.BR redirect\-code ,
+is a table of status to page,
 .B fallback
-(a page for paths that are not files, as a single\-page application needs; false
-turns an outer rule's off),
-.BR dotfiles ,
-.BR autoindex ,
-and
-.BR precompressed .
-.SH THE REFERENCE FILE
+a page for paths that are not files (as a single\-page application needs; false
+turns an outer rule's off), and
+.B cors
+a table of
+{cors_keys}The keys of a rule:
+{rule_keys}.SH THE REFERENCE FILE
 Every key with its default; the commented lines are examples. It is
 contrib/linerate.toml in the sources, and /etc/linerate/linerate.toml as the package
 installs it.
 .PP
 .nf
 "#,
-        env!("CARGO_PKG_VERSION")
+        env!("CARGO_PKG_VERSION"),
+        site_keys = roff_list(keys_of::<SiteSettings>()),
+        rule_keys = roff_list(keys_of::<RuleSettings>()),
+        cors_keys = roff_list(keys_of::<CorsSettings>()),
     );
     for line in REFERENCE.lines() {
         // Verbatim: a backslash written as roff's \e, a line that roff would take as a request

@@ -627,6 +627,19 @@ fn completions_and_man_pages_come_from_the_command_definitions() {
     ] {
         assert!(conf.contains(word), "linerate.toml.5 lacks {word}");
     }
+    // Every key of a site, a rule and a rule's cors table, as the file reads them.
+    use linerate_server::settings::{keys_of, CorsSettings, RuleSettings, SiteSettings};
+    for keys in [
+        keys_of::<SiteSettings>(),
+        keys_of::<RuleSettings>(),
+        keys_of::<CorsSettings>(),
+    ] {
+        assert!(keys.len() > 3, "{keys:?}");
+        for k in keys {
+            let line = format!("\n.BR {} ", k.replace('-', "\\-"));
+            assert!(conf.contains(&line), "linerate.toml.5 lacks {k}");
+        }
+    }
     // Rendered by man without a warning, where man is.
     if std::process::Command::new("man")
         .arg("--version")

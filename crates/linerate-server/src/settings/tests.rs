@@ -273,3 +273,54 @@ fn log_destinations_read_and_write_their_words_and_files() {
         Err("give stderr, off or a file".to_string())
     );
 }
+
+#[test]
+fn a_blocks_keys_are_what_the_file_reads() {
+    let rule = keys_of::<RuleSettings>();
+    assert_eq!(rule.first(), Some(&"path"));
+    assert!(
+        rule.contains(&"redirect-code") && rule.contains(&"cors"),
+        "{rule:?}"
+    );
+    let site = keys_of::<SiteSettings>();
+    assert!(site.contains(&"names") && site.contains(&"rule") && !site.contains(&"rules"));
+    // Each key named is one the file takes, and one it does not is refused.
+    for k in site {
+        let value = match *k {
+            "names" => "[\"a.example\"]",
+            "allow" | "deny" | "rule" => "[]",
+            "default" | "acme" | "dotfiles" | "autoindex" | "security-headers" => "true",
+            "etag" => "\"off\"",
+            "precompressed" => "[\"gzip\"]",
+            "hsts" => "\"1d\"",
+            "access-log" => "\"off\"",
+            "log-format" => "\"clf\"",
+            _ => "\"/x\"",
+        };
+        let root = if *k == "root" {
+            ""
+        } else {
+            "root = \"/srv\"\n"
+        };
+        let named = if *k == "default" {
+            ""
+        } else {
+            "default = true\n"
+        };
+        // The certificate's two keys go together.
+        let pair = match *k {
+            "tls-cert" => "tls-key = \"/k\"\n",
+            "tls-key" => "tls-cert = \"/c\"\n",
+            _ => "",
+        };
+        let text = format!("[[site]]\n{root}{named}{pair}{k} = {value}\n");
+        assert!(
+            Settings::parse(&text).is_ok(),
+            "{text}: {:?}",
+            Settings::parse(&text)
+        );
+    }
+    let mut server = keys_of::<Settings>().to_vec();
+    server.retain(|k| *k != "site" && *k != "rule");
+    assert_eq!(server, Settings::keys());
+}
