@@ -2,7 +2,7 @@
 //! at what it is now, so the tree only moves toward them. A step that lowers one lowers
 //! its number here in the same commit; nothing may grow back.
 //!
-//! The bars (issue 44): no source file in crates/ over 1,500 lines but settings.rs;
+//! The bars (issue 44): no source file in crates/ over 1,500 lines;
 //! no `exec::now` in the connection code; linerate-tx depends on sys, not on the event
 //! loop; no HTTP/1.1 head text parsed back for HTTP/2 (held at none since heads are
 //! encoded from their fields).
@@ -38,8 +38,8 @@ fn the_worker_and_the_site_stay_under_1000_lines() {
     }
 }
 
-/// No source file in crates/ is over 1,500 lines but settings.rs (the bar's own
-/// exception, until its keys are declared once).
+/// No source file in crates/ is over 1,500 lines (settings.rs was the bar's own
+/// exception until its keys were declared once; issue 45 holds it under 1,200).
 #[test]
 fn no_file_passes_1500_lines() {
     let files = rust_sources(&workspace().join("crates"));
@@ -47,7 +47,7 @@ fn no_file_passes_1500_lines() {
     for f in &files {
         let name = relative(f);
         let lines = fs::read_to_string(f).unwrap().lines().count();
-        if lines > 1500 && !name.ends_with("linerate-server/src/settings.rs") {
+        if lines > 1500 {
             over.push(format!("{name}: {lines} lines"));
         }
     }
@@ -282,4 +282,63 @@ fn the_flush_loop_stays_short() {
     let len = len.unwrap();
     assert!(len <= 110, "flush is {len} lines");
     assert!(len > 20, "flush not found whole: {len} lines");
+}
+
+/// Issue 45: settings.rs under 1,200 lines (2,226 at 24d64fc), and no function over
+/// 120 lines in the settings, the rules and the metrics, but metrics.rs's `encode`,
+/// held at its length until its counters are registered where they are counted.
+#[test]
+fn the_settings_code_stays_small() {
+    let settings = workspace().join("crates/linerate-server/src/settings.rs");
+    let lines = fs::read_to_string(&settings).unwrap().lines().count();
+    assert!(lines < 1200, "settings.rs: {lines} lines");
+    let src = workspace().join("crates/linerate-server/src");
+    let mut files = rust_sources(&src.join("settings"));
+    files.extend(["settings.rs", "rules.rs", "metrics.rs"].map(|f| src.join(f)));
+    // The measure finds what it is held to.
+    let metrics = fs::read_to_string(src.join("metrics.rs")).unwrap();
+    assert!(function_lengths(&metrics)
+        .iter()
+        .any(|(name, n)| name == "encode" && *n > 400));
+    let mut long = Vec::new();
+    for f in &files {
+        let text = fs::read_to_string(f).unwrap();
+        for (name, n) in function_lengths(&text) {
+            let held = if name == "encode" && relative(f).ends_with("metrics.rs") {
+                426
+            } else {
+                120
+            };
+            if n > held {
+                long.push(format!("{}: fn {name}, {n} lines", relative(f)));
+            }
+        }
+    }
+    assert!(long.is_empty(), "split these:\n{}", long.join("\n"));
+}
+
+/// Each function's name and length in lines, from its `fn` line to the brace that
+/// closes it at the same indentation (as rustfmt writes them).
+fn function_lengths(text: &str) -> Vec<(String, usize)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let body = l.trim_start();
+        let indent = &l[..l.len() - body.len()];
+        let Some(rest) = ["fn ", "pub fn ", "pub(crate) fn ", "pub(super) fn "]
+            .iter()
+            .find_map(|p| body.strip_prefix(p))
+        else {
+            continue;
+        };
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let close = format!("{indent}}}");
+        if let Some(end) = lines[i + 1..].iter().position(|m| *m == close) {
+            out.push((name, end + 2));
+        }
+    }
+    out
 }
