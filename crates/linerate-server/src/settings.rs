@@ -506,10 +506,17 @@ settings! {
         #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
         pub dotfiles: Option<bool>
             => bool = false, |b| b,
-        /// List directories that have no index.html [default: false].
+        /// List directories that have no index file (--index) [default: false].
         #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
         pub autoindex: Option<bool>
             => bool = false, |b| b,
+        /// Names of a directory's index file, tried in order: `/dir/` answers with the
+        /// first that is a file there, as nginx's `index` (a name, not a path); repeat or
+        /// separate with commas [default: index.html].
+        #[arg(long, value_name = "NAME", value_delimiter = ',')]
+        #[serde(default)]
+        pub index: Vec<IndexName>
+            => Vec<String> = vec!["index.html".into()], |n| n.into_iter().map(|n| n.0).collect(),
         /// How entity tags (ETag) are made: mtime (size and modification time, the same
         /// on every instance whose files keep their times), content (a SHA-256 of the
         /// bytes, computed once per file version on a helper thread: the same on every

@@ -514,24 +514,33 @@ impl Site {
                         head,
                     );
                 }
-                let mut index = rel.to_vec();
-                if !index.is_empty() {
-                    index.push(b'/');
+                // The first index name that is a file; one the server may not read
+                // (or not reach) answers as that file would.
+                let resolver = Arc::clone(&self.resolver);
+                for name in &resolver.cfg.index {
+                    let mut index = rel.to_vec();
+                    if !index.is_empty() {
+                        index.push(b'/');
+                    }
+                    index.extend_from_slice(name.as_bytes());
+                    match self.caches[h].lookup(&index) {
+                        Found::File(e) => {
+                            return match self.through_link(req, h, &e, peer, line, now) {
+                                Ok(line) => self.representation(req, h, &index, e, fx, line, now),
+                                Err(refused) => *refused,
+                            }
+                        }
+                        Found::Missing | Found::Dir => {}
+                        other => return self.not_served(other, req, h, fx, line, now),
+                    }
                 }
-                index.extend_from_slice(b"index.html");
                 let autoindex = fx
                     .and_then(|f| f.autoindex)
                     .unwrap_or(self.resolver.sites[h].autoindex);
-                match self.caches[h].lookup(&index) {
-                    Found::File(e) => match self.through_link(req, h, &e, peer, line, now) {
-                        Ok(line) => self.representation(req, h, &index, e, fx, line, now),
-                        Err(refused) => *refused,
-                    },
-                    Found::Missing | Found::Dir if autoindex => {
-                        self.listing(req, h, rel, fx, peer, line, now)
-                    }
-                    Found::Dir => self.not_served(Found::Missing, req, h, fx, line, now),
-                    other => self.not_served(other, req, h, fx, line, now),
+                if autoindex {
+                    self.listing(req, h, rel, fx, peer, line, now)
+                } else {
+                    self.not_served(Found::Missing, req, h, fx, line, now)
                 }
             }
             other => self.not_served(other, req, h, fx, line, now),

@@ -31,6 +31,8 @@ per_strategy!(
     a_path_that_names_a_directory_never_serves_a_file,
     // Rules: docs/http.md F7.
     a_file_the_server_may_not_read_is_403_with_an_error_log_line,
+    // Rules: docs/http.md F5.
+    index_names_are_tried_in_order,
 );
 
 /// `linerate serve` with `--transmit TRANSMIT` before `extra`.
@@ -184,6 +186,55 @@ fn directories_paths_dotfiles_symlinks_and_special_files(transmit: &str) {
         assert_eq!(i.body, b"<p>index</p>\n", "index.html wins over a listing");
         let m = fetch(server.addr, "/noindex", "");
         assert_eq!((m.status, m.header("location")), (301, Some("/noindex/")));
+    }
+}
+
+/// `--index NAME,...`: the first name that is a file in the directory answers; a
+/// directory of that name is passed over; none, 404 (or the listing); a name that is
+/// a path is refused at the start, naming the flag.
+fn index_names_are_tried_in_order(transmit: &str) {
+    let root = docroot();
+    let r = root.path();
+    put(r, "both/index.htm", b"HTM\n");
+    put(r, "both/default.htm", b"DEF\n");
+    put(r, "second/default.htm", b"DEF\n");
+    put(r, "second/index.html", b"HTML\n");
+    put(r, "dirnamed/index.htm/inner.txt", b"inner\n");
+    put(r, "dirnamed/default.htm", b"DEF\n");
+    put(r, "none/file.txt", b"file\n");
+    put(r, "index.html", b"TOP\n");
+    {
+        let server = serve(r, transmit, &["--index", "index.htm,default.htm"]);
+        for (path, want) in [
+            ("/both/", &b"HTM\n"[..]),
+            ("/second/", b"DEF\n"),
+            ("/dirnamed/", b"DEF\n"),
+        ] {
+            let got = fetch(server.addr, path, "");
+            assert_eq!((got.status, &got.body[..]), (200, want), "{path}");
+        }
+        // index.html is no longer a name tried, at the top as below.
+        assert_eq!(fetch(server.addr, "/", "").status, 404);
+        assert_eq!(fetch(server.addr, "/none/", "").status, 404);
+        // HEAD of an index: its length, no body.
+        let head = linerate_testkit::Conn::open(server.addr).head("/both/", "");
+        assert_eq!(head.header("content-length"), Some("4"), "{head:?}");
+    }
+    {
+        // By default, index.html alone.
+        let server = serve(r, transmit, &["--autoindex"]);
+        assert_eq!(fetch(server.addr, "/second/", "").body, b"HTML\n");
+        let l = fetch(server.addr, "/both/", "");
+        assert_eq!(l.status, 200);
+        assert!(
+            String::from_utf8_lossy(&l.body).contains("default.htm"),
+            "a listing"
+        );
+    }
+    for bad in ["../x", "a/b", ".", ""] {
+        let (code, _, err) = LINERATE.run(&["serve", r.to_str().unwrap(), "--index", bad]);
+        assert_eq!(code, 64, "--index {bad:?}: {err}");
+        assert!(err.contains("--index"), "--index {bad:?}: {err}");
     }
 }
 

@@ -61,6 +61,7 @@ shutdown-delay = "3s"
 http2 = "only"
 dotfiles = true
 autoindex = true
+index = ["index.htm", "default.htm"]
 etag = "content"
 precompressed = ["gzip"]
 compress-cache = "/var/cache/linerate"

@@ -215,6 +215,7 @@ fn every_flag_is_a_key_and_every_key_a_flag() {
         "precompressed" => "[\"gzip\"]",
         "status-path" | "metrics-path" | "health-path" => "\"/s\"",
         "metrics-allow" | "trusted-proxies" => "[\"127.0.0.1/32\"]",
+        "index" => "[\"index.htm\"]",
         "forwarded-header" => "\"forwarded\"",
         "access-log" => "\"off\"",
         "error-log" => "\"off\"",
@@ -323,4 +324,25 @@ fn a_blocks_keys_are_what_the_file_reads() {
     let mut server = keys_of::<Settings>().to_vec();
     server.retain(|k| *k != "site" && *k != "rule");
     assert_eq!(server, Settings::keys());
+}
+
+#[test]
+fn index_names_are_a_list_of_names_in_both() {
+    let from_flag = flags(&["--index", "index.htm,default.htm"]).unwrap();
+    let from_file = Settings::parse("index = [\"index.htm\", \"default.htm\"]\n").unwrap();
+    assert_eq!(from_flag, from_file);
+    assert_eq!(
+        flags(&["--index", "a.htm", "--index", "b.htm"])
+            .unwrap()
+            .index
+            .len(),
+        2
+    );
+    for bad in ["a/b", "..", ""] {
+        let flag = flags(&["--index", bad]).unwrap_err();
+        let file = Settings::parse(&format!("index = [\"{bad}\"]\n")).unwrap_err();
+        for e in [&flag, &file] {
+            assert!(e.contains("a file's name, not a path"), "{bad:?}: {e}");
+        }
+    }
 }

@@ -559,6 +559,29 @@ impl fmt::Display for RulePath {
 
 as_text!(RulePath);
 
+/// An index file's name (`--index`): a name in the directory, not a path: no `/`, no
+/// NUL, not `.` or `..`, at most 255 bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexName(pub String);
+
+impl FromStr for IndexName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<IndexName, String> {
+        if s.is_empty() || s == "." || s == ".." || s.contains(['/', '\0']) || s.len() > 255 {
+            return Err(format!("'{s}': an index is a file's name, not a path"));
+        }
+        Ok(IndexName(s.to_string()))
+    }
+}
+
+impl fmt::Display for IndexName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+as_text!(IndexName);
+
 /// File permission bits in octal: `0660`, `660` (at most `0777`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Mode(pub u32);
