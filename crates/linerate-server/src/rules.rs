@@ -265,44 +265,138 @@ impl Access {
     }
 }
 
-/// One rule.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Rule {
-    pub path: Option<PathMatch>,
-    /// Extra response fields (on 2xx, 3xx and 304 answers).
-    pub headers: Vec<(String, String)>,
-    /// `Cache-Control: max-age` and `Expires` this far ahead.
-    pub expires: Option<Duration>,
-    /// Content types by extension (lower case, no dot).
-    pub types: Vec<(String, String)>,
-    pub autoindex: Option<bool>,
-    pub dotfiles: Option<bool>,
-    /// How entity tags are made under the path (docs/http.md F8).
-    pub etag: Option<crate::config::EtagMode>,
-    /// Error pages by status: a path in the site, served with the status.
-    pub errors: Vec<(u16, String)>,
-    pub redirect: Option<Redirect>,
-    /// A path served (with 200) for a path that names nothing, or none even where a
-    /// less specific rule gives one.
-    pub fallback: Option<Fallback>,
-    /// Who may have its paths (both lists come from the most specific rule that gives
-    /// either).
-    pub access: Option<Access>,
-    /// `security-headers`: the preset fields ([`SECURITY_HEADERS`]) on or off.
-    pub security_headers: Option<bool>,
-    /// `hsts`: `Strict-Transport-Security: max-age` of this, on answers over TLS.
-    pub hsts: Option<Duration>,
-    /// `cors`: cross-origin reads admitted (the whole table from the most specific rule
-    /// that gives one).
-    pub cors: Option<Cors>,
-    /// `htpasswd`: the file whose users may have the paths (HTTP Basic).
-    pub htpasswd: Option<std::path::PathBuf>,
-    /// Files tried in order for a path (`try`): each a path in the site, `{path}`
-    /// standing for the request's path without its last `/`; the first that names a
-    /// file is served.
-    pub try_files: Vec<String>,
-    /// A site's own rule (over a server-wide one of the same specificity).
-    pub site: bool,
+/// A rule's settings: each is taken from the most specific rule that gives it when
+/// rules are merged ([`Effective::of`]), by its type's [`Merge`]: a setting from the
+/// rule that sets it, a table (header fields, types, error pages) entry by entry, a
+/// list (`try`) whole.
+macro_rules! rule {
+    (
+        $(#[$sm:meta])*
+        pub struct Rule {
+            $(#[$pm:meta])*
+            pub path: $pt:ty,
+            $(
+                $(#[$m:meta])*
+                pub $f:ident: $t:ty,
+            )*
+            ;
+            $(#[$om:meta])*
+            pub site: bool,
+        }
+    ) => {
+        $(#[$sm])*
+        pub struct Rule {
+            $(#[$pm])*
+            pub path: $pt,
+            $(
+                $(#[$m])*
+                pub $f: $t,
+            )*
+            $(#[$om])*
+            pub site: bool,
+        }
+
+        impl Rule {
+            /// Takes what `r` gives over what this has, setting by setting.
+            fn absorb(&mut self, r: &Rule) {
+                $(Merge::merge(&mut self.$f, &r.$f);)*
+            }
+        }
+    };
+}
+
+/// How a setting of a more specific rule goes over a less specific one's.
+trait Merge {
+    fn merge(&mut self, over: &Self);
+}
+
+/// A setting: the more specific rule's, where it gives one.
+impl<T: Clone> Merge for Option<T> {
+    fn merge(&mut self, over: &Self) {
+        if over.is_some() {
+            self.clone_from(over);
+        }
+    }
+}
+
+/// A list (`try`): the more specific rule's whole, where it gives one.
+impl Merge for Vec<String> {
+    fn merge(&mut self, over: &Self) {
+        if !over.is_empty() {
+            self.clone_from(over);
+        }
+    }
+}
+
+/// A table's key: header field names compare without case.
+trait Key: Clone + PartialEq {
+    fn same(&self, other: &Self) -> bool {
+        self == other
+    }
+}
+
+impl Key for String {
+    fn same(&self, other: &Self) -> bool {
+        self.eq_ignore_ascii_case(other)
+    }
+}
+
+impl Key for u16 {}
+
+/// A table (header fields, types, error pages): entry by entry, the more specific
+/// rule's entry replacing one of the same key.
+impl<K: Key> Merge for Vec<(K, String)> {
+    fn merge(&mut self, over: &Self) {
+        for (k, v) in over {
+            self.retain(|(x, _)| !x.same(k));
+            self.push((k.clone(), v.clone()));
+        }
+    }
+}
+
+rule! {
+    /// One rule.
+    #[derive(Clone, Debug, Default, PartialEq, Eq)]
+    pub struct Rule {
+        /// The paths it applies to (none: every path, as a merged rule has).
+        pub path: Option<PathMatch>,
+        /// Extra response fields (on 2xx, 3xx and 304 answers).
+        pub headers: Vec<(String, String)>,
+        /// `Cache-Control: max-age` and `Expires` this far ahead.
+        pub expires: Option<Duration>,
+        /// Content types by extension (lower case, no dot).
+        pub types: Vec<(String, String)>,
+        pub autoindex: Option<bool>,
+        pub dotfiles: Option<bool>,
+        /// How entity tags are made under the path (docs/http.md F8).
+        pub etag: Option<crate::config::EtagMode>,
+        /// Error pages by status: a path in the site, served with the status.
+        pub errors: Vec<(u16, String)>,
+        pub redirect: Option<Redirect>,
+        /// A path served (with 200) for a path that names nothing, or none even where a
+        /// less specific rule gives one.
+        pub fallback: Option<Fallback>,
+        /// Who may have its paths (both lists come from the most specific rule that gives
+        /// either).
+        pub access: Option<Access>,
+        /// `security-headers`: the preset fields ([`SECURITY_HEADERS`]) on or off.
+        pub security_headers: Option<bool>,
+        /// `hsts`: `Strict-Transport-Security: max-age` of this, on answers over TLS.
+        pub hsts: Option<Duration>,
+        /// `cors`: cross-origin reads admitted (the whole table from the most specific rule
+        /// that gives one).
+        pub cors: Option<Cors>,
+        /// `htpasswd`: the file whose users may have the paths (HTTP Basic).
+        pub htpasswd: Option<std::path::PathBuf>,
+        /// Files tried in order for a path (`try`): each a path in the site, `{path}`
+        /// standing for the request's path without its last `/`; the first that names a
+        /// file is served.
+        pub try_files: Vec<String>,
+        // The rule's own, never merged: where it applies, and whose it is.
+        ;
+        /// A site's own rule (over a server-wide one of the same specificity).
+        pub site: bool,
+    }
 }
 
 /// Orders `rules` from the least specific to the most (see the module's text).
@@ -329,49 +423,6 @@ impl std::ops::Deref for Effective {
     type Target = Rule;
     fn deref(&self) -> &Rule {
         &self.merged
-    }
-}
-
-impl Rule {
-    /// Takes what `r` gives over what this has: each setting it sets, each header
-    /// field, type and error page by its key.
-    fn absorb(&mut self, r: &Rule) {
-        for (name, value) in &r.headers {
-            self.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
-            self.headers.push((name.clone(), value.clone()));
-        }
-        for (ext, t) in &r.types {
-            self.types.retain(|(x, _)| x != ext);
-            self.types.push((ext.clone(), t.clone()));
-        }
-        for (status, page) in &r.errors {
-            self.errors.retain(|(s, _)| s != status);
-            self.errors.push((*status, page.clone()));
-        }
-        self.expires = r.expires.or(self.expires);
-        self.autoindex = r.autoindex.or(self.autoindex);
-        self.dotfiles = r.dotfiles.or(self.dotfiles);
-        self.etag = r.etag.or(self.etag);
-        if r.redirect.is_some() {
-            self.redirect.clone_from(&r.redirect);
-        }
-        if r.fallback.is_some() {
-            self.fallback.clone_from(&r.fallback);
-        }
-        if r.access.is_some() {
-            self.access.clone_from(&r.access);
-        }
-        if !r.try_files.is_empty() {
-            self.try_files.clone_from(&r.try_files);
-        }
-        if r.cors.is_some() {
-            self.cors.clone_from(&r.cors);
-        }
-        if r.htpasswd.is_some() {
-            self.htpasswd.clone_from(&r.htpasswd);
-        }
-        self.security_headers = r.security_headers.or(self.security_headers);
-        self.hsts = r.hsts.or(self.hsts);
     }
 }
 
