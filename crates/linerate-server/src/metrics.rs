@@ -3,8 +3,10 @@
 //!
 //! Each worker keeps its own counters ([`Stats`], plain loads and stores, no lock);
 //! a scrape sums them over every worker of the process's life ([`Board`]: reloads
-//! never set a counter back) into one [`Snapshot`], and a collector of
-//! `prometheus-client` encodes it.
+//! never set a counter back). Each family is one declaration in [`Scrape::of`]'s
+//! sections (`m.counter(NAME, HELP, value)`, `m.counters(NAME, HELP, LABEL, [(label,
+//! value), ...])`, a gauge likewise), and one encoder writes them all
+//! (`Collector for Scrape`); `snapshots/metrics.txt` pins the text.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -19,602 +21,492 @@ use crate::stats::{Board, Stats, RESPONSE_SECONDS, TIMEOUT_KINDS};
 const METHODS: [&str; 3] = ["GET", "HEAD", "other"];
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
-/// Every worker's counters summed, and what the server is.
+/// A sample's labels: (name, value).
+type Labels = Vec<(&'static str, String)>;
+
+/// One metric family as a scrape writes it: name, help, counter or gauge, and its
+/// samples.
+#[derive(Debug)]
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: MetricType,
+    samples: Vec<(Labels, i64)>,
+}
+
+/// What one scrape writes: the families in order, then the response-time histogram.
 #[derive(Debug, Default)]
-struct Snapshot {
-    workers: u64,
-    transmit: String,
-    driver: &'static str,
-    responses: [[u64; 5]; 3],
-    body_bytes: u64,
-    accepted: u64,
-    on_receive_cpu: u64,
-    off_receive_cpu: u64,
-    open: u64,
-    idle: u64,
-    timeouts: [u64; 4],
-    cache_hits: u64,
-    cache_misses: u64,
-    compress_hits: u64,
-    compress_waits: u64,
-    /// The compression cache's: written, not smaller, failed; evictions; bytes held;
-    /// jobs queued.
-    compress_made: [u64; 3],
-    compress_evicted: u64,
-    compress_bytes: u64,
-    compress_queued: u64,
-    /// ACME: each site's certificate, and attempts issued and failed.
-    acme: Option<(Vec<crate::acme::SiteStatus>, u64, u64)>,
-    probes: u64,
-    misses: u64,
-    helper_reads: u64,
-    helper_bytes: u64,
-    collapsed: u64,
-    defrags: u64,
-    loop_waits: u64,
-    ring_submitted: u64,
-    ring_completed: u64,
-    ring_enters: u64,
-    tls_handshakes: u64,
-    tls_kernel: u64,
-    tls_refused: u64,
-    proxy_refused: u64,
-    h2_connections: u64,
-    h2_responses: u64,
-    h2_errors: [u64; 3],
-    aborted: u64,
-    log_lines_dropped: u64,
-    unavailable: u64,
-    forbidden: u64,
-    open_out_of_fds: u64,
-    accept_out_of_fds: u64,
-    idle_closed_for_room: u64,
-    auth_busy: u64,
-    small_bytes_held: u64,
-    tx_syscalls: u64,
-    zc_sends: u64,
-    zc_completions: u64,
-    zc_copied: u64,
-    zc_enobufs: u64,
-    degraded: u64,
-    response_time: [u64; RESPONSE_SECONDS.len()],
-    response_time_count: u64,
-    response_time_sum_us: u64,
+struct Scrape {
+    families: Vec<Family>,
+    /// Per-bucket counts (the encoder adds them up), the last past every bound; the
+    /// sum in seconds; the count.
+    histogram: (Vec<(f64, u64)>, f64, u64),
 }
 
-impl Snapshot {
-    fn of(board: &Board, transmit: String, driver: &'static str) -> Snapshot {
-        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
-        let mut s = Snapshot {
-            workers: board.workers.len() as u64,
-            transmit,
-            driver,
-            body_bytes: sum(&|s| &s.body_bytes),
-            accepted: sum(&|s| &s.accepted),
-            on_receive_cpu: sum(&|s| &s.on_receive_cpu),
-            off_receive_cpu: sum(&|s| &s.off_receive_cpu),
-            open: sum(&|s| &s.open),
-            idle: sum(&|s| &s.idle),
-            cache_hits: sum(&|s| &s.cache_hits),
-            cache_misses: sum(&|s| &s.cache_misses),
-            compress_hits: sum(&|s| &s.compress_hits),
-            compress_waits: sum(&|s| &s.compress_waits),
-            compress_made: [
-                board.compress.written.load(Ordering::Relaxed),
-                board.compress.not_smaller.load(Ordering::Relaxed),
-                board.compress.failed.load(Ordering::Relaxed),
-            ],
-            compress_evicted: board.compress.evicted.load(Ordering::Relaxed),
-            compress_bytes: board.compress.bytes_held.load(Ordering::Relaxed),
-            compress_queued: board.compress.queued.load(Ordering::Relaxed),
-            acme: board.acme.as_ref().map(|a| {
-                (
-                    a.status(),
-                    a.counters.issued.load(Ordering::Relaxed),
-                    a.counters.failed.load(Ordering::Relaxed),
-                )
-            }),
-            probes: sum(&|s| &s.probes),
-            misses: sum(&|s| &s.misses),
-            helper_reads: sum(&|s| &s.helper_reads),
-            helper_bytes: sum(&|s| &s.helper_bytes),
-            collapsed: sum(&|s| &s.collapsed),
-            defrags: sum(&|s| &s.defrags),
-            loop_waits: sum(&|s| &s.loop_waits),
-            ring_submitted: sum(&|s| &s.ring_submitted),
-            ring_completed: sum(&|s| &s.ring_completed),
-            ring_enters: sum(&|s| &s.ring_enters),
-            tls_handshakes: sum(&|s| &s.tls_handshakes),
-            tls_kernel: sum(&|s| &s.tls_kernel),
-            tls_refused: sum(&|s| &s.tls_refused),
-            proxy_refused: sum(&|s| &s.proxy_refused),
-            h2_connections: sum(&|s| &s.h2_connections),
-            h2_responses: sum(&|s| &s.h2_responses),
-            aborted: sum(&|s| &s.aborted),
-            log_lines_dropped: sum(&|s| &s.log_lines_dropped),
-            unavailable: sum(&|s| &s.unavailable),
-            forbidden: sum(&|s| &s.forbidden),
-            open_out_of_fds: sum(&|s| &s.open_out_of_fds),
-            accept_out_of_fds: sum(&|s| &s.accept_out_of_fds),
-            idle_closed_for_room: sum(&|s| &s.idle_closed_for_room),
-            auth_busy: sum(&|s| &s.auth_busy),
-            small_bytes_held: sum(&|s| &s.small_bytes_held),
-            tx_syscalls: sum(&|s| &s.tx_syscalls),
-            zc_sends: sum(&|s| &s.zc_sends),
-            zc_completions: sum(&|s| &s.zc_completions),
-            zc_copied: sum(&|s| &s.zc_copied),
-            zc_enobufs: sum(&|s| &s.zc_enobufs),
-            degraded: sum(&|s| &s.degraded),
-            response_time_count: sum(&|s| &s.response_time_count),
-            response_time_sum_us: sum(&|s| &s.response_time_sum_us),
-            ..Snapshot::default()
-        };
-        for m in 0..3 {
-            for c in 0..5 {
-                s.responses[m][c] = sum(&|st| &st.responses[m][c]);
-            }
-        }
-        for k in 0..3 {
-            s.h2_errors[k] = sum(&|st| &st.h2_errors[k]);
-        }
-        for k in 0..TIMEOUT_KINDS.len() {
-            s.timeouts[k] = sum(&|st| &st.timeouts[k]);
-        }
-        for b in 0..RESPONSE_SECONDS.len() {
-            s.response_time[b] = sum(&|st| &st.response_time[b]);
-        }
-        s
+impl Scrape {
+    fn family(&mut self, kind: MetricType, name: &'static str, help: &'static str) -> &mut Family {
+        self.families.push(Family {
+            name,
+            help,
+            kind,
+            samples: Vec::new(),
+        });
+        self.families.last_mut().expect("just pushed")
     }
-}
 
-/// One counter family without labels.
-fn counter(
-    e: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    v: u64,
-) -> Result<(), std::fmt::Error> {
-    e.encode_descriptor(name, help, None, MetricType::Counter)?
-        .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)
-}
+    /// A counter without labels.
+    fn counter(&mut self, name: &'static str, help: &'static str, v: u64) {
+        self.family(MetricType::Counter, name, help)
+            .samples
+            .push((Vec::new(), v as i64));
+    }
 
-/// One gauge family without labels.
-fn gauge(
-    e: &mut DescriptorEncoder<'_>,
-    name: &str,
-    help: &str,
-    v: u64,
-) -> Result<(), std::fmt::Error> {
-    e.encode_descriptor(name, help, None, MetricType::Gauge)?
-        .encode_gauge(&v)
-}
+    /// A gauge without labels.
+    fn gauge(&mut self, name: &'static str, help: &'static str, v: i64) {
+        self.family(MetricType::Gauge, name, help)
+            .samples
+            .push((Vec::new(), v));
+    }
 
-impl Collector for Snapshot {
-    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let info = [
-            ("version", env!("CARGO_PKG_VERSION")),
-            ("driver", self.driver),
-            ("transmit", self.transmit.as_str()),
-        ];
+    /// A family with one label: (its value, the sample's value) for each sample.
+    fn by<L: Into<String>>(
+        &mut self,
+        kind: MetricType,
+        name: &'static str,
+        help: &'static str,
+        label: &'static str,
+        values: impl IntoIterator<Item = (L, i64)>,
+    ) {
+        let f = self.family(kind, name, help);
+        for (l, v) in values {
+            f.samples.push((vec![(label, l.into())], v));
+        }
+    }
+
+    /// A counter family with one label.
+    fn counters<L: Into<String>>(
+        &mut self,
+        name: &'static str,
+        help: &'static str,
+        label: &'static str,
+        values: impl IntoIterator<Item = (L, u64)>,
+    ) {
+        let values = values.into_iter().map(|(l, v)| (l, v as i64));
+        self.by(MetricType::Counter, name, help, label, values);
+    }
+
+    /// Every family, from every worker's counters summed over the process's life.
+    fn of(board: &Board, transmit: &str, driver: &'static str) -> Scrape {
+        let mut m = Scrape::default();
         // A gauge of 1 with the facts as labels, the Prometheus convention (the
         // OpenMetrics info type is not read by every Prometheus text parser).
-        e.encode_descriptor(
-            "linerate_build_info",
-            "What is serving",
-            None,
-            MetricType::Gauge,
-        )?
-        .encode_family(&info)?
-        .encode_gauge(&1u64)?;
-        gauge(
-            &mut e,
+        let info = vec![
+            ("version", env!("CARGO_PKG_VERSION").to_string()),
+            ("driver", driver.to_string()),
+            ("transmit", transmit.to_string()),
+        ];
+        m.family(MetricType::Gauge, "linerate_build_info", "What is serving")
+            .samples
+            .push((info, 1));
+        m.gauge(
             "linerate_workers",
             "Worker threads serving now",
-            self.workers,
-        )?;
-        {
-            let mut m = e.encode_descriptor(
-                "linerate_responses",
-                "Responses by request method and status class",
-                None,
-                MetricType::Counter,
-            )?;
-            for (mi, method) in METHODS.iter().enumerate() {
-                for (ci, class) in CLASSES.iter().enumerate() {
-                    let labels = [("method", *method), ("class", *class)];
-                    m.encode_family(&labels)?
-                        .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
-                            &self.responses[mi][ci],
-                            None,
-                        )?;
-                }
+            board.workers.len() as i64,
+        );
+        m.answers(board, transmit);
+        m.connections(board);
+        m.protocols(board);
+        m.caches(board);
+        m.engine(board);
+        m.histogram(board);
+        m
+    }
+
+    /// Responses by method and class, and their body bytes.
+    fn answers(&mut self, board: &Board, transmit: &str) {
+        let m = self;
+        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
+        let responses = m.family(
+            MetricType::Counter,
+            "linerate_responses",
+            "Responses by request method and status class",
+        );
+        for (mi, method) in METHODS.iter().enumerate() {
+            for (ci, class) in CLASSES.iter().enumerate() {
+                let v = sum(&|s| &s.responses[mi][ci]);
+                let labels = vec![("method", method.to_string()), ("class", class.to_string())];
+                responses.samples.push((labels, v as i64));
             }
         }
-        {
-            let labels = [("transmit", self.transmit.as_str())];
-            e.encode_descriptor(
-                "linerate_response_body_bytes",
-                "Response body bytes the sockets took, by transmit strategy",
-                None,
-                MetricType::Counter,
-            )?
-            .encode_family(&labels)?
-            .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
-                &self.body_bytes,
-                None,
-            )?;
-        }
-        counter(
-            &mut e,
+        m.counters(
+            "linerate_response_body_bytes",
+            "Response body bytes the sockets took, by transmit strategy",
+            "transmit",
+            [(transmit, sum(&|s| &s.body_bytes))],
+        );
+    }
+
+    /// Connections: accepted, where, open and idle, and how they ended.
+    fn connections(&mut self, board: &Board) {
+        let m = self;
+        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
+        m.counter(
             "linerate_connections_accepted",
             "Connections accepted",
-            self.accepted,
-        )?;
-        {
-            let mut m = e.encode_descriptor(
-                "linerate_connections_receive_cpu",
-                "Connections accepted by a pinned worker, by whether the worker runs on the \
-                 CPU that processed the connection's packets (same) or not (other)",
-                None,
-                MetricType::Counter,
-            )?;
-            for (cpu, v) in [
-                ("same", self.on_receive_cpu),
-                ("other", self.off_receive_cpu),
-            ] {
-                m.encode_family(&[("cpu", cpu)])?
-                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
-            }
-        }
-        gauge(
-            &mut e,
-            "linerate_connections_open",
-            "Connections open (at the last tick)",
-            self.open,
-        )?;
-        gauge(
-            &mut e,
-            "linerate_connections_idle",
-            "Keep-alive connections idle (at the last tick)",
-            self.idle,
-        )?;
-        {
-            let mut m = e.encode_descriptor(
-                "linerate_timeouts",
-                "Connections closed by a deadline, by kind",
-                None,
-                MetricType::Counter,
-            )?;
-            for (k, kind) in TIMEOUT_KINDS.iter().enumerate() {
-                m.encode_family(&[("kind", *kind)])?
-                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
-                        &self.timeouts[k],
-                        None,
-                    )?;
-            }
-        }
-        {
-            let mut m = e.encode_descriptor(
-                "linerate_errors",
-                "Answers refused or cut, by reason",
-                None,
-                MetricType::Counter,
-            )?;
-            for (reason, v) in [
-                ("forbidden_403", self.forbidden),
-                ("unavailable_503", self.unavailable),
-                ("aborted", self.aborted),
-                ("open_out_of_descriptors", self.open_out_of_fds),
-                ("accept_out_of_descriptors", self.accept_out_of_fds),
-                ("idle_closed_for_room", self.idle_closed_for_room),
-                ("auth_busy_503", self.auth_busy),
-            ] {
-                m.encode_family(&[("reason", reason)])?
-                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
-            }
-        }
-        {
-            let mut m = e.encode_descriptor(
-                "linerate_responses_by_protocol",
-                "Responses logged, by the protocol they were answered in",
-                None,
-                MetricType::Counter,
-            )?;
-            let all: u64 = self.responses.iter().flatten().sum();
-            for (protocol, v) in [
-                ("http/1.1", all.saturating_sub(self.h2_responses)),
-                ("h2", self.h2_responses),
-            ] {
-                m.encode_family(&[("protocol", protocol)])?
-                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
-            }
-        }
-        {
-            let mut m = e.encode_descriptor(
-                "linerate_http2_connection_errors",
-                "HTTP/2 connections ended for what the client sent, by the GOAWAY code \
-                 (enhance_your_calm: a flood or an attack)",
-                None,
-                MetricType::Counter,
-            )?;
-            for (code, v) in crate::stats::H2_ERRORS.iter().zip(self.h2_errors) {
-                m.encode_family(&[("code", *code)])?
-                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
-            }
-        }
-        counter(
-            &mut e,
+            sum(&|s| &s.accepted),
+        );
+        m.counters(
+            "linerate_connections_receive_cpu",
+            "Connections accepted by a pinned worker, by whether the worker runs on the \
+             CPU that processed the connection's packets (same) or not (other)",
+            "cpu",
+            [
+                ("same", sum(&|s| &s.on_receive_cpu)),
+                ("other", sum(&|s| &s.off_receive_cpu)),
+            ],
+        );
+        let open = "Connections open (at the last tick)";
+        m.gauge("linerate_connections_open", open, sum(&|s| &s.open) as i64);
+        let idle = "Keep-alive connections idle (at the last tick)";
+        m.gauge("linerate_connections_idle", idle, sum(&|s| &s.idle) as i64);
+        m.counters(
+            "linerate_timeouts",
+            "Connections closed by a deadline, by kind",
+            "kind",
+            (0..TIMEOUT_KINDS.len()).map(|k| (TIMEOUT_KINDS[k], sum(&|s| &s.timeouts[k]))),
+        );
+        m.counters(
+            "linerate_errors",
+            "Answers refused or cut, by reason",
+            "reason",
+            [
+                ("forbidden_403", sum(&|s| &s.forbidden)),
+                ("unavailable_503", sum(&|s| &s.unavailable)),
+                ("aborted", sum(&|s| &s.aborted)),
+                ("open_out_of_descriptors", sum(&|s| &s.open_out_of_fds)),
+                ("accept_out_of_descriptors", sum(&|s| &s.accept_out_of_fds)),
+                ("idle_closed_for_room", sum(&|s| &s.idle_closed_for_room)),
+                ("auth_busy_503", sum(&|s| &s.auth_busy)),
+            ],
+        );
+    }
+
+    /// Responses by protocol, HTTP/2's errors, PROXY headers, TLS handshakes.
+    fn protocols(&mut self, board: &Board) {
+        let m = self;
+        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
+        let all: u64 = (0..METHODS.len())
+            .flat_map(|mi| (0..CLASSES.len()).map(move |ci| (mi, ci)))
+            .map(|(mi, ci)| sum(&|s| &s.responses[mi][ci]))
+            .sum();
+        let h2 = sum(&|s| &s.h2_responses);
+        m.counters(
+            "linerate_responses_by_protocol",
+            "Responses logged, by the protocol they were answered in",
+            "protocol",
+            [("http/1.1", all.saturating_sub(h2)), ("h2", h2)],
+        );
+        m.counters(
+            "linerate_http2_connection_errors",
+            "HTTP/2 connections ended for what the client sent, by the GOAWAY code \
+             (enhance_your_calm: a flood or an attack)",
+            "code",
+            (0..3).map(|k| (crate::stats::H2_ERRORS[k], sum(&|s| &s.h2_errors[k]))),
+        );
+        m.counter(
             "linerate_proxy_header_refused",
             "Connections to a --proxy-protocol listener closed for not opening with a PROXY header",
-            self.proxy_refused,
-        )?;
-        counter(
-            &mut e,
+            sum(&|s| &s.proxy_refused),
+        );
+        m.counter(
             "linerate_http2_connections",
             "Connections that spoke HTTP/2 (prior knowledge in clear, or ALPN h2)",
-            self.h2_connections,
-        )?;
-        {
-            let mut m = e.encode_descriptor(
-                "linerate_tls_connections",
-                "HTTPS connections by how their handshake ended (done, or refused for what \
-                 the peer sent) and the path their bytes take (user: rustls in the worker; \
-                 kernel: kernel TLS after the handshake)",
-                None,
-                MetricType::Counter,
-            )?;
-            let user = self.tls_handshakes.saturating_sub(self.tls_kernel);
-            for (result, path, v) in [
-                ("done", "user", user),
-                ("done", "kernel", self.tls_kernel),
-                ("refused", "user", self.tls_refused),
-            ] {
-                m.encode_family(&[("result", result), ("path", path)])?
-                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
-            }
+            sum(&|s| &s.h2_connections),
+        );
+        let (handshakes, kernel) = (sum(&|s| &s.tls_handshakes), sum(&|s| &s.tls_kernel));
+        let tls = m.family(
+            MetricType::Counter,
+            "linerate_tls_connections",
+            "HTTPS connections by how their handshake ended (done, or refused for what \
+             the peer sent) and the path their bytes take (user: rustls in the worker; \
+             kernel: kernel TLS after the handshake)",
+        );
+        for (result, path, v) in [
+            ("done", "user", handshakes.saturating_sub(kernel)),
+            ("done", "kernel", kernel),
+            ("refused", "user", sum(&|s| &s.tls_refused)),
+        ] {
+            let labels = vec![("result", result.to_string()), ("path", path.to_string())];
+            tls.samples.push((labels, v as i64));
         }
-        {
-            let mut m = e.encode_descriptor(
-                "linerate_open_file_cache_lookups",
-                "Open-file cache lookups, answered from the cache (hit) or by an open (miss)",
-                None,
-                MetricType::Counter,
-            )?;
-            for (result, v) in [("hit", self.cache_hits), ("miss", self.cache_misses)] {
-                m.encode_family(&[("result", result)])?
-                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
-            }
+    }
+
+    /// The open-file and compression caches, ACME's certificates, the access log.
+    fn caches(&mut self, board: &Board) {
+        let m = self;
+        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
+        let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        m.counters(
+            "linerate_open_file_cache_lookups",
+            "Open-file cache lookups, answered from the cache (hit) or by an open (miss)",
+            "result",
+            [
+                ("hit", sum(&|s| &s.cache_hits)),
+                ("miss", sum(&|s| &s.cache_misses)),
+            ],
+        );
+        m.counters(
+            "linerate_compress_cache_answers",
+            "Answers for files with no precompressed variant that the client takes: from the compression cache (hit), or the identity body while the variant is written (wait)",
+            "result",
+            [("hit", sum(&|s| &s.compress_hits)), ("wait", sum(&|s| &s.compress_waits))],
+        );
+        let c = &board.compress;
+        m.counters(
+            "linerate_compress_cache_variants",
+            "Variants the compressor made: written to the cache, not written because they saved under 10%, failed",
+            "result",
+            [
+                ("written", load(&c.written)),
+                ("not_smaller", load(&c.not_smaller)),
+                ("failed", load(&c.failed)),
+            ],
+        );
+        if let Some(a) = &board.acme {
+            m.acme(
+                &a.status(),
+                load(&a.counters.issued),
+                load(&a.counters.failed),
+            );
         }
-        {
-            let mut m = e.encode_descriptor(
-                "linerate_compress_cache_answers",
-                "Answers for files with no precompressed variant that the client takes: from the compression cache (hit), or the identity body while the variant is written (wait)",
-                None,
-                MetricType::Counter,
-            )?;
-            for (result, v) in [("hit", self.compress_hits), ("wait", self.compress_waits)] {
-                m.encode_family(&[("result", result)])?
-                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
-            }
-        }
-        {
-            let mut m = e.encode_descriptor(
-                "linerate_compress_cache_variants",
-                "Variants the compressor made: written to the cache, not written because they saved under 10%, failed",
-                None,
-                MetricType::Counter,
-            )?;
-            for (result, v) in ["written", "not_smaller", "failed"]
-                .into_iter()
-                .zip(self.compress_made)
-            {
-                m.encode_family(&[("result", result)])?
-                    .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
-            }
-        }
-        if let Some((sites, issued, failed)) = &self.acme {
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            let valid = sites
-                .iter()
-                .filter(|s| s.not_after.is_some_and(|t| t > now))
-                .count() as u64;
-            {
-                let mut m = e.encode_descriptor(
-                    "linerate_acme_certificates",
-                    "Sites with acme = true, by whether an ACME certificate of theirs serves (valid) or not yet (missing)",
-                    None,
-                    MetricType::Gauge,
-                )?;
-                for (state, v) in [("valid", valid), ("missing", sites.len() as u64 - valid)] {
-                    m.encode_family(&[("state", state)])?.encode_gauge(&v)?;
-                }
-            }
-            {
-                let mut m = e.encode_descriptor(
-                    "linerate_acme_certificate_expiry_seconds",
-                    "Seconds until the ACME certificate serving a site expires",
-                    None,
-                    MetricType::Gauge,
-                )?;
-                for s in sites {
-                    if let Some(t) = s.not_after {
-                        let left = t as i64 - now as i64;
-                        m.encode_family(&[("site", s.name.as_str())])?
-                            .encode_gauge(&left)?;
-                    }
-                }
-            }
-            {
-                let mut m = e.encode_descriptor(
-                    "linerate_acme_attempts",
-                    "ACME orders, by result: issued or failed",
-                    None,
-                    MetricType::Counter,
-                )?;
-                for (result, v) in [("issued", *issued), ("failed", *failed)] {
-                    m.encode_family(&[("result", result)])?
-                        .encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&v, None)?;
-                }
-            }
-        }
-        counter(
-            &mut e,
+        m.counter(
             "linerate_compress_cache_evictions",
             "Variants deleted from the compression cache to stay within its size",
-            self.compress_evicted,
-        )?;
-        gauge(
-            &mut e,
+            load(&c.evicted),
+        );
+        let held = "Bytes the compression cache's directory holds";
+        m.gauge(
             "linerate_compress_cache_bytes",
-            "Bytes the compression cache's directory holds",
-            self.compress_bytes,
-        )?;
-        gauge(
-            &mut e,
+            held,
+            load(&c.bytes_held) as i64,
+        );
+        let queue = "Variants asked of the compressor and not made yet";
+        m.gauge(
             "linerate_compress_cache_queue",
-            "Variants asked of the compressor and not made yet",
-            self.compress_queued,
-        )?;
-        counter(
-            &mut e,
+            queue,
+            load(&c.queued) as i64,
+        );
+        m.counter(
             "linerate_log_lines_dropped",
             "Access-log lines dropped whole because the disk refused them (full or failing)",
-            self.log_lines_dropped,
-        )?;
-        counter(
-            &mut e,
-            "linerate_residency_probes",
-            "Page-cache residency probes",
-            self.probes,
-        )?;
-        counter(
-            &mut e,
-            "linerate_residency_misses",
-            "Probes that found pages missing (windows handed to the disk helpers)",
-            self.misses,
-        )?;
-        counter(
-            &mut e,
-            "linerate_disk_helper_reads",
-            "Windows the disk helpers read",
-            self.helper_reads,
-        )?;
-        counter(
-            &mut e,
-            "linerate_disk_helper_read_bytes",
-            "Bytes the disk helpers read",
-            self.helper_bytes,
-        )?;
-        gauge(
-            &mut e,
-            "linerate_disk_helper_queue",
-            "Windows handed to the disk helpers and not read yet",
-            self.misses.saturating_sub(self.helper_reads),
-        )?;
-        counter(
-            &mut e,
-            "linerate_queue_collapses",
-            "File ranges read into the gather (seed 001's collapse)",
-            self.collapsed,
-        )?;
-        counter(
-            &mut e,
-            "linerate_queue_defrags",
-            "Gathers linearized (seed 001's defrag)",
-            self.defrags,
-        )?;
+            sum(&|s| &s.log_lines_dropped),
+        );
+    }
+
+    /// The disk helpers, the output queue, the event loop and the transmit engine.
+    fn engine(&mut self, board: &Board) {
+        let m = self;
+        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
+        let (misses, reads) = (sum(&|s| &s.misses), sum(&|s| &s.helper_reads));
         for (name, help, v) in [
+            (
+                "linerate_residency_probes",
+                "Page-cache residency probes",
+                sum(&|s| &s.probes),
+            ),
+            (
+                "linerate_residency_misses",
+                "Probes that found pages missing (windows handed to the disk helpers)",
+                misses,
+            ),
+            (
+                "linerate_disk_helper_reads",
+                "Windows the disk helpers read",
+                reads,
+            ),
+            (
+                "linerate_disk_helper_read_bytes",
+                "Bytes the disk helpers read",
+                sum(&|s| &s.helper_bytes),
+            ),
+        ] {
+            m.counter(name, help, v);
+        }
+        let waiting = "Windows handed to the disk helpers and not read yet";
+        m.gauge(
+            "linerate_disk_helper_queue",
+            waiting,
+            misses.saturating_sub(reads) as i64,
+        );
+        for (name, help, v) in [
+            (
+                "linerate_queue_collapses",
+                "File ranges read into the gather (seed 001's collapse)",
+                sum(&|s| &s.collapsed),
+            ),
+            (
+                "linerate_queue_defrags",
+                "Gathers linearized (seed 001's defrag)",
+                sum(&|s| &s.defrags),
+            ),
             (
                 "linerate_event_loop_waits",
                 "Event-loop waits (epoll_wait, or the io_uring driver's)",
-                self.loop_waits,
+                sum(&|s| &s.loop_waits),
             ),
             (
                 "linerate_ring_submissions",
                 "Requests the io_uring driver submitted",
-                self.ring_submitted,
+                sum(&|s| &s.ring_submitted),
             ),
             (
                 "linerate_ring_completions",
                 "Completions the io_uring driver read",
-                self.ring_completed,
+                sum(&|s| &s.ring_completed),
             ),
             (
                 "linerate_ring_enters",
                 "io_uring_enter calls of the io_uring driver",
-                self.ring_enters,
+                sum(&|s| &s.ring_enters),
             ),
         ] {
-            counter(&mut e, name, help, v)?;
+            m.counter(name, help, v);
         }
         for (name, help, v) in [
             (
                 "linerate_transmit_syscalls",
                 "System calls the transmit engine made (counted when a connection closes)",
-                self.tx_syscalls,
+                sum(&|s| &s.tx_syscalls),
             ),
             (
                 "linerate_transmit_degraded",
                 "Transmits that fell back to a simpler strategy (counted when a connection closes)",
-                self.degraded,
+                sum(&|s| &s.degraded),
             ),
             (
                 "linerate_zerocopy_sends",
                 "MSG_ZEROCOPY sends that queued bytes (counted when a connection closes)",
-                self.zc_sends,
+                sum(&|s| &s.zc_sends),
             ),
             (
                 "linerate_zerocopy_completions",
                 "Zero-copy completions read (counted when a connection closes)",
-                self.zc_completions,
+                sum(&|s| &s.zc_completions),
             ),
             (
                 "linerate_zerocopy_copied",
                 "Zero-copy sends the kernel copied after all (counted when a connection closes)",
-                self.zc_copied,
+                sum(&|s| &s.zc_copied),
             ),
             (
                 "linerate_zerocopy_enobufs",
                 "Zero-copy sends refused with ENOBUFS (counted when a connection closes)",
-                self.zc_enobufs,
+                sum(&|s| &s.zc_enobufs),
             ),
         ] {
-            counter(&mut e, name, help, v)?;
+            m.counter(name, help, v);
         }
-        gauge(
-            &mut e,
+        let small = "Small-file contents held in memory";
+        m.gauge(
             "linerate_small_file_bytes",
-            "Small-file contents held in memory",
-            self.small_bytes_held,
-        )?;
-        {
-            // Per-bucket counts (the encoder adds them up), the last one past every bound.
-            let within: u64 = self.response_time.iter().sum();
-            let buckets: Vec<(f64, u64)> = RESPONSE_SECONDS
+            small,
+            sum(&|s| &s.small_bytes_held) as i64,
+        );
+    }
+
+    /// The response-time histogram.
+    fn histogram(&mut self, board: &Board) {
+        let m = self;
+        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
+        let per_bucket: Vec<u64> = (0..RESPONSE_SECONDS.len())
+            .map(|b| sum(&|s| &s.response_time[b]))
+            .collect();
+        let count = sum(&|s| &s.response_time_count);
+        let within: u64 = per_bucket.iter().sum();
+        m.histogram = (
+            RESPONSE_SECONDS
                 .iter()
                 .copied()
-                .zip(self.response_time.iter().copied())
+                .zip(per_bucket)
                 .chain(std::iter::once((
                     f64::INFINITY,
-                    self.response_time_count.saturating_sub(within),
+                    count.saturating_sub(within),
                 )))
-                .collect();
-            e.encode_descriptor(
-                "linerate_response_seconds",
-                "Time from a request complete to its response's last byte handed to the kernel",
-                None,
-                MetricType::Histogram,
-            )?
-            .encode_histogram::<prometheus_client::encoding::NoLabelSet>(
-                self.response_time_sum_us as f64 / 1e6,
-                self.response_time_count,
-                &buckets,
-                None,
-            )?;
+                .collect(),
+            sum(&|s| &s.response_time_sum_us) as f64 / 1e6,
+            count,
+        );
+    }
+
+    /// ACME's families: each site's certificate, and the orders' results.
+    fn acme(&mut self, sites: &[crate::acme::SiteStatus], issued: u64, failed: u64) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let valid = sites
+            .iter()
+            .filter(|s| s.not_after.is_some_and(|t| t > now))
+            .count() as i64;
+        self.by(
+            MetricType::Gauge,
+            "linerate_acme_certificates",
+            "Sites with acme = true, by whether an ACME certificate of theirs serves (valid) or not yet (missing)",
+            "state",
+            [("valid", valid), ("missing", sites.len() as i64 - valid)],
+        );
+        self.by(
+            MetricType::Gauge,
+            "linerate_acme_certificate_expiry_seconds",
+            "Seconds until the ACME certificate serving a site expires",
+            "site",
+            sites
+                .iter()
+                .filter_map(|s| Some((s.name.clone(), s.not_after? as i64 - now as i64))),
+        );
+        self.counters(
+            "linerate_acme_attempts",
+            "ACME orders, by result: issued or failed",
+            "result",
+            [("issued", issued), ("failed", failed)],
+        );
+    }
+}
+
+/// Writes one sample of a family of `kind`.
+fn sample(
+    m: &mut prometheus_client::encoding::MetricEncoder<'_>,
+    kind: MetricType,
+    v: i64,
+) -> Result<(), std::fmt::Error> {
+    match kind {
+        MetricType::Counter => {
+            m.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(&(v as u64), None)
         }
-        Ok(())
+        _ => m.encode_gauge(&v),
+    }
+}
+
+/// The one text encoder: each family's descriptor and samples, then the histogram.
+impl Collector for Scrape {
+    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for f in &self.families {
+            let mut m = e.encode_descriptor(f.name, f.help, None, f.kind)?;
+            for (labels, v) in &f.samples {
+                if labels.is_empty() {
+                    sample(&mut m, f.kind, *v)?;
+                } else {
+                    sample(&mut m.encode_family(labels)?, f.kind, *v)?;
+                }
+            }
+        }
+        let (buckets, sum, count) = &self.histogram;
+        e.encode_descriptor(
+            "linerate_response_seconds",
+            "Time from a request complete to its response's last byte handed to the kernel",
+            None,
+            MetricType::Histogram,
+        )?
+        .encode_histogram::<prometheus_client::encoding::NoLabelSet>(*sum, *count, buckets, None)
     }
 }
 
@@ -627,7 +519,7 @@ pub(crate) fn render(
     openmetrics: bool,
 ) -> String {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(Snapshot::of(board, transmit, driver)));
+    registry.register_collector(Box::new(Scrape::of(board, &transmit, driver)));
     let mut out = String::new();
     // Writing into a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
@@ -671,6 +563,148 @@ fn to_prometheus_text(openmetrics: &str) -> String {
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    /// Every counter a worker keeps set to a value of its own, and the compression
+    /// cache's: a family that reads the wrong counter shows in the text.
+    fn distinct() -> Board {
+        let s = Stats::default();
+        let mut all: Vec<&AtomicU64> = vec![
+            &s.accepted,
+            &s.on_receive_cpu,
+            &s.off_receive_cpu,
+            &s.requests,
+            &s.probes,
+            &s.misses,
+            &s.helper_reads,
+            &s.helper_bytes,
+            &s.small_misses,
+            &s.small_bytes_held,
+            &s.small_evictions,
+            &s.collapsed,
+            &s.collapsed_bytes,
+            &s.defrags,
+            &s.corked,
+            &s.uncorked,
+            &s.loop_waits,
+            &s.ring_submitted,
+            &s.ring_completed,
+            &s.ring_enters,
+            &s.tls_handshakes,
+            &s.tls_kernel,
+            &s.tls_refused,
+            &s.proxy_refused,
+            &s.h2_connections,
+            &s.h2_streams,
+            &s.h2_responses,
+            &s.log_lines_dropped,
+            &s.open_out_of_fds,
+            &s.unavailable,
+            &s.accept_out_of_fds,
+            &s.idle_closed_for_room,
+            &s.auth_busy,
+            &s.forbidden,
+            &s.aborted,
+            &s.body_bytes,
+            &s.response_time_count,
+            &s.response_time_sum_us,
+            &s.open,
+            &s.idle,
+            &s.cache_hits,
+            &s.cache_misses,
+            &s.compress_hits,
+            &s.compress_waits,
+            &s.tx_syscalls,
+            &s.zc_sends,
+            &s.zc_completions,
+            &s.zc_copied,
+            &s.zc_enobufs,
+            &s.degraded,
+        ];
+        all.extend(s.h2_errors.iter());
+        all.extend(s.responses.iter().flatten());
+        all.extend(s.response_time.iter());
+        all.extend(s.timeouts.iter());
+        for (i, c) in all.iter().enumerate() {
+            Stats::add(c, 1000 + 7 * i as u64);
+        }
+        let board = Board::of(vec![Arc::new(s)]);
+        let c = &board.compress;
+        for (i, c) in [
+            &c.written,
+            &c.not_smaller,
+            &c.failed,
+            &c.evicted,
+            &c.bytes_held,
+            &c.queued,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            c.store(500 + i as u64, Ordering::Relaxed);
+        }
+        board
+    }
+
+    /// ACME's families: a site whose certificate is valid, one expired, one with none;
+    /// the expiry of the two that have one, the orders by result.
+    #[test]
+    fn acme_certificates_are_counted_by_state_and_expiry() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let site = |name: &str, not_after: Option<u64>| crate::acme::SiteStatus {
+            name: name.into(),
+            not_after,
+            next_attempt: None,
+            last_error: None,
+        };
+        let mut m = Scrape::default();
+        m.acme(
+            &[
+                site("a.example", Some(now + 3600)),
+                site("b.example", Some(now - 60)),
+                site("c.example", None),
+            ],
+            4,
+            1,
+        );
+        let samples = |name: &str| -> Vec<(String, i64)> {
+            let f = m.families.iter().find(|f| f.name == name).unwrap();
+            f.samples
+                .iter()
+                .map(|(l, v)| (l[0].1.clone(), *v))
+                .collect()
+        };
+        let s = |x: &str, v: i64| (x.to_string(), v);
+        assert_eq!(
+            samples("linerate_acme_certificates"),
+            [s("valid", 1), s("missing", 2)]
+        );
+        let expiry = samples("linerate_acme_certificate_expiry_seconds");
+        assert_eq!(expiry.len(), 2, "{expiry:?}");
+        assert!(
+            (3590..=3600).contains(&expiry[0].1) && expiry[1].1 <= -60,
+            "{expiry:?}"
+        );
+        assert_eq!(
+            samples("linerate_acme_attempts"),
+            [s("issued", 4), s("failed", 1)]
+        );
+    }
+
+    /// The families, their order, names, help, labels and values, pinned in both
+    /// formats (`snapshots/metrics.txt`).
+    #[test]
+    fn the_metrics_text_is_the_snapshot() {
+        let board = distinct();
+        let text = format!(
+            "== OpenMetrics\n{}== Prometheus\n{}",
+            render(&board, "splice".into(), "uring", true),
+            render(&board, "splice".into(), "uring", false)
+        );
+        crate::snapshot_test::check("metrics.txt", &text);
+    }
 
     #[test]
     fn counters_of_all_workers_are_summed_into_openmetrics_text() {
