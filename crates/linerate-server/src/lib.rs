@@ -29,6 +29,7 @@ mod compress_cache;
 pub mod config;
 mod conn;
 pub mod control;
+mod cors;
 mod deadline;
 mod digest;
 mod disk;

@@ -30,13 +30,14 @@ use crate::config::{
     DEFAULT_SEND_SLICE, DEFAULT_SEND_SLICE_MIN, DEFAULT_SMALL_FILE, LETS_ENCRYPT,
 };
 use crate::logs::ErrorLog;
-use crate::rules::{Access, Cors, Fallback, PathMatch, Redirect, Rule};
+use crate::rules::{Access, Fallback, PathMatch, Redirect, Rule};
 use std::collections::BTreeMap;
 
 #[macro_use]
 mod values;
 mod blocks;
 
+pub use crate::cors::CorsSettings;
 pub use blocks::*;
 pub use values::*;
 

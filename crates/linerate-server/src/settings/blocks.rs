@@ -72,90 +72,17 @@ pub struct RuleSettings {
     pub cors: Option<CorsSettings>,
 }
 
-/// A rule's `cors` table.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct CorsSettings {
-    /// Origins that may read (`scheme://host[:port]`), or `"*"` for any.
-    pub origins: Vec<String>,
-    /// Methods a preflight may ask for: GET and HEAD, the ones the server answers
-    /// [default: both].
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub methods: Vec<String>,
-    /// Request header fields a preflight may ask for.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub headers: Vec<String>,
-    /// How long a browser keeps a preflight's answer.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_age: Option<Age>,
-    /// Requests with credentials may read (then the origins must be listed).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub credentials: bool,
-    /// Response fields a script may read beyond the safelisted ones.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub expose: Vec<String>,
-}
-
-impl CorsSettings {
-    /// The table, checked: origins are `*` or `scheme://host[:port]`, methods are GET
-    /// or HEAD, field names are tokens, credentials come with listed origins.
-    fn to_cors(&self) -> Result<Cors, String> {
-        let token = |n: &str| {
-            !n.is_empty()
-                && n.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-        };
-        if self.origins.is_empty() {
-            return Err("cors: origins: list the origins that may read, or \"*\"".into());
-        }
-        let any_origin = self.origins.iter().any(|o| o == "*");
-        for o in self.origins.iter().filter(|o| *o != "*") {
-            let ok = o.split_once("://").is_some_and(|(scheme, rest)| {
-                matches!(scheme, "http" | "https")
-                    && !rest.is_empty()
-                    && !rest.contains(['/', '?', '#', ' ', '*'])
-            }) && field_value(o);
-            if !ok {
-                return Err(format!(
-                    "cors: origins: '{o}' is not an origin (https://app.example.com[:port], or \"*\")"
-                ));
-            }
-        }
-        if any_origin && self.credentials {
-            return Err("cors: credentials need the origins listed, not \"*\"".into());
-        }
-        for m in &self.methods {
-            if m != "GET" && m != "HEAD" {
-                return Err(format!(
-                    "cors: methods: '{m}': the server answers GET and HEAD alone"
-                ));
-            }
-        }
-        for f in self.headers.iter().chain(&self.expose) {
-            if !token(f) {
-                return Err(format!("cors: '{f}' is not a field name"));
-            }
-        }
-        Ok(Cors {
-            origins: self.origins.iter().filter(|o| *o != "*").cloned().collect(),
-            any_origin,
-            methods: if self.methods.is_empty() {
-                vec!["GET".into(), "HEAD".into()]
-            } else {
-                self.methods.clone()
-            },
-            headers: self.headers.clone(),
-            max_age: self.max_age.map(|a| a.0),
-            credentials: self.credentials,
-            expose: self.expose.clone(),
-        })
-    }
-}
-
 /// What a configured header value may hold: visible ASCII and spaces (what the
 /// response head writes as it is).
-fn field_value(v: &str) -> bool {
+pub(crate) fn field_value(v: &str) -> bool {
     v.bytes().all(|b| b == b' ' || b.is_ascii_graphic())
+}
+
+/// A header field name: an HTTP token.
+pub(crate) fn token(n: &str) -> bool {
+    !n.is_empty()
+        && n.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 impl RuleSettings {
@@ -163,11 +90,6 @@ impl RuleSettings {
     /// error pages are for 4xx and 5xx and are paths, a redirect has a redirect code.
     pub fn to_rule(&self, site: bool) -> Result<Rule, String> {
         let at = |why: String| format!("rule {}: {why}", self.path);
-        let token = |n: &str| {
-            !n.is_empty()
-                && n.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-        };
         for (n, v) in &self.headers {
             if !token(n) {
                 return Err(at(format!("headers: '{n}' is not a field name")));
@@ -208,7 +130,7 @@ impl RuleSettings {
         let cors = self
             .cors
             .as_ref()
-            .map(CorsSettings::to_cors)
+            .map(CorsSettings::checked)
             .transpose()
             .map_err(at)?;
         let redirect = match (&self.redirect, self.redirect_code) {
