@@ -12,7 +12,6 @@
 //! file. Headers merge by name the same way.
 
 use std::fmt;
-use std::time::Duration;
 
 use crate::config::Cidr;
 
@@ -168,48 +167,10 @@ impl Access {
     }
 }
 
-/// A rule's settings: each is taken from the most specific rule that gives it when
-/// rules are merged ([`Effective::of`]), by its type's [`Merge`]: a setting from the
-/// rule that sets it, a table (header fields, types, error pages) entry by entry, a
-/// list (`try`) whole.
-macro_rules! rule {
-    (
-        $(#[$sm:meta])*
-        pub struct Rule {
-            $(#[$pm:meta])*
-            pub path: $pt:ty,
-            $(
-                $(#[$m:meta])*
-                pub $f:ident: $t:ty,
-            )*
-            ;
-            $(#[$om:meta])*
-            pub site: bool,
-        }
-    ) => {
-        $(#[$sm])*
-        pub struct Rule {
-            $(#[$pm])*
-            pub path: $pt,
-            $(
-                $(#[$m])*
-                pub $f: $t,
-            )*
-            $(#[$om])*
-            pub site: bool,
-        }
-
-        impl Rule {
-            /// Takes what `r` gives over what this has, setting by setting.
-            fn absorb(&mut self, r: &Rule) {
-                $(Merge::merge(&mut self.$f, &r.$f);)*
-            }
-        }
-    };
-}
-
-/// How a setting of a more specific rule goes over a less specific one's.
-trait Merge {
+/// How a setting of a more specific rule goes over a less specific one's, when the
+/// rules for a path are merged ([`Effective::of`]): each field of a [`Rule`] by its
+/// type's.
+pub(crate) trait Merge {
     fn merge(&mut self, over: &Self);
 }
 
@@ -257,50 +218,7 @@ impl<K: Key> Merge for Vec<(K, String)> {
     }
 }
 
-rule! {
-    /// One rule.
-    #[derive(Clone, Debug, Default, PartialEq, Eq)]
-    pub struct Rule {
-        /// The paths it applies to (none: every path, as a merged rule has).
-        pub path: Option<PathMatch>,
-        /// Extra response fields (on 2xx, 3xx and 304 answers).
-        pub headers: Vec<(String, String)>,
-        /// `Cache-Control: max-age` and `Expires` this far ahead.
-        pub expires: Option<Duration>,
-        /// Content types by extension (lower case, no dot).
-        pub types: Vec<(String, String)>,
-        pub autoindex: Option<bool>,
-        pub dotfiles: Option<bool>,
-        /// How entity tags are made under the path (docs/http.md F8).
-        pub etag: Option<crate::config::EtagMode>,
-        /// Error pages by status: a path in the site, served with the status.
-        pub errors: Vec<(u16, String)>,
-        pub redirect: Option<Redirect>,
-        /// A path served (with 200) for a path that names nothing, or none even where a
-        /// less specific rule gives one.
-        pub fallback: Option<Fallback>,
-        /// Who may have its paths (both lists come from the most specific rule that gives
-        /// either).
-        pub access: Option<Access>,
-        /// `security-headers`: the preset fields ([`SECURITY_HEADERS`]) on or off.
-        pub security_headers: Option<bool>,
-        /// `hsts`: `Strict-Transport-Security: max-age` of this, on answers over TLS.
-        pub hsts: Option<Duration>,
-        /// `cors`: cross-origin reads admitted (the whole table from the most specific rule
-        /// that gives one).
-        pub cors: Option<Cors>,
-        /// `htpasswd`: the file whose users may have the paths (HTTP Basic).
-        pub htpasswd: Option<std::path::PathBuf>,
-        /// Files tried in order for a path (`try`): each a path in the site, `{path}`
-        /// standing for the request's path without its last `/`; the first that names a
-        /// file is served.
-        pub try_files: Vec<String>,
-        // The rule's own, never merged: where it applies, and whose it is.
-        ;
-        /// A site's own rule (over a server-wide one of the same specificity).
-        pub site: bool,
-    }
-}
+pub use crate::settings::Rule;
 
 /// Orders `rules` from the least specific to the most (see the module's text).
 pub fn sort(rules: &mut [Rule]) {
@@ -452,6 +370,7 @@ impl Effective {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn rule(path: &str, site: bool) -> Rule {
         Rule {

@@ -29,8 +29,9 @@ use crate::config::{
     DEFAULT_COLLAPSE, DEFAULT_DISK_HELPERS, DEFAULT_NOTSENT_LOWAT, DEFAULT_READ_AHEAD,
     DEFAULT_SEND_SLICE, DEFAULT_SEND_SLICE_MIN, DEFAULT_SMALL_FILE, LETS_ENCRYPT,
 };
+use crate::cors::Cors;
 use crate::logs::ErrorLog;
-use crate::rules::{Access, Fallback, PathMatch, Redirect, Rule};
+use crate::rules::{Access, Fallback, PathMatch, Redirect};
 use std::collections::BTreeMap;
 
 #[macro_use]

@@ -3,73 +3,175 @@
 
 use super::*;
 
-/// A `[[rule]]` (every site) or `[[site.rule]]` (one site) block: settings for the
-/// paths its `path` matches (docs/http.md W1-W4).
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct RuleSettings {
-    /// `/PREFIX`, `=/EXACT` or a glob (`*.js`, `/static/**/*.css`).
-    pub path: RulePath,
-    /// Response header fields to add: `{ "Cache-Control" = "public, max-age=600" }`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub headers: BTreeMap<String, String>,
-    /// `Cache-Control: max-age` and `Expires` this far ahead.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub expires: Option<Age>,
-    /// Content types by extension: `{ "rpm" = "application/x-rpm" }`.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub types: BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub autoindex: Option<bool>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub dotfiles: Option<bool>,
-    /// How entity tags are made under the path: mtime, content or off.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub etag: Option<EtagMode>,
-    /// Error pages: `{ 404 = "/errors/404.html" }`, served with the status.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub errors: BTreeMap<String, String>,
-    /// Answer with a redirect to this URL or path (a prefix rule appends the rest of
-    /// the path; the query is kept).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub redirect: Option<String>,
-    /// 301 (the default), 302, 303, 307 or 308.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub redirect_code: Option<u16>,
-    /// A path served with 200 when the request's path names nothing (single-page
-    /// applications: "/index.html"), or `false` to switch off one that a less specific
-    /// rule gives (`/assets/` under an app's `/`, whose missing files stay 404).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub fallback: Option<FallbackSetting>,
-    /// Clients that may have these paths (networks, addresses, unix:, all); the most
-    /// specific entry of `allow` and `deny` that matches decides, others get 403.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow: Vec<Cidr>,
-    /// Clients refused these paths (403).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub deny: Vec<Cidr>,
-    /// Files to try in order, `{path}` standing for the request's path (clean URLs:
-    /// `["{path}", "{path}.html", "{path}/index.html"]`); the first that is a file is
-    /// served; a fixed path last (`"/index.html"`) serves that for what names nothing.
-    #[serde(default, rename = "try", skip_serializing_if = "Vec::is_empty")]
-    pub try_files: Vec<String>,
-    /// `X-Content-Type-Options: nosniff`, `Referrer-Policy:
-    /// strict-origin-when-cross-origin` and `X-Frame-Options: SAMEORIGIN` (each unless
-    /// `headers` names it); false turns a less specific rule's off.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub security_headers: Option<bool>,
-    /// `Strict-Transport-Security: max-age` of this on answers over HTTPS.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub hsts: Option<Age>,
-    /// An htpasswd file (bcrypt, `htpasswd -B`) whose users alone may have these paths:
-    /// others get 401 (HTTP Basic).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub htpasswd: Option<PathBuf>,
-    /// Cross-origin reads: `{ origins = ["https://app.example.com"], headers =
-    /// ["X-Requested-With"], max-age = "10m", credentials = false, expose = [...] }`;
-    /// OPTIONS preflights answered 204.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cors: Option<CorsSettings>,
+/// The rule keys, one row each: its documentation, how the file spells it and its
+/// type (`#[serde]`), and after `=>` its field in the [`Rule`] and how the file's value
+/// becomes it, checked (an error names what is wrong; [`RuleSettings::to_rule`] puts
+/// the rule's path before it). From the rows come [`RuleSettings`] (what the file
+/// reads), [`Rule`] (what the server runs on) and the merge of the rules for a path,
+/// each field by its type's [`Merge`](crate::rules::Merge). A row with no `=>` is
+/// made into the rule by hand, with another (`redirect` with `redirect-code`, `allow`
+/// with `deny`), into the fields the [`Rule`] declares after the rows.
+macro_rules! rule_keys {
+    (
+        $(#[$sm:meta])*
+        pub struct RuleSettings {
+            $(#[$pm:meta])*
+            pub path: RulePath,
+            $(
+                $(#[$m:meta])*
+                pub $key:ident: $ty:ty $(=> $rty:ty, |$v:ident| $conv:expr)?,
+            )*
+        }
+
+        $(#[$rm:meta])*
+        pub struct Rule {
+            $(
+                $(#[$fm:meta])*
+                pub $field:ident: $fty:ty,
+            )*
+        }
+    ) => {
+        $(#[$sm])*
+        #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+        #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+        pub struct RuleSettings {
+            $(#[$pm])*
+            pub path: RulePath,
+            $(
+                $(#[$m])*
+                pub $key: $ty,
+            )*
+        }
+
+        $(#[$rm])*
+        #[derive(Clone, Debug, Default, PartialEq, Eq)]
+        pub struct Rule {
+            /// The paths it applies to (none: every path, as a merged rule has).
+            pub path: Option<PathMatch>,
+            $($(
+                #[doc = concat!("The `", stringify!($key), "` key: see [`RuleSettings::", stringify!($key), "`].")]
+                pub $key: $rty,
+            )?)*
+            $(
+                $(#[$fm])*
+                pub $field: $fty,
+            )*
+            /// A site's own rule (over a server-wide one of the same specificity).
+            pub site: bool,
+        }
+
+        impl RuleSettings {
+            /// Each row's field of `rule`, checked.
+            fn fill(&self, rule: &mut Rule) -> Result<(), String> {
+                $($(
+                    let $v = &self.$key;
+                    let made: Result<$rty, String> = $conv;
+                    rule.$key = made?;
+                )?)*
+                Ok(())
+            }
+        }
+
+        impl Rule {
+            /// Takes what `r` gives over what this has, setting by setting.
+            pub(crate) fn absorb(&mut self, r: &Rule) {
+                use crate::rules::Merge;
+                $($(<$rty as Merge>::merge(&mut self.$key, &r.$key);)?)*
+                $(Merge::merge(&mut self.$field, &r.$field);)*
+            }
+        }
+    };
+}
+
+rule_keys! {
+    /// A `[[rule]]` (every site) or `[[site.rule]]` (one site) block: settings for the
+    /// paths its `path` matches (docs/http.md W1-W4).
+    pub struct RuleSettings {
+        /// `/PREFIX`, `=/EXACT` or a glob (`*.js`, `/static/**/*.css`).
+        pub path: RulePath,
+        /// Response header fields to add: `{ "Cache-Control" = "public, max-age=600" }`.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub headers: BTreeMap<String, String>
+            => Vec<(String, String)>, |h| headers(h),
+        /// `Cache-Control: max-age` and `Expires` this far ahead.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub expires: Option<Age>
+            => Option<Duration>, |a| Ok(a.map(|a| a.0)),
+        /// Content types by extension: `{ "rpm" = "application/x-rpm" }`.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub types: BTreeMap<String, String>
+            => Vec<(String, String)>, |t| types(t),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub autoindex: Option<bool>
+            => Option<bool>, |b| Ok(*b),
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub dotfiles: Option<bool>
+            => Option<bool>, |b| Ok(*b),
+        /// How entity tags are made under the path: mtime, content or off.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub etag: Option<EtagMode>
+            => Option<EtagMode>, |m| Ok(*m),
+        /// Error pages: `{ 404 = "/errors/404.html" }`, served with the status.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub errors: BTreeMap<String, String>
+            => Vec<(u16, String)>, |e| error_pages(e),
+        /// Answer with a redirect to this URL or path (a prefix rule appends the rest of
+        /// the path; the query is kept).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub redirect: Option<String>,
+        /// 301 (the default), 302, 303, 307 or 308.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub redirect_code: Option<u16>,
+        /// A path served with 200 when the request's path names nothing (single-page
+        /// applications: "/index.html"), or `false` to switch off one that a less specific
+        /// rule gives (`/assets/` under an app's `/`, whose missing files stay 404).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub fallback: Option<FallbackSetting>
+            => Option<Fallback>, |f| Ok(f.as_ref().map(FallbackSetting::to_fallback)),
+        /// Clients that may have these paths (networks, addresses, unix:, all); the most
+        /// specific entry of `allow` and `deny` that matches decides, others get 403.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub allow: Vec<Cidr>,
+        /// Clients refused these paths (403).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub deny: Vec<Cidr>,
+        /// Files to try in order, `{path}` standing for the request's path (clean URLs:
+        /// `["{path}", "{path}.html", "{path}/index.html"]`); the first that is a file is
+        /// served; a fixed path last (`"/index.html"`) serves that for what names nothing.
+        #[serde(default, rename = "try", skip_serializing_if = "Vec::is_empty")]
+        pub try_files: Vec<String>
+            => Vec<String>, |t| try_files(t),
+        /// `X-Content-Type-Options: nosniff`, `Referrer-Policy:
+        /// strict-origin-when-cross-origin` and `X-Frame-Options: SAMEORIGIN` (each unless
+        /// `headers` names it); false turns a less specific rule's off.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub security_headers: Option<bool>
+            => Option<bool>, |b| Ok(*b),
+        /// `Strict-Transport-Security: max-age` of this on answers over HTTPS.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub hsts: Option<Age>
+            => Option<Duration>, |a| Ok(a.map(|a| a.0)),
+        /// An htpasswd file (bcrypt, `htpasswd -B`) whose users alone may have these paths:
+        /// others get 401 (HTTP Basic).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub htpasswd: Option<PathBuf>
+            => Option<PathBuf>, |p| Ok(p.clone()),
+        /// Cross-origin reads: `{ origins = ["https://app.example.com"], headers =
+        /// ["X-Requested-With"], max-age = "10m", credentials = false, expose = [...] }`;
+        /// OPTIONS preflights answered 204.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub cors: Option<CorsSettings>
+            => Option<Cors>, |c| c.as_ref().map(CorsSettings::checked).transpose(),
+    }
+
+    /// One rule, as the server runs on it.
+    pub struct Rule {
+        /// `redirect` with `redirect-code`.
+        pub redirect: Option<Redirect>,
+        /// `allow` and `deny` (both lists come from the most specific rule that gives
+        /// either).
+        pub access: Option<Access>,
+    }
 }
 
 /// What a configured header value may hold: visible ASCII and spaces (what the
@@ -90,103 +192,102 @@ impl RuleSettings {
     /// error pages are for 4xx and 5xx and are paths, a redirect has a redirect code.
     pub fn to_rule(&self, site: bool) -> Result<Rule, String> {
         let at = |why: String| format!("rule {}: {why}", self.path);
-        for (n, v) in &self.headers {
-            if !token(n) {
-                return Err(at(format!("headers: '{n}' is not a field name")));
-            }
-            if !field_value(v) {
-                return Err(at(format!(
-                    "headers: {n}'s value holds a byte other than visible ASCII and spaces"
-                )));
-            }
-        }
-        for (ext, t) in &self.types {
-            if ext.is_empty() || ext.contains(['.', '/']) || !field_value(t) {
-                return Err(at(format!(
-                    "types: '{ext}' = '{t}' (give an extension and a type)"
-                )));
-            }
-        }
-        let mut errors = Vec::new();
-        for (code, page) in &self.errors {
-            let status: u16 = code
-                .parse()
-                .ok()
-                .filter(|s| (400..=599).contains(s))
-                .ok_or_else(|| at(format!("errors: '{code}' is not a 4xx or 5xx status")))?;
-            if !page.starts_with('/') {
-                return Err(at(format!("errors: '{page}' must start with /")));
-            }
-            errors.push((status, page.clone()));
-        }
-        for t in &self.try_files {
-            let fixed = t.replace("{path}", "");
-            if !(t.starts_with('/') || t.starts_with("{path}")) || fixed.contains(['{', '}']) {
-                return Err(at(format!(
-                    "try: '{t}' is not a path in the site (/PATH, or {{path}} with text after it)"
-                )));
-            }
-        }
-        let cors = self
-            .cors
-            .as_ref()
-            .map(CorsSettings::checked)
-            .transpose()
-            .map_err(at)?;
-        let redirect = match (&self.redirect, self.redirect_code) {
-            (Some(to), code) => {
-                let code = code.unwrap_or(301);
-                if ![301, 302, 303, 307, 308].contains(&code) {
-                    return Err(at(format!(
-                        "redirect-code: {code} is not 301, 302, 303, 307 or 308"
-                    )));
-                }
-                if !linerate_http::location::valid_target(to) {
-                    return Err(at(format!(
-                        "redirect: '{to}' is neither a path on the site (\"/new/\") nor an absolute http or https URL"
-                    )));
-                }
-                Some(Redirect {
-                    to: to.clone(),
-                    code,
-                })
-            }
-            (None, Some(_)) => return Err(at("redirect-code without redirect".into())),
-            (None, None) => None,
-        };
-        Ok(Rule {
+        let mut rule = Rule {
             path: Some(self.path.0.clone()),
-            headers: self
-                .headers
-                .iter()
-                .map(|(n, v)| (n.clone(), v.clone()))
-                .collect(),
-            expires: self.expires.map(|a| a.0),
-            types: self
-                .types
-                .iter()
-                .map(|(x, t)| (x.to_ascii_lowercase(), t.clone()))
-                .collect(),
-            autoindex: self.autoindex,
-            dotfiles: self.dotfiles,
-            etag: self.etag,
-            errors,
-            redirect,
-            fallback: self.fallback.as_ref().map(|f| match f {
-                FallbackSetting::Page(p) => Fallback::Page(p.0.clone()),
-                FallbackSetting::Off => Fallback::Off,
-            }),
-            try_files: self.try_files.clone(),
-            security_headers: self.security_headers,
-            hsts: self.hsts.map(|a| a.0),
-            cors,
-            htpasswd: self.htpasswd.clone(),
-            access: (!self.allow.is_empty() || !self.deny.is_empty()).then(|| Access {
-                allow: self.allow.clone(),
-                deny: self.deny.clone(),
-            }),
             site,
-        })
+            ..Rule::default()
+        };
+        self.fill(&mut rule).map_err(at)?;
+        rule.redirect = redirect(self.redirect.as_deref(), self.redirect_code).map_err(at)?;
+        rule.access = (!self.allow.is_empty() || !self.deny.is_empty()).then(|| Access {
+            allow: self.allow.clone(),
+            deny: self.deny.clone(),
+        });
+        Ok(rule)
+    }
+}
+
+/// `headers`: names are tokens, values visible ASCII and spaces.
+fn headers(h: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
+    for (n, v) in h {
+        if !token(n) {
+            return Err(format!("headers: '{n}' is not a field name"));
+        }
+        if !field_value(v) {
+            return Err(format!(
+                "headers: {n}'s value holds a byte other than visible ASCII and spaces"
+            ));
+        }
+    }
+    Ok(h.iter().map(|(n, v)| (n.clone(), v.clone())).collect())
+}
+
+/// `types`: an extension (no dot, no slash) and a type; extensions in lower case.
+fn types(t: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
+    for (ext, ty) in t {
+        if ext.is_empty() || ext.contains(['.', '/']) || !field_value(ty) {
+            return Err(format!(
+                "types: '{ext}' = '{ty}' (give an extension and a type)"
+            ));
+        }
+    }
+    Ok(t.iter()
+        .map(|(x, ty)| (x.to_ascii_lowercase(), ty.clone()))
+        .collect())
+}
+
+/// `errors`: a 4xx or 5xx status and a path.
+fn error_pages(e: &BTreeMap<String, String>) -> Result<Vec<(u16, String)>, String> {
+    let mut out = Vec::new();
+    for (code, page) in e {
+        let status: u16 = code
+            .parse()
+            .ok()
+            .filter(|s| (400..=599).contains(s))
+            .ok_or_else(|| format!("errors: '{code}' is not a 4xx or 5xx status"))?;
+        if !page.starts_with('/') {
+            return Err(format!("errors: '{page}' must start with /"));
+        }
+        out.push((status, page.clone()));
+    }
+    Ok(out)
+}
+
+/// `try`: each a path in the site, or `{path}` with text after it.
+fn try_files(t: &[String]) -> Result<Vec<String>, String> {
+    for f in t {
+        let fixed = f.replace("{path}", "");
+        if !(f.starts_with('/') || f.starts_with("{path}")) || fixed.contains(['{', '}']) {
+            return Err(format!(
+                "try: '{f}' is not a path in the site (/PATH, or {{path}} with text after it)"
+            ));
+        }
+    }
+    Ok(t.to_vec())
+}
+
+/// `redirect` with `redirect-code` (301 by default).
+fn redirect(to: Option<&str>, code: Option<u16>) -> Result<Option<Redirect>, String> {
+    match (to, code) {
+        (Some(to), code) => {
+            let code = code.unwrap_or(301);
+            if ![301, 302, 303, 307, 308].contains(&code) {
+                return Err(format!(
+                    "redirect-code: {code} is not 301, 302, 303, 307 or 308"
+                ));
+            }
+            if !linerate_http::location::valid_target(to) {
+                return Err(format!(
+                    "redirect: '{to}' is neither a path on the site (\"/new/\") nor an absolute http or https URL"
+                ));
+            }
+            Ok(Some(Redirect {
+                to: to.to_string(),
+                code,
+            }))
+        }
+        (None, Some(_)) => Err("redirect-code without redirect".into()),
+        (None, None) => Ok(None),
     }
 }
 

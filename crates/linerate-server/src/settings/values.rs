@@ -428,6 +428,16 @@ impl<'de> Deserialize<'de> for FallbackSetting {
     }
 }
 
+impl FallbackSetting {
+    /// What the rule runs on.
+    pub(crate) fn to_fallback(&self) -> Fallback {
+        match self {
+            FallbackSetting::Page(p) => Fallback::Page(p.0.clone()),
+            FallbackSetting::Off => Fallback::Off,
+        }
+    }
+}
+
 impl Serialize for FallbackSetting {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
