@@ -517,7 +517,12 @@ impl Site {
                 // The first index name that is a file; one the server may not read
                 // (or not reach) answers as that file would.
                 let resolver = Arc::clone(&self.resolver);
-                for name in &resolver.cfg.index {
+                // A rule's names, else the server's.
+                let names = match fx {
+                    Some(f) if !f.index.is_empty() => &f.index,
+                    _ => &resolver.cfg.index,
+                };
+                for name in names {
                     let mut index = rel.to_vec();
                     if !index.is_empty() {
                         index.push(b'/');

@@ -20,7 +20,57 @@ per_strategy!(
     error_pages_redirects_and_the_fallback,
     // Rules: docs/http.md W5.
     no_request_writes_a_field_or_leaves_the_site,
+    // Rules: docs/http.md F5, W1.
+    a_rule_gives_the_index_names_of_its_directories,
 );
+
+/// `index` in a rule: its directories try its names, in order; the others the
+/// server's (`index.html`); a more specific rule's list replaces a less specific one's.
+fn a_rule_gives_the_index_names_of_its_directories(transmit: &str) {
+    let root = docroot();
+    let r = root.path();
+    put(r, "docs/README.html", b"readme\n");
+    put(r, "docs/index.html", b"docs index\n");
+    put(r, "docs/api/index.html", b"api index\n");
+    put(r, "docs/api/start.html", b"start\n");
+    put(r, "other/README.html", b"other readme\n");
+    put(r, "other/index.html", b"other index\n");
+    let conf = r.parent().unwrap().join(format!(
+        "index-{}.toml",
+        r.file_name().unwrap().to_string_lossy()
+    ));
+    fs::write(
+        &conf,
+        format!(
+            r#"access-log = "off"
+transmit = "{}"
+driver = "{}"
+root = "{}"
+
+[[rule]]
+path = "/docs/"
+index = ["README.html", "index.html"]
+
+[[rule]]
+path = "/docs/api/"
+index = ["start.html"]
+"#,
+            variant(transmit).0,
+            variant(transmit).1,
+            r.display()
+        ),
+    )
+    .unwrap();
+    let s = LINERATE.serve_config(None, &conf, &["--workers", "1"]);
+    for (path, want) in [
+        ("/docs/", &b"readme\n"[..]),
+        ("/docs/api/", b"start\n"),
+        ("/other/", b"other index\n"),
+    ] {
+        let got = get(&s, path);
+        assert_eq!((got.status, &got.body[..]), (200, want), "{path}");
+    }
+}
 
 /// A documentation site: assets cached for a year, HTML for ten minutes with security
 /// headers, `.rpm` overridden, a listing under /pub/, dot-files allowed under

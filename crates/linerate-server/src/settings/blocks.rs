@@ -104,6 +104,11 @@ rule_keys! {
         #[serde(skip_serializing_if = "Option::is_none")]
         pub autoindex: Option<bool>
             => Option<bool>, |b| Ok(*b),
+        /// Index file names for the directories under the path, tried in order (the
+        /// server's `index` elsewhere): `["README.html", "index.html"]`.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub index: Vec<IndexName>
+            => Vec<String>, |n| Ok(n.iter().map(|n| n.0.clone()).collect()),
         #[serde(skip_serializing_if = "Option::is_none")]
         pub dotfiles: Option<bool>
             => Option<bool>, |b| Ok(*b),

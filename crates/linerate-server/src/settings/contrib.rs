@@ -37,7 +37,7 @@ fn contrib_linerate_toml_site_example_loads() {
         .collect();
     let s = Settings::parse(&blocks).unwrap();
     assert_eq!(s.sites.len(), 5, "{blocks}");
-    assert_eq!(s.rules.len(), 8, "{blocks}");
+    assert_eq!(s.rules.len(), 9, "{blocks}");
     let mut cfg = Config::new(PathBuf::from("."));
     s.apply(&mut cfg);
     assert_eq!(
