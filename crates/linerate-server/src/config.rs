@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use linerate_http::request::Limits;
 
+use crate::settings::ValueError;
+
 /// Where the access log goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AccessLog {
@@ -89,9 +91,9 @@ impl LogVar {
 }
 
 impl std::str::FromStr for LogTemplate {
-    type Err = String;
+    type Err = ValueError;
     /// `$name` or `${name}`; `$$` is a `$`.
-    fn from_str(s: &str) -> Result<LogTemplate, String> {
+    fn from_str(s: &str) -> Result<LogTemplate, ValueError> {
         let mut pieces = Vec::new();
         let (mut i, mut text) = (0, 0);
         let b = s.as_bytes();
@@ -117,7 +119,7 @@ impl std::str::FromStr for LogTemplate {
             }
             let name = &s[start..end];
             if braced && b.get(end) != Some(&b'}') {
-                return Err(format!("'{s}': ${{{name} has no closing }}"));
+                return Err(ValueError::says(s, format!("${{{name} has no closing }}")));
             }
             let var = LogVar::ALL
                 .iter()
@@ -125,7 +127,8 @@ impl std::str::FromStr for LogTemplate {
                 .map(|(_, v)| *v)
                 .ok_or_else(|| {
                     let known: Vec<&str> = LogVar::ALL.iter().map(|(n, _)| *n).collect();
-                    format!("'{s}': ${name} is not a variable (${})", known.join(", $"))
+                    let known = known.join(", $");
+                    ValueError::says(s, format!("${name} is not a variable (${known})"))
                 })?;
             pieces.push(LogPiece::Var(var));
             i = end + usize::from(braced);
@@ -135,8 +138,9 @@ impl std::str::FromStr for LogTemplate {
             pieces.push(LogPiece::Text(text, b.len()));
         }
         if !s.bytes().all(|c| c == b' ' || c.is_ascii_graphic()) {
-            return Err(format!(
-                "'{s}': a line format holds visible ASCII and spaces (a tab or a line break would split the line)"
+            return Err(ValueError::says(
+                s,
+                "a line format holds visible ASCII and spaces (a tab or a line break would split the line)",
             ));
         }
         Ok(LogTemplate {
@@ -195,11 +199,14 @@ pub use crate::settings::Config;
 macro_rules! words {
     ($t:ident { $($word:literal => $v:ident),+ $(,)? }) => {
         impl std::str::FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<$t, String> {
+            type Err = ValueError;
+            fn from_str(s: &str) -> Result<$t, ValueError> {
                 match s {
                     $($word => Ok($t::$v),)+
-                    _ => Err(format!("'{s}': expected {}", or_list(&[$($word),+]))),
+                    _ => Err(ValueError::says(
+                        s,
+                        format!("expected {}", or_list(&[$($word),+])),
+                    )),
                 }
             }
         }
@@ -609,8 +616,8 @@ impl Cidr {
 }
 
 impl std::str::FromStr for Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Cidr, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Cidr, ValueError> {
         let t = s.trim();
         if t == "unix:" {
             return Ok(Cidr::Unix);
@@ -624,7 +631,10 @@ impl std::str::FromStr for Cidr {
         t.parse::<std::net::IpAddr>()
             .map(|a| Cidr::Net(canonical(ipnet::IpNet::from(a))))
             .map_err(|_| {
-                format!("'{s}' is not an address, a network, unix: or all (127.0.0.1/32, ::1)")
+                ValueError::is(
+                    s,
+                    "not an address, a network, unix: or all (127.0.0.1/32, ::1)",
+                )
             })
     }
 }
@@ -667,13 +677,11 @@ mod tests {
             assert_eq!(word.parse::<EtagMode>(), Ok(mode));
             assert_eq!(mode.to_string(), word);
         }
+        let refused = |e: Result<EtagMode, ValueError>| e.unwrap_err().to_string();
+        assert_eq!(refused("x".parse()), "'x': expected mtime, content or off");
         assert_eq!(
-            "x".parse::<EtagMode>(),
-            Err("'x': expected mtime, content or off".to_string())
-        );
-        assert_eq!(
-            "yes".parse::<KernelTls>(),
-            Err("'yes': expected off, auto or on".to_string())
+            "yes".parse::<KernelTls>().unwrap_err(),
+            ValueError::says("yes", "expected off, auto or on")
         );
         assert_eq!("cpu".parse::<Steer>(), Ok(Steer::Cpu));
         assert_eq!(Steer::Auto.to_string(), "auto");

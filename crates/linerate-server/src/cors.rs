@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::settings::{field_value, token, Age};
+use crate::settings::{field_value, token, Age, ConfigError, ValueError};
 
 /// A rule's `cors` table.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -38,9 +38,13 @@ pub struct CorsSettings {
 impl CorsSettings {
     /// The table, checked: origins are `*` or `scheme://host[:port]`, methods are GET
     /// or HEAD, field names are tokens, credentials come with listed origins.
-    pub(crate) fn checked(&self) -> Result<Cors, String> {
+    pub(crate) fn checked(&self) -> Result<Cors, ConfigError> {
+        let refused = |key: &str, e| Err(ConfigError::at_key(format!("cors{key}"), e));
         if self.origins.is_empty() {
-            return Err("cors: origins: list the origins that may read, or \"*\"".into());
+            return refused(
+                ": origins",
+                ValueError::kind("list the origins that may read, or \"*\""),
+            );
         }
         let any_origin = self.origins.iter().any(|o| o == "*");
         for o in self.origins.iter().filter(|o| *o != "*") {
@@ -50,24 +54,25 @@ impl CorsSettings {
                     && !rest.contains(['/', '?', '#', ' ', '*'])
             }) && field_value(o);
             if !ok {
-                return Err(format!(
-                    "cors: origins: '{o}' is not an origin (https://app.example.com[:port], or \"*\")"
-                ));
+                let is = "not an origin (https://app.example.com[:port], or \"*\")";
+                return refused(": origins", ValueError::is(o, is));
             }
         }
         if any_origin && self.credentials {
-            return Err("cors: credentials need the origins listed, not \"*\"".into());
+            return refused(
+                "",
+                ValueError::kind("credentials need the origins listed, not \"*\""),
+            );
         }
         for m in &self.methods {
             if m != "GET" && m != "HEAD" {
-                return Err(format!(
-                    "cors: methods: '{m}': the server answers GET and HEAD alone"
-                ));
+                let says = "the server answers GET and HEAD alone";
+                return refused(": methods", ValueError::says(m, says));
             }
         }
         for f in self.headers.iter().chain(&self.expose) {
             if !token(f) {
-                return Err(format!("cors: '{f}' is not a field name"));
+                return refused("", ValueError::is(f, "not a field name"));
             }
         }
         Ok(Cors {
@@ -193,6 +198,7 @@ mod tests {
         toml::from_str::<CorsSettings>(text)
             .map_err(|e| e.to_string())?
             .checked()
+            .map_err(|e| e.to_string())
     }
 
     #[test]

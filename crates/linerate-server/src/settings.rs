@@ -34,12 +34,14 @@ use crate::logs::ErrorLog;
 use crate::rules::{Access, Fallback, PathMatch, Redirect};
 use std::collections::BTreeMap;
 
+mod error;
 #[macro_use]
 mod values;
 mod blocks;
 
 pub use crate::cors::CorsSettings;
 pub use blocks::*;
+pub use error::{ConfigError, Reason, Refusal, ValueError};
 pub use values::*;
 
 /// A key's value given or not: `Option`'s `Some`, a list's entries. A flag given wins
@@ -592,14 +594,16 @@ settings! {
 }
 
 impl Settings {
-    /// Reads a configuration file; an error is one line naming the line and the key.
-    pub fn load(path: &std::path::Path) -> Result<Settings, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Settings::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    /// Reads a configuration file; an error names the file, and the line, block and
+    /// key where it knows them (its `Display` is one line).
+    pub fn load(path: &std::path::Path) -> Result<Settings, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::parse(e.to_string()).in_file(path))?;
+        Settings::parse(&text).map_err(|e| e.in_file(path))
     }
 
     /// Parses configuration text.
-    pub fn parse(text: &str) -> Result<Settings, String> {
+    pub fn parse(text: &str) -> Result<Settings, ConfigError> {
         let s: Settings = toml::from_str(text).map_err(|e| explain(text, &e))?;
         check_sites(&s.sites)?;
         for r in &s.rules {
@@ -607,8 +611,9 @@ impl Settings {
         }
         for (i, site) in s.sites.iter().enumerate() {
             for r in &site.rules {
-                r.to_rule(true)
-                    .map_err(|e| format!("site #{} ({}): {e}", i + 1, site.root.display()))?;
+                r.to_rule(true).map_err(|e| {
+                    e.in_block(format_args!("site #{} ({})", i + 1, site.root.display()))
+                })?;
             }
         }
         Ok(s)
@@ -740,47 +745,46 @@ pub fn keys_of<T: serde::de::DeserializeOwned>() -> &'static [&'static str] {
     f.0
 }
 
-/// A TOML error as one line naming where it is: `line N: KEY: message` when the error
-/// points into a `key = value` line (serde's own messages, such as "data did not match
-/// any variant", name no key).
-fn explain(text: &str, e: &toml::de::Error) -> String {
-    let msg = suggest(&e.message().trim_end().replace('\n', " "));
+/// A TOML error with where it is: the line, and the key when the error points into a
+/// `key = value` line (serde's own messages, such as "data did not match any variant",
+/// name no key).
+fn explain(text: &str, e: &toml::de::Error) -> ConfigError {
+    let msg = e.message().trim_end().replace('\n', " ");
+    let mut err = ConfigError::parse(msg.clone());
+    if let Some(reason) = unknown_key(&msg) {
+        err.reason = reason;
+    }
     let Some(span) = e.span() else {
-        return msg;
+        return err;
     };
     let line_no = text[..span.start.min(text.len())].matches('\n').count() + 1;
+    err.line = Some(line_no);
     let line = text.lines().nth(line_no - 1).unwrap_or("");
-    match line.split_once('=') {
-        Some((key, _)) if !key.trim().is_empty() && !key.trim().starts_with('[') => {
-            let key = key.trim().trim_matches('"');
-            if msg.contains(key) {
-                format!("line {line_no}: {msg}")
-            } else {
-                format!("line {line_no}: {key}: {msg}")
-            }
+    if let Some((key, _)) = line.split_once('=') {
+        let key = key.trim().trim_matches('"');
+        if !key.is_empty() && !key.starts_with('[') {
+            err.key = Some(key.to_string());
         }
-        _ => format!("line {line_no}: {msg}"),
     }
+    err
 }
 
-/// serde's "unknown field `x`, expected one of `a`, `b`, …" as "unknown key `x`; did you
-/// mean `a`?" when one key is close (as clap says for a flag), else with the list.
-fn suggest(msg: &str) -> String {
-    let Some(rest) = msg.strip_prefix("unknown field `") else {
-        return msg.to_string();
-    };
-    let Some((typed, expected)) = rest.split_once('`') else {
-        return msg.to_string();
-    };
+/// serde's "unknown field `x`, expected one of `a`, `b`, …" as an unknown key with the
+/// nearest one when one is close (as clap says for a flag), else with the list.
+fn unknown_key(msg: &str) -> Option<Reason> {
+    let rest = msg.strip_prefix("unknown field `")?;
+    let (typed, expected) = rest.split_once('`')?;
     let keys = expected.split('`').skip(1).step_by(2);
-    let best = keys
+    let nearest = keys
         .map(|k| (strsim::jaro(typed, k), k))
         .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    match best {
-        Some((_, key)) => format!("unknown key `{typed}`; did you mean `{key}`?"),
-        None => format!("unknown key `{typed}`{}", expected.trim_end()),
-    }
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k.to_string());
+    Some(Reason::UnknownKey {
+        typed: typed.to_string(),
+        nearest,
+        expected: expected.trim_end().to_string(),
+    })
 }
 
 #[cfg(test)]

@@ -207,7 +207,7 @@ fn run_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let config_path = a.config.clone();
     let reload = move || -> Result<linerate_server::Config, String> {
         let file = match &config_path {
-            Some(p) => linerate_server::Settings::load(p)?,
+            Some(p) => linerate_server::Settings::load(p).map_err(|e| e.to_string())?,
             None => linerate_server::Settings::default(),
         };
         root_given(&flags, &file, config_path.is_some())?;

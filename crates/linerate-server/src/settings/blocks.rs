@@ -62,10 +62,10 @@ macro_rules! rule_keys {
 
         impl RuleSettings {
             /// Each row's field of `rule`, checked.
-            fn fill(&self, rule: &mut Rule) -> Result<(), String> {
+            fn fill(&self, rule: &mut Rule) -> Result<(), ConfigError> {
                 $($(
                     let $v = &self.$key;
-                    let made: Result<$rty, String> = $conv;
+                    let made: Result<$rty, ConfigError> = $conv;
                     rule.$key = made?;
                 )?)*
                 Ok(())
@@ -195,8 +195,8 @@ pub(crate) fn token(n: &str) -> bool {
 impl RuleSettings {
     /// The rule, checked: header names are tokens and no value holds a line break,
     /// error pages are for 4xx and 5xx and are paths, a redirect has a redirect code.
-    pub fn to_rule(&self, site: bool) -> Result<Rule, String> {
-        let at = |why: String| format!("rule {}: {why}", self.path);
+    pub fn to_rule(&self, site: bool) -> Result<Rule, ConfigError> {
+        let at = |e: ConfigError| e.in_block(format_args!("rule {}", self.path));
         let mut rule = Rule {
             path: Some(self.path.0.clone()),
             site,
@@ -213,27 +213,27 @@ impl RuleSettings {
 }
 
 /// `headers`: names are tokens, values visible ASCII and spaces.
-fn headers(h: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
+fn headers(h: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, ConfigError> {
+    let refused = |e| Err(ConfigError::at_key("headers", e));
     for (n, v) in h {
         if !token(n) {
-            return Err(format!("headers: '{n}' is not a field name"));
+            return refused(ValueError::is(n, "not a field name"));
         }
         if !field_value(v) {
-            return Err(format!(
-                "headers: {n}'s value holds a byte other than visible ASCII and spaces"
-            ));
+            return refused(ValueError::kind(format!(
+                "{n}'s value holds a byte other than visible ASCII and spaces"
+            )));
         }
     }
     Ok(h.iter().map(|(n, v)| (n.clone(), v.clone())).collect())
 }
 
 /// `types`: an extension (no dot, no slash) and a type; extensions in lower case.
-fn types(t: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> {
+fn types(t: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, ConfigError> {
     for (ext, ty) in t {
         if ext.is_empty() || ext.contains(['.', '/']) || !field_value(ty) {
-            return Err(format!(
-                "types: '{ext}' = '{ty}' (give an extension and a type)"
-            ));
+            let e = format!("'{ext}' = '{ty}' (give an extension and a type)");
+            return Err(ConfigError::at_key("types", ValueError::kind(e)));
         }
     }
     Ok(t.iter()
@@ -242,16 +242,18 @@ fn types(t: &BTreeMap<String, String>) -> Result<Vec<(String, String)>, String> 
 }
 
 /// `errors`: a 4xx or 5xx status and a path.
-fn error_pages(e: &BTreeMap<String, String>) -> Result<Vec<(u16, String)>, String> {
+fn error_pages(e: &BTreeMap<String, String>) -> Result<Vec<(u16, String)>, ConfigError> {
+    let refused = |e| ConfigError::at_key("errors", e);
     let mut out = Vec::new();
     for (code, page) in e {
         let status: u16 = code
             .parse()
             .ok()
             .filter(|s| (400..=599).contains(s))
-            .ok_or_else(|| format!("errors: '{code}' is not a 4xx or 5xx status"))?;
+            .ok_or_else(|| refused(ValueError::is(code, "not a 4xx or 5xx status")))?;
         if !page.starts_with('/') {
-            return Err(format!("errors: '{page}' must start with /"));
+            let e = format!("'{page}' must start with /");
+            return Err(refused(ValueError::kind(e)));
         }
         out.push((status, page.clone()));
     }
@@ -259,39 +261,39 @@ fn error_pages(e: &BTreeMap<String, String>) -> Result<Vec<(u16, String)>, Strin
 }
 
 /// `try`: each a path in the site, or `{path}` with text after it.
-fn try_files(t: &[String]) -> Result<Vec<String>, String> {
+fn try_files(t: &[String]) -> Result<Vec<String>, ConfigError> {
     for f in t {
         let fixed = f.replace("{path}", "");
         if !(f.starts_with('/') || f.starts_with("{path}")) || fixed.contains(['{', '}']) {
-            return Err(format!(
-                "try: '{f}' is not a path in the site (/PATH, or {{path}} with text after it)"
-            ));
+            let is = "not a path in the site (/PATH, or {path} with text after it)";
+            return Err(ConfigError::at_key("try", ValueError::is(f, is)));
         }
     }
     Ok(t.to_vec())
 }
 
 /// `redirect` with `redirect-code` (301 by default).
-fn redirect(to: Option<&str>, code: Option<u16>) -> Result<Option<Redirect>, String> {
+fn redirect(to: Option<&str>, code: Option<u16>) -> Result<Option<Redirect>, ConfigError> {
     match (to, code) {
         (Some(to), code) => {
             let code = code.unwrap_or(301);
             if ![301, 302, 303, 307, 308].contains(&code) {
-                return Err(format!(
-                    "redirect-code: {code} is not 301, 302, 303, 307 or 308"
-                ));
+                let e = format!("{code} is not 301, 302, 303, 307 or 308");
+                return Err(ConfigError::at_key("redirect-code", ValueError::kind(e)));
             }
             if !linerate_http::location::valid_target(to) {
-                return Err(format!(
-                    "redirect: '{to}' is neither a path on the site (\"/new/\") nor an absolute http or https URL"
-                ));
+                let is = "neither a path on the site (\"/new/\") nor an absolute http or https URL";
+                return Err(ConfigError::at_key("redirect", ValueError::is(to, is)));
             }
             Ok(Some(Redirect {
                 to: to.to_string(),
                 code,
             }))
         }
-        (None, Some(_)) => Err("redirect-code without redirect".into()),
+        (None, Some(_)) => Err(ConfigError::at_key(
+            "redirect-code",
+            ValueError::kind("redirect-code without redirect"),
+        )),
         (None, None) => Ok(None),
     }
 }
@@ -302,8 +304,8 @@ fn redirect(to: Option<&str>, code: Option<u16>) -> Result<Option<Redirect>, Str
 pub struct SiteName(pub String);
 
 impl FromStr for SiteName {
-    type Err = String;
-    fn from_str(s: &str) -> Result<SiteName, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<SiteName, ValueError> {
         let t = s.trim().trim_end_matches('.').to_ascii_lowercase();
         let bare = t.strip_prefix("*.").unwrap_or(&t);
         let label_ok = |l: &str| {
@@ -313,8 +315,9 @@ impl FromStr for SiteName {
                     .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         };
         if bare.is_empty() || bare.len() > 253 || !bare.split('.').all(label_ok) {
-            return Err(format!(
-                "'{s}' is not a host name (docs.example.com, or *.example.com for the names under it)"
+            return Err(ValueError::is(
+                s,
+                "not a host name (docs.example.com, or *.example.com for the names under it)",
             ));
         }
         Ok(SiteName(t))
@@ -390,32 +393,28 @@ pub struct SiteSettings {
 
 /// The blocks together: at most one default, no name in two sites, a name for each
 /// site but the default.
-pub(super) fn check_sites(sites: &[SiteSettings]) -> Result<(), String> {
+pub(super) fn check_sites(sites: &[SiteSettings]) -> Result<(), ConfigError> {
     let defaults = sites.iter().filter(|s| s.default).count();
     if defaults > 1 {
-        return Err(format!(
-            "site: {defaults} blocks say default = true; one site answers unknown hosts"
-        ));
+        let e = format!("{defaults} blocks say default = true; one site answers unknown hosts");
+        return Err(ConfigError::of_block("site", ValueError::kind(e)));
     }
     let mut seen: Vec<&str> = Vec::new();
     for (i, s) in sites.iter().enumerate() {
+        let site = |e: &'static str| {
+            let block = format!("site #{} ({})", i + 1, s.root.display());
+            Err(ConfigError::of_block(block, ValueError::kind(e)))
+        };
         if s.tls_cert.is_some() != s.tls_key.is_some() {
-            return Err(format!(
-                "site #{} ({}): tls-cert and tls-key go together",
-                i + 1,
-                s.root.display()
-            ));
+            return site("tls-cert and tls-key go together");
         }
         if s.names.is_empty() && !s.default {
-            return Err(format!(
-                "site #{} ({}): give it names, or default = true",
-                i + 1,
-                s.root.display()
-            ));
+            return site("give it names, or default = true");
         }
         for n in &s.names {
             if seen.contains(&n.0.as_str()) {
-                return Err(format!("site: '{}' is named by two sites", n.0));
+                let e = ValueError::is(&n.0, "named by two sites");
+                return Err(ConfigError::of_block("site", e));
             }
             seen.push(&n.0);
         }

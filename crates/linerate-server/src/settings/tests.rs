@@ -60,7 +60,9 @@ fn a_flag_and_a_key_take_the_same_values_and_refuse_the_same_ones() {
         assert_eq!(from_flag, from_file, "{key} = {good}");
         let e = flags(&[&flag, bad]).unwrap_err();
         assert!(e.contains(why) && e.contains(&flag), "{key}: {e}");
-        let e = Settings::parse(&format!("{key} = \"{bad}\"\n")).unwrap_err();
+        let e = Settings::parse(&format!("{key} = \"{bad}\"\n"))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with(&format!("line 1: {key}: ")) && e.contains(why),
             "{key}: {e}"
@@ -71,7 +73,9 @@ fn a_flag_and_a_key_take_the_same_values_and_refuse_the_same_ones() {
     assert_eq!(s.small_file, Some(Bytes(32768)));
     assert_eq!(s.idle_timeout, Some(Seconds(Duration::from_secs(2))));
     assert_eq!(s.workers, Some(Count(3)));
-    let e = Settings::parse("small-file = 1.5\n").unwrap_err();
+    let e = Settings::parse("small-file = 1.5\n")
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("whole number"), "{e}");
     // http2 was a boolean before `only`: a file may still say true or false.
     use linerate_http::request::Http2 as H;
@@ -93,7 +97,9 @@ fn metrics_clients_are_networks_addresses_or_unix() {
     assert!(one.admits(ip("::1")) && !one.admits(ip("::2")));
     assert!(unix.admits(None) && !unix.admits(ip("127.0.0.1")));
     assert_eq!(unix.to_string(), "unix:");
-    let e = Settings::parse("metrics-allow = [\"unix\"]\n").unwrap_err();
+    let e = Settings::parse("metrics-allow = [\"unix\"]\n")
+        .unwrap_err()
+        .to_string();
     assert!(
         e.contains("'unix' is not an address, a network, unix: or all"),
         "{e}"
@@ -114,7 +120,7 @@ fn listen_is_one_address_or_a_list() {
         ("listen = \"unix:run/l.sock\"\n", "unix:/ABSOLUTE/PATH"),
         ("listen = \"unix:\"\n", "unix:/ABSOLUTE/PATH"),
     ] {
-        let e = Settings::parse(text).unwrap_err();
+        let e = Settings::parse(text).unwrap_err().to_string();
         assert!(e.starts_with("line 1: listen: ") && e.contains(why), "{e}");
     }
     let f = flags(&["--listen", "127.0.0.1:1", "--listen", "[::1]:2"]).unwrap();
@@ -139,6 +145,7 @@ fn listen_is_one_address_or_a_list() {
     assert!(long
         .parse::<ListenAddr>()
         .unwrap_err()
+        .to_string()
         .contains("at most 107 bytes"));
     // A merge keeps the words as written.
     let m = flags(&["--listen", ":81"])
@@ -162,7 +169,9 @@ fn a_merge_keeps_what_a_file_could_not_hold() {
 
 #[test]
 fn unknown_keys_are_refused_with_their_line() {
-    let e = Settings::parse("workers = 2\nwrokers = 2\n").unwrap_err();
+    let e = Settings::parse("workers = 2\nwrokers = 2\n")
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with("line 2: ") && e.contains("wrokers"), "{e}");
 }
 
@@ -267,11 +276,11 @@ fn log_destinations_read_and_write_their_words_and_files() {
     assert_eq!(ErrorLog::Off.to_string(), "off");
     assert_eq!(
         "".parse::<AccessLog>(),
-        Err("give stdout, off or a file".to_string())
+        Err(ValueError::kind("give stdout, off or a file"))
     );
     assert_eq!(
-        "".parse::<ErrorLog>(),
-        Err("give stderr, off or a file".to_string())
+        "".parse::<ErrorLog>().unwrap_err().to_string(),
+        "give stderr, off or a file"
     );
 }
 
@@ -340,9 +349,44 @@ fn index_names_are_a_list_of_names_in_both() {
     );
     for bad in ["a/b", "..", ""] {
         let flag = flags(&["--index", bad]).unwrap_err();
-        let file = Settings::parse(&format!("index = [\"{bad}\"]\n")).unwrap_err();
+        let file = Settings::parse(&format!("index = [\"{bad}\"]\n"))
+            .unwrap_err()
+            .to_string();
         for e in [&flag, &file] {
             assert!(e.contains("a file's name, not a path"), "{bad:?}: {e}");
         }
     }
+}
+
+#[test]
+fn a_refusal_says_its_file_line_block_and_key_as_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("l.toml");
+    std::fs::write(&path, "workers = 2\nwrokers = 2\n").unwrap();
+    let e = Settings::load(&path).unwrap_err();
+    assert_eq!((e.file.as_deref(), e.line), (Some(path.as_path()), Some(2)));
+    assert_eq!(e.key.as_deref(), Some("wrokers"));
+    let Reason::UnknownKey { typed, nearest, .. } = &e.reason else {
+        panic!("{e:?}")
+    };
+    assert_eq!(
+        (typed.as_str(), nearest.as_deref()),
+        ("wrokers", Some("workers"))
+    );
+    assert!(e
+        .to_string()
+        .ends_with("line 2: unknown key `wrokers`; did you mean `workers`?"));
+
+    let text = "[[site]]\nroot = \"/srv\"\ndefault = true\n\n[[site.rule]]\npath = \"/x/\"\nheaders = { \"a b\" = \"c\" }\n";
+    let e = Settings::parse(text).unwrap_err();
+    assert_eq!(e.block.as_deref(), Some("site #1 (/srv): rule /x/"));
+    assert_eq!(e.key.as_deref(), Some("headers"));
+    assert_eq!(
+        e.reason,
+        Reason::Value(ValueError::is("a b", "not a field name"))
+    );
+    assert_eq!(
+        e.to_string(),
+        "site #1 (/srv): rule /x/: headers: 'a b' is not a field name"
+    );
 }

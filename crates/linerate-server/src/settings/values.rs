@@ -20,19 +20,22 @@ fn byte_range(lo: u64, hi: u64) -> String {
 }
 
 impl<const LO: u64, const HI: u64> Bytes<LO, HI> {
-    fn checked(n: u64, shown: &str) -> Result<Self, String> {
+    fn checked(n: u64, shown: &str) -> Result<Self, ValueError> {
         if (LO..=HI).contains(&n) {
             Ok(Bytes(n))
         } else {
-            Err(format!("'{shown}': must be {}", byte_range(LO, HI)))
+            Err(ValueError::Range {
+                value: shown.to_string(),
+                range: byte_range(LO, HI).into(),
+            })
         }
     }
 }
 
 impl<const LO: u64, const HI: u64> FromStr for Bytes<LO, HI> {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        let n = linerate_tx::parse_size(s)?;
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Self, ValueError> {
+        let n = linerate_tx::parse_size(s).map_err(ValueError::kind)?;
         Self::checked(n, s)
     }
 }
@@ -61,21 +64,25 @@ impl<const LO: u64, const HI: u64> Serialize for Bytes<LO, HI> {
 pub struct Count<const LO: u64, const HI: u64>(pub u64);
 
 impl<const LO: u64, const HI: u64> Count<LO, HI> {
-    fn checked(n: u64) -> Result<Self, String> {
+    fn checked(n: u64) -> Result<Self, ValueError> {
         if (LO..=HI).contains(&n) {
             Ok(Count(n))
         } else {
-            Err(format!("{n}: must be {LO} to {HI}"))
+            Err(ValueError::Count {
+                value: n,
+                lo: LO,
+                hi: HI,
+            })
         }
     }
 }
 
 impl<const LO: u64, const HI: u64> FromStr for Count<LO, HI> {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Self, ValueError> {
         let n: u64 = s
             .parse()
-            .map_err(|_| format!("'{s}' is not a whole number"))?;
+            .map_err(|_| ValueError::is(s, "not a whole number"))?;
         Self::checked(n)
     }
 }
@@ -105,20 +112,21 @@ impl<const LO: u64, const HI: u64> Serialize for Count<LO, HI> {
 pub struct Seconds(pub Duration);
 
 impl Seconds {
-    fn checked(secs: f64, shown: &str) -> Result<Seconds, String> {
+    fn checked(secs: f64, shown: &str) -> Result<Seconds, ValueError> {
         if secs > 0.0 && secs <= 86_400.0 {
             Ok(Seconds(Duration::from_secs_f64(secs)))
         } else {
-            Err(format!(
-                "'{shown}': must be more than 0 and at most 86400 seconds"
-            ))
+            Err(ValueError::Range {
+                value: shown.to_string(),
+                range: "more than 0 and at most 86400 seconds".into(),
+            })
         }
     }
 }
 
 impl FromStr for Seconds {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Seconds, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Seconds, ValueError> {
         let t = s.trim();
         let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
             (n, 1e-3)
@@ -132,7 +140,10 @@ impl FromStr for Seconds {
             (t, 1.0)
         };
         let v: f64 = num.trim().parse().map_err(|_| {
-            format!("'{s}' is not a duration (a number of seconds, or 500ms, 30s, 2m, 1h)")
+            ValueError::is(
+                s,
+                "not a duration (a number of seconds, or 500ms, 30s, 2m, 1h)",
+            )
         })?;
         Seconds::checked(v * scale, s)
     }
@@ -161,9 +172,9 @@ impl Serialize for Seconds {
 pub struct Http2(pub linerate_http::request::Http2);
 
 impl FromStr for Http2 {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Http2, String> {
-        s.parse().map(Http2)
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Http2, ValueError> {
+        s.parse().map(Http2).map_err(ValueError::kind)
     }
 }
 
@@ -226,9 +237,11 @@ macro_rules! as_text {
 macro_rules! via {
     ($t:ident) => {
         impl FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<$t, String> {
-                s.parse().map($t).map_err(|e| e.to_string())
+            type Err = ValueError;
+            fn from_str(s: &str) -> Result<$t, ValueError> {
+                s.parse()
+                    .map($t)
+                    .map_err(|e| ValueError::kind(e.to_string()))
             }
         }
 
@@ -259,15 +272,15 @@ via!(ForwardedHeader);
 pub struct AcmeUrl(pub String);
 
 impl FromStr for AcmeUrl {
-    type Err = String;
-    fn from_str(s: &str) -> Result<AcmeUrl, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<AcmeUrl, ValueError> {
         if s.starts_with("https://")
             && s.len() > "https://".len()
             && !s.contains(char::is_whitespace)
         {
             Ok(AcmeUrl(s.to_string()))
         } else {
-            Err(format!("'{s}' is not an https:// URL"))
+            Err(ValueError::is(s, "not an https:// URL"))
         }
     }
 }
@@ -296,12 +309,12 @@ as_text!(Steer);
 macro_rules! sink {
     ($t:ident, $console:ident = $word:literal) => {
         impl FromStr for $t {
-            type Err = String;
-            fn from_str(s: &str) -> Result<$t, String> {
+            type Err = ValueError;
+            fn from_str(s: &str) -> Result<$t, ValueError> {
                 match s {
                     "off" => Ok($t::Off),
                     $word => Ok($t::$console),
-                    "" => Err(concat!("give ", $word, ", off or a file").into()),
+                    "" => Err(ValueError::kind(concat!("give ", $word, ", off or a file"))),
                     p => Ok($t::File(PathBuf::from(p))),
                 }
             }
@@ -325,15 +338,16 @@ sink!(AccessLog, Stdout = "stdout");
 sink!(ErrorLog, Stderr = "stderr");
 
 impl FromStr for LogFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<LogFormat, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<LogFormat, ValueError> {
         match s {
             "clf" => Ok(LogFormat::Clf),
             "combined" => Ok(LogFormat::Combined),
             "json" => Ok(LogFormat::Json),
             _ if s.contains('$') => s.parse().map(LogFormat::Custom),
-            _ => Err(format!(
-                "'{s}': give clf, combined, json or a line with $variables (\"$remote_addr $status\")"
+            _ => Err(ValueError::says(
+                s,
+                "give clf, combined, json or a line with $variables (\"$remote_addr $status\")",
             )),
         }
     }
@@ -357,14 +371,14 @@ as_text!(LogFormat);
 pub struct Level(pub tracing::Level);
 
 impl FromStr for Level {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Level, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Level, ValueError> {
         match s {
             "error" => Ok(Level(tracing::Level::ERROR)),
             "warn" => Ok(Level(tracing::Level::WARN)),
             "info" => Ok(Level(tracing::Level::INFO)),
             "debug" => Ok(Level(tracing::Level::DEBUG)),
-            _ => Err(format!("'{s}': give error, warn, info or debug")),
+            _ => Err(ValueError::says(s, "give error, warn, info or debug")),
         }
     }
 }
@@ -382,12 +396,12 @@ as_text!(Level);
 pub struct UrlPath(pub String);
 
 impl FromStr for UrlPath {
-    type Err = String;
-    fn from_str(s: &str) -> Result<UrlPath, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<UrlPath, ValueError> {
         if s.starts_with('/') {
             Ok(UrlPath(s.to_string()))
         } else {
-            Err(format!("'{s}': must start with /"))
+            Err(ValueError::says(s, "must start with /"))
         }
     }
 }
@@ -419,10 +433,9 @@ impl<'de> Deserialize<'de> for FallbackSetting {
         match PathOrBool::deserialize(d)? {
             PathOrBool::Bool(false) => Ok(FallbackSetting::Off),
             PathOrBool::Text(t) => t.parse().map(FallbackSetting::Page),
-            PathOrBool::Bool(true) => Err(
-                "give a path (\"/index.html\"), or false to switch an inherited fallback off"
-                    .to_string(),
-            ),
+            PathOrBool::Bool(true) => Err(ValueError::kind(
+                "give a path (\"/index.html\"), or false to switch an inherited fallback off",
+            )),
         }
         .map_err(D::Error::custom)
     }
@@ -453,17 +466,17 @@ impl Serialize for FallbackSetting {
 pub struct Codings(pub Vec<linerate_http::coding::Coding>);
 
 impl FromStr for Codings {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Codings, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Codings, ValueError> {
         let t = s.trim();
         if t.is_empty() || t.eq_ignore_ascii_case("none") {
             return Ok(Codings(Vec::new()));
         }
         let mut out = Vec::new();
         for w in t.split(',') {
-            let c: linerate_http::coding::Coding = w.parse()?;
+            let c: linerate_http::coding::Coding = w.parse().map_err(ValueError::kind)?;
             if out.contains(&c) {
-                return Err(format!("'{s}': {c} is named twice"));
+                return Err(ValueError::says(s, format!("{c} is named twice")));
             }
             out.push(c);
         }
@@ -512,16 +525,16 @@ impl Serialize for Codings {
 pub struct Age(pub Duration);
 
 impl FromStr for Age {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Age, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Age, ValueError> {
         let t = s.trim();
         let d = match t.parse::<u64>() {
             Ok(n) => Duration::from_secs(n),
             Err(_) => humantime::parse_duration(t)
-                .map_err(|_| format!("'{s}' is not an age (30d, 12h, 1y, or seconds)"))?,
+                .map_err(|_| ValueError::is(s, "not an age (30d, 12h, 1y, or seconds)"))?,
         };
         if d > Duration::from_secs(10 * 365 * 86_400) {
-            return Err(format!("'{s}': at most 10 years"));
+            return Err(ValueError::says(s, "at most 10 years"));
         }
         Ok(Age(Duration::from_secs(d.as_secs())))
     }
@@ -538,7 +551,9 @@ impl<'de> Deserialize<'de> for Age {
         match NumberOrText::deserialize(d)? {
             NumberOrText::Int(n) if n >= 0 => n.to_string().parse(),
             NumberOrText::Text(t) => t.parse(),
-            _ => Err("give an age: \"30d\", \"12h\", or whole seconds".to_string()),
+            _ => Err(ValueError::kind(
+                "give an age: \"30d\", \"12h\", or whole seconds",
+            )),
         }
         .map_err(D::Error::custom)
     }
@@ -555,9 +570,11 @@ impl Serialize for Age {
 pub struct RulePath(pub PathMatch);
 
 impl FromStr for RulePath {
-    type Err = String;
-    fn from_str(s: &str) -> Result<RulePath, String> {
-        PathMatch::parse(s.trim()).map(RulePath)
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<RulePath, ValueError> {
+        PathMatch::parse(s.trim())
+            .map(RulePath)
+            .map_err(ValueError::kind)
     }
 }
 
@@ -575,10 +592,10 @@ as_text!(RulePath);
 pub struct IndexName(pub String);
 
 impl FromStr for IndexName {
-    type Err = String;
-    fn from_str(s: &str) -> Result<IndexName, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<IndexName, ValueError> {
         if s.is_empty() || s == "." || s == ".." || s.contains(['/', '\0']) || s.len() > 255 {
-            return Err(format!("'{s}': an index is a file's name, not a path"));
+            return Err(ValueError::says(s, "an index is a file's name, not a path"));
         }
         Ok(IndexName(s.to_string()))
     }
@@ -597,12 +614,12 @@ as_text!(IndexName);
 pub struct Mode(pub u32);
 
 impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<Mode, ValueError> {
         let t = s.trim();
         match u32::from_str_radix(t.strip_prefix("0o").unwrap_or(t), 8) {
             Ok(m) if m <= 0o777 && !t.is_empty() => Ok(Mode(m)),
-            _ => Err(format!("'{s}' is not a mode (octal, 0000 to 0777: 0660)")),
+            _ => Err(ValueError::is(s, "not a mode (octal, 0000 to 0777: 0660)")),
         }
     }
 }
@@ -642,17 +659,20 @@ pub struct ListenAddr {
 }
 
 impl FromStr for ListenAddr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<ListenAddr, String> {
+    type Err = ValueError;
+    fn from_str(s: &str) -> Result<ListenAddr, ValueError> {
         let t = s.trim();
         if let Some(path) = t.strip_prefix("unix:") {
             let path = std::path::Path::new(path);
             if !path.is_absolute() {
-                return Err(format!("'{s}': a Unix socket is unix:/ABSOLUTE/PATH"));
+                return Err(ValueError::says(s, "a Unix socket is unix:/ABSOLUTE/PATH"));
             }
             // sun_path holds 107 bytes and a NUL.
             if path.as_os_str().len() > 107 {
-                return Err(format!("'{s}': a Unix socket's path is at most 107 bytes"));
+                return Err(ValueError::says(
+                    s,
+                    "a Unix socket's path is at most 107 bytes",
+                ));
             }
             return Ok(ListenAddr {
                 text: t.to_string(),
@@ -663,19 +683,22 @@ impl FromStr for ListenAddr {
         let addrs = if !port_only.is_empty() && port_only.bytes().all(|b| b.is_ascii_digit()) {
             let port: u16 = port_only
                 .parse()
-                .map_err(|_| format!("'{s}': a port is 0 to 65535"))?;
+                .map_err(|_| ValueError::says(s, "a port is 0 to 65535"))?;
             vec![SocketAddr::from(([0, 0, 0, 0], port))]
         } else if let Ok(a) = t.parse::<SocketAddr>() {
             vec![a]
         } else {
             let bad = || {
-                format!("'{s}' is not an address (PORT, :PORT, HOST:PORT, [IPv6]:PORT, unix:/PATH)")
+                ValueError::is(
+                    s,
+                    "not an address (PORT, :PORT, HOST:PORT, [IPv6]:PORT, unix:/PATH)",
+                )
             };
             if !t.contains(':') {
                 return Err(bad());
             }
             let mut addrs: Vec<SocketAddr> = std::net::ToSocketAddrs::to_socket_addrs(t)
-                .map_err(|e| format!("'{s}': {e}"))?
+                .map_err(|e| ValueError::says(s, e.to_string()))?
                 .collect();
             addrs.dedup();
             if addrs.is_empty() {
