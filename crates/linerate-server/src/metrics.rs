@@ -113,17 +113,17 @@ impl Scrape {
             "Worker threads serving now",
             board.workers.len() as i64,
         );
-        m.answers(board, transmit);
+        let all = m.answers(board, transmit);
         m.connections(board);
-        m.protocols(board);
+        m.protocols(board, all);
         m.caches(board);
         m.engine(board);
         m.histogram(board);
         m
     }
 
-    /// Responses by method and class, and their body bytes.
-    fn answers(&mut self, board: &Board, transmit: &str) {
+    /// Responses by method and class, and their body bytes; gives the responses' sum.
+    fn answers(&mut self, board: &Board, transmit: &str) -> u64 {
         let m = self;
         let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
         let responses = m.family(
@@ -131,9 +131,11 @@ impl Scrape {
             "linerate_responses",
             "Responses by request method and status class",
         );
+        let mut all = 0;
         for (mi, method) in METHODS.iter().enumerate() {
             for (ci, class) in CLASSES.iter().enumerate() {
                 let v = sum(&|s| &s.responses[mi][ci]);
+                all += v;
                 let labels = vec![("method", method.to_string()), ("class", class.to_string())];
                 responses.samples.push((labels, v as i64));
             }
@@ -144,6 +146,7 @@ impl Scrape {
             "transmit",
             [(transmit, sum(&|s| &s.body_bytes))],
         );
+        all
     }
 
     /// Connections: accepted, where, open and idle, and how they ended.
@@ -192,13 +195,9 @@ impl Scrape {
     }
 
     /// Responses by protocol, HTTP/2's errors, PROXY headers, TLS handshakes.
-    fn protocols(&mut self, board: &Board) {
+    fn protocols(&mut self, board: &Board, all: u64) {
         let m = self;
         let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
-        let all: u64 = (0..METHODS.len())
-            .flat_map(|mi| (0..CLASSES.len()).map(move |ci| (mi, ci)))
-            .map(|(mi, ci)| sum(&|s| &s.responses[mi][ci]))
-            .sum();
         let h2 = sum(&|s| &s.h2_responses);
         m.counters(
             "linerate_responses_by_protocol",

@@ -522,11 +522,13 @@ impl Site {
                     Some(f) if !f.index.is_empty() => &f.index,
                     _ => &resolver.cfg.index,
                 };
+                let mut index = rel.to_vec();
+                if !index.is_empty() {
+                    index.push(b'/');
+                }
+                let dir = index.len();
                 for name in names {
-                    let mut index = rel.to_vec();
-                    if !index.is_empty() {
-                        index.push(b'/');
-                    }
+                    index.truncate(dir);
                     index.extend_from_slice(name.as_bytes());
                     match self.caches[h].lookup(&index) {
                         Found::File(e) => {

@@ -35,18 +35,10 @@ fn a_rule_gives_the_index_names_of_its_directories(transmit: &str) {
     put(r, "docs/api/start.html", b"start\n");
     put(r, "other/README.html", b"other readme\n");
     put(r, "other/index.html", b"other index\n");
-    let conf = r.parent().unwrap().join(format!(
-        "index-{}.toml",
-        r.file_name().unwrap().to_string_lossy()
-    ));
-    fs::write(
-        &conf,
-        format!(
-            r#"access-log = "off"
-transmit = "{}"
-driver = "{}"
-root = "{}"
-
+    let s = serve_rules(
+        r,
+        transmit,
+        r#"
 [[rule]]
 path = "/docs/"
 index = ["README.html", "index.html"]
@@ -55,13 +47,7 @@ index = ["README.html", "index.html"]
 path = "/docs/api/"
 index = ["start.html"]
 "#,
-            variant(transmit).0,
-            variant(transmit).1,
-            r.display()
-        ),
-    )
-    .unwrap();
-    let s = LINERATE.serve_config(None, &conf, &["--workers", "1"]);
+    );
     for (path, want) in [
         ("/docs/", &b"readme\n"[..]),
         ("/docs/api/", b"start\n"),
@@ -95,40 +81,32 @@ fn site(root: &Path, transmit: &str) -> Server {
     put(root, "private/x.txt", b"x\n");
     let mode = std::os::unix::fs::PermissionsExt::from_mode(0o000);
     fs::set_permissions(root.join("private/x.txt"), mode).unwrap();
-    let conf = root.parent().unwrap().join(format!(
-        "rules-{}.toml",
-        root.file_name().unwrap().to_string_lossy()
-    ));
-    fs::write(
-        &conf,
-        format!(
-            r#"access-log = "off"
-transmit = "{}"
-driver = "{}"
-root = "{}"
-
+    serve_rules(
+        root,
+        transmit,
+        r#"
 [[rule]]
 path = "/"
-headers = {{ "X-Content-Type-Options" = "nosniff", "X-Scope" = "all" }}
-errors = {{ 404 = "/errors/404.html", 403 = "/errors/403.html" }}
+headers = { "X-Content-Type-Options" = "nosniff", "X-Scope" = "all" }
+errors = { 404 = "/errors/404.html", 403 = "/errors/403.html" }
 
 [[rule]]
 path = "/assets/"
 expires = "365d"
-headers = {{ "Cache-Control" = "public, max-age=31536000, immutable", "X-Scope" = "assets" }}
+headers = { "Cache-Control" = "public, max-age=31536000, immutable", "X-Scope" = "assets" }
 
 [[rule]]
 path = "*.js"
-headers = {{ "X-Scope" = "js", "Access-Control-Allow-Origin" = "*" }}
+headers = { "X-Scope" = "js", "Access-Control-Allow-Origin" = "*" }
 
 [[rule]]
 path = "=/assets/app.js"
-headers = {{ "X-Scope" = "exact" }}
+headers = { "X-Scope" = "exact" }
 
 [[rule]]
 path = "/pub/"
 autoindex = true
-types = {{ rpm = "application/x-redhat-package-manager" }}
+types = { rpm = "application/x-redhat-package-manager" }
 expires = "10m"
 
 [[rule]]
@@ -166,7 +144,7 @@ fallback = "/app/index.html"
 [[rule]]
 path = "/app/assets/"
 fallback = false
-headers = {{ "Cache-Control" = "public, max-age=31536000, immutable" }}
+headers = { "Cache-Control" = "public, max-age=31536000, immutable" }
 
 [[rule]]
 path = "/go/"
@@ -176,12 +154,22 @@ redirect = "/dest/"
 path = "/leave"
 redirect = "/"
 "#,
-            variant(transmit).0,
-            variant(transmit).1,
-            root.display()
-        ),
     )
-    .unwrap();
+}
+
+/// `linerate serve` of `root` with `transmit` (and its driver), one worker, no access
+/// log, and `rules` in its configuration file.
+fn serve_rules(root: &Path, transmit: &str, rules: &str) -> Server {
+    let conf = root.parent().unwrap().join(format!(
+        "rules-{}.toml",
+        root.file_name().unwrap().to_string_lossy()
+    ));
+    let (strategy, driver) = variant(transmit);
+    let head = format!(
+        "access-log = \"off\"\ntransmit = \"{strategy}\"\ndriver = \"{driver}\"\nroot = \"{}\"\n",
+        root.display()
+    );
+    fs::write(&conf, head + rules).unwrap();
     LINERATE.serve_config(None, &conf, &["--workers", "1"])
 }
 
