@@ -3,10 +3,13 @@
 //!
 //! Each worker keeps its own counters ([`Stats`], plain loads and stores, no lock);
 //! a scrape sums them over every worker of the process's life ([`Board`]: reloads
-//! never set a counter back). Each family is one declaration in [`Scrape::of`]'s
-//! sections (`m.counter(NAME, HELP, value)`, `m.counters(NAME, HELP, LABEL, [(label,
-//! value), ...])`, a gauge likewise), and one encoder writes them all
-//! (`Collector for Scrape`); `snapshots/metrics.txt` pins the text.
+//! never set a counter back). A counter's family, labels and help are declared on its
+//! row in the workers' table (`stats!` in `stats.rs`, where it is counted), and a
+//! scrape walks the rows ([`Scrape::declared`]); what is not one counter's value (the
+//! arrays, families computed from several counters, what is counted outside the
+//! workers) is a declaration each in [`Scrape::of`]'s sections (`m.counter(NAME, HELP,
+//! value)`, `m.counters(NAME, HELP, LABEL, [(label, value), ...])`). One encoder writes
+//! them all (`Collector for Scrape`); `snapshots/metrics.txt` pins the text.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -15,7 +18,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::stats::{Board, Stats, RESPONSE_SECONDS, TIMEOUT_KINDS};
+use crate::stats::{Board, Stats, H2_ERRORS, REPORTS, RESPONSE_SECONDS, TIMEOUT_KINDS};
 
 /// The methods and status classes of [`Stats::responses`], in order.
 const METHODS: [&str; 3] = ["GET", "HEAD", "other"];
@@ -113,17 +116,35 @@ impl Scrape {
             "Worker threads serving now",
             board.workers.len() as i64,
         );
-        let all = m.answers(board, transmit);
-        m.connections(board);
-        m.protocols(board, all);
-        m.caches(board);
-        m.engine(board);
+        m.answers(board, transmit);
+        m.declared(board);
+        m.derived(board);
+        m.outside(board);
         m.histogram(board);
         m
     }
 
-    /// Responses by method and class, and their body bytes; gives the responses' sum.
-    fn answers(&mut self, board: &Board, transmit: &str) -> u64 {
+    /// The rows of the counters' table that name a metric, each a sample of its
+    /// family (rows of one family share it, in the table's order).
+    fn declared(&mut self, board: &Board) {
+        for r in REPORTS {
+            let Some(name) = r.metric else { continue };
+            let kind = if r.gauge {
+                MetricType::Gauge
+            } else {
+                MetricType::Counter
+            };
+            let labels = r.labels.iter().map(|&(l, v)| (l, v.to_string())).collect();
+            let v = board.total(r.get) as i64;
+            match self.families.iter_mut().find(|f| f.name == name) {
+                Some(f) => f.samples.push((labels, v)),
+                None => self.family(kind, name, r.help).samples.push((labels, v)),
+            }
+        }
+    }
+
+    /// Responses by method and class, and their body bytes by transmit strategy.
+    fn answers(&mut self, board: &Board, transmit: &str) {
         let m = self;
         let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
         let responses = m.family(
@@ -131,11 +152,9 @@ impl Scrape {
             "linerate_responses",
             "Responses by request method and status class",
         );
-        let mut all = 0;
         for (mi, method) in METHODS.iter().enumerate() {
             for (ci, class) in CLASSES.iter().enumerate() {
                 let v = sum(&|s| &s.responses[mi][ci]);
-                all += v;
                 let labels = vec![("method", method.to_string()), ("class", class.to_string())];
                 responses.samples.push((labels, v as i64));
             }
@@ -146,58 +165,24 @@ impl Scrape {
             "transmit",
             [(transmit, sum(&|s| &s.body_bytes))],
         );
-        all
     }
 
-    /// Connections: accepted, where, open and idle, and how they ended.
-    fn connections(&mut self, board: &Board) {
+    /// The families computed from counters (or arrays of them) rather than read
+    /// from one: timeouts and HTTP/2 errors by kind, responses by protocol, TLS
+    /// connections by result and path, the disk helpers' queue.
+    fn derived(&mut self, board: &Board) {
         let m = self;
         let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
-        m.counter(
-            "linerate_connections_accepted",
-            "Connections accepted",
-            sum(&|s| &s.accepted),
-        );
-        m.counters(
-            "linerate_connections_receive_cpu",
-            "Connections accepted by a pinned worker, by whether the worker runs on the \
-             CPU that processed the connection's packets (same) or not (other)",
-            "cpu",
-            [
-                ("same", sum(&|s| &s.on_receive_cpu)),
-                ("other", sum(&|s| &s.off_receive_cpu)),
-            ],
-        );
-        let open = "Connections open (at the last tick)";
-        m.gauge("linerate_connections_open", open, sum(&|s| &s.open) as i64);
-        let idle = "Keep-alive connections idle (at the last tick)";
-        m.gauge("linerate_connections_idle", idle, sum(&|s| &s.idle) as i64);
         m.counters(
             "linerate_timeouts",
             "Connections closed by a deadline, by kind",
             "kind",
             (0..TIMEOUT_KINDS.len()).map(|k| (TIMEOUT_KINDS[k], sum(&|s| &s.timeouts[k]))),
         );
-        m.counters(
-            "linerate_errors",
-            "Answers refused or cut, by reason",
-            "reason",
-            [
-                ("forbidden_403", sum(&|s| &s.forbidden)),
-                ("unavailable_503", sum(&|s| &s.unavailable)),
-                ("aborted", sum(&|s| &s.aborted)),
-                ("open_out_of_descriptors", sum(&|s| &s.open_out_of_fds)),
-                ("accept_out_of_descriptors", sum(&|s| &s.accept_out_of_fds)),
-                ("idle_closed_for_room", sum(&|s| &s.idle_closed_for_room)),
-                ("auth_busy_503", sum(&|s| &s.auth_busy)),
-            ],
-        );
-    }
-
-    /// Responses by protocol, HTTP/2's errors, PROXY headers, TLS handshakes.
-    fn protocols(&mut self, board: &Board, all: u64) {
-        let m = self;
-        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
+        let all: u64 = (0..METHODS.len())
+            .flat_map(|mi| (0..CLASSES.len()).map(move |ci| (mi, ci)))
+            .map(|(mi, ci)| sum(&|s| &s.responses[mi][ci]))
+            .sum();
         let h2 = sum(&|s| &s.h2_responses);
         m.counters(
             "linerate_responses_by_protocol",
@@ -210,17 +195,7 @@ impl Scrape {
             "HTTP/2 connections ended for what the client sent, by the GOAWAY code \
              (enhance_your_calm: a flood or an attack)",
             "code",
-            (0..3).map(|k| (crate::stats::H2_ERRORS[k], sum(&|s| &s.h2_errors[k]))),
-        );
-        m.counter(
-            "linerate_proxy_header_refused",
-            "Connections to a --proxy-protocol listener closed for not opening with a PROXY header",
-            sum(&|s| &s.proxy_refused),
-        );
-        m.counter(
-            "linerate_http2_connections",
-            "Connections that spoke HTTP/2 (prior knowledge in clear, or ALPN h2)",
-            sum(&|s| &s.h2_connections),
+            (0..H2_ERRORS.len()).map(|k| (H2_ERRORS[k], sum(&|s| &s.h2_errors[k]))),
         );
         let (handshakes, kernel) = (sum(&|s| &s.tls_handshakes), sum(&|s| &s.tls_kernel));
         let tls = m.family(
@@ -238,28 +213,18 @@ impl Scrape {
             let labels = vec![("result", result.to_string()), ("path", path.to_string())];
             tls.samples.push((labels, v as i64));
         }
+        let (misses, reads) = (sum(&|s| &s.misses), sum(&|s| &s.helper_reads));
+        m.gauge(
+            "linerate_disk_helper_queue",
+            "Windows handed to the disk helpers and not read yet",
+            misses.saturating_sub(reads) as i64,
+        );
     }
 
-    /// The open-file and compression caches, ACME's certificates, the access log.
-    fn caches(&mut self, board: &Board) {
+    /// What is counted outside the workers: the compression cache's writer, ACME.
+    fn outside(&mut self, board: &Board) {
         let m = self;
-        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        m.counters(
-            "linerate_open_file_cache_lookups",
-            "Open-file cache lookups, answered from the cache (hit) or by an open (miss)",
-            "result",
-            [
-                ("hit", sum(&|s| &s.cache_hits)),
-                ("miss", sum(&|s| &s.cache_misses)),
-            ],
-        );
-        m.counters(
-            "linerate_compress_cache_answers",
-            "Answers for files with no precompressed variant that the client takes: from the compression cache (hit), or the identity body while the variant is written (wait)",
-            "result",
-            [("hit", sum(&|s| &s.compress_hits)), ("wait", sum(&|s| &s.compress_waits))],
-        );
         let c = &board.compress;
         m.counters(
             "linerate_compress_cache_variants",
@@ -271,13 +236,6 @@ impl Scrape {
                 ("failed", load(&c.failed)),
             ],
         );
-        if let Some(a) = &board.acme {
-            m.acme(
-                &a.status(),
-                load(&a.counters.issued),
-                load(&a.counters.failed),
-            );
-        }
         m.counter(
             "linerate_compress_cache_evictions",
             "Variants deleted from the compression cache to stay within its size",
@@ -295,122 +253,13 @@ impl Scrape {
             queue,
             load(&c.queued) as i64,
         );
-        m.counter(
-            "linerate_log_lines_dropped",
-            "Access-log lines dropped whole because the disk refused them (full or failing)",
-            sum(&|s| &s.log_lines_dropped),
-        );
-    }
-
-    /// The disk helpers, the output queue, the event loop and the transmit engine.
-    fn engine(&mut self, board: &Board) {
-        let m = self;
-        let sum = |f: &dyn Fn(&Stats) -> &AtomicU64| board.total(f);
-        let (misses, reads) = (sum(&|s| &s.misses), sum(&|s| &s.helper_reads));
-        for (name, help, v) in [
-            (
-                "linerate_residency_probes",
-                "Page-cache residency probes",
-                sum(&|s| &s.probes),
-            ),
-            (
-                "linerate_residency_misses",
-                "Probes that found pages missing (windows handed to the disk helpers)",
-                misses,
-            ),
-            (
-                "linerate_disk_helper_reads",
-                "Windows the disk helpers read",
-                reads,
-            ),
-            (
-                "linerate_disk_helper_read_bytes",
-                "Bytes the disk helpers read",
-                sum(&|s| &s.helper_bytes),
-            ),
-        ] {
-            m.counter(name, help, v);
+        if let Some(a) = &board.acme {
+            m.acme(
+                &a.status(),
+                load(&a.counters.issued),
+                load(&a.counters.failed),
+            );
         }
-        let waiting = "Windows handed to the disk helpers and not read yet";
-        m.gauge(
-            "linerate_disk_helper_queue",
-            waiting,
-            misses.saturating_sub(reads) as i64,
-        );
-        for (name, help, v) in [
-            (
-                "linerate_queue_collapses",
-                "File ranges read into the gather (seed 001's collapse)",
-                sum(&|s| &s.collapsed),
-            ),
-            (
-                "linerate_queue_defrags",
-                "Gathers linearized (seed 001's defrag)",
-                sum(&|s| &s.defrags),
-            ),
-            (
-                "linerate_event_loop_waits",
-                "Event-loop waits (epoll_wait, or the io_uring driver's)",
-                sum(&|s| &s.loop_waits),
-            ),
-            (
-                "linerate_ring_submissions",
-                "Requests the io_uring driver submitted",
-                sum(&|s| &s.ring_submitted),
-            ),
-            (
-                "linerate_ring_completions",
-                "Completions the io_uring driver read",
-                sum(&|s| &s.ring_completed),
-            ),
-            (
-                "linerate_ring_enters",
-                "io_uring_enter calls of the io_uring driver",
-                sum(&|s| &s.ring_enters),
-            ),
-        ] {
-            m.counter(name, help, v);
-        }
-        for (name, help, v) in [
-            (
-                "linerate_transmit_syscalls",
-                "System calls the transmit engine made (counted when a connection closes)",
-                sum(&|s| &s.tx_syscalls),
-            ),
-            (
-                "linerate_transmit_degraded",
-                "Transmits that fell back to a simpler strategy (counted when a connection closes)",
-                sum(&|s| &s.degraded),
-            ),
-            (
-                "linerate_zerocopy_sends",
-                "MSG_ZEROCOPY sends that queued bytes (counted when a connection closes)",
-                sum(&|s| &s.zc_sends),
-            ),
-            (
-                "linerate_zerocopy_completions",
-                "Zero-copy completions read (counted when a connection closes)",
-                sum(&|s| &s.zc_completions),
-            ),
-            (
-                "linerate_zerocopy_copied",
-                "Zero-copy sends the kernel copied after all (counted when a connection closes)",
-                sum(&|s| &s.zc_copied),
-            ),
-            (
-                "linerate_zerocopy_enobufs",
-                "Zero-copy sends refused with ENOBUFS (counted when a connection closes)",
-                sum(&|s| &s.zc_enobufs),
-            ),
-        ] {
-            m.counter(name, help, v);
-        }
-        let small = "Small-file contents held in memory";
-        m.gauge(
-            "linerate_small_file_bytes",
-            small,
-            sum(&|s| &s.small_bytes_held) as i64,
-        );
     }
 
     /// The response-time histogram.
@@ -567,58 +416,8 @@ mod tests {
     /// cache's: a family that reads the wrong counter shows in the text.
     fn distinct() -> Board {
         let s = Stats::default();
-        let mut all: Vec<&AtomicU64> = vec![
-            &s.accepted,
-            &s.on_receive_cpu,
-            &s.off_receive_cpu,
-            &s.requests,
-            &s.probes,
-            &s.misses,
-            &s.helper_reads,
-            &s.helper_bytes,
-            &s.small_misses,
-            &s.small_bytes_held,
-            &s.small_evictions,
-            &s.collapsed,
-            &s.collapsed_bytes,
-            &s.defrags,
-            &s.corked,
-            &s.uncorked,
-            &s.loop_waits,
-            &s.ring_submitted,
-            &s.ring_completed,
-            &s.ring_enters,
-            &s.tls_handshakes,
-            &s.tls_kernel,
-            &s.tls_refused,
-            &s.proxy_refused,
-            &s.h2_connections,
-            &s.h2_streams,
-            &s.h2_responses,
-            &s.log_lines_dropped,
-            &s.open_out_of_fds,
-            &s.unavailable,
-            &s.accept_out_of_fds,
-            &s.idle_closed_for_room,
-            &s.auth_busy,
-            &s.forbidden,
-            &s.aborted,
-            &s.body_bytes,
-            &s.response_time_count,
-            &s.response_time_sum_us,
-            &s.open,
-            &s.idle,
-            &s.cache_hits,
-            &s.cache_misses,
-            &s.compress_hits,
-            &s.compress_waits,
-            &s.tx_syscalls,
-            &s.zc_sends,
-            &s.zc_completions,
-            &s.zc_copied,
-            &s.zc_enobufs,
-            &s.degraded,
-        ];
+        // Every row of the table, then the arrays.
+        let mut all: Vec<&AtomicU64> = REPORTS.iter().map(|r| (r.get)(&s)).collect();
         all.extend(s.h2_errors.iter());
         all.extend(s.responses.iter().flatten());
         all.extend(s.response_time.iter());

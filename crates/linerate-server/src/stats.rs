@@ -11,111 +11,234 @@ use std::sync::{Arc, PoisonError, RwLock};
 pub(crate) const H2_ERRORS: [&str; 3] =
     ["protocol_error", "compression_error", "enhance_your_calm"];
 
-/// A worker's counters. Only its worker writes them (plain load and store, no locked
-/// instruction); the status page reads them from any worker.
-#[derive(Debug, Default)]
-pub(crate) struct Stats {
-    pub accepted: AtomicU64,
-    /// Connections accepted by a pinned worker on the CPU that processed their
-    /// packets (`SO_INCOMING_CPU`), and elsewhere.
-    pub on_receive_cpu: AtomicU64,
-    pub off_receive_cpu: AtomicU64,
-    pub requests: AtomicU64,
-    /// Residency probes (`cachestat` calls).
-    pub probes: AtomicU64,
-    /// Probes that found a page missing: windows handed to the helpers.
-    pub misses: AtomicU64,
-    /// Windows the helpers finished, and the bytes they read.
-    pub helper_reads: AtomicU64,
-    pub helper_bytes: AtomicU64,
-    /// Small files whose contents were not resident (`RWF_NOWAIT` would have waited).
-    pub small_misses: AtomicU64,
-    /// Bytes of small-file contents held now (a gauge), and contents given up to stay
-    /// within `--small-file-memory`.
-    pub small_bytes_held: AtomicU64,
-    pub small_evictions: AtomicU64,
-    /// File ranges read into the gather (seed 001's collapse), and their bytes.
-    pub collapsed: AtomicU64,
-    pub collapsed_bytes: AtomicU64,
-    /// Gathers linearized into their last segment (seed 001's defrag).
-    pub defrags: AtomicU64,
-    /// File bodies sent with `TCP_CORK` set (`--cork-min`), and corks cleared after one.
-    pub corked: AtomicU64,
-    pub uncorked: AtomicU64,
-    /// Event-loop waits (`epoll_wait`, or the io_uring driver's wait), and the io_uring
-    /// driver's requests submitted, completions read and `io_uring_enter` calls (added
-    /// every tick).
-    pub loop_waits: AtomicU64,
-    pub ring_submitted: AtomicU64,
-    pub ring_completed: AtomicU64,
-    pub ring_enters: AtomicU64,
-    /// TLS handshakes completed.
-    pub tls_handshakes: AtomicU64,
-    /// TLS connections whose keys went to the kernel after the handshake (kernel TLS);
-    /// the others' records are sealed in user space.
-    pub tls_kernel: AtomicU64,
-    /// TLS connections closed for what their peer sent: not TLS at all, or a
-    /// handshake or record rustls refused.
-    pub tls_refused: AtomicU64,
-    /// Connections to a `--proxy-protocol` listener closed because they did not open
-    /// with a PROXY header.
-    pub proxy_refused: AtomicU64,
-    /// Connections that turned to HTTP/2 (its preface, in clear or after ALPN `h2`),
-    /// the streams taken on them, and the responses logged for them (as every
-    /// response is, finished or cut).
-    pub h2_connections: AtomicU64,
-    pub h2_streams: AtomicU64,
-    pub h2_responses: AtomicU64,
-    /// HTTP/2 connections ended by an error of the client's, by the GOAWAY code sent:
-    /// [`H2_ERRORS`] (ENHANCE_YOUR_CALM is a flood or an attack: rapid resets,
-    /// CONTINUATION or idle-frame floods, an HPACK bomb).
-    pub h2_errors: [AtomicU64; 3],
-    /// Access-log lines dropped because the disk refused them (full, or failing).
-    pub log_lines_dropped: AtomicU64,
-    /// Opens of files refused for lack of descriptors (`EMFILE`/`ENFILE`; each empties
-    /// the open-file cache and tries once more).
-    pub open_out_of_fds: AtomicU64,
-    /// 503s answered because the retry failed too.
-    pub unavailable: AtomicU64,
-    /// Accepts refused for lack of descriptors (accepting then pauses).
-    pub accept_out_of_fds: AtomicU64,
-    /// Idle keep-alive connections closed to make room for new ones.
-    pub idle_closed_for_room: AtomicU64,
-    /// 503s: the process was making as many password checks as it may.
-    pub auth_busy: AtomicU64,
-    /// 403s: the permission bits refused an open.
-    pub forbidden: AtomicU64,
-    /// Responses that ended before their last byte (reset, deadline, shutdown,
-    /// truncation).
-    pub aborted: AtomicU64,
-    /// Responses by method (GET, HEAD, other) and status class (1xx to 5xx).
-    pub responses: [[AtomicU64; 5]; 3],
-    /// Body bytes the sockets took.
-    pub body_bytes: AtomicU64,
-    /// Time from a request complete to its response's last byte handed to the kernel:
-    /// counts at or under each of [`RESPONSE_SECONDS`], then the sum in microseconds.
-    pub response_time: [AtomicU64; RESPONSE_SECONDS.len()],
-    pub response_time_count: AtomicU64,
-    pub response_time_sum_us: AtomicU64,
-    /// Connections open, and of them idle (gauges, set every tick).
-    pub open: AtomicU64,
-    pub idle: AtomicU64,
-    /// Connections closed by a deadline: header, idle, send, body.
-    pub timeouts: [AtomicU64; 4],
-    /// Open-file cache lookups answered from the cache, and those that opened.
-    pub cache_hits: AtomicU64,
-    pub cache_misses: AtomicU64,
-    /// Answers sent from the compression cache, and identity answers sent while the
-    /// client's coding was being written there.
-    pub compress_hits: AtomicU64,
-    pub compress_waits: AtomicU64,
-    /// The engine's counters of closed connections (see [`Stats::add_tx`]).
-    pub tx_syscalls: AtomicU64,
-    pub zc_sends: AtomicU64,
-    pub zc_completions: AtomicU64,
-    pub zc_copied: AtomicU64,
-    pub zc_enobufs: AtomicU64,
-    pub degraded: AtomicU64,
+/// Where a counter is reported: its key in the status page's JSON (`"disk.probes"` is
+/// `probes` in the `disk` object), and its metric family, labels and help (the help
+/// given once, by the family's first row).
+#[derive(Debug)]
+pub(crate) struct Report {
+    pub gauge: bool,
+    pub json: Option<&'static str>,
+    pub metric: Option<&'static str>,
+    pub labels: &'static [(&'static str, &'static str)],
+    pub help: &'static str,
+    pub get: fn(&Stats) -> &AtomicU64,
+}
+
+/// The workers' counters, one row each, where they are counted: the row's doc, its
+/// field, `counter` (summed over every worker there was) or `gauge` (set by its worker,
+/// summed over the workers there are), then `as "json.key"` for the status page and
+/// `=> "metric_name" [label = "value"] "help"` for the metrics. From the rows come the
+/// [`Stats`] fields, the sum an ended worker leaves ([`Stats::add_to`]) and [`REPORTS`],
+/// which the status page ([`Board::json`]) and the metrics (`metrics::Scrape`) walk. The
+/// fields after the rows (arrays, and counters reported by hand because a family
+/// derives from them) are written by hand.
+macro_rules! stats {
+    (
+        $(#[$sm:meta])*
+        pub struct Stats {
+            $(
+                $(#[$m:meta])*
+                $field:ident: $kind:ident
+                    $(as $json:literal)?
+                    $(=> $metric:literal $([$($l:ident = $lv:literal),*])? $($help:literal)?)?,
+            )*
+            ;
+            $(
+                $(#[$hm:meta])*
+                pub $hand:ident: $hty:ty,
+            )*
+        }
+    ) => {
+        $(#[$sm])*
+        #[derive(Debug, Default)]
+        pub(crate) struct Stats {
+            $(
+                $(#[$m])*
+                pub $field: AtomicU64,
+            )*
+            $(
+                $(#[$hm])*
+                pub $hand: $hty,
+            )*
+        }
+
+        /// Every row of the table, in order.
+        pub(crate) const REPORTS: &[Report] = &[$(
+            Report {
+                gauge: stats!(@gauge $kind),
+                json: stats!(@some $($json)?),
+                metric: stats!(@some $($metric)?),
+                labels: &[$($($((stringify!($l), $lv)),*)?)?],
+                help: concat!($($($help)?)?),
+                get: |s| &s.$field,
+            },
+        )*];
+    };
+    (@some) => { None };
+    (@some $e:literal) => { Some($e) };
+    (@gauge counter) => { false };
+    (@gauge gauge) => { true };
+}
+
+stats! {
+    /// A worker's counters. Only its worker writes them (plain load and store, no locked
+    /// instruction); the status page reads them from any worker.
+    pub struct Stats {
+        accepted: counter as "connections_accepted"
+            => "linerate_connections_accepted" "Connections accepted",
+        /// Connections accepted by a pinned worker on the CPU that processed their
+        /// packets (`SO_INCOMING_CPU`), and elsewhere.
+        on_receive_cpu: counter as "connections_on_receive_cpu"
+            => "linerate_connections_receive_cpu" [cpu = "same"]
+            "Connections accepted by a pinned worker, by whether the worker runs on the \
+             CPU that processed the connection's packets (same) or not (other)",
+        off_receive_cpu: counter as "connections_off_receive_cpu"
+            => "linerate_connections_receive_cpu" [cpu = "other"],
+        /// Connections open, and of them idle (set every tick).
+        open: gauge => "linerate_connections_open" "Connections open (at the last tick)",
+        idle: gauge => "linerate_connections_idle" "Keep-alive connections idle (at the last tick)",
+        requests: counter as "requests",
+        /// 403s: the permission bits refused an open.
+        forbidden: counter as "errors.forbidden_403"
+            => "linerate_errors" [reason = "forbidden_403"] "Answers refused or cut, by reason",
+        /// 503s answered because the retry of an open failed too.
+        unavailable: counter as "errors.unavailable_503"
+            => "linerate_errors" [reason = "unavailable_503"],
+        /// Responses that ended before their last byte (reset, deadline, shutdown,
+        /// truncation).
+        aborted: counter as "errors.responses_aborted"
+            => "linerate_errors" [reason = "aborted"],
+        /// Opens of files refused for lack of descriptors (`EMFILE`/`ENFILE`; each empties
+        /// the open-file cache and tries once more).
+        open_out_of_fds: counter as "errors.open_out_of_descriptors"
+            => "linerate_errors" [reason = "open_out_of_descriptors"],
+        /// Accepts refused for lack of descriptors (accepting then pauses).
+        accept_out_of_fds: counter as "errors.accept_out_of_descriptors"
+            => "linerate_errors" [reason = "accept_out_of_descriptors"],
+        /// Idle keep-alive connections closed to make room for new ones.
+        idle_closed_for_room: counter as "errors.idle_closed_for_room"
+            => "linerate_errors" [reason = "idle_closed_for_room"],
+        /// 503s: the process was making as many password checks as it may.
+        auth_busy: counter as "errors.auth_busy_503"
+            => "linerate_errors" [reason = "auth_busy_503"],
+        /// Connections to a `--proxy-protocol` listener closed because they did not open
+        /// with a PROXY header.
+        proxy_refused: counter as "errors.proxy_header_refused"
+            => "linerate_proxy_header_refused"
+            "Connections to a --proxy-protocol listener closed for not opening with a PROXY header",
+        /// Connections that turned to HTTP/2 (its preface, in clear or after ALPN `h2`),
+        /// and the streams taken on them.
+        h2_connections: counter as "http2.connections"
+            => "linerate_http2_connections"
+            "Connections that spoke HTTP/2 (prior knowledge in clear, or ALPN h2)",
+        h2_streams: counter as "http2.streams",
+        /// TLS connections closed for what their peer sent: not TLS at all, or a
+        /// handshake or record rustls refused.
+        tls_refused: counter as "tls.refused",
+        /// Open-file cache lookups answered from the cache, and those that opened.
+        cache_hits: counter
+            => "linerate_open_file_cache_lookups" [result = "hit"]
+            "Open-file cache lookups, answered from the cache (hit) or by an open (miss)",
+        cache_misses: counter => "linerate_open_file_cache_lookups" [result = "miss"],
+        /// Answers sent from the compression cache, and identity answers sent while the
+        /// client's coding was being written there.
+        compress_hits: counter as "compress_cache.hits"
+            => "linerate_compress_cache_answers" [result = "hit"]
+            "Answers for files with no precompressed variant that the client takes: from \
+             the compression cache (hit), or the identity body while the variant is written \
+             (wait)",
+        compress_waits: counter as "compress_cache.waits"
+            => "linerate_compress_cache_answers" [result = "wait"],
+        /// Access-log lines dropped because the disk refused them (full, or failing).
+        log_lines_dropped: counter as "errors.log_lines_dropped"
+            => "linerate_log_lines_dropped"
+            "Access-log lines dropped whole because the disk refused them (full or failing)",
+        /// Residency probes (`cachestat` calls).
+        probes: counter as "disk.probes"
+            => "linerate_residency_probes" "Page-cache residency probes",
+        /// Probes that found a page missing: windows handed to the helpers.
+        misses: counter as "disk.misses"
+            => "linerate_residency_misses"
+            "Probes that found pages missing (windows handed to the disk helpers)",
+        /// Windows the helpers finished, and the bytes they read.
+        helper_reads: counter as "disk.helper_reads"
+            => "linerate_disk_helper_reads" "Windows the disk helpers read",
+        helper_bytes: counter as "disk.helper_bytes"
+            => "linerate_disk_helper_read_bytes" "Bytes the disk helpers read",
+        /// Small files whose contents were not resident (`RWF_NOWAIT` would have waited).
+        small_misses: counter as "disk.small_file_misses",
+        /// File ranges read into the gather (seed 001's collapse), and their bytes.
+        collapsed: counter as "queue.collapsed"
+            => "linerate_queue_collapses" "File ranges read into the gather (seed 001's collapse)",
+        collapsed_bytes: counter as "queue.collapsed_bytes",
+        /// Gathers linearized into their last segment (seed 001's defrag).
+        defrags: counter as "queue.defrags"
+            => "linerate_queue_defrags" "Gathers linearized (seed 001's defrag)",
+        /// File bodies sent with `TCP_CORK` set (`--cork-min`), and corks cleared after one.
+        corked: counter as "queue.corked",
+        uncorked: counter as "queue.uncorked",
+        /// Event-loop waits (`epoll_wait`, or the io_uring driver's wait), and the io_uring
+        /// driver's requests submitted, completions read and `io_uring_enter` calls (added
+        /// every tick).
+        loop_waits: counter as "event_loop.waits"
+            => "linerate_event_loop_waits" "Event-loop waits (epoll_wait, or the io_uring driver's)",
+        ring_submitted: counter as "event_loop.ring_submissions"
+            => "linerate_ring_submissions" "Requests the io_uring driver submitted",
+        ring_completed: counter as "event_loop.ring_completions"
+            => "linerate_ring_completions" "Completions the io_uring driver read",
+        ring_enters: counter as "event_loop.ring_enters"
+            => "linerate_ring_enters" "io_uring_enter calls of the io_uring driver",
+        /// The engine's counters of closed connections (see [`Stats::add_tx`]).
+        tx_syscalls: counter
+            => "linerate_transmit_syscalls"
+            "System calls the transmit engine made (counted when a connection closes)",
+        degraded: counter
+            => "linerate_transmit_degraded"
+            "Transmits that fell back to a simpler strategy (counted when a connection closes)",
+        zc_sends: counter
+            => "linerate_zerocopy_sends"
+            "MSG_ZEROCOPY sends that queued bytes (counted when a connection closes)",
+        zc_completions: counter
+            => "linerate_zerocopy_completions"
+            "Zero-copy completions read (counted when a connection closes)",
+        zc_copied: counter
+            => "linerate_zerocopy_copied"
+            "Zero-copy sends the kernel copied after all (counted when a connection closes)",
+        zc_enobufs: counter
+            => "linerate_zerocopy_enobufs"
+            "Zero-copy sends refused with ENOBUFS (counted when a connection closes)",
+        /// Bytes of small-file contents held now, and contents given up to stay within
+        /// `--small-file-memory`.
+        small_bytes_held: gauge as "small_files.bytes_held"
+            => "linerate_small_file_bytes" "Small-file contents held in memory",
+        small_evictions: counter as "small_files.evictions",
+        /// TLS handshakes completed, and of them the connections whose keys went to the
+        /// kernel after the handshake (kernel TLS; the others' records are sealed in user
+        /// space): reported by `metrics` as one family with `tls_refused`.
+        tls_handshakes: counter as "tls.handshakes",
+        tls_kernel: counter as "tls.path_kernel",
+        /// The responses logged for HTTP/2 streams (as every response is, finished or
+        /// cut): reported by `metrics` beside the others.
+        h2_responses: counter as "http2.responses",
+        /// Body bytes the sockets took (by `metrics` with the transmit strategy).
+        body_bytes: counter,
+        /// The response-time histogram's count, and its sum in microseconds.
+        response_time_count: counter,
+        response_time_sum_us: counter,
+        ;
+        /// HTTP/2 connections ended by an error of the client's, by the GOAWAY code sent:
+        /// [`H2_ERRORS`] (ENHANCE_YOUR_CALM is a flood or an attack: rapid resets,
+        /// CONTINUATION or idle-frame floods, an HPACK bomb).
+        pub h2_errors: [AtomicU64; 3],
+        /// Responses by method (GET, HEAD, other) and status class (1xx to 5xx).
+        pub responses: [[AtomicU64; 5]; 3],
+        /// Time from a request complete to its response's last byte handed to the kernel:
+        /// counts at or under each of [`RESPONSE_SECONDS`] (then `response_time_count`
+        /// and `response_time_sum_us`).
+        pub response_time: [AtomicU64; RESPONSE_SECONDS.len()],
+        /// Connections closed by a deadline: header, idle, send, body.
+        pub timeouts: [AtomicU64; 4],
+    }
 }
 
 /// The upper bounds of the response-time histogram, seconds.
@@ -182,122 +305,19 @@ impl Stats {
     }
 
     /// Adds this worker's counters to `sum` (whose only writer is the caller); its
-    /// gauges were its own and are left out. Every field is named, so a new one cannot
-    /// be forgotten (the pattern would not compile).
+    /// gauges were its own and are left out.
     fn add_to(&self, sum: &Stats) {
-        let Stats {
-            accepted,
-            on_receive_cpu,
-            off_receive_cpu,
-            requests,
-            probes,
-            misses,
-            helper_reads,
-            helper_bytes,
-            small_misses,
-            small_bytes_held: _,
-            small_evictions,
-            collapsed,
-            collapsed_bytes,
-            defrags,
-            corked,
-            uncorked,
-            loop_waits,
-            ring_submitted,
-            ring_completed,
-            ring_enters,
-            tls_handshakes,
-            tls_kernel,
-            tls_refused,
-            proxy_refused,
-            h2_connections,
-            h2_streams,
-            h2_responses,
-            h2_errors,
-            log_lines_dropped,
-            open_out_of_fds,
-            unavailable,
-            accept_out_of_fds,
-            idle_closed_for_room,
-            auth_busy,
-            forbidden,
-            aborted,
-            responses,
-            body_bytes,
-            response_time,
-            response_time_count,
-            response_time_sum_us,
-            open: _,
-            idle: _,
-            timeouts,
-            cache_hits,
-            cache_misses,
-            compress_hits,
-            compress_waits,
-            tx_syscalls,
-            zc_sends,
-            zc_completions,
-            zc_copied,
-            zc_enobufs,
-            degraded,
-        } = self;
-        let pairs = [
-            (accepted, &sum.accepted),
-            (on_receive_cpu, &sum.on_receive_cpu),
-            (off_receive_cpu, &sum.off_receive_cpu),
-            (requests, &sum.requests),
-            (probes, &sum.probes),
-            (misses, &sum.misses),
-            (helper_reads, &sum.helper_reads),
-            (helper_bytes, &sum.helper_bytes),
-            (small_misses, &sum.small_misses),
-            (small_evictions, &sum.small_evictions),
-            (collapsed, &sum.collapsed),
-            (collapsed_bytes, &sum.collapsed_bytes),
-            (defrags, &sum.defrags),
-            (corked, &sum.corked),
-            (uncorked, &sum.uncorked),
-            (loop_waits, &sum.loop_waits),
-            (ring_submitted, &sum.ring_submitted),
-            (ring_completed, &sum.ring_completed),
-            (ring_enters, &sum.ring_enters),
-            (tls_handshakes, &sum.tls_handshakes),
-            (tls_kernel, &sum.tls_kernel),
-            (tls_refused, &sum.tls_refused),
-            (proxy_refused, &sum.proxy_refused),
-            (h2_connections, &sum.h2_connections),
-            (h2_streams, &sum.h2_streams),
-            (h2_responses, &sum.h2_responses),
-            (log_lines_dropped, &sum.log_lines_dropped),
-            (open_out_of_fds, &sum.open_out_of_fds),
-            (unavailable, &sum.unavailable),
-            (accept_out_of_fds, &sum.accept_out_of_fds),
-            (idle_closed_for_room, &sum.idle_closed_for_room),
-            (auth_busy, &sum.auth_busy),
-            (forbidden, &sum.forbidden),
-            (aborted, &sum.aborted),
-            (body_bytes, &sum.body_bytes),
-            (response_time_count, &sum.response_time_count),
-            (response_time_sum_us, &sum.response_time_sum_us),
-            (cache_hits, &sum.cache_hits),
-            (cache_misses, &sum.cache_misses),
-            (compress_hits, &sum.compress_hits),
-            (compress_waits, &sum.compress_waits),
-            (tx_syscalls, &sum.tx_syscalls),
-            (zc_sends, &sum.zc_sends),
-            (zc_completions, &sum.zc_completions),
-            (zc_copied, &sum.zc_copied),
-            (zc_enobufs, &sum.zc_enobufs),
-            (degraded, &sum.degraded),
-        ];
-        let arrays = responses
+        let rows = REPORTS.iter().filter(|r| !r.gauge).map(|r| (r.get)(self));
+        let into = REPORTS.iter().filter(|r| !r.gauge).map(|r| (r.get)(sum));
+        let arrays = self
+            .responses
             .iter()
             .flatten()
             .zip(sum.responses.iter().flatten())
-            .chain(response_time.iter().zip(&sum.response_time))
-            .chain(timeouts.iter().zip(&sum.timeouts))
-            .chain(h2_errors.iter().zip(&sum.h2_errors));
-        for (mine, into) in pairs.into_iter().chain(arrays) {
+            .chain(self.response_time.iter().zip(&sum.response_time))
+            .chain(self.timeouts.iter().zip(&sum.timeouts))
+            .chain(self.h2_errors.iter().zip(&sum.h2_errors));
+        for (mine, into) in rows.zip(into).chain(arrays) {
             Stats::add(into, Stats::get(mine));
         }
     }
@@ -389,85 +409,61 @@ impl Board {
         mine + theirs + Stats::get(f(ended))
     }
 
-    /// The status page's JSON for all workers' counters.
+    /// The status page's JSON for all workers' counters: each row of [`REPORTS`] with a
+    /// key, and what is counted outside the workers (the compression cache's, ACME's).
     pub fn json(&self) -> serde_json::Value {
-        let sum = |f: fn(&Stats) -> &AtomicU64| self.total(f);
-        let c = &self.compress;
-        serde_json::json!({
-            "workers": self.workers.len(),
-            "connections_accepted": sum(|s| &s.accepted),
-            "connections_on_receive_cpu": sum(|s| &s.on_receive_cpu),
-            "connections_off_receive_cpu": sum(|s| &s.off_receive_cpu),
-            "requests": sum(|s| &s.requests),
-            "disk": {
-                "probes": sum(|s| &s.probes),
-                "misses": sum(|s| &s.misses),
-                "helper_reads": sum(|s| &s.helper_reads),
-                "helper_bytes": sum(|s| &s.helper_bytes),
-                "small_file_misses": sum(|s| &s.small_misses),
-            },
-            "small_files": {
-                "bytes_held": sum(|s| &s.small_bytes_held),
-                "evictions": sum(|s| &s.small_evictions),
-            },
-            "compress_cache": {
-                "hits": sum(|s| &s.compress_hits),
-                "waits": sum(|s| &s.compress_waits),
-                "written": c.written.load(Ordering::Relaxed),
-                "not_smaller": c.not_smaller.load(Ordering::Relaxed),
-                "failed": c.failed.load(Ordering::Relaxed),
-                "bytes_in": c.bytes_in.load(Ordering::Relaxed),
-                "bytes_out": c.bytes_out.load(Ordering::Relaxed),
-                "evictions": c.evicted.load(Ordering::Relaxed),
-                "bytes_held": c.bytes_held.load(Ordering::Relaxed),
-                "queued": c.queued.load(Ordering::Relaxed),
-            },
-            "acme": self.acme.as_ref().map(|a| serde_json::json!({
-                "certificates": a.status(),
-                "issued": a.counters.issued.load(Ordering::Relaxed),
-                "failed": a.counters.failed.load(Ordering::Relaxed),
-            })),
-            "queue": {
-                "collapsed": sum(|s| &s.collapsed),
-                "collapsed_bytes": sum(|s| &s.collapsed_bytes),
-                "defrags": sum(|s| &s.defrags),
-                "corked": sum(|s| &s.corked),
-                "uncorked": sum(|s| &s.uncorked),
-            },
-            "event_loop": {
-                "waits": sum(|s| &s.loop_waits),
-                "ring_submissions": sum(|s| &s.ring_submitted),
-                "ring_completions": sum(|s| &s.ring_completed),
-                "ring_enters": sum(|s| &s.ring_enters),
-            },
-            "http2": {
-                "connections": sum(|s| &s.h2_connections),
-                "streams": sum(|s| &s.h2_streams),
-                "responses": sum(|s| &s.h2_responses),
-                "connection_errors": {
-                    "protocol_error": sum(|s| &s.h2_errors[0]),
-                    "compression_error": sum(|s| &s.h2_errors[1]),
-                    "enhance_your_calm": sum(|s| &s.h2_errors[2]),
-                },
-            },
-            "tls": {
-                "handshakes": sum(|s| &s.tls_handshakes),
-                "path_user": sum(|s| &s.tls_handshakes).saturating_sub(sum(|s| &s.tls_kernel)),
-                "path_kernel": sum(|s| &s.tls_kernel),
-                "refused": sum(|s| &s.tls_refused),
-            },
-            "errors": {
-                "open_out_of_descriptors": sum(|s| &s.open_out_of_fds),
-                "accept_out_of_descriptors": sum(|s| &s.accept_out_of_fds),
-                "idle_closed_for_room": sum(|s| &s.idle_closed_for_room),
-                "auth_busy_503": sum(|s| &s.auth_busy),
-                "unavailable_503": sum(|s| &s.unavailable),
-                "forbidden_403": sum(|s| &s.forbidden),
-                "responses_aborted": sum(|s| &s.aborted),
-                "log_lines_dropped": sum(|s| &s.log_lines_dropped),
-                "proxy_header_refused": sum(|s| &s.proxy_refused),
+        let mut j = serde_json::json!({ "workers": self.workers.len() });
+        for r in REPORTS {
+            if let Some(key) = r.json {
+                put(&mut j, key, self.total(r.get).into());
             }
-        })
+        }
+        let load = |a: &AtomicU64| serde_json::Value::from(a.load(Ordering::Relaxed));
+        let c = &self.compress;
+        for (key, a) in [
+            ("written", &c.written),
+            ("not_smaller", &c.not_smaller),
+            ("failed", &c.failed),
+            ("bytes_in", &c.bytes_in),
+            ("bytes_out", &c.bytes_out),
+            ("evictions", &c.evicted),
+            ("bytes_held", &c.bytes_held),
+            ("queued", &c.queued),
+        ] {
+            put(&mut j, &format!("compress_cache.{key}"), load(a));
+        }
+        let handshakes = self.total(|s| &s.tls_handshakes);
+        let user = handshakes.saturating_sub(self.total(|s| &s.tls_kernel));
+        put(&mut j, "tls.path_user", user.into());
+        for (k, code) in H2_ERRORS.iter().enumerate() {
+            let v = self.total(|s| &s.h2_errors[k]);
+            put(&mut j, &format!("http2.connection_errors.{code}"), v.into());
+        }
+        let acme = self.acme.as_ref().map(|a| {
+            serde_json::json!({
+                "certificates": a.status(),
+                "issued": load(&a.counters.issued),
+                "failed": load(&a.counters.failed),
+            })
+        });
+        put(&mut j, "acme", acme.into());
+        j
+    }
+}
+
+/// Sets `key` of `j` (`"a.b"`: `b` of the object `a`, made if missing) to `v`.
+fn put(j: &mut serde_json::Value, key: &str, v: serde_json::Value) {
+    let mut at = j;
+    let mut parts = key.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let object = at
+            .as_object_mut()
+            .expect("the status page's keys name objects");
+        if parts.peek().is_none() {
+            object.insert(part.to_string(), v);
+            return;
+        }
+        at = object.entry(part).or_insert_with(|| serde_json::json!({}));
     }
 }
 
