@@ -33,6 +33,73 @@
 //! Wildcard names need the DNS-01 challenge and a DNS provider: refused at start with
 //! the reason.
 
+/// ACME's server-wide keys (a site's `acme = true` is in its block): rows of the settings table (`settings!` in settings.rs, which
+/// says what a row holds), kept here beside what they drive; `--help` shows them under
+/// their own heading.
+macro_rules! acme_keys {
+    ($($table:tt)*) => {
+        settings! {
+            @join [
+            /// ACME directory of the `[[site]]` blocks with `acme = true`: Let's Encrypt's
+            /// production one unless given (its staging one, for trials:
+            /// https://acme-staging-v02.api.letsencrypt.org/directory) [default:
+            /// https://acme-v02.api.letsencrypt.org/directory].
+            #[arg(long, help_heading = "ACME", value_name = "URL")]
+            pub acme_directory: Option<crate::acme::AcmeUrl>
+                => String = LETS_ENCRYPT.to_string(), |u| u.0,
+            /// A PEM file of the root that signs the ACME directory's own HTTPS certificate
+            /// (a private CA's, or pebble's in tests) [default: the system's roots].
+            #[arg(long, help_heading = "ACME", value_name = "FILE")]
+            pub acme_directory_ca: Option<PathBuf>
+                => Option<PathBuf> = None, |p| Some(p),
+            /// Contact address given to the ACME directory with the account [default: none].
+            #[arg(long, help_heading = "ACME", value_name = "EMAIL")]
+            pub acme_email: Option<String>
+                => Option<String> = None, |e| Some(e),
+            /// Where the ACME account key and the certificates are kept (made mode 0700 for
+            /// --user) [default: /var/lib/linerate/acme].
+            #[arg(long, help_heading = "ACME", value_name = "DIR")]
+            pub acme_dir: Option<PathBuf>
+                => PathBuf = PathBuf::from("/var/lib/linerate/acme"), |d| d,
+            /// How the ACME directory checks the names: tls-alpn-01 (on a tls-listen address,
+            /// its port 443 for a public CA), http-01 (on a listen or redirect-listen address,
+            /// port 80), or auto (tls-alpn-01 when there is a tls-listen address) [default:
+            /// auto].
+            #[arg(long, help_heading = "ACME", value_name = "auto|http-01|tls-alpn-01")]
+            pub acme_challenge: Option<AcmeChallenge>
+                => AcmeChallenge = AcmeChallenge::Auto, |c| c,
+            ]
+            $($table)*
+        }
+    };
+}
+
+/// The `acme-directory` key's value: an https URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AcmeUrl(pub String);
+
+impl std::str::FromStr for AcmeUrl {
+    type Err = crate::settings::ValueError;
+    fn from_str(s: &str) -> Result<AcmeUrl, crate::settings::ValueError> {
+        if s.starts_with("https://")
+            && s.len() > "https://".len()
+            && !s.contains(char::is_whitespace)
+        {
+            Ok(AcmeUrl(s.to_string()))
+        } else {
+            Err(crate::settings::ValueError::is(s, "not an https:// URL"))
+        }
+    }
+}
+
+impl std::fmt::Display for AcmeUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+crate::settings::as_text!(AcmeUrl);
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

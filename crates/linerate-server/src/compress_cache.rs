@@ -39,6 +39,33 @@
 //! (each counts what it wrote and what it found at its start, so the directory can
 //! exceed the size by what the other wrote until the next start).
 
+/// The compression cache's keys: rows of the settings table (`settings!` in settings.rs, which
+/// says what a row holds), kept here beside what they drive; `--help` shows them under
+/// their own heading.
+macro_rules! compress_cache_keys {
+    ($($table:tt)*) => {
+        settings! {
+            @join [
+            /// Compress text files that have no precompressed variant beside them into DIR,
+            /// once, on a helper thread, the first time a client takes a coding of them, and
+            /// send them from there from then on (the identity file goes out until the variant
+            /// is written); created mode 0700 if missing. Only codings of `precompressed` are
+            /// made [default: none].
+            #[arg(long, help_heading = "Compression cache", value_name = "DIR")]
+            pub compress_cache: Option<PathBuf>
+                => Option<PathBuf> = None, |p| Some(p),
+            /// Most bytes the compress-cache directory holds; past it the least recently used
+            /// variants are deleted, and files above an eighth of it are not compressed
+            /// [default: 256M].
+            #[arg(long, help_heading = "Compression cache", value_name = "BYTES")]
+            pub compress_cache_size: Option<Bytes<1, { i64::MAX as u64 }>>
+                => u64 = 256 << 20, |b| b.0,
+            ]
+            $($table)*
+        }
+    };
+}
+
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
 use std::io::{self, Read, Write};

@@ -21,10 +21,12 @@
 #![forbid(unsafe_code)]
 
 mod access_log;
+#[macro_use]
 mod acme;
 pub mod auth;
 pub mod check;
 pub mod compress;
+#[macro_use]
 mod compress_cache;
 pub mod config;
 mod conn;
@@ -42,6 +44,7 @@ mod metrics;
 mod output;
 #[cfg(any(test, feature = "fuzzing"))]
 mod output_model;
+#[macro_use]
 mod proxy;
 #[cfg(any(test, feature = "fuzzing"))]
 mod redirect_model;

@@ -4,6 +4,45 @@
 //! connection; the header is parsed by the `ppp` crate (made for it), and what is
 //! kept of it is the client's address.
 
+/// The keys of the client's address as a balancer tells it: PROXY headers and trusted proxies' forwarded fields: rows of the settings table (`settings!` in settings.rs, which
+/// says what a row holds), kept here beside what they drive; `--help` shows them under
+/// their own heading.
+macro_rules! proxy_keys {
+    ($($table:tt)*) => {
+        settings! {
+            @join [
+            /// Address, among --listen, --tls-listen and --redirect-listen, whose every
+            /// connection opens with a PROXY protocol header (v1 or v2, as HAProxy's send-proxy
+            /// and send-proxy-v2, AWS and other load balancers send it, before any TLS): the
+            /// client's address is the one the header names, for the access log,
+            /// --metrics-allow and everything else; a connection without a valid header within
+            /// --header-timeout is closed. Repeat for several [default: none].
+            #[arg(long, help_heading = "Proxies", value_name = "ADDR")]
+            #[serde(
+                default,
+                deserialize_with = "one_or_many"
+            )]
+            pub proxy_protocol: Vec<ListenAddr>
+                => Vec<Endpoint> = Vec::new(), |l| endpoints(l),
+            /// Proxies whose --forwarded-header names the client: a network, an address, or
+            /// unix: for a Unix socket's clients; the header is read from the right, past every
+            /// trusted address, and ignored from any other sender. Repeat for several
+            /// [default: none: the header is never believed].
+            #[arg(long, help_heading = "Proxies", value_name = "CIDR")]
+            #[serde(default)]
+            pub trusted_proxies: Vec<Cidr>
+                => Vec<Cidr> = Vec::new(), |t| t,
+            /// The header --trusted-proxies name the client in: x-forwarded-for or forwarded
+            /// (RFC 7239's for=) [default: x-forwarded-for].
+            #[arg(long, help_heading = "Proxies", value_name = "HEADER")]
+            pub forwarded_header: Option<ForwardedHeader>
+                => linerate_http::forwarded::Header = Default::default(), |h| h.0,
+            ]
+            $($table)*
+        }
+    };
+}
+
 use std::net::SocketAddr;
 
 /// Longest header taken: a v1 line is at most 107 bytes; a v2 header is 16 bytes and

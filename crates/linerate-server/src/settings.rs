@@ -42,6 +42,7 @@ mod blocks;
 pub use crate::cors::CorsSettings;
 pub use blocks::*;
 pub use error::{ConfigError, Reason, Refusal, ValueError};
+pub(crate) use values::as_text;
 pub use values::*;
 
 /// A key's value given or not: `Option`'s `Some`, a list's entries. A flag given wins
@@ -102,6 +103,27 @@ impl<T> Given for Vec<T> {
 /// and the landing of what was given ([`Settings::apply`]). A row with no `=>` (the
 /// blocks) is applied by hand, into the fields the [`Config`] declares after the rows.
 macro_rules! settings {
+    // The features' rows join the table, one module's after another: `@with` calls
+    // the next module's `*_keys!`, which hands its rows back to `@join`.
+    (@with [$next:ident $(, $rest:ident)*] $($table:tt)*) => {
+        $next! { [$($rest),*] $($table)* }
+    };
+    (@with [] $($table:tt)*) => {
+        settings! { $($table)* }
+    };
+    (
+        @join [$($rows:tt)*] [$($rest:ident),*]
+        $(#[$sm:meta])*
+        pub struct Settings { $($mine:tt)* }
+        $($config:tt)*
+    ) => {
+        settings! {
+            @with [$($rest),*]
+            $(#[$sm])*
+            pub struct Settings { $($mine)* $($rows)* }
+            $($config)*
+        }
+    };
     (
         $(#[$sm:meta])*
         pub struct Settings {
@@ -178,6 +200,7 @@ macro_rules! settings {
 }
 
 settings! {
+    @with [acme_keys, proxy_keys, compress_cache_keys]
     /// Every setting of `linerate serve`. Each is a flag (`--small-file 32K`) and a key of
     /// the `--config` file (`small-file = "32K"`); a flag wins over the file, which wins over
     /// the defaults. `Option` fields left `None` keep the default.
@@ -240,32 +263,6 @@ settings! {
         )]
         pub redirect_listen: Vec<ListenAddr>
             => Vec<Endpoint> = Vec::new(), |l| endpoints(l),
-        /// Address, among --listen, --tls-listen and --redirect-listen, whose every
-        /// connection opens with a PROXY protocol header (v1 or v2, as HAProxy's send-proxy
-        /// and send-proxy-v2, AWS and other load balancers send it, before any TLS): the
-        /// client's address is the one the header names, for the access log,
-        /// --metrics-allow and everything else; a connection without a valid header within
-        /// --header-timeout is closed. Repeat for several [default: none].
-        #[arg(long, value_name = "ADDR")]
-        #[serde(
-            default,
-            deserialize_with = "one_or_many"
-        )]
-        pub proxy_protocol: Vec<ListenAddr>
-            => Vec<Endpoint> = Vec::new(), |l| endpoints(l),
-        /// Proxies whose --forwarded-header names the client: a network, an address, or
-        /// unix: for a Unix socket's clients; the header is read from the right, past every
-        /// trusted address, and ignored from any other sender. Repeat for several
-        /// [default: none: the header is never believed].
-        #[arg(long, value_name = "CIDR")]
-        #[serde(default)]
-        pub trusted_proxies: Vec<Cidr>
-            => Vec<Cidr> = Vec::new(), |t| t,
-        /// The header --trusted-proxies name the client in: x-forwarded-for or forwarded
-        /// (RFC 7239's for=) [default: x-forwarded-for].
-        #[arg(long, value_name = "HEADER")]
-        pub forwarded_header: Option<ForwardedHeader>
-            => linerate_http::forwarded::Header = Default::default(), |h| h.0,
         /// Certificate chain of --tls-listen: a PEM file, the server's certificate first,
         /// then the intermediates (ECDSA or RSA); read again at each reload (SIGHUP), a bad
         /// one refusing the reload [default: none].
@@ -285,34 +282,6 @@ settings! {
         #[arg(long, value_name = "FILE")]
         pub tls_ticket_keys: Option<PathBuf>
             => Option<PathBuf> = None, |p| Some(p),
-        /// ACME directory of the `[[site]]` blocks with `acme = true`: Let's Encrypt's
-        /// production one unless given (its staging one, for trials:
-        /// https://acme-staging-v02.api.letsencrypt.org/directory) [default:
-        /// https://acme-v02.api.letsencrypt.org/directory].
-        #[arg(long, value_name = "URL")]
-        pub acme_directory: Option<AcmeUrl>
-            => String = LETS_ENCRYPT.to_string(), |u| u.0,
-        /// A PEM file of the root that signs the ACME directory's own HTTPS certificate
-        /// (a private CA's, or pebble's in tests) [default: the system's roots].
-        #[arg(long, value_name = "FILE")]
-        pub acme_directory_ca: Option<PathBuf>
-            => Option<PathBuf> = None, |p| Some(p),
-        /// Contact address given to the ACME directory with the account [default: none].
-        #[arg(long, value_name = "EMAIL")]
-        pub acme_email: Option<String>
-            => Option<String> = None, |e| Some(e),
-        /// Where the ACME account key and the certificates are kept (made mode 0700 for
-        /// --user) [default: /var/lib/linerate/acme].
-        #[arg(long, value_name = "DIR")]
-        pub acme_dir: Option<PathBuf>
-            => PathBuf = PathBuf::from("/var/lib/linerate/acme"), |d| d,
-        /// How the ACME directory checks the names: tls-alpn-01 (on a tls-listen address,
-        /// its port 443 for a public CA), http-01 (on a listen or redirect-listen address,
-        /// port 80), or auto (tls-alpn-01 when there is a tls-listen address) [default:
-        /// auto].
-        #[arg(long, value_name = "auto|http-01|tls-alpn-01")]
-        pub acme_challenge: Option<AcmeChallenge>
-            => AcmeChallenge = AcmeChallenge::Auto, |c| c,
         /// Kernel TLS: auto hands each TLS 1.3 connection's keys to its socket after the
         /// handshake where the kernel has kernel TLS (CONFIG_TLS), so file bodies go by
         /// --transmit and the kernel seals the records (else user space, said once); on
@@ -536,20 +505,6 @@ settings! {
         #[arg(long, value_name = "CODINGS")]
         pub precompressed: Option<Codings>
             => Vec<linerate_http::coding::Coding> = linerate_http::coding::Coding::ALL.to_vec(), |c| c.0,
-        /// Compress text files that have no precompressed variant beside them into DIR,
-        /// once, on a helper thread, the first time a client takes a coding of them, and
-        /// send them from there from then on (the identity file goes out until the variant
-        /// is written); created mode 0700 if missing. Only codings of `precompressed` are
-        /// made [default: none].
-        #[arg(long, value_name = "DIR")]
-        pub compress_cache: Option<PathBuf>
-            => Option<PathBuf> = None, |p| Some(p),
-        /// Most bytes the compress-cache directory holds; past it the least recently used
-        /// variants are deleted, and files above an eighth of it are not compressed
-        /// [default: 256M].
-        #[arg(long, value_name = "BYTES")]
-        pub compress_cache_size: Option<Bytes<1, { i64::MAX as u64 }>>
-            => u64 = 256 << 20, |b| b.0,
         /// Access log: stdout, off, or a file to append to; SIGUSR1 reopens a file
         /// [default: stdout].
         #[arg(long, value_name = "stdout|off|FILE")]

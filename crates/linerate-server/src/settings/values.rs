@@ -219,18 +219,20 @@ enum NumberOrText {
 /// `Display`: a key holds the same words as the flag.
 macro_rules! as_text {
     ($t:ty) => {
-        impl<'de> Deserialize<'de> for $t {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                use serde::de::Error as _;
                 String::deserialize(d)?.parse().map_err(D::Error::custom)
             }
         }
-        impl Serialize for $t {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
                 s.collect_str(self)
             }
         }
     };
 }
+pub(crate) use as_text;
 
 /// A setting that is another crate's type: its words are that type's `FromStr` and
 /// `Display`, and it is read and written as text (`as_text!`).
@@ -266,32 +268,6 @@ via!(Transmit);
 pub struct ForwardedHeader(pub linerate_http::forwarded::Header);
 
 via!(ForwardedHeader);
-
-/// An ACME directory's URL: https, or http to a loopback address (a test directory).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AcmeUrl(pub String);
-
-impl FromStr for AcmeUrl {
-    type Err = ValueError;
-    fn from_str(s: &str) -> Result<AcmeUrl, ValueError> {
-        if s.starts_with("https://")
-            && s.len() > "https://".len()
-            && !s.contains(char::is_whitespace)
-        {
-            Ok(AcmeUrl(s.to_string()))
-        } else {
-            Err(ValueError::is(s, "not an https:// URL"))
-        }
-    }
-}
-
-impl fmt::Display for AcmeUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-as_text!(AcmeUrl);
 
 /// An event-loop driver by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
