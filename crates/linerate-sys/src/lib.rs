@@ -6,8 +6,8 @@
 //! it relies on. The rest of the workspace is `#![forbid(unsafe_code)]`.
 //!
 //! # Portability
-//! Linux only (kernel 4.14+ for `MSG_ZEROCOPY` on TCP, 5.6+ for `openat2`, 6.5+ for
-//! `cachestat`). Nothing here tries to build elsewhere.
+//! Linux only (kernel 4.14+ for `MSG_ZEROCOPY` on TCP, 4.18+ for `UDP_SEGMENT`, 5.0+
+//! for `UDP_GRO`, 5.6+ for `openat2`, 6.5+ for `cachestat`). Nothing here tries to build elsewhere.
 //!
 //! # Implementation notes
 //! * Descriptors are taken as [`BorrowedFd`](std::os::fd::BorrowedFd), so a call can never
@@ -33,6 +33,7 @@ pub mod seccomp;
 pub mod sendfile;
 pub mod steer;
 pub mod term;
+pub mod udp;
 pub mod uring;
 pub mod user;
 pub mod zerocopy;

@@ -117,6 +117,15 @@ impl SockOpt {
 /// Reads an integer socket option.
 pub fn get_option(fd: BorrowedFd<'_>, opt: SockOpt) -> io::Result<i32> {
     let (level, name) = opt.level_name();
+    get_int(fd, level, name)
+}
+
+/// Reads an integer socket option by its level and name.
+pub(crate) fn get_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+) -> io::Result<i32> {
     let mut v: libc::c_int = 0;
     let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
     // SAFETY: `v` and `len` are live locals sized for an int option.
@@ -189,6 +198,16 @@ pub fn set_tcp_ulp(fd: BorrowedFd<'_>, name: &str) -> io::Result<()> {
 /// Sets an integer socket option.
 pub fn set_option(fd: BorrowedFd<'_>, opt: SockOpt, value: i32) -> io::Result<()> {
     let (level, name) = opt.level_name();
+    set_int(fd, level, name, value)
+}
+
+/// Sets an integer socket option by its level and name.
+pub(crate) fn set_int(
+    fd: BorrowedFd<'_>,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: the kernel reads one int from a live local.
     cvt(unsafe {
         libc::setsockopt(
