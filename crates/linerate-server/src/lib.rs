@@ -46,6 +46,8 @@ mod output;
 mod output_model;
 #[macro_use]
 mod proxy;
+#[allow(dead_code)] // Served from by the workers in the next step of issue 46.
+mod quic;
 #[cfg(any(test, feature = "fuzzing"))]
 mod redirect_model;
 mod response;

@@ -192,6 +192,12 @@ pub fn send(fd: BorrowedFd<'_>, b: &Batch<'_>) -> io::Result<usize> {
     cvt_size(unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) })
 }
 
+/// The kernel refused a GSO batch as such (`EIO`: the device cannot segment it;
+/// `EINVAL`: a segment count or size it does not take), not the datagrams in it.
+pub fn gso_refused(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL))
+}
+
 /// Appends control messages to a `msghdr`'s buffer, then sets its length to what was
 /// written.
 struct ControlWriter<'m> {
@@ -496,6 +502,7 @@ mod tests {
         };
         let e = send(a.as_fd(), &batch).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+        assert!(gso_refused(&e));
     }
 
     #[test]

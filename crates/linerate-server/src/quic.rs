@@ -1,0 +1,590 @@
+//! QUIC for HTTP/3: one endpoint per worker, driven by the worker's own loop.
+//!
+//! The protocol is `quinn-proto`'s: a QUIC state machine with no I/O and no runtime,
+//! which takes datagrams and the time and hands back datagrams to send and the next
+//! time it wants to be woken, so it fits the workers as HTTP/2 does (sans I/O, clock
+//! passed in). The alternatives do not fit this house: quiche brings BoringSSL beside
+//! rustls; s2n-quic is built on aws-lc-rs and owns its sockets and runtime; `h3` and
+//! `h3-quinn` need tokio. TLS is rustls with the ring provider, as for HTTPS.
+//!
+//! What is here: [`Endpoint`] keeps the quinn-proto endpoint and its connections, feeds
+//! them what a socket received ([`Endpoint::receive`], a GRO batch cut into its
+//! datagrams), passes the events between the endpoint and its connections, and hands
+//! the datagrams to send to the caller as GSO batches ([`Endpoint::transmit`]), each of
+//! up to [`linerate_sys::udp::MAX_SEGMENTS`] datagrams, as seed 000 fills a socket in
+//! one call. HTTP/3 itself (frames, QPACK) is `linerate_http::h3`.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::BytesMut;
+use quinn_proto::{
+    ClientConfig, ConnectionHandle, DatagramEvent, Dir, EcnCodepoint, EndpointConfig, ServerConfig,
+    StreamEvent, StreamId,
+};
+
+use linerate_sys::udp::{Batch, Received, MAX_SEGMENTS};
+
+/// The HTTP/3 ALPN token.
+pub(crate) const ALPN_H3: &[u8] = b"h3";
+
+/// The TLS side of QUIC for a server: TLS 1.3 only (QUIC has no other), ALPN `h3`, the
+/// certificates `resolver` chooses (the HTTPS listeners' own, SNI sites and ACME
+/// included), and no early data (0-RTT off).
+pub(crate) fn server_config(
+    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+) -> Result<Arc<ServerConfig>, rustls::Error> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])?
+        .with_no_client_auth()
+        .with_cert_resolver(resolver);
+    tls.alpn_protocols = vec![ALPN_H3.to_vec()];
+    // quinn-proto takes 0 (no early data) or u32::MAX only.
+    tls.max_early_data_size = 0;
+    let quic = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls)
+        .map_err(|e| rustls::Error::General(e.to_string()))?;
+    Ok(Arc::new(ServerConfig::with_crypto(Arc::new(quic))))
+}
+
+/// What happened on a connection, for the HTTP/3 layer.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Event {
+    /// The handshake completed.
+    Connected(ConnectionHandle),
+    /// The peer opened streams of this direction (take them with
+    /// `streams().accept(dir)`).
+    Opened(ConnectionHandle, Dir),
+    /// A stream has data, its end or a reset to read.
+    Readable(ConnectionHandle, StreamId),
+    /// A stream that was blocked by flow control may take more.
+    Writable(ConnectionHandle, StreamId),
+    /// The peer asked us to stop sending on a stream.
+    Stopped(ConnectionHandle, StreamId),
+    /// The connection is closed (by either side, or timed out) and forgotten.
+    Closed(ConnectionHandle),
+}
+
+/// A batch the socket would not take yet, kept whole for the next try.
+#[derive(Debug)]
+struct Held {
+    to: SocketAddr,
+    from: Option<IpAddr>,
+    ecn: u8,
+    segment: Option<u16>,
+    bytes: Vec<u8>,
+}
+
+/// One worker's QUIC endpoint and its connections.
+pub(crate) struct Endpoint {
+    inner: quinn_proto::Endpoint,
+    conns: HashMap<ConnectionHandle, quinn_proto::Connection>,
+    /// Connections to poll for events and datagrams on the next turn.
+    touched: Vec<ConnectionHandle>,
+    /// Datagrams the endpoint answers by itself (version negotiation, stateless
+    /// resets, refusals), and a batch the socket refused for now.
+    responses: VecDeque<Held>,
+    held: Option<Held>,
+    /// Send GSO batches (cleared when the kernel refuses one).
+    pub gso: bool,
+    scratch: Vec<u8>,
+}
+
+impl Endpoint {
+    /// An endpoint that accepts connections with `server` (`None`: a client only).
+    pub fn new(server: Option<Arc<ServerConfig>>, gso: bool) -> Endpoint {
+        let config = Arc::new(EndpointConfig::default());
+        Endpoint {
+            inner: quinn_proto::Endpoint::new(config, server, true, None),
+            conns: HashMap::new(),
+            touched: Vec::new(),
+            responses: VecDeque::new(),
+            held: None,
+            gso,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// A connection, to read and write its streams.
+    pub fn conn(&mut self, h: ConnectionHandle) -> Option<&mut quinn_proto::Connection> {
+        self.touched.push(h);
+        self.conns.get_mut(&h)
+    }
+
+    /// Opens a connection to `remote` as a client.
+    pub fn connect(
+        &mut self,
+        now: Instant,
+        config: ClientConfig,
+        remote: SocketAddr,
+        server_name: &str,
+    ) -> Result<ConnectionHandle, quinn_proto::ConnectError> {
+        let (h, conn) = self.inner.connect(now, config, remote, server_name)?;
+        self.conns.insert(h, conn);
+        self.touched.push(h);
+        Ok(h)
+    }
+
+    /// What one receive brought: `data` is `r.len` bytes, one datagram or (GRO) several
+    /// of `r.segment` bytes each.
+    pub fn receive(&mut self, now: Instant, r: &Received, data: &[u8]) {
+        let ecn = EcnCodepoint::from_bits(r.ecn);
+        let step = r.segment.unwrap_or(data.len()).max(1);
+        for datagram in data[..r.len].chunks(step) {
+            self.datagram(now, r.from, r.to, ecn, datagram);
+        }
+    }
+
+    fn datagram(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        to: Option<IpAddr>,
+        ecn: Option<EcnCodepoint>,
+        datagram: &[u8],
+    ) {
+        self.scratch.clear();
+        let data = BytesMut::from(datagram);
+        match self
+            .inner
+            .handle(now, from, to, ecn, data, &mut self.scratch)
+        {
+            Some(DatagramEvent::ConnectionEvent(h, event)) => {
+                if let Some(c) = self.conns.get_mut(&h) {
+                    c.handle_event(event);
+                    self.touched.push(h);
+                }
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => {
+                self.scratch.clear();
+                match self.inner.accept(incoming, now, &mut self.scratch, None) {
+                    Ok((h, conn)) => {
+                        self.conns.insert(h, conn);
+                        self.touched.push(h);
+                    }
+                    Err(e) => {
+                        if let Some(t) = e.response {
+                            self.respond(&t);
+                        }
+                    }
+                }
+            }
+            Some(DatagramEvent::Response(t)) => self.respond(&t),
+            None => {}
+        }
+    }
+
+    /// Keeps a datagram the endpoint wrote in `scratch` to send.
+    fn respond(&mut self, t: &quinn_proto::Transmit) {
+        self.responses.push_back(Held {
+            to: t.destination,
+            from: t.src_ip,
+            ecn: t.ecn.map_or(0, |e| e as u8),
+            segment: t.segment_size.and_then(|s| u16::try_from(s).ok()),
+            bytes: self.scratch[..t.size].to_vec(),
+        });
+    }
+
+    /// The earliest time a connection wants to be woken.
+    pub fn next_timeout(&mut self) -> Option<Instant> {
+        self.conns
+            .values_mut()
+            .filter_map(|c| c.poll_timeout())
+            .min()
+    }
+
+    /// Wakes the connections whose time has come.
+    pub fn timeouts(&mut self, now: Instant) {
+        for (h, c) in &mut self.conns {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
+                self.touched.push(*h);
+            }
+        }
+    }
+
+    /// Passes the events between the endpoint and the connections touched since the
+    /// last turn, and gives the HTTP/3 layer theirs.
+    pub fn events(&mut self, out: &mut Vec<Event>) {
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        for h in std::mem::take(&mut self.touched) {
+            let Some(c) = self.conns.get_mut(&h) else {
+                continue;
+            };
+            while let Some(e) = c.poll_endpoint_events() {
+                if let Some(back) = self.inner.handle_event(h, e) {
+                    c.handle_event(back);
+                }
+            }
+            while let Some(e) = c.poll() {
+                out.extend(match e {
+                    quinn_proto::Event::Connected => Some(Event::Connected(h)),
+                    quinn_proto::Event::Stream(StreamEvent::Opened { dir }) => {
+                        Some(Event::Opened(h, dir))
+                    }
+                    quinn_proto::Event::Stream(StreamEvent::Readable { id }) => {
+                        Some(Event::Readable(h, id))
+                    }
+                    quinn_proto::Event::Stream(StreamEvent::Writable { id }) => {
+                        Some(Event::Writable(h, id))
+                    }
+                    quinn_proto::Event::Stream(StreamEvent::Stopped { id, .. }) => {
+                        Some(Event::Stopped(h, id))
+                    }
+                    _ => None,
+                });
+            }
+            if c.is_drained() {
+                self.conns.remove(&h);
+                out.push(Event::Closed(h));
+            } else {
+                // Streams written in `poll` handlers have datagrams to send.
+                self.touched.push(h);
+            }
+        }
+    }
+
+    /// Hands every datagram there is to send to `send`, as GSO batches when `gso` is
+    /// on. `send` says how the socket took a batch: a would-block keeps it for the next
+    /// call (and stops there), a refused GSO batch is sent again one datagram at a time
+    /// and GSO is turned off.
+    pub fn transmit(
+        &mut self,
+        now: Instant,
+        send: &mut dyn FnMut(&Batch<'_>) -> io::Result<usize>,
+    ) -> io::Result<()> {
+        if let Some(held) = self.held.take() {
+            self.send_held(held, send)?;
+        }
+        while let Some(held) = self.responses.pop_front() {
+            self.send_held(held, send)?;
+        }
+        let max = if self.gso { MAX_SEGMENTS } else { 1 };
+        let handles: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
+        for h in handles {
+            loop {
+                self.scratch.clear();
+                let Some(c) = self.conns.get_mut(&h) else {
+                    break;
+                };
+                let Some(t) = c.poll_transmit(now, max, &mut self.scratch) else {
+                    break;
+                };
+                let held = Held {
+                    to: t.destination,
+                    from: t.src_ip,
+                    ecn: t.ecn.map_or(0, |e| e as u8),
+                    segment: t.segment_size.and_then(|s| u16::try_from(s).ok()),
+                    bytes: std::mem::take(&mut self.scratch),
+                };
+                let result = self.send_held(held, send);
+                result?;
+            }
+        }
+        Ok(())
+    }
+
+    fn send_held(
+        &mut self,
+        held: Held,
+        send: &mut dyn FnMut(&Batch<'_>) -> io::Result<usize>,
+    ) -> io::Result<()> {
+        let batch = Batch {
+            to: held.to,
+            from: held.from,
+            ecn: held.ecn,
+            segment: held.segment,
+            buf: &held.bytes,
+        };
+        match send(&batch) {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.held = Some(held);
+                Err(e)
+            }
+            Err(e) if held.segment.is_some() && linerate_sys::udp::gso_refused(&e) => {
+                self.gso = false;
+                let seg = usize::from(held.segment.unwrap_or(u16::MAX)).max(1);
+                for one in held.bytes.chunks(seg) {
+                    let b = Batch {
+                        segment: None,
+                        buf: one,
+                        ..batch
+                    };
+                    send(&b)?;
+                }
+                Ok(())
+            }
+            // A datagram the network refuses (unreachable, too big) is lost, as on the
+            // wire: QUIC sends it again or gives up by itself.
+            Err(_) => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A server and a client endpoint joined by an in-memory network.
+    struct Pair {
+        server: Endpoint,
+        client: Endpoint,
+        server_addr: SocketAddr,
+        client_addr: SocketAddr,
+        now: Instant,
+        /// Batches each sent: (to, segment, bytes).
+        wire: Vec<(SocketAddr, Option<u16>, Vec<u8>)>,
+        /// Batches of several datagrams that crossed.
+        segmented: usize,
+    }
+
+    fn certificate() -> (
+        rustls::pki_types::CertificateDer<'static>,
+        Arc<rustls::sign::CertifiedKey>,
+    ) {
+        let c = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let der = c.cert.der().clone();
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(c.signing_key.serialize_der().into());
+        let provider = rustls::crypto::ring::default_provider();
+        let signer = provider.key_provider.load_private_key(key).unwrap();
+        let key = Arc::new(rustls::sign::CertifiedKey::new(vec![der.clone()], signer));
+        (der, key)
+    }
+
+    impl Pair {
+        fn new(gso: bool) -> Pair {
+            let (der, key) = certificate();
+            let mut roots = rustls::RootCertStore::empty();
+            roots.add(der).unwrap();
+            let server = Endpoint::new(Some(server_config(Arc::new(Single(key))).unwrap()), gso);
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .unwrap()
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            tls.alpn_protocols = vec![ALPN_H3.to_vec()];
+            let quic = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
+            let mut client = Endpoint::new(None, gso);
+            let now = Instant::now();
+            let server_addr: SocketAddr = "127.0.0.1:4433".parse().unwrap();
+            let config = ClientConfig::new(Arc::new(quic));
+            client
+                .connect(now, config, server_addr, "localhost")
+                .unwrap();
+            Pair {
+                server,
+                client,
+                server_addr,
+                client_addr: "127.0.0.1:50000".parse().unwrap(),
+                now,
+                wire: Vec::new(),
+                segmented: 0,
+            }
+        }
+
+        /// Runs both sides until nothing moves; returns each side's events.
+        fn run(&mut self) -> (Vec<Event>, Vec<Event>) {
+            let (mut se, mut ce) = (Vec::new(), Vec::new());
+            for _ in 0..100 {
+                self.client.events(&mut ce);
+                self.server.events(&mut se);
+                let wire = &mut self.wire;
+                let mut put = |b: &Batch<'_>| {
+                    wire.push((b.to, b.segment, b.buf.to_vec()));
+                    Ok(b.buf.len())
+                };
+                self.client.transmit(self.now, &mut put).unwrap();
+                self.server.transmit(self.now, &mut put).unwrap();
+                if self.wire.is_empty() {
+                    return (se, ce);
+                }
+                for (to, segment, bytes) in std::mem::take(&mut self.wire) {
+                    self.segmented +=
+                        usize::from(segment.is_some_and(|s| bytes.len() > usize::from(s)));
+                    let (ep, from) = if to == self.server_addr {
+                        (&mut self.server, self.client_addr)
+                    } else {
+                        (&mut self.client, self.server_addr)
+                    };
+                    let r = Received {
+                        len: bytes.len(),
+                        from,
+                        to: Some(to.ip()),
+                        ecn: 0,
+                        segment: segment.map(usize::from),
+                        truncated: false,
+                    };
+                    ep.receive(self.now, &r, &bytes);
+                }
+                self.now += Duration::from_millis(1);
+            }
+            panic!("the endpoints never settled");
+        }
+    }
+
+    /// Resolves every name to one key.
+    #[derive(Debug)]
+    struct Single(Arc<rustls::sign::CertifiedKey>);
+
+    impl rustls::server::ResolvesServerCert for Single {
+        fn resolve(
+            &self,
+            _: rustls::server::ClientHello<'_>,
+        ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+            Some(self.0.clone())
+        }
+    }
+
+    fn only_conn(events: &[Event]) -> ConnectionHandle {
+        events
+            .iter()
+            .find_map(|e| match e {
+                Event::Connected(h) => Some(*h),
+                _ => None,
+            })
+            .expect("connected")
+    }
+
+    fn read_all(ep: &mut Endpoint, h: ConnectionHandle, id: StreamId) -> (Vec<u8>, bool) {
+        let c = ep.conn(h).unwrap();
+        let mut s = c.recv_stream(id);
+        let mut chunks = s.read(true).unwrap();
+        let mut got = Vec::new();
+        let mut fin = false;
+        loop {
+            match chunks.next(usize::MAX) {
+                Ok(Some(chunk)) => got.extend_from_slice(&chunk.bytes),
+                Ok(None) => {
+                    fin = true;
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = chunks.finalize();
+        (got, fin)
+    }
+
+    #[test]
+    fn a_stream_goes_both_ways_after_the_handshake() {
+        for gso in [true, false] {
+            let mut p = Pair::new(gso);
+            let (se, ce) = p.run();
+            let sh = only_conn(&se);
+            let ch = only_conn(&ce);
+            assert_eq!(p.server.open(), 1);
+
+            let c = p.client.conn(ch).unwrap();
+            let id = c.streams().open(Dir::Bi).unwrap();
+            c.send_stream(id).write(b"GET /").unwrap();
+            c.send_stream(id).finish().unwrap();
+            let (se, _) = p.run();
+            assert!(se.contains(&Event::Opened(sh, Dir::Bi)), "{se:?}");
+            let sid = p
+                .server
+                .conn(sh)
+                .unwrap()
+                .streams()
+                .accept(Dir::Bi)
+                .unwrap();
+            assert_eq!(sid, id);
+            assert_eq!(read_all(&mut p.server, sh, sid), (b"GET /".to_vec(), true));
+
+            // An answer larger than one datagram, in batches.
+            let body: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+            let s = p.server.conn(sh).unwrap();
+            let mut at = 0;
+            while at < body.len() {
+                match s.send_stream(sid).write(&body[at..]) {
+                    Ok(n) => at += n,
+                    Err(_) => break,
+                }
+            }
+            let mut got = Vec::new();
+            for _ in 0..50 {
+                if at == body.len() {
+                    let _ = p.server.conn(sh).unwrap().send_stream(sid).finish();
+                }
+                let (se, ce) = p.run();
+                if ce.contains(&Event::Readable(ch, id)) {
+                    let (more, fin) = read_all(&mut p.client, ch, id);
+                    got.extend(more);
+                    if fin {
+                        break;
+                    }
+                }
+                if se.contains(&Event::Writable(sh, sid)) || at < body.len() {
+                    let s = p.server.conn(sh).unwrap();
+                    while at < body.len() {
+                        match s.send_stream(sid).write(&body[at..]) {
+                            Ok(n) => at += n,
+                            Err(_) => break,
+                        }
+                    }
+                }
+            }
+            assert_eq!(got.len(), body.len(), "gso {gso}");
+            assert!(got == body, "the bytes as written, gso {gso}");
+            assert_eq!(p.segmented > 0, gso, "GSO batches only when asked for");
+        }
+    }
+
+    #[test]
+    fn a_refused_gso_batch_goes_one_datagram_at_a_time_and_gso_stops() {
+        let mut p = Pair::new(true);
+        p.run();
+        let mut sizes = Vec::new();
+        let mut refuse = |b: &Batch<'_>| {
+            if b.segment.is_some() {
+                return Err(io::Error::from_raw_os_error(5)); // EIO
+            }
+            sizes.push(b.buf.len());
+            Ok(b.buf.len())
+        };
+        let (_, ce) = p.run();
+        let _ = ce;
+        let ch = *p.client.conns.keys().next().unwrap();
+        let c = p.client.conn(ch).unwrap();
+        let id = c.streams().open(Dir::Uni).unwrap();
+        c.send_stream(id).write(&[7u8; 20_000]).unwrap();
+        let mut ce = Vec::new();
+        p.client.events(&mut ce);
+        p.client.transmit(p.now, &mut refuse).unwrap();
+        assert!(!p.client.gso, "GSO off after the kernel refused a batch");
+        assert!(sizes.len() > 1, "{sizes:?}");
+        assert!(sizes.iter().all(|&s| s <= 1500), "{sizes:?}");
+    }
+
+    #[test]
+    fn a_would_block_keeps_the_batch_for_the_next_call() {
+        let mut p = Pair::new(false);
+        let mut ce = Vec::new();
+        p.client.events(&mut ce);
+        let mut block = |_: &Batch<'_>| Err::<usize, _>(io::ErrorKind::WouldBlock.into());
+        let e = p.client.transmit(p.now, &mut block).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        let mut sent = Vec::new();
+        let mut take = |b: &Batch<'_>| {
+            sent.push(b.buf.to_vec());
+            Ok(b.buf.len())
+        };
+        p.client.transmit(p.now, &mut take).unwrap();
+        assert!(!sent.is_empty(), "the held Initial goes out");
+        assert!(
+            sent[0].len() >= 1200,
+            "a client's Initial is padded to 1200"
+        );
+    }
+}
