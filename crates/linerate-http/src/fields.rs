@@ -191,6 +191,81 @@ fn push_field(text: &mut Vec<u8>, at: &mut Places, name: &str, value: &str) {
     text.extend_from_slice(b"\r\n");
 }
 
+/// What the tests of the protocols' head encoders share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Head;
+
+    /// A small random number generator (a linear congruential one), seeded: `next(n)`
+    /// is below `n`.
+    pub fn lcg(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        }
+    }
+
+    /// Field names and values a random head is made of: connection fields (which
+    /// HTTP/2 and HTTP/3 never send), bytes to percent-encode, empty values.
+    pub const NAMES: [&str; 7] = [
+        "Content-Type",
+        "ETag",
+        "X-A",
+        "Connection",
+        "Vary",
+        "Location",
+        "Accept-Ranges",
+    ];
+    pub const VALUES: [&str; 7] = [
+        "text/html",
+        "\"x\"",
+        "",
+        "a b",
+        "/\r\n\u{e9}",
+        "close",
+        "bytes",
+    ];
+
+    /// A head of `status` and up to `most` random fields of [`NAMES`] and [`VALUES`].
+    pub fn random_head(
+        next: &mut impl FnMut(u64) -> u64,
+        status: crate::Status,
+        date: &str,
+        most: u64,
+    ) -> Head {
+        let mut h = Head::new(status, date);
+        for _ in 0..next(most + 1) {
+            h.field(NAMES[next(7) as usize], VALUES[next(7) as usize]);
+        }
+        h
+    }
+
+    /// Bytes written in hex, spaces between them allowed (as the RFCs' examples are).
+    pub fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// The fields a client reads in `h`'s HTTP/1.1 form, names lower-cased, less the
+    /// connection's own, after `:status`: what HTTP/2 and HTTP/3 must send.
+    pub fn h1_fields(h: &Head, keep_alive: bool) -> Vec<(String, String)> {
+        let text = String::from_utf8(h.clone().h1(keep_alive)).unwrap();
+        let mut want = vec![(":status".to_string(), h.status().code().to_string())];
+        for line in text.lines().skip(1).take_while(|l| !l.is_empty()) {
+            let (n, v) = line.split_once(": ").unwrap();
+            if !crate::h2::hpack::connection_field(n.as_bytes()) {
+                want.push((n.to_ascii_lowercase(), v.to_string()));
+            }
+        }
+        want
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

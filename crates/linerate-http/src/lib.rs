@@ -1,4 +1,4 @@
-//! Sans-I/O HTTP/1.1 and HTTP/2 for `linerate serve`: bytes in, decisions out. No
+//! Sans-I/O HTTP/1.1, HTTP/2 and HTTP/3 for `linerate serve`: bytes in, decisions out. No
 //! system calls, no clock reads (the caller passes the time), so every rule of
 //! docs/http.md that lives here is tested with literal bytes.
 //!
@@ -7,6 +7,9 @@
 //! - [`h2`]: one HTTP/2 connection: frames, SETTINGS, flow control both ways, HPACK
 //!   (an encoder that indexes response heads in the client's table), streams and their
 //!   priorities, the limits against floods (rapid reset, CONTINUATION, HPACK bombs);
+//! - [`h3`]: one HTTP/3 connection's streams (QUIC itself is quinn-proto's, driven by
+//!   the server): frames, SETTINGS, QPACK with the static table and literals, the
+//!   control and QPACK streams' rules, and request streams into the same `Request`;
 //! - [`request`]: the request head (parsed by `httparse`, with the policy checks it does
 //!   not make: bare LF, limits, `Host`, body framing, methods), the chunked body
 //!   skipper, and the one `Builder` every protocol hands its fields to;
@@ -30,7 +33,7 @@
 //! # Non-goals
 //! Request bodies beyond discarding them; compressing in the request (variants are
 //! precompressed, or made once by the server's compression cache off the workers);
-//! HTTP/3 for now (its own issue).
+//! QUIC itself (quinn-proto's).
 
 #![forbid(unsafe_code)]
 
@@ -41,6 +44,7 @@ pub mod connection;
 pub mod fields;
 pub mod forwarded;
 pub mod h2;
+pub mod h3;
 pub mod location;
 pub mod mime;
 pub mod path;

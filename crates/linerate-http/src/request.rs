@@ -152,6 +152,8 @@ pub enum Version {
     Http11,
     /// HTTP/2 (a stream of an HTTP/2 connection: [`crate::h2`])
     Http2,
+    /// HTTP/3 (a request stream of a QUIC connection)
+    Http3,
 }
 
 impl Version {
@@ -161,6 +163,7 @@ impl Version {
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
             Version::Http2 => "HTTP/2.0",
+            Version::Http3 => "HTTP/3.0",
         }
     }
 }
@@ -462,7 +465,7 @@ pub fn parse_resumed(scan: &mut HeadScan, buf: &[u8], limits: &Limits) -> Parse 
         body = if n == 0 { Body::None } else { Body::Length(n) };
     }
     let keep_alive = match version {
-        Version::Http11 | Version::Http2 => !close,
+        Version::Http11 | Version::Http2 | Version::Http3 => !close,
         Version::Http10 => keep_alive_token && !close,
     };
     Parse::Complete {

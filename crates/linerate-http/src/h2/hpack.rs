@@ -114,7 +114,7 @@ const STATIC: [(&str, &str); 61] = [
 /// code is canonical (codes of one length are consecutive, in symbol order, and each
 /// length's first code follows the last of the length before, shifted), so the lengths
 /// are the whole code.
-const HUFFMAN_LENGTHS: [u8; 257] = [
+pub(crate) const HUFFMAN_LENGTHS: [u8; 257] = [
     13, 23, 28, 28, 28, 28, 28, 28, 28, 24, 30, 28, 28, 30, 28, 28, 28, 28, 28, 28, 28, 28, 30, 28,
     28, 28, 28, 28, 28, 28, 28, 28, 6, 10, 10, 12, 13, 6, 8, 11, 10, 10, 8, 11, 8, 6, 6, 6, 5, 5,
     5, 6, 6, 6, 6, 6, 6, 6, 7, 8, 15, 6, 12, 10, 13, 6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
@@ -167,7 +167,7 @@ fn canonical() -> &'static Canonical {
 
 /// Decodes a Huffman string into `out` (RFC 7541 §5.2: EOS inside it, or padding
 /// longer than 7 bits or not all ones, is an error).
-fn huffman_decode(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
+pub(crate) fn huffman_decode(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
     let c = canonical();
     let (mut code, mut len) = (0u32, 0usize);
     for &b in bytes {
@@ -196,34 +196,68 @@ fn huffman_decode(bytes: &[u8], out: &mut Vec<u8>) -> Result<(), DecodeError> {
     Ok(())
 }
 
-/// Reads an integer with an `n`-bit prefix at `at`: its value and the bytes after it.
-fn read_integer(b: &[u8], at: usize, n: u32) -> Result<(usize, usize), DecodeError> {
-    let max = (1usize << n) - 1;
-    let mut v = usize::from(*b.get(at).ok_or(DecodeError::Invalid)?) & max;
+/// Reads an integer with an `n`-bit prefix at `at` (RFC 7541 §5.1, which QPACK uses
+/// with other prefixes, RFC 9204 §4.1.1), of at most `more` bytes after the prefix's:
+/// its value and the bytes after it, or `None` when `b` ends before it does.
+pub(crate) fn prefixed_integer(
+    b: &[u8],
+    at: usize,
+    n: u32,
+    more: u32,
+) -> Result<Option<(u64, usize)>, DecodeError> {
+    let max = (1u64 << n) - 1;
+    let Some(&first) = b.get(at) else {
+        return Ok(None);
+    };
+    let mut v = u64::from(first) & max;
     let mut at = at + 1;
     if v < max {
-        return Ok((v, at));
+        return Ok(Some((v, at)));
     }
     let mut shift = 0;
     loop {
-        let byte = *b.get(at).ok_or(DecodeError::Invalid)?;
+        let Some(&byte) = b.get(at) else {
+            return Ok(None);
+        };
         at += 1;
-        // No value this server takes is near 2^28; more is an attack or an error.
-        if shift > 21 {
+        // At most 9 bytes after the prefix (63 bits): no overflow.
+        if shift >= 7 * more.min(9) {
             return Err(DecodeError::Invalid);
         }
-        v += usize::from(byte & 0x7f) << shift;
+        v += u64::from(byte & 0x7f) << shift;
         shift += 7;
         if byte & 0x80 == 0 {
-            return Ok((v, at));
+            return Ok(Some((v, at)));
         }
+    }
+}
+
+/// Reads an integer with an `n`-bit prefix at `at`: its value and the bytes after it.
+fn read_integer(b: &[u8], at: usize, n: u32) -> Result<(usize, usize), DecodeError> {
+    // No value this server takes is near 2^28 (four bytes after the prefix); more is
+    // an attack or an error.
+    match prefixed_integer(b, at, n, 4)? {
+        Some((v, at)) => Ok((v as usize, at)),
+        None => Err(DecodeError::Invalid),
     }
 }
 
 /// Reads a string literal at `at` into `out` (cleared first); the bytes after it.
 fn read_string(b: &[u8], at: usize, out: &mut Vec<u8>) -> Result<usize, DecodeError> {
-    let huffman = b.get(at).ok_or(DecodeError::Invalid)? & 0x80 != 0;
-    let (len, at) = read_integer(b, at, 7)?;
+    read_prefixed_string(b, at, 7, out)
+}
+
+/// Reads a string literal whose length has an `n`-bit prefix, its Huffman flag the bit
+/// above (HPACK's are 7-bit, RFC 7541 §5.2; QPACK's names may have 3, RFC 9204 §4.1.2),
+/// at `at` into `out` (cleared first); the bytes after it.
+pub(crate) fn read_prefixed_string(
+    b: &[u8],
+    at: usize,
+    n: u32,
+    out: &mut Vec<u8>,
+) -> Result<usize, DecodeError> {
+    let huffman = b.get(at).ok_or(DecodeError::Invalid)? & (1 << n) != 0;
+    let (len, at) = read_integer(b, at, n)?;
     let raw = b.get(at..at + len).ok_or(DecodeError::Invalid)?;
     out.clear();
     if huffman {
@@ -370,7 +404,7 @@ impl Decoder {
 
 /// Appends an integer with an `n`-bit prefix (RFC 7541 §5.1) whose other bits are
 /// `first`.
-fn integer(out: &mut Vec<u8>, first: u8, n: u32, mut v: usize) {
+pub(crate) fn integer(out: &mut Vec<u8>, first: u8, n: u32, mut v: usize) {
     let max = (1usize << n) - 1;
     if v < max {
         out.push(first | v as u8);
@@ -719,7 +753,7 @@ impl HeadCache {
 }
 
 /// Whether `name` is one of the fields HTTP/2 forbids in a response.
-fn connection_field(name: &[u8]) -> bool {
+pub(crate) fn connection_field(name: &[u8]) -> bool {
     CONNECTION_FIELDS
         .iter()
         .any(|c| c.len() == name.len() && c.eq_ignore_ascii_case(name))
@@ -781,13 +815,7 @@ fn encode_date(out: &mut Vec<u8>, value: &[u8]) {
 mod tests {
     use super::*;
 
-    fn hex(s: &str) -> Vec<u8> {
-        let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::fields::testing::hex;
 
     fn decode(d: &mut Decoder, block: &[u8]) -> Vec<(String, String)> {
         let mut out = Vec::new();
@@ -875,22 +903,7 @@ mod tests {
     /// and connection fields, which HTTP/2 never sends). Rules: docs/http.md T12.
     #[test]
     fn a_head_decodes_to_the_fields_its_http11_form_shows() {
-        let mut seed = 11u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
-        let names = [
-            "Content-Type",
-            "ETag",
-            "X-A",
-            "Connection",
-            "Vary",
-            "Location",
-        ];
-        let values = ["text/html", "\"x\"", "", "a b", "/\r\n\u{e9}", "close"];
+        let mut next = crate::fields::testing::lcg(11);
         let statuses = [
             crate::Status::Ok,
             crate::Status::NotFound,
@@ -904,19 +917,10 @@ mod tests {
                 enc.peer_table_size([0, 200, 4096][next(3) as usize]);
             }
             let date = format!("Fri, 27 Nov 2026 00:00:{:02} GMT", i / 50 % 60);
-            let mut h = Head::new(statuses[next(3) as usize], &date);
-            for _ in 0..next(5) + next(3) {
-                h.field(names[next(6) as usize], values[next(6) as usize]);
-            }
+            let status = statuses[next(3) as usize];
+            let h = crate::fields::testing::random_head(&mut next, status, &date, 6);
             // What a client reads in the HTTP/1.1 form, less the connection's fields.
-            let text = String::from_utf8(h.clone().h1(next(2) == 0)).unwrap();
-            let mut want = vec![(":status".to_string(), h.status().code().to_string())];
-            for line in text.lines().skip(1).take_while(|l| !l.is_empty()) {
-                let (n, v) = line.split_once(": ").unwrap();
-                if !connection_field(n.as_bytes()) {
-                    want.push((n.to_ascii_lowercase(), v.to_string()));
-                }
-            }
+            let want = crate::fields::testing::h1_fields(&h, next(2) == 0);
             let mut out = Vec::new();
             enc.start(&mut out);
             encode_head(&mut out, &h, &mut cache, &mut enc);
@@ -933,13 +937,7 @@ mod tests {
         let mut cache = HeadCache::new();
         let mut enc = Encoder::new();
         let mut d = Decoder::new();
-        let mut seed = 7u64;
-        let mut next = |n: u64| {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 33) % n
-        };
+        let mut next = crate::fields::testing::lcg(7);
         let mut bound = 4096;
         for i in 0..3000 {
             // The smallest bound the client set since the last block: a strict client

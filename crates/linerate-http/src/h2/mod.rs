@@ -19,7 +19,7 @@
 
 pub mod frame;
 pub mod hpack;
-mod request;
+pub(crate) mod request;
 pub mod send;
 mod violation;
 

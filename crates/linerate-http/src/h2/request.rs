@@ -115,8 +115,14 @@ fn valid_value(v: &[u8]) -> bool {
 
 impl Fields {
     pub fn new() -> Fields {
+        Fields::for_version(Version::Http2)
+    }
+
+    /// The fields of a request of `version` (HTTP/3's field sections follow HTTP/2's
+    /// rules, RFC 9114 §4.2 and §4.3).
+    pub fn for_version(version: Version) -> Fields {
         Fields {
-            b: Builder::new(Method::Get, Version::Http2, String::new(), None),
+            b: Builder::new(Method::Get, version, String::new(), None),
             method: None,
             scheme: false,
             path: None,
