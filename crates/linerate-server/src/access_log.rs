@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crate::config::{AccessLog, Config, LogFormat};
-use crate::conn::{Aborted, Conn, Cut};
+use crate::conn::{Aborted, Cut};
 use crate::listen::Peer;
 use crate::logs::{AccessLines, AccessTarget, LogFile};
-use crate::response::Response;
+use crate::response::{Response, Wire};
 use crate::stats::Stats;
 
 /// When the responses logged in one turn of a connection ended: the clock read once
@@ -28,7 +28,7 @@ impl Done {
 pub(crate) fn write_access(
     log: &mut AccessLogs,
     stats: &Stats,
-    c: &Conn,
+    (peer, tls): (Peer, Option<&'static str>),
     r: &Response,
     aborted: Option<Aborted>,
     done: &mut Done,
@@ -42,17 +42,13 @@ pub(crate) fn write_access(
             .started
             .map(|t| done.at().saturating_duration_since(t)),
     );
-    if r.record.h2 {
-        Stats::add(&stats.h2_responses, 1);
+    match r.record.wire {
+        Wire::One => {}
+        Wire::Two => Stats::add(&stats.h2_responses, 1),
+        Wire::Three => Stats::add(&stats.h3_responses, 1),
     }
     if let Some((l, style)) = log.of(r.record.site) {
-        let line = log_line(
-            style,
-            (c.peer, c.tls_protocol()),
-            r,
-            aborted,
-            SystemTime::now(),
-        );
+        let line = log_line(style, (peer, tls), r, aborted, SystemTime::now());
         // Whole lines: the buffer flushes between lines, never inside one.
         Stats::add(&stats.log_lines_dropped, l.push(&line));
     }

@@ -33,9 +33,9 @@
 //! Wildcard names need the DNS-01 challenge and a DNS provider: refused at start with
 //! the reason.
 
-/// ACME's server-wide keys (a site's `acme = true` is in its block): rows of the settings table (`settings!` in settings.rs, which
-/// says what a row holds), kept here beside what they drive; `--help` shows them under
-/// their own heading.
+/// ACME's server-wide keys (a site's `acme = true` is in its block): rows of the
+/// settings table (`settings!` in settings.rs, which says what a row holds), kept here
+/// beside what they drive; `--help` shows them under their own heading.
 macro_rules! acme_keys {
     ($($table:tt)*) => {
         settings! {

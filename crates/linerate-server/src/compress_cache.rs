@@ -39,9 +39,9 @@
 //! (each counts what it wrote and what it found at its start, so the directory can
 //! exceed the size by what the other wrote until the next start).
 
-/// The compression cache's keys: rows of the settings table (`settings!` in settings.rs, which
-/// says what a row holds), kept here beside what they drive; `--help` shows them under
-/// their own heading.
+/// The compression cache's keys: rows of the settings table (`settings!` in
+/// settings.rs, which says what a row holds), kept here beside what they drive;
+/// `--help` shows them under their own heading.
 macro_rules! compress_cache_keys {
     ($($table:tt)*) => {
         settings! {

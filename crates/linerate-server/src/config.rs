@@ -199,13 +199,13 @@ pub use crate::settings::Config;
 macro_rules! words {
     ($t:ident { $($word:literal => $v:ident),+ $(,)? }) => {
         impl std::str::FromStr for $t {
-            type Err = ValueError;
-            fn from_str(s: &str) -> Result<$t, ValueError> {
+            type Err = $crate::settings::ValueError;
+            fn from_str(s: &str) -> Result<$t, $crate::settings::ValueError> {
                 match s {
                     $($word => Ok($t::$v),)+
-                    _ => Err(ValueError::says(
+                    _ => Err($crate::settings::ValueError::says(
                         s,
-                        format!("expected {}", or_list(&[$($word),+])),
+                        format!("expected {}", $crate::config::or_list(&[$($word),+])),
                     )),
                 }
             }
@@ -220,9 +220,10 @@ macro_rules! words {
         }
     };
 }
+pub(crate) use words;
 
 /// `a, b or c`.
-fn or_list(words: &[&str]) -> String {
+pub(crate) fn or_list(words: &[&str]) -> String {
     match words {
         [] => String::new(),
         [one] => one.to_string(),

@@ -162,6 +162,9 @@ pub(crate) struct Conn {
     pub handed_off: bool,
     /// Accepted on a redirect listener: every request is sent to HTTPS on this port.
     pub redirect: Option<u16>,
+    /// The UDP port HTTP/3 answers on for this listener (0: none): its answers say
+    /// `Alt-Svc: h3=":PORT"`.
+    pub alt_svc: u16,
     /// Accepted on a `--proxy-protocol` listener and its header not whole yet (boxed:
     /// most connections never have one).
     pub proxy: Option<Box<ProxyWait>>,
@@ -250,7 +253,7 @@ pub(crate) struct Waiting {
 
 /// The site's answer to a request, over either protocol: on a redirect listener, the
 /// way to HTTPS on that port.
-fn answer(
+pub(crate) fn answer(
     site: &mut Site,
     redirect: Option<u16>,
     peer: Peer,
@@ -305,6 +308,7 @@ impl Conn {
             handshake_done: false,
             handed_off: false,
             redirect: None,
+            alt_svc: 0,
             proxy: None,
             sock,
             peer,
@@ -954,12 +958,15 @@ impl Conn {
                     (to.map(|stream| (stream, None)), r)
                 }
             };
+            if self.alt_svc != 0 {
+                crate::h3::advertise(&mut r, self.alt_svc);
+            }
             let out = self
                 .out
                 .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default());
             match (&mut self.http, to) {
                 (Http::Two(h2), Some((stream, priority))) => {
-                    r.record.h2 = true;
+                    r.record.wire = crate::response::Wire::Two;
                     Stats::add(&site.stats.h2_streams, 1);
                     h2.answer(stream, priority, r, out, &mut site.h2_heads);
                 }

@@ -37,6 +37,8 @@ mod digest;
 mod disk;
 mod files;
 mod h2;
+#[macro_use]
+mod h3;
 pub mod listen;
 mod listing;
 pub mod logs;
@@ -46,7 +48,6 @@ mod output;
 mod output_model;
 #[macro_use]
 mod proxy;
-#[allow(dead_code)] // Served from by the workers in the next step of issue 46.
 mod quic;
 #[cfg(any(test, feature = "fuzzing"))]
 mod redirect_model;

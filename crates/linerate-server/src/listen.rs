@@ -99,6 +99,8 @@ pub(crate) struct Listener {
     pub redirect: Option<u16>,
     /// Its connections open with a PROXY protocol header (`--proxy-protocol`).
     pub proxy: bool,
+    /// HTTP/3's UDP sockets on its address (an HTTPS listener with `--http3 on`).
+    pub quic: Vec<Socket>,
 }
 
 /// What a listening endpoint serves.
@@ -144,6 +146,9 @@ pub(crate) struct Bound {
     made: Option<PathBuf>,
     /// What it serves.
     pub kind: Kind,
+    /// HTTP/3's UDP sockets on the same address (an HTTPS endpoint with `--http3 on`),
+    /// one per worker in one `SO_REUSEPORT` group, kept across reloads as the TCP ones.
+    pub udp: Vec<Socket>,
 }
 
 impl Bound {
@@ -169,6 +174,7 @@ impl Bound {
             passed_kind: kind,
             made: None,
             kind: kind.unwrap_or(Kind::Plain),
+            udp: Vec::new(),
         })
     }
 
@@ -372,6 +378,7 @@ pub(crate) fn bind_all(
             },
             passed: true,
             made: None,
+            udp: Vec::new(),
         });
     }
     if !out.is_empty() {
@@ -419,6 +426,7 @@ pub(crate) fn bind_all(
                 passed_kind: None,
                 made: b.made.clone(),
                 kind,
+                udp: Vec::new(),
             });
             continue;
         }
@@ -434,6 +442,7 @@ pub(crate) fn bind_all(
                     passed_kind: None,
                     made: Some(path.clone()),
                     kind,
+                    udp: Vec::new(),
                 });
             }
             &Endpoint::Ip(ip) => {
@@ -458,11 +467,56 @@ pub(crate) fn bind_all(
                     passed_kind: None,
                     made: None,
                     kind,
+                    udp: Vec::new(),
                 });
             }
         }
     }
     Ok(out)
+}
+
+/// A UDP socket for QUIC at `addr`, in an `SO_REUSEPORT` group, non-blocking (IPv6
+/// alone for an IPv6 address, as the TCP listeners).
+fn udp_socket(addr: SocketAddr) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, None)?;
+    if addr.is_ipv6() {
+        s.set_only_v6(true)?;
+    }
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.set_nonblocking(true)?;
+    s.bind(&addr.into())?;
+    Ok(s)
+}
+
+/// HTTP/3's UDP sockets for the HTTPS endpoints of `bound` (`--http3 on`): those held
+/// for the same address before (`old`), grown to one per worker, else new ones on the
+/// port the TCP sockets have (port 0 resolved by them). With `--http3 off`, none.
+pub(crate) fn bind_quic(bound: &mut [Bound], old: &[Bound], cfg: &Config) -> Result<(), BindError> {
+    if cfg.http3 != crate::h3::Http3::On {
+        return Ok(());
+    }
+    let workers = cfg.workers.max(1);
+    for b in bound.iter_mut().filter(|b| b.kind == Kind::Tls) {
+        let Endpoint::Ip(addr) = b.addr else {
+            continue;
+        };
+        let fail = |source| BindError {
+            addr: Some(b.addr.clone()),
+            source,
+        };
+        let mut udp = Vec::new();
+        if let Some(o) = old.iter().find(|o| o.addr == b.addr) {
+            for s in &o.udp {
+                udp.push(s.try_clone().map_err(fail)?);
+            }
+        }
+        while udp.len() < workers {
+            udp.push(udp_socket(addr).map_err(fail)?);
+        }
+        b.udp = udp;
+    }
+    Ok(())
 }
 
 /// Whether no one holds `ip`'s port: our listeners share their port by SO_REUSEPORT,
@@ -575,6 +629,7 @@ pub(crate) fn hand_out(
                 tls: tls.clone(),
                 redirect,
                 proxy,
+                quic: Vec::new(),
             })
         };
         if b.shared() {
@@ -587,6 +642,12 @@ pub(crate) fn hand_out(
         }
         for (j, s) in b.sockets.iter().enumerate() {
             per[j % workers].push(listener(s)?);
+        }
+        // HTTP/3's sockets go with the worker's listener of the same address.
+        for (j, s) in b.udp.iter().enumerate() {
+            if let Some(l) = per[j % workers].last_mut().filter(|l| l.tls.is_some()) {
+                l.quic.push(s.try_clone()?);
+            }
         }
     }
     Ok(per)

@@ -183,12 +183,16 @@ impl Scrape {
             .flat_map(|mi| (0..CLASSES.len()).map(move |ci| (mi, ci)))
             .map(|(mi, ci)| sum(&|s| &s.responses[mi][ci]))
             .sum();
-        let h2 = sum(&|s| &s.h2_responses);
+        let (h2, h3) = (sum(&|s| &s.h2_responses), sum(&|s| &s.h3_responses));
         m.counters(
             "linerate_responses_by_protocol",
             "Responses logged, by the protocol they were answered in",
             "protocol",
-            [("http/1.1", all.saturating_sub(h2)), ("h2", h2)],
+            [
+                ("http/1.1", all.saturating_sub(h2 + h3)),
+                ("h2", h2),
+                ("h3", h3),
+            ],
         );
         m.counters(
             "linerate_http2_connection_errors",

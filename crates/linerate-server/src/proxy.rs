@@ -4,9 +4,10 @@
 //! connection; the header is parsed by the `ppp` crate (made for it), and what is
 //! kept of it is the client's address.
 
-/// The keys of the client's address as a balancer tells it: PROXY headers and trusted proxies' forwarded fields: rows of the settings table (`settings!` in settings.rs, which
-/// says what a row holds), kept here beside what they drive; `--help` shows them under
-/// their own heading.
+/// The keys of the client's address as a balancer tells it: PROXY headers and trusted
+/// proxies' forwarded fields: rows of the settings table (`settings!` in settings.rs,
+/// which says what a row holds), kept here beside what they drive; `--help` shows them
+/// under their own heading.
 macro_rules! proxy_keys {
     ($($table:tt)*) => {
         settings! {

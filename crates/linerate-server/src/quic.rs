@@ -22,8 +22,8 @@ use std::time::Instant;
 
 use bytes::BytesMut;
 use quinn_proto::{
-    ClientConfig, ConnectionHandle, DatagramEvent, Dir, EcnCodepoint, EndpointConfig, ServerConfig,
-    StreamEvent, StreamId,
+    ConnectionHandle, DatagramEvent, Dir, EcnCodepoint, EndpointConfig, ServerConfig, StreamEvent,
+    StreamId,
 };
 
 use linerate_sys::udp::{Batch, Received, MAX_SEGMENTS};
@@ -108,9 +108,16 @@ impl Endpoint {
         }
     }
 
-    /// Connections open now.
+    /// Takes no new connection from now on (a stop or reload: the next generation's
+    /// workers take them).
+    pub fn refuse_new(&mut self) {
+        self.inner.set_server_config(None);
+    }
+
+    /// Connections open now: those closed (by either side) and only draining are not
+    /// counted.
     pub fn open(&self) -> usize {
-        self.conns.len()
+        self.conns.values().filter(|c| !c.is_closed()).count()
     }
 
     /// A connection, to read and write its streams.
@@ -119,11 +126,12 @@ impl Endpoint {
         self.conns.get_mut(&h)
     }
 
-    /// Opens a connection to `remote` as a client.
+    /// Opens a connection to `remote` as a client (the tests' client).
+    #[cfg(test)]
     pub fn connect(
         &mut self,
         now: Instant,
-        config: ClientConfig,
+        config: quinn_proto::ClientConfig,
         remote: SocketAddr,
         server_name: &str,
     ) -> Result<ConnectionHandle, quinn_proto::ConnectError> {
@@ -379,7 +387,7 @@ mod tests {
             let mut client = Endpoint::new(None, gso);
             let now = Instant::now();
             let server_addr: SocketAddr = "127.0.0.1:4433".parse().unwrap();
-            let config = ClientConfig::new(Arc::new(quic));
+            let config = quinn_proto::ClientConfig::new(Arc::new(quic));
             client
                 .connect(now, config, server_addr, "localhost")
                 .unwrap();

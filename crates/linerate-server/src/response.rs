@@ -61,6 +61,18 @@ pub(crate) struct Plan {
     pub close: bool,
 }
 
+/// The HTTP version an answer went out in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Wire {
+    /// HTTP/1.x.
+    #[default]
+    One,
+    /// An HTTP/2 stream.
+    Two,
+    /// An HTTP/3 request stream.
+    Three,
+}
+
 /// What the access log and the metrics say of a response.
 pub(crate) struct Record {
     pub status: Status,
@@ -78,8 +90,8 @@ pub(crate) struct Record {
     /// `User-Agent` and `Referer` as sent, kept for an access log that writes them.
     pub user_agent: Option<Vec<u8>>,
     pub referer: Option<Vec<u8>>,
-    /// Answered on an HTTP/2 stream (counted by protocol).
-    pub h2: bool,
+    /// The protocol it was answered in (counted by protocol).
+    pub wire: Wire,
     /// The client a trusted proxy named, when it is not the connection's peer.
     pub client: Option<std::net::IpAddr>,
     /// The site that answered (none: an answer to no request), for its own log.
@@ -137,7 +149,7 @@ impl Response {
                 started: None,
                 user_agent: None,
                 referer: None,
-                h2: false,
+                wire: Wire::One,
                 client: None,
                 site: None,
             },

@@ -14,7 +14,7 @@ use crate::config::Endpoint;
 use crate::config::{Config, SiteConfig};
 use crate::control::{Control, Request as ControlRequest};
 use crate::disk::{self, Job};
-use crate::listen::{bind_all, hand_out, status_line, BindError, Bound, Kind, Listener};
+use crate::listen::{bind_all, bind_quic, hand_out, status_line, BindError, Bound, Kind, Listener};
 use crate::logs::LogFile;
 use crate::site::Resolver;
 use crate::stats::{Board, Earlier, Stats};
@@ -593,6 +593,7 @@ pub fn serve(
         fresh.extend(activated.iter().map(|b| b.addr.clone()));
     }
     let mut bound = bind_all(&cfg, &activated, &mut |a| fresh.push(a.clone()))?;
+    bind_quic(&mut bound, &activated, &cfg)?;
     drop(activated);
     // The log opens after the binds (a port in use creates no log file) and before
     // any address is announced (a start that fails names none).
@@ -859,8 +860,9 @@ fn reload_generation<'scope>(
     // whichever generation is asked).
     shared.earlier.retire(&current.stats);
     let mut fresh = Vec::new();
-    let next = bind_all(&cfg, bound, &mut |a| fresh.push(a.clone()))
+    let mut next = bind_all(&cfg, bound, &mut |a| fresh.push(a.clone()))
         .map_err(|e| describe(&ServeError::from(e)))?;
+    bind_quic(&mut next, bound, &cfg).map_err(|e| describe(&ServeError::from(e)))?;
     let per = hand_out(&next, &cfg, tls.as_ref()).map_err(|e| e.to_string())?;
     cfg.steering = cfg
         .steer

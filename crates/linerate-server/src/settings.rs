@@ -200,7 +200,7 @@ macro_rules! settings {
 }
 
 settings! {
-    @with [acme_keys, proxy_keys, compress_cache_keys]
+    @with [acme_keys, proxy_keys, compress_cache_keys, http3_keys]
     /// Every setting of `linerate serve`. Each is a flag (`--small-file 32K`) and a key of
     /// the `--config` file (`small-file = "32K"`); a flag wins over the file, which wins over
     /// the defaults. `Option` fields left `None` keep the default.

@@ -220,6 +220,12 @@ stats! {
         /// The responses logged for HTTP/2 streams (as every response is, finished or
         /// cut): reported by `metrics` beside the others.
         h2_responses: counter as "http2.responses",
+        /// HTTP/3: connections that completed their handshake, the request streams
+        /// taken on them, and the responses logged for them.
+        h3_connections: counter as "http3.connections"
+            => "linerate_http3_connections" "QUIC connections that completed their handshake (HTTP/3)",
+        h3_streams: counter as "http3.streams",
+        h3_responses: counter as "http3.responses",
         /// Body bytes the sockets took (by `metrics` with the transmit strategy).
         body_bytes: counter,
         /// The response-time histogram's count, and its sum in microseconds.

@@ -24,6 +24,9 @@ use linerate_event::{Driver, Interest, Io, Ready, Tick, Timers};
 use linerate_http::timeout::Timeout;
 use linerate_http::Protocol;
 
+mod quic;
+use quic::QuicTurn;
+
 /// At a stop or reload, how long a connection that has had no request yet is given
 /// for its first (at most the header timeout).
 const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
@@ -43,6 +46,8 @@ enum Token {
     Notify(usize),
     /// The eventfd the disk helpers wake the worker with.
     Wake,
+    /// HTTP/3's UDP socket i.
+    Quic(usize),
 }
 
 impl Token {
@@ -60,6 +65,7 @@ impl Token {
             Token::Listener(i) => (1 << Self::KIND_SHIFT) | i as u64,
             Token::Notify(i) => (2 << Self::KIND_SHIFT) | i as u64,
             Token::Wake => 3 << Self::KIND_SHIFT,
+            Token::Quic(i) => (3 << Self::KIND_SHIFT) | (1 << 32) | i as u64,
         }
     }
 
@@ -69,6 +75,7 @@ impl Token {
             0 => Token::Conn(index, (t >> 32) as u32),
             1 => Token::Listener(index),
             2 => Token::Notify(index),
+            _ if t & (1 << 32) != 0 => Token::Quic(index),
             _ => Token::Wake,
         }
     }
@@ -86,6 +93,8 @@ pub(crate) struct Role {
     tls: Option<Arc<rustls::ServerConfig>>,
     redirect: Option<u16>,
     proxy: bool,
+    /// The UDP port HTTP/3 answers on beside it (0: none).
+    h3_port: u16,
 }
 
 /// One worker's state; everything it asks of the kernel's readiness machinery goes
@@ -143,6 +152,8 @@ pub(crate) struct Worker<D: Driver> {
     /// Connections held, and how many of them are idle.
     open: u64,
     idle: u64,
+    /// HTTP/3 on the HTTPS listeners' UDP sockets.
+    quic: Vec<crate::h3::Quic3>,
 }
 
 impl<D: Driver> Worker<D> {
@@ -211,7 +222,7 @@ impl<D: Driver> Worker<D> {
             .collect();
         let log = AccessLogs::new(&cfg, log_files)?;
         let check_every = check_every(&cfg);
-        Ok(Worker {
+        Worker {
             cpu: None,
             stats: Arc::clone(&stats),
             site: Site::new(resolver, caches, stats, board, disk).with_checker(checker, {
@@ -228,6 +239,11 @@ impl<D: Driver> Worker<D> {
                     unix: l.unix,
                     tls: l.tls.clone(),
                     redirect: l.redirect,
+                    h3_port: l
+                        .quic
+                        .first()
+                        .and_then(|s| s.local_addr().ok()?.as_socket())
+                        .map_or(0, |a| a.port()),
                     proxy: l.proxy,
                 })
                 .collect(),
@@ -251,7 +267,9 @@ impl<D: Driver> Worker<D> {
             fired: Vec::new(),
             open: 0,
             idle: 0,
-        })
+            quic: Vec::new(),
+        }
+        .with_quic()
     }
 
     /// Serves until `stop`; `accepting` is counted out when this worker has let go of
@@ -266,8 +284,10 @@ impl<D: Driver> Worker<D> {
             // Woken at the wheel's next tick at the latest, so a deadline is met within
             // a tick of it.
             let wait = if self.runnable.is_empty() {
+                let quic = self.quic_due();
                 self.timers
                     .next_due()
+                    .min(quic.unwrap_or_else(|| self.timers.next_due()))
                     .saturating_duration_since(Instant::now())
                     .min(TICK)
             } else {
@@ -291,9 +311,11 @@ impl<D: Driver> Worker<D> {
                         let done = self.inbox.take();
                         self.disk_done(done, now);
                         self.checks_made(now);
+                        self.quic(None, now, QuicTurn::Serve);
                     }
                     Token::Notify(_) => {}
                     Token::Listener(i) => self.accept(i, now),
+                    Token::Quic(i) => self.quic(Some(i), now, QuicTurn::Readable),
                     Token::Conn(idx, serial) => {
                         let meant = self
                             .conns
@@ -336,6 +358,7 @@ impl<D: Driver> Worker<D> {
                 self.tick(now);
                 self.count_ring();
             }
+            self.quic_timers(now);
             if shutdown_deadline.is_none() && stop.now.load(Ordering::Acquire) {
                 shutdown_began = Some(now);
                 shutdown_deadline = Some(now + self.cfg.shutdown_timeout);
@@ -374,7 +397,11 @@ impl<D: Driver> Worker<D> {
                 }
                 // Nothing the ring accepted ahead is left unserved at the end.
                 self.adopt_orphans(now);
-                if self.conns.iter().all(Option::is_none) {
+                if now >= d {
+                    self.quic(None, now, QuicTurn::CloseAll);
+                }
+                if self.conns.iter().all(Option::is_none) && self.quic.iter().all(|q| q.open() == 0)
+                {
                     Stats::add(&self.stats.log_lines_dropped, self.log.flush());
                     self.count_ring();
                     return Ok(());
@@ -437,6 +464,8 @@ impl<D: Driver> Worker<D> {
         }
         // What the driver accepted ahead is served, not reset.
         self.adopt_orphans(now);
+        // HTTP/3: no new connection; GOAWAY on each, closed once its answers are done.
+        self.quic(None, now, QuicTurn::GoAway);
         // At a stop, responses in flight finish and no request after them is read. A
         // connection that has had no request yet gets its first one answered (with a
         // close): its client may be sending it already, and could not tell a close
@@ -572,6 +601,7 @@ impl<D: Driver> Worker<D> {
         let mut conn = Conn::new(sock, peer, limits, id, ring, tls, now);
         let token = token_of(&conn);
         conn.redirect = role.redirect;
+        conn.alt_svc = role.h3_port;
         if role.proxy {
             conn.proxy = Some(Box::new(crate::conn::ProxyWait {
                 since: now,
@@ -644,7 +674,7 @@ impl<D: Driver> Worker<D> {
         let (log, stats) = (&mut self.log, &self.stats);
         let mut done = Done::default();
         let mut write_log = |c: &Conn, r: &Response, a: Option<Aborted>| {
-            write_access(log, stats, c, r, a, &mut done)
+            write_access(log, stats, (c.peer, c.tls_protocol()), r, a, &mut done)
         };
         let after = conn.drive(
             &mut self.site,
@@ -812,7 +842,7 @@ impl<D: Driver> Worker<D> {
             let (log, stats) = (&mut self.log, &self.stats);
             let mut done = Done::default();
             let aborted = c.abort(cut, &mut |c, r, a| {
-                write_access(log, stats, c, r, a, &mut done)
+                write_access(log, stats, (c.peer, c.tls_protocol()), r, a, &mut done)
             });
             Stats::add(&self.site.stats.aborted, aborted);
             if c.tls_refused {

@@ -59,6 +59,7 @@ body-timeout = "31s"
 shutdown-timeout = "12s"
 shutdown-delay = "3s"
 http2 = "only"
+http3 = "on"
 dotfiles = true
 autoindex = true
 index = ["index.htm", "default.htm"]

@@ -214,6 +214,7 @@ fn every_flag_is_a_key_and_every_key_a_flag() {
         "compress-cache" => "\"/var/cache/linerate\"",
         "pin" | "dotfiles" | "autoindex" => "true",
         "http2" => "\"only\"",
+        "http3" => "\"on\"",
         "transmit" => "\"copy\"",
         "driver" => "\"epoll\"",
         "etag" => "\"content\"",

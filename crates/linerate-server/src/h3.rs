@@ -1,0 +1,617 @@
+//! HTTP/3: answers over QUIC on the HTTPS listeners' UDP ports. The QUIC endpoint is
+//! [`crate::quic`]; HTTP/3's frames and QPACK are `linerate_http::h3`; the request
+//! model (the site's answer, the access log, the counters) is the one HTTP/1.1 and
+//! HTTP/2 share.
+
+/// HTTP/3's keys: rows of the settings table (`settings!` in settings.rs, which says
+/// what a row holds), kept here beside what they drive; `--help` shows them under their
+/// own heading.
+macro_rules! http3_keys {
+    ($($table:tt)*) => {
+        settings! {
+            @join [
+            /// HTTP/3 over QUIC on the UDP port of each --tls-listen address (the same
+            /// port number as HTTPS), one socket per worker: on or off. Answers over
+            /// HTTPS say `Alt-Svc: h3=":PORT"` when it is on, so browsers move to it
+            /// [default: off].
+            #[arg(long, help_heading = "HTTP/3", value_name = "on|off")]
+            pub http3: Option<crate::h3::Http3>
+                => crate::h3::Http3 = crate::h3::Http3::Off, |h| h,
+            ]
+            $($table)*
+        }
+    };
+}
+
+/// `--http3`: whether the HTTPS listeners serve HTTP/3 too.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Http3 {
+    #[default]
+    Off,
+    On,
+}
+
+crate::config::words!(Http3 {
+    "off" => Off,
+    "on" => On,
+});
+
+crate::settings::as_text!(Http3);
+
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use linerate_http::h3::connection::{Connection as Proto, Event as H3Event};
+use linerate_http::h3::error::ErrorCode;
+use linerate_http::request::{Limits, Request};
+use linerate_sys::udp;
+use quinn_proto::{ConnectionHandle, Dir, StreamId, VarInt};
+
+use crate::conn::{Aborted, Cut};
+use crate::listen::Peer;
+use crate::quic::{Endpoint, Event};
+use crate::response::{Part, Response, Wire};
+use crate::site::Site;
+use crate::stats::Stats;
+
+/// Room for one receive: a GRO batch of datagrams, at most 64 KiB.
+const RECV_BYTES: usize = 64 * 1024;
+/// Receives per readable event before the requests they bring are served.
+const RECVS_PER_TURN: usize = 64;
+/// Body bytes a DATA frame takes from a file range: read into memory (QUIC keeps what
+/// it sends until acknowledged, so no file page goes to the socket as with TCP).
+const FRAME_BYTES: u64 = 64 * 1024;
+/// What an access log line says of the transport.
+const TLS13: &str = "TLSv1.3";
+
+/// How an answer's bytes are handed to its stream.
+struct Answer {
+    stream: StreamId,
+    response: Response,
+    /// Framed bytes the stream has not taken yet, from `at`.
+    out: Vec<u8>,
+    at: usize,
+    /// Body bytes framed so far.
+    body: u64,
+}
+
+/// A request waiting for its password check.
+struct Waiting {
+    stream: StreamId,
+    request: Box<Request>,
+    ticket: Arc<crate::auth::Ticket>,
+    started: Instant,
+}
+
+/// One QUIC connection's HTTP/3.
+struct H3Conn {
+    proto: Proto,
+    peer: SocketAddr,
+    /// This side's control stream, once opened.
+    control: Option<StreamId>,
+    /// Bytes for it the stream has not taken yet.
+    control_out: Vec<u8>,
+    answers: Vec<Answer>,
+    waiting: Vec<Waiting>,
+}
+
+/// One worker's HTTP/3 on one UDP socket: the QUIC endpoint and its connections.
+pub(crate) struct Quic3 {
+    pub sock: socket2::Socket,
+    endpoint: Endpoint,
+    conns: HashMap<ConnectionHandle, H3Conn>,
+    events: Vec<Event>,
+    buf: Vec<u8>,
+    limits: Rc<Limits>,
+    /// The last transmit would block: try again soon.
+    pub blocked: bool,
+    /// GOAWAY was said (a stop or reload): connections close once their answers are
+    /// done.
+    going_away: bool,
+}
+
+/// Where answered requests are logged: the client, the response, how it was cut.
+pub(crate) type Log<'a> = dyn FnMut((Peer, Option<&'static str>), &Response, Option<Aborted>) + 'a;
+
+impl Quic3 {
+    /// HTTP/3 on `sock`, with the certificates of the HTTPS listener it goes with.
+    pub fn new(
+        sock: socket2::Socket,
+        tls: &rustls::ServerConfig,
+        limits: Rc<Limits>,
+    ) -> io::Result<Quic3> {
+        let v6 = sock.local_addr()?.is_ipv6();
+        let features = udp::prepare(sock.as_fd(), v6)?;
+        let config =
+            crate::quic::server_config(Arc::clone(&tls.cert_resolver)).map_err(io::Error::other)?;
+        Ok(Quic3 {
+            sock,
+            endpoint: Endpoint::new(Some(config), features.gso),
+            conns: HashMap::new(),
+            events: Vec::new(),
+            buf: vec![0; RECV_BYTES],
+            limits,
+            blocked: false,
+            going_away: false,
+        })
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.endpoint.open()
+    }
+
+    /// The earliest time a connection wants to be woken.
+    pub fn next_timeout(&mut self) -> Option<Instant> {
+        self.endpoint.next_timeout()
+    }
+
+    /// Reads what the socket holds (up to [`RECVS_PER_TURN`] receives), then serves.
+    pub fn readable(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+        for _ in 0..RECVS_PER_TURN {
+            match udp::recv(self.sock.as_fd(), &mut self.buf) {
+                Ok(r) if r.truncated => continue,
+                Ok(r) => self.endpoint.receive(now, &r, &self.buf),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // An ICMP error of an earlier send, reported on this socket: the
+                // datagrams behind it are still there.
+                Err(_) => continue,
+            }
+        }
+        self.serve(now, site, log);
+    }
+
+    /// Wakes the connections whose time has come (retransmits, idle timeouts), then
+    /// serves.
+    pub fn tick(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+        self.endpoint.timeouts(now);
+        self.serve(now, site, log);
+    }
+
+    /// Passes every event to its connection's HTTP/3 until there are none, answers the
+    /// requests that came, and sends what QUIC has to send.
+    pub fn serve(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+        for _ in 0..16 {
+            self.endpoint.events(&mut self.events);
+            self.retry_waiting(now, site, log);
+            if self.events.is_empty() {
+                break;
+            }
+            for e in std::mem::take(&mut self.events) {
+                self.event(e, now, site, log);
+            }
+        }
+        if self.going_away {
+            self.close_idle(now);
+        }
+        let fd = self.sock.as_fd();
+        let r = self.endpoint.transmit(now, &mut |b| udp::send(fd, b));
+        self.blocked = matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+    }
+
+    fn event(&mut self, e: Event, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+        match e {
+            Event::Connected(h) => {
+                Stats::add(&site.stats.h3_connections, 1);
+                self.conn(h);
+                self.open_control(h);
+            }
+            Event::Opened(h, dir) => {
+                while let Some(id) = self.endpoint.conn(h).and_then(|c| c.streams().accept(dir)) {
+                    if dir == Dir::Bi {
+                        Stats::add(&site.stats.h3_streams, 1);
+                    }
+                    self.read(h, id, now, site, log);
+                }
+            }
+            Event::Readable(h, id) => self.read(h, id, now, site, log),
+            Event::Writable(h, id) => {
+                if Some(id) == self.conns.get(&h).and_then(|c| c.control) {
+                    self.flush_control(h);
+                } else {
+                    self.pump(h, id, log);
+                }
+            }
+            Event::Stopped(h, id) => self.cut(h, id, log),
+            Event::Closed(h) => {
+                if let Some(c) = self.conns.remove(&h) {
+                    for a in c.answers {
+                        log_cut(log, c.peer, &a);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The HTTP/3 of connection `h`, made on its first use.
+    fn conn(&mut self, h: ConnectionHandle) -> Option<&mut H3Conn> {
+        if !self.conns.contains_key(&h) {
+            let peer = self.endpoint.conn(h)?.remote_address();
+            self.conns.insert(
+                h,
+                H3Conn {
+                    proto: Proto::new(Rc::clone(&self.limits)),
+                    peer,
+                    control: None,
+                    control_out: Vec::new(),
+                    answers: Vec::new(),
+                    waiting: Vec::new(),
+                },
+            );
+        }
+        self.conns.get_mut(&h)
+    }
+
+    /// Opens this side's control stream with its SETTINGS.
+    fn open_control(&mut self, h: ConnectionHandle) {
+        let Some(id) = self
+            .endpoint
+            .conn(h)
+            .and_then(|c| c.streams().open(Dir::Uni))
+        else {
+            return;
+        };
+        if let Some(c) = self.conns.get_mut(&h) {
+            c.control = Some(id);
+            c.proto.opening(&mut c.control_out);
+        }
+        self.flush_control(h);
+    }
+
+    /// Hands the control stream what it can take of its bytes.
+    fn flush_control(&mut self, h: ConnectionHandle) {
+        let Some(c) = self.conns.get_mut(&h) else {
+            return;
+        };
+        let (Some(id), Some(q)) = (c.control, self.endpoint.conn(h)) else {
+            return;
+        };
+        if let Ok(n) = q.send_stream(id).write(&c.control_out) {
+            c.control_out.drain(..n);
+        }
+    }
+
+    /// Reads what stream `id` of `h` has into its connection's HTTP/3, and acts on
+    /// what that makes.
+    fn read(
+        &mut self,
+        h: ConnectionHandle,
+        id: StreamId,
+        now: Instant,
+        site: &mut Site,
+        log: &mut Log<'_>,
+    ) {
+        if self.conn(h).is_none() {
+            return;
+        }
+        let (Some(q), Some(c)) = (self.endpoint.conn(h), self.conns.get_mut(&h)) else {
+            return;
+        };
+        let raw = u64::from(VarInt::from(id));
+        let mut recv = q.recv_stream(id);
+        if let Ok(mut chunks) = recv.read(true) {
+            loop {
+                match chunks.next(usize::MAX) {
+                    Ok(Some(chunk)) => c.proto.receive(raw, &chunk.bytes),
+                    Ok(None) => {
+                        c.proto.end(raw);
+                        break;
+                    }
+                    Err(quinn_proto::ReadError::Reset(_)) => {
+                        c.proto.reset_by_peer(raw);
+                        break;
+                    }
+                    Err(_) => break,
+                }
+            }
+            let _ = chunks.finalize();
+        }
+        self.act(h, now, site, log);
+    }
+
+    /// Acts on what connection `h`'s HTTP/3 has: answers requests, resets streams,
+    /// closes the connection.
+    fn act(&mut self, h: ConnectionHandle, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+        loop {
+            let Some(c) = self.conns.get_mut(&h) else {
+                return;
+            };
+            let Some(e) = c.proto.next_event() else {
+                return;
+            };
+            match e {
+                H3Event::Request { stream, request } => {
+                    let id = stream_id(stream);
+                    self.request(h, id, request, now, now, site, log);
+                }
+                H3Event::Reject { stream, status, .. } => {
+                    let t = SystemTime::now();
+                    let mut r = site.error(status, true, &[], "-".into(), t);
+                    r.record.started = Some(now);
+                    self.answer(h, stream_id(stream), r, log);
+                }
+                H3Event::ResetStream { stream, code } => {
+                    let id = stream_id(stream);
+                    self.reset(h, id, code, log);
+                }
+                H3Event::Close { code } => {
+                    if let Some(q) = self.endpoint.conn(h) {
+                        q.close(
+                            now,
+                            varint(code),
+                            bytes::Bytes::from_static(code.name().as_bytes()),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// The site's answer to a request on stream `id`, or its wait for a password
+    /// check.
+    #[allow(clippy::too_many_arguments)]
+    fn request(
+        &mut self,
+        h: ConnectionHandle,
+        id: StreamId,
+        mut request: Box<Request>,
+        started: Instant,
+        now: Instant,
+        site: &mut Site,
+        log: &mut Log<'_>,
+    ) {
+        let Some(c) = self.conns.get_mut(&h) else {
+            return;
+        };
+        request.secure = true;
+        let peer = Peer::Ip(c.peer);
+        let mut r = crate::conn::answer(site, None, peer, &request, SystemTime::now());
+        if let Some(ticket) = r.waiting.take() {
+            c.waiting.push(Waiting {
+                stream: id,
+                request,
+                ticket,
+                started,
+            });
+            return;
+        }
+        r.record.started = Some(started);
+        let _ = now;
+        self.answer(h, id, r, log);
+    }
+
+    /// Answers the requests whose password checks are made.
+    fn retry_waiting(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+        let ready: Vec<(ConnectionHandle, Waiting)> = self
+            .conns
+            .iter_mut()
+            .flat_map(|(h, c)| {
+                let (done, wait): (Vec<_>, Vec<_>) =
+                    c.waiting.drain(..).partition(|w| w.ticket.done());
+                c.waiting = wait;
+                done.into_iter().map(move |w| (*h, w))
+            })
+            .collect();
+        for (h, w) in ready {
+            self.request(h, w.stream, w.request, w.started, now, site, log);
+        }
+    }
+
+    /// Starts answer `r` on stream `id`: its head at once, its body as the stream
+    /// takes it.
+    fn answer(&mut self, h: ConnectionHandle, id: StreamId, mut r: Response, log: &mut Log<'_>) {
+        let Some(c) = self.conns.get_mut(&h) else {
+            return;
+        };
+        r.record.wire = Wire::Three;
+        r.plan.parts.retain(|p| p.len() > 0);
+        let mut out = Vec::with_capacity(256);
+        if let Some(head) = r.plan.head.take() {
+            c.proto.head(&head, &mut out);
+        }
+        c.answers.push(Answer {
+            stream: id,
+            response: r,
+            out,
+            at: 0,
+            body: 0,
+        });
+        self.pump(h, id, log);
+    }
+
+    /// Hands stream `id` as much of its answer as it takes; logs the answer once the
+    /// stream has it all.
+    fn pump(&mut self, h: ConnectionHandle, id: StreamId, log: &mut Log<'_>) {
+        let (Some(c), Some(q)) = (self.conns.get_mut(&h), self.endpoint.conn(h)) else {
+            return;
+        };
+        let Some(i) = c.answers.iter().position(|a| a.stream == id) else {
+            return;
+        };
+        let a = &mut c.answers[i];
+        loop {
+            if a.at < a.out.len() {
+                match q.send_stream(id).write(&a.out[a.at..]) {
+                    Ok(n) => a.at += n,
+                    Err(quinn_proto::WriteError::Blocked) => return,
+                    Err(_) => {
+                        let a = c.answers.swap_remove(i);
+                        log_cut(log, c.peer, &a);
+                        return;
+                    }
+                }
+                continue;
+            }
+            a.out.clear();
+            a.at = 0;
+            match frame_next(&mut a.response, &mut a.out) {
+                Ok(Some(n)) => a.body += n,
+                Ok(None) => {
+                    let _ = q.send_stream(id).finish();
+                    let a = c.answers.swap_remove(i);
+                    c.proto.forget(u64::from(VarInt::from(id)));
+                    if !a.response.quiet && !a.response.unlogged {
+                        log((Peer::Ip(c.peer), Some(TLS13)), &a.response, None);
+                    }
+                    return;
+                }
+                Err(_) => {
+                    // The file could not be read: the stream is reset, the answer cut.
+                    let _ = q.send_stream(id).reset(varint(ErrorCode::InternalError));
+                    let a = c.answers.swap_remove(i);
+                    log_cut(log, c.peer, &a);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The client stopped stream `id`: its answer is cut.
+    fn cut(&mut self, h: ConnectionHandle, id: StreamId, log: &mut Log<'_>) {
+        let (Some(c), Some(q)) = (self.conns.get_mut(&h), self.endpoint.conn(h)) else {
+            return;
+        };
+        let _ = q.send_stream(id).reset(varint(ErrorCode::RequestCancelled));
+        c.proto.forget(u64::from(VarInt::from(id)));
+        if let Some(i) = c.answers.iter().position(|a| a.stream == id) {
+            let a = c.answers.swap_remove(i);
+            log_cut(log, c.peer, &a);
+        }
+    }
+
+    /// Resets stream `id` with `code` both ways; an answer under way on it is cut.
+    fn reset(&mut self, h: ConnectionHandle, id: StreamId, code: ErrorCode, log: &mut Log<'_>) {
+        if let Some(q) = self.endpoint.conn(h) {
+            let _ = q.send_stream(id).reset(varint(code));
+            let _ = q.recv_stream(id).stop(varint(code));
+        }
+        if let Some(c) = self.conns.get_mut(&h) {
+            c.proto.forget(u64::from(VarInt::from(id)));
+            c.waiting.retain(|w| w.stream != id);
+            if let Some(i) = c.answers.iter().position(|a| a.stream == id) {
+                let a = c.answers.swap_remove(i);
+                log_cut(log, c.peer, &a);
+            }
+        }
+    }
+
+    /// A stop or reload: GOAWAY on every connection, and no new one; each closes once
+    /// its answers are done (at the next [`Quic3::serve`]).
+    pub fn go_away(&mut self) {
+        self.going_away = true;
+        self.endpoint.refuse_new();
+        let handles: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
+        for h in handles {
+            if let Some(c) = self.conns.get_mut(&h) {
+                c.proto.go_away(&mut c.control_out);
+            }
+            self.flush_control(h);
+        }
+    }
+
+    /// Closes the connections that said GOAWAY and have nothing under way.
+    fn close_idle(&mut self, now: Instant) {
+        for (h, c) in &self.conns {
+            if c.proto.going_away() && c.answers.is_empty() && c.waiting.is_empty() {
+                if let Some(q) = self.endpoint.conn(*h) {
+                    q.close(now, varint(ErrorCode::NoError), bytes::Bytes::new());
+                }
+            }
+        }
+    }
+
+    /// Closes every connection (the shutdown's deadline).
+    pub fn close_all(&mut self, now: Instant, log: &mut Log<'_>) {
+        for (h, c) in self.conns.drain() {
+            for a in &c.answers {
+                log_cut(log, c.peer, a);
+            }
+            if let Some(q) = self.endpoint.conn(h) {
+                q.close(now, varint(ErrorCode::NoError), bytes::Bytes::new());
+            }
+        }
+    }
+}
+
+/// How long a client may remember that HTTP/3 is here (a day, as Caddy says it).
+const ALT_SVC_MAX_AGE: u32 = 86400;
+
+/// Says on an answer over HTTPS that HTTP/3 answers on UDP `port`: `Alt-Svc:
+/// h3=":PORT"; ma=86400` (RFC 7838), written without an allocation.
+pub(crate) fn advertise(r: &mut Response, port: u16) {
+    use std::io::Write;
+    let Some(head) = r.plan.head.as_mut() else {
+        return;
+    };
+    let mut buf = [0u8; 40];
+    let mut w = std::io::Cursor::new(&mut buf[..]);
+    let _ = write!(w, "h3=\":{port}\"; ma={ALT_SVC_MAX_AGE}");
+    let len = w.position() as usize;
+    if let Ok(v) = std::str::from_utf8(&buf[..len]) {
+        head.field("Alt-Svc", v);
+    }
+}
+
+/// Frames the next piece of `r`'s body into `out` (a DATA frame: its header and up to
+/// [`FRAME_BYTES`] of a file range, or a part of bytes whole): the body bytes framed,
+/// or none when the body is all framed.
+fn frame_next(r: &mut Response, out: &mut Vec<u8>) -> io::Result<Option<u64>> {
+    let Some(part) = r.plan.parts.pop_front() else {
+        return Ok(None);
+    };
+    let n = match part {
+        Part::Bytes(b) => {
+            Proto::data_header(b.len() as u64, out);
+            out.extend_from_slice(&b);
+            b.len() as u64
+        }
+        Part::Shared { buf, start, end } => {
+            Proto::data_header((end - start) as u64, out);
+            out.extend_from_slice(&buf[start..end]);
+            (end - start) as u64
+        }
+        Part::File(mut f) => {
+            let n = f.len.min(FRAME_BYTES);
+            Proto::data_header(n, out);
+            let at = out.len();
+            out.resize(at + n as usize, 0);
+            f.file.read_exact_at(&mut out[at..], f.offset)?;
+            if n < f.len {
+                f.offset += n;
+                f.len -= n;
+                r.plan.parts.push_front(Part::File(f));
+            }
+            n
+        }
+    };
+    Ok(Some(n))
+}
+
+/// Logs an answer that did not finish.
+fn log_cut(log: &mut Log<'_>, peer: SocketAddr, a: &Answer) {
+    if a.response.quiet || a.response.unlogged {
+        return;
+    }
+    let aborted = Aborted {
+        cut: Cut::Client,
+        body_sent: a.body,
+        nothing_sent: a.at == 0 && a.body == 0,
+    };
+    log((Peer::Ip(peer), Some(TLS13)), &a.response, Some(aborted));
+}
+
+/// An HTTP/3 error code as QUIC carries it.
+fn varint(code: ErrorCode) -> VarInt {
+    VarInt::from_u64(code.as_u64()).unwrap_or(VarInt::from_u32(0x102))
+}
+
+/// A stream id as quinn names it.
+fn stream_id(raw: u64) -> StreamId {
+    StreamId::from(VarInt::from_u64(raw).unwrap_or(VarInt::MAX))
+}

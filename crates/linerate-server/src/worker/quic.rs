@@ -1,0 +1,104 @@
+//! The worker's HTTP/3: a [`Quic3`](crate::h3::Quic3) per UDP socket its HTTPS
+//! listeners carry, watched readable under the worker's driver, served in the worker's
+//! loop with the same site and access log as its TCP connections.
+
+use std::io;
+use std::os::fd::AsFd;
+use std::time::{Duration, Instant};
+
+use linerate_event::{Driver, Interest};
+
+use super::{Token, Worker};
+use crate::access_log::{write_access, Done};
+use crate::conn::Aborted;
+use crate::listen::Peer;
+use crate::response::Response;
+
+/// Why an HTTP/3 socket is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum QuicTurn {
+    /// It is readable.
+    Readable,
+    /// A connection's timer is due.
+    Tick,
+    /// Password checks were made.
+    Serve,
+    /// A stop or reload began.
+    GoAway,
+    /// The stop's deadline came.
+    CloseAll,
+}
+
+impl<D: Driver> Worker<D> {
+    /// HTTP/3 on the UDP sockets its HTTPS listeners carry, each watched readable.
+    pub(super) fn with_quic(mut self) -> io::Result<Worker<D>> {
+        let limits = self.site.limits();
+        for l in self.listeners.iter().flatten() {
+            let Some(tls) = &l.tls else {
+                continue;
+            };
+            for s in &l.quic {
+                let q = crate::h3::Quic3::new(s.try_clone()?, tls, std::rc::Rc::clone(&limits))?;
+                let token = Token::Quic(self.quic.len()).encode();
+                self.driver
+                    .register(q.sock.as_fd(), token, Interest::Readable)?;
+                self.quic.push(q);
+            }
+        }
+        Ok(self)
+    }
+
+    /// HTTP/3's turn, of socket `i` or (none) of every one: what it received, its
+    /// connections' timers, the requests whose password checks were made, a stop
+    /// (GOAWAY), or the stop's deadline (every connection closed, its answers cut).
+    pub(super) fn quic(&mut self, i: Option<usize>, now: Instant, turn: QuicTurn) {
+        let (log, stats) = (&mut self.log, &self.stats);
+        let mut done = Done::default();
+        let mut write_log =
+            |peer: (Peer, Option<&'static str>), r: &Response, a: Option<Aborted>| {
+                write_access(log, stats, peer, r, a, &mut done)
+            };
+        let which = match i {
+            Some(i) => i..(i + 1).min(self.quic.len()),
+            None => 0..self.quic.len(),
+        };
+        let site = &mut self.site;
+        for q in &mut self.quic[which] {
+            match turn {
+                QuicTurn::Readable => q.readable(now, site, &mut write_log),
+                QuicTurn::Tick => q.tick(now, site, &mut write_log),
+                QuicTurn::Serve => q.serve(now, site, &mut write_log),
+                QuicTurn::GoAway => {
+                    q.go_away();
+                    q.serve(now, site, &mut write_log);
+                }
+                QuicTurn::CloseAll => {
+                    q.close_all(now, &mut write_log);
+                    q.serve(now, site, &mut write_log);
+                }
+            }
+        }
+    }
+
+    /// When HTTP/3 wants the worker awake: its connections' next timer, or at once
+    /// (a millisecond) when a send would block.
+    pub(super) fn quic_due(&mut self) -> Option<Instant> {
+        self.quic
+            .iter_mut()
+            .filter_map(|q| {
+                let soon = q.blocked.then(|| Instant::now() + Duration::from_millis(1));
+                q.next_timeout().into_iter().chain(soon).min()
+            })
+            .min()
+    }
+
+    /// Serves the HTTP/3 sockets whose timers are due or whose send would block.
+    pub(super) fn quic_timers(&mut self, now: Instant) {
+        for i in 0..self.quic.len() {
+            let q = &mut self.quic[i];
+            if q.blocked || q.next_timeout().is_some_and(|t| t <= now) {
+                self.quic(Some(i), now, QuicTurn::Tick);
+            }
+        }
+    }
+}
