@@ -99,6 +99,9 @@ struct H3Conn {
     control_out: Vec<u8>,
     answers: Vec<Answer>,
     waiting: Vec<Waiting>,
+    /// Streams whose answers are all handed to QUIC and not all acknowledged yet: a
+    /// stop closes the connection only once they are.
+    unacked: Vec<StreamId>,
 }
 
 /// One worker's HTTP/3 on one UDP socket: the QUIC endpoint and its connections.
@@ -219,6 +222,11 @@ impl Quic3 {
                 }
             }
             Event::Stopped(h, id) => self.cut(h, id, log),
+            Event::Finished(h, id) => {
+                if let Some(c) = self.conns.get_mut(&h) {
+                    c.unacked.retain(|&s| s != id);
+                }
+            }
             Event::Closed(h) => {
                 if let Some(c) = self.conns.remove(&h) {
                     for a in c.answers {
@@ -242,6 +250,7 @@ impl Quic3 {
                     control_out: Vec::new(),
                     answers: Vec::new(),
                     waiting: Vec::new(),
+                    unacked: Vec::new(),
                 },
             );
         }
@@ -453,7 +462,9 @@ impl Quic3 {
             match frame_next(&mut a.response, &mut a.out) {
                 Ok(Some(n)) => a.body += n,
                 Ok(None) => {
-                    let _ = q.send_stream(id).finish();
+                    if q.send_stream(id).finish().is_ok() {
+                        c.unacked.push(id);
+                    }
                     let a = c.answers.swap_remove(i);
                     c.proto.forget(u64::from(VarInt::from(id)));
                     if !a.response.quiet && !a.response.unlogged {
@@ -479,6 +490,7 @@ impl Quic3 {
         };
         let _ = q.send_stream(id).reset(varint(ErrorCode::RequestCancelled));
         c.proto.forget(u64::from(VarInt::from(id)));
+        c.unacked.retain(|&s| s != id);
         if let Some(i) = c.answers.iter().position(|a| a.stream == id) {
             let a = c.answers.swap_remove(i);
             log_cut(log, c.peer, &a);
@@ -518,7 +530,8 @@ impl Quic3 {
     /// Closes the connections that said GOAWAY and have nothing under way.
     fn close_idle(&mut self, now: Instant) {
         for (h, c) in &self.conns {
-            if c.proto.going_away() && c.answers.is_empty() && c.waiting.is_empty() {
+            let done = c.answers.is_empty() && c.waiting.is_empty() && c.unacked.is_empty();
+            if c.proto.going_away() && done {
                 if let Some(q) = self.endpoint.conn(*h) {
                     q.close(now, varint(ErrorCode::NoError), bytes::Bytes::new());
                 }

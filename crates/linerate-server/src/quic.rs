@@ -64,6 +64,8 @@ pub(crate) enum Event {
     Writable(ConnectionHandle, StreamId),
     /// The peer asked us to stop sending on a stream.
     Stopped(ConnectionHandle, StreamId),
+    /// A stream this side finished has all its bytes acknowledged.
+    Finished(ConnectionHandle, StreamId),
     /// The connection is closed (by either side, or timed out) and forgotten.
     Closed(ConnectionHandle),
 }
@@ -247,6 +249,9 @@ impl Endpoint {
                     }
                     quinn_proto::Event::Stream(StreamEvent::Stopped { id, .. }) => {
                         Some(Event::Stopped(h, id))
+                    }
+                    quinn_proto::Event::Stream(StreamEvent::Finished { id }) => {
+                        Some(Event::Finished(h, id))
                     }
                     _ => None,
                 });

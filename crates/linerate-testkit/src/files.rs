@@ -92,6 +92,25 @@ pub fn rust_sources(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// A page at `index.html` under `root` with 40 small images (`a/0.svg` to `a/39.svg`)
+/// and no favicon to fetch (Chromium fetches one on a connection of its own): what a
+/// browser loads in 41 requests.
+pub fn forty_asset_page(root: &Path) {
+    let mut page =
+        String::from("<!doctype html><html><head><link rel=icon href=\"data:,\"></head><body>");
+    for i in 0..40 {
+        page.push_str(&format!("<img src=\"/a/{i}.svg\" width=4 height=4>"));
+        let svg = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\" height=\"4\">\
+             <rect width=\"4\" height=\"{}\"/></svg>",
+            i % 4 + 1
+        );
+        put(root, &format!("a/{i}.svg"), svg.as_bytes());
+    }
+    page.push_str("</body></html>");
+    put(root, "index.html", page.as_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -43,7 +43,8 @@ pub use client::{
 };
 pub use dates::{asctime_date, imf_date, parse_imf_date, rfc850_date, secs_of, unix_now};
 pub use files::{
-    assert_bytes_eq, docroot, log_lines, pattern, put, rust_sources, wait_log_lines, workspace,
+    assert_bytes_eq, docroot, forty_asset_page, log_lines, pattern, put, rust_sources,
+    wait_log_lines, workspace,
 };
 pub use http::{
     answers, check_common, content_range, expect_error_body, expect_parts, find, multipart_parts,
@@ -55,7 +56,10 @@ pub use proc::{
 };
 pub use server::{Linerate, Server};
 pub use tls::{curl_tls, rsa_tls_files, tls_files, tls_files_for};
-pub use tools::{assert_no_netns_left, expect_clean_bench, headless_chromium, installed};
+pub use tools::{
+    assert_no_netns_left, chromium_loads_forty_asset_page, expect_clean_bench, headless_chromium,
+    installed,
+};
 
 /// Flags that make small files and file ranges go by the transmit strategy: by default
 /// files up to 16 KiB are served from memory and ranges up to 16 KiB are read into the

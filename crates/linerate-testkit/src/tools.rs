@@ -39,6 +39,21 @@ pub fn headless_chromium(args: &[&str]) -> Option<Output> {
     Some(out)
 }
 
+/// Headless Chromium with `args` loads `url`, the page [`crate::forty_asset_page`]
+/// makes, and shows its last image; false when Chromium is not installed.
+pub fn chromium_loads_forty_asset_page(args: &[&str], url: &str) -> bool {
+    let Some(out) = headless_chromium(&[args, &["--dump-dom", url]].concat()) else {
+        eprintln!("skipped: no chromium");
+        return false;
+    };
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("/a/39.svg"),
+        "the page: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    true
+}
+
 /// Asserts that no network namespace of the run with process id `pid` (`lrPID...`,
 /// as `bench --netns` names them) is left behind.
 pub fn assert_no_netns_left(pid: u32) {

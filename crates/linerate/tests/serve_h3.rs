@@ -152,3 +152,103 @@ fn http3_is_off_unless_asked_for() {
     let udp = std::net::UdpSocket::bind(("127.0.0.1", port));
     assert!(udp.is_ok(), "the UDP port is free: {udp:?}");
 }
+
+/// The base64 SHA-256 of `cert`'s public key, as Chromium's
+/// `--ignore-certificate-errors-spki-list` takes it (openssl's words for it).
+fn spki_hash(cert: &Path) -> String {
+    let script = format!(
+        "openssl x509 -in '{}' -pubkey -noout | openssl pkey -pubin -outform der \
+         | openssl dgst -sha256 -binary | base64",
+        cert.display()
+    );
+    let out = Command::new("sh").args(["-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// Headless Chromium forced onto QUIC for the server's origin loads a page and its 40
+/// images: 41 requests, every one over HTTP/3, on one QUIC connection (the status page
+/// counts the connections and streams). Rules: docs/http.md Q1, Q2.
+#[test]
+fn a_browser_loads_a_page_and_its_forty_assets_over_one_h3_connection() {
+    let root = docroot();
+    linerate_testkit::forty_asset_page(root.path());
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let args = [
+        "--workers",
+        "1",
+        "--http3",
+        "on",
+        "--status-path",
+        "/.status",
+        "--access-log",
+        log.to_str().unwrap(),
+    ];
+    let (server, cert) = LINERATE.start_tls(root.path(), certs.path(), &args);
+    let tls = server.tls_addr();
+    let origin = format!("localhost:{}", tls.port());
+    let args = [
+        format!("--origin-to-force-quic-on={origin}"),
+        format!("--ignore-certificate-errors-spki-list={}", spki_hash(&cert)),
+        format!("--host-resolver-rules=MAP localhost {}", tls.ip()),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    if !linerate_testkit::chromium_loads_forty_asset_page(&args, &format!("https://{origin}/")) {
+        return;
+    }
+    let status = Command::new("curl")
+        .args(["-s", &format!("http://{}/.status", server.addr)])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    drop(server);
+    let lines = log_lines(&log);
+    let page_lines: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("\"GET /a/") || l.contains("\"GET / "))
+        .collect();
+    assert_eq!(page_lines.len(), 41, "{lines:#?}");
+    assert!(
+        page_lines.iter().all(|l| l.contains(" HTTP/3.0\" 200 ")),
+        "{lines:#?}"
+    );
+    assert_eq!(status["http3"]["connections"], 1, "{status}");
+    assert_eq!(status["http3"]["streams"], 41, "{status}");
+    assert_eq!(status["http3"]["responses"], 41, "{status}");
+}
+
+/// A stop (SIGTERM) while a large download is under way over HTTP/3: the answer is
+/// finished byte for byte, and the server then ends cleanly. Rules: docs/http.md Q4.
+#[test]
+fn a_stop_finishes_the_answers_under_way() {
+    let Some(client) = gtlsclient() else {
+        return;
+    };
+    let root = docroot();
+    let big = pattern(24 << 20, 9);
+    put(root.path(), "big.bin", &big);
+    let certs = docroot();
+    let args = ["--workers", "1", "--http3", "on", "--driver", "epoll"];
+    let (mut server, _) = LINERATE.start_tls(root.path(), certs.path(), &args);
+    let got = docroot();
+    let port = server.tls_addr().port().to_string();
+    let mut fetch = Command::new(client)
+        .args(["--quiet", "--exit-on-all-streams-close", "--timeout=20s"])
+        .arg(format!("--download={}", got.path().display()))
+        .args([
+            "127.0.0.1",
+            &port,
+            &format!("https://localhost:{port}/big.bin"),
+        ])
+        .spawn()
+        .unwrap();
+    // The download under way (a debug build sends 24 MiB in well over this).
+    std::thread::sleep(std::time::Duration::from_millis(150));
+    server.sigterm();
+    assert!(fetch.wait().unwrap().success(), "the client finished");
+    let body = std::fs::read(got.path().join("big.bin")).unwrap();
+    assert_bytes_eq(&body, &big, "the answer under way at the stop");
+    let status = server.wait_exit(std::time::Duration::from_secs(20));
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+}
