@@ -69,6 +69,31 @@ const RECVS_PER_TURN: usize = 64;
 const FRAME_BYTES: u64 = 64 * 1024;
 /// What an access log line says of the transport.
 const TLS13: &str = "TLSv1.3";
+/// The UDP socket buffers asked for, each way: a burst of QUIC datagrams from many
+/// clients, or a GSO batch's worth per connection, without a drop at the socket (the
+/// kernel's default is 208 KiB; quinn and quic-go ask for several MiB too).
+const UDP_BUFFER: usize = 4 << 20;
+
+/// Asks for [`UDP_BUFFER`] each way on `sock`; says once per process, naming the
+/// sysctl, when the kernel gives less.
+fn size_buffers(sock: &socket2::Socket) -> io::Result<()> {
+    static SAID: [std::sync::Once; 2] = [std::sync::Once::new(), std::sync::Once::new()];
+    for (send, sysctl) in [(false, "net.core.rmem_max"), (true, "net.core.wmem_max")] {
+        let b = udp::buffer(sock.as_fd(), send, UDP_BUFFER)?;
+        if b.capped() {
+            SAID[usize::from(send)].call_once(|| {
+                tracing::warn!(
+                    "http3: the UDP {} buffer is {} KiB, not the {} KiB asked for: {sysctl} caps it \
+                     (sysctl -w {sysctl}={UDP_BUFFER} raises it)",
+                    if send { "send" } else { "receive" },
+                    b.got >> 10,
+                    b.asked >> 10,
+                );
+            });
+        }
+    }
+    Ok(())
+}
 
 /// How an answer's bytes are handed to its stream.
 struct Answer {
@@ -131,6 +156,7 @@ impl Quic3 {
     ) -> io::Result<Quic3> {
         let v6 = sock.local_addr()?.is_ipv6();
         let features = udp::prepare(sock.as_fd(), v6)?;
+        size_buffers(&sock)?;
         let config =
             crate::quic::server_config(Arc::clone(&tls.cert_resolver)).map_err(io::Error::other)?;
         Ok(Quic3 {

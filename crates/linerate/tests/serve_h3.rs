@@ -252,3 +252,72 @@ fn a_stop_finishes_the_answers_under_way() {
     let status = server.wait_exit(std::time::Duration::from_secs(20));
     assert!(status.is_some_and(|s| s.success()), "{status:?}");
 }
+
+/// A hundred requests at once on one QUIC connection (ngtcp2's `-n 100`): every one
+/// answered, one connection, a hundred streams; and HEAD answered with the head alone.
+/// Rules: docs/http.md Q2.
+#[test]
+fn a_hundred_streams_on_one_connection_and_head() {
+    let Some(client) = gtlsclient() else {
+        return;
+    };
+    let root = docroot();
+    let data = pattern(20 << 10, 4);
+    put(root.path(), "one.bin", &data);
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let args = [
+        "--workers",
+        "1",
+        "--http3",
+        "on",
+        "--status-path",
+        "/.status",
+        "--access-log",
+        log.to_str().unwrap(),
+    ];
+    let (server, _) = LINERATE.start_tls(root.path(), certs.path(), &args);
+    let port = server.tls_addr().port().to_string();
+    let url = format!("https://localhost:{port}/one.bin");
+    let got = docroot();
+    let run = |extra: &[&str]| {
+        let out = Command::new(client)
+            .args(["--quiet", "--exit-on-all-streams-close", "--timeout=10s"])
+            .arg(format!("--download={}", got.path().display()))
+            .args(extra)
+            .args(["127.0.0.1", &port, &url])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    run(&["-n", "100"]);
+    assert_bytes_eq(
+        &std::fs::read(got.path().join("one.bin")).unwrap(),
+        &data,
+        "one.bin",
+    );
+    let status = Command::new("curl")
+        .args(["-s", &format!("http://{}/.status", server.addr)])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["http3"]["connections"], 1, "{status}");
+    assert_eq!(status["http3"]["streams"], 100, "{status}");
+    std::fs::remove_file(got.path().join("one.bin")).unwrap();
+    run(&["--http-method=HEAD"]);
+    let head = std::fs::read(got.path().join("one.bin")).unwrap_or_default();
+    assert!(head.is_empty(), "HEAD has no body: {} bytes", head.len());
+    drop(server);
+    let lines = log_lines(&log);
+    let gets = lines
+        .iter()
+        .filter(|l| l.contains("\"GET /one.bin HTTP/3.0\" 200 20480"))
+        .count();
+    assert_eq!(gets, 100, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("\"HEAD /one.bin HTTP/3.0\" 200")),
+        "{lines:#?}"
+    );
+}
