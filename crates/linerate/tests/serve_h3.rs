@@ -153,6 +153,30 @@ fn http3_is_off_unless_asked_for() {
     assert!(udp.is_ok(), "the UDP port is free: {udp:?}");
 }
 
+/// One worker with HTTP/3, a status page at `/.status` and the access log at `log`.
+fn serve_counted(root: &Path, certs: &Path, log: &Path) -> (Server, std::path::PathBuf) {
+    let args = [
+        "--workers",
+        "1",
+        "--http3",
+        "on",
+        "--status-path",
+        "/.status",
+        "--access-log",
+        log.to_str().unwrap(),
+    ];
+    LINERATE.start_tls(root, certs, &args)
+}
+
+/// The server's status page.
+fn status(server: &Server) -> serde_json::Value {
+    let out = Command::new("curl")
+        .args(["-s", &format!("http://{}/.status", server.addr)])
+        .output()
+        .unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The base64 SHA-256 of `cert`'s public key, as Chromium's
 /// `--ignore-certificate-errors-spki-list` takes it (openssl's words for it).
 fn spki_hash(cert: &Path) -> String {
@@ -175,17 +199,7 @@ fn a_browser_loads_a_page_and_its_forty_assets_over_one_h3_connection() {
     linerate_testkit::forty_asset_page(root.path());
     let certs = docroot();
     let log = certs.path().join("access.log");
-    let args = [
-        "--workers",
-        "1",
-        "--http3",
-        "on",
-        "--status-path",
-        "/.status",
-        "--access-log",
-        log.to_str().unwrap(),
-    ];
-    let (server, cert) = LINERATE.start_tls(root.path(), certs.path(), &args);
+    let (server, cert) = serve_counted(root.path(), certs.path(), &log);
     let tls = server.tls_addr();
     let origin = format!("localhost:{}", tls.port());
     let args = [
@@ -197,11 +211,7 @@ fn a_browser_loads_a_page_and_its_forty_assets_over_one_h3_connection() {
     if !linerate_testkit::chromium_loads_forty_asset_page(&args, &format!("https://{origin}/")) {
         return;
     }
-    let status = Command::new("curl")
-        .args(["-s", &format!("http://{}/.status", server.addr)])
-        .output()
-        .unwrap();
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let status = status(&server);
     drop(server);
     let lines = log_lines(&log);
     let page_lines: Vec<&String> = lines
@@ -266,17 +276,7 @@ fn a_hundred_streams_on_one_connection_and_head() {
     put(root.path(), "one.bin", &data);
     let certs = docroot();
     let log = certs.path().join("access.log");
-    let args = [
-        "--workers",
-        "1",
-        "--http3",
-        "on",
-        "--status-path",
-        "/.status",
-        "--access-log",
-        log.to_str().unwrap(),
-    ];
-    let (server, _) = LINERATE.start_tls(root.path(), certs.path(), &args);
+    let (server, _) = serve_counted(root.path(), certs.path(), &log);
     let port = server.tls_addr().port().to_string();
     let url = format!("https://localhost:{port}/one.bin");
     let got = docroot();
@@ -296,11 +296,7 @@ fn a_hundred_streams_on_one_connection_and_head() {
         &data,
         "one.bin",
     );
-    let status = Command::new("curl")
-        .args(["-s", &format!("http://{}/.status", server.addr)])
-        .output()
-        .unwrap();
-    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let status = status(&server);
     assert_eq!(status["http3"]["connections"], 1, "{status}");
     assert_eq!(status["http3"]["streams"], 100, "{status}");
     std::fs::remove_file(got.path().join("one.bin")).unwrap();
