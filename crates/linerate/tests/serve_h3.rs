@@ -17,6 +17,8 @@ const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 per_strategy!(
     // Rules: docs/http.md Q1, Q2.
     answers_over_h3_are_the_files_and_the_answers_over_https,
+    // Rules: docs/http.md Q2.
+    every_answer_over_h3_is_the_answer_over_http11,
 );
 
 /// ngtcp2's client, or None (and under CI, a failure: scripts/test installs it).
@@ -316,4 +318,132 @@ fn a_hundred_streams_on_one_connection_and_head() {
             .any(|l| l.contains("\"HEAD /one.bin HTTP/3.0\" 200")),
         "{lines:#?}"
     );
+}
+
+/// curl-cffi (libcurl with HTTP/3, from PyPI; scripts/test installs it): for each
+/// request of the JSON on standard input (`{"base": URL, "requests": [[METHOD, PATH,
+/// {HEADERS}], ...]}`), the answer over HTTP/1.1 and over HTTP/3 to the same server:
+/// the HTTP version, status, a few header fields, the body's length and SHA-256 (a
+/// multipart body's boundary, random per answer, written `BOUNDARY`). No coding is
+/// undone: `Accept-Encoding` goes as the request says.
+const CURL_CFFI: &str = r#"
+import hashlib, json, sys
+from curl_cffi import requests, CurlHttpVersion
+job = json.load(sys.stdin)
+names = ["content-type", "content-length", "content-range", "etag", "last-modified",
+         "content-encoding", "vary", "location", "accept-ranges", "cache-control"]
+out = []
+s = requests.Session()
+for method, path, headers in job["requests"]:
+    one = {}
+    for key, version in [("h1", CurlHttpVersion.V1_1), ("h3", CurlHttpVersion.V3ONLY)]:
+        r = s.request(method, job["base"] + path, headers=headers, verify=False,
+                      http_version=version, accept_encoding=None, allow_redirects=False)
+        fields = {n: r.headers.get(n) for n in names}
+        body = r.content
+        ct = fields["content-type"] or ""
+        if ct.startswith("multipart/byteranges; boundary="):
+            b = ct.split("=", 1)[1]
+            body = body.replace(b.encode(), b"BOUNDARY")
+            fields["content-type"] = ct.replace(b, "BOUNDARY")
+        one[key] = {"version": int(r.http_version), "status": r.status_code,
+                    "fields": fields, "len": len(body),
+                    "sha": hashlib.sha256(body).hexdigest()}
+    out.append(one)
+print(json.dumps(out))
+"#;
+
+/// Whether curl-cffi can be imported (and under CI, a failure if not).
+fn curl_cffi() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import curl_cffi"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "curl-cffi is missing under CI: scripts/test installs it"
+        );
+        eprintln!("skipped: no curl-cffi (python3 -m pip install curl-cffi)");
+    }
+    ok
+}
+
+fn every_answer_over_h3_is_the_answer_over_http11(case: &str) {
+    if !curl_cffi() {
+        return;
+    }
+    let root = docroot();
+    let p = root.path();
+    put(p, "one.bin", &pattern(1024, 1));
+    put(p, "hundred.bin", &pattern(100 << 10, 2));
+    put(p, "big.bin", &pattern(3 << 20, 3));
+    put(p, "page.html", &b"<p>hello</p>\n".repeat(200));
+    put(p, "page.html.gz", b"gzip bytes of the page");
+    put(p, "dir/index.html", b"in dir");
+    let certs = docroot();
+    let args = [
+        &["--workers", "1", "--http3", "on", "--precompressed", "gzip"][..],
+        &variant_args(case),
+    ]
+    .concat();
+    let (server, _) = LINERATE.start_tls(p, certs.path(), &args);
+    let none = serde_json::json!({});
+    let requests = serde_json::json!([
+        ["GET", "/one.bin", none],
+        ["GET", "/big.bin", none],
+        ["GET", "/hundred.bin", {"Range": "bytes=0-99,200-299"}],
+        ["GET", "/big.bin", {"Range": "bytes=1000000-"}],
+        ["GET", "/one.bin", {"Range": "bytes=5000-"}],
+        ["GET", "/page.html", {"Accept-Encoding": "gzip"}],
+        ["GET", "/page.html", none],
+        ["HEAD", "/big.bin", none],
+        ["GET", "/one.bin", {"If-None-Match": "*"}],
+        ["GET", "/one.bin", {"If-Modified-Since": "Fri, 01 Jan 2100 00:00:00 GMT"}],
+        ["GET", "/dir", none],
+        ["GET", "/dir/", none],
+        ["GET", "/missing.txt", none],
+        ["DELETE", "/one.bin", none],
+    ]);
+    let job = serde_json::json!({
+        "base": format!("https://127.0.0.1:{}", server.tls_addr().port()),
+        "requests": requests,
+    });
+    let mut child = Command::new("python3")
+        .args(["-c", CURL_CFFI])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(job.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "curl-cffi: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let statuses: Vec<u64> = answers
+        .iter()
+        .map(|a| a["h1"]["status"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        [200, 200, 206, 206, 416, 200, 200, 200, 304, 304, 301, 200, 404, 405],
+        "{case}"
+    );
+    for (a, r) in answers.iter().zip(requests.as_array().unwrap()) {
+        assert_eq!(a["h1"]["version"], 2, "HTTP/1.1 first: {r}");
+        assert_eq!(a["h3"]["version"], 30, "then HTTP/3: {r}");
+        for k in ["status", "fields", "len", "sha"] {
+            assert_eq!(a["h1"][k], a["h3"][k], "{k} of {r}, {case}");
+        }
+    }
 }
