@@ -447,3 +447,53 @@ fn every_answer_over_h3_is_the_answer_over_http11(case: &str) {
         }
     }
 }
+
+/// quic-go's example client (scripts/test installs it as `~/go/bin/quic-go-client`),
+/// or None (and under CI, a failure).
+fn quic_go_client() -> Option<std::path::PathBuf> {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from)?;
+    let p = home.join("go/bin/quic-go-client");
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "quic-go-client is missing under CI: scripts/test installs it"
+    );
+    eprintln!("skipped: no quic-go-client");
+    None
+}
+
+/// quic-go's client fetches two files on one connection over HTTP/3: each answer is
+/// HTTP/3.0, 200, of the file's length. Rules: docs/http.md Q2.
+#[test]
+fn quic_go_fetches_files() {
+    let Some(client) = quic_go_client() else {
+        return;
+    };
+    let root = docroot();
+    put(root.path(), "one.bin", &pattern(1024, 1));
+    put(root.path(), "big.bin", &pattern(3 << 20, 3));
+    let certs = docroot();
+    let (server, _) = LINERATE.start_tls(root.path(), certs.path(), &["--http3", "on"]);
+    let port = server.tls_addr().port();
+    let out = Command::new(client)
+        .arg("-insecure")
+        .args(["one.bin", "big.bin"].map(|f| format!("https://127.0.0.1:{port}/{f}")))
+        .output()
+        .unwrap();
+    // It logs each answer, and its body, to standard error.
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{text}");
+    for len in [1024, 3 << 20] {
+        let said = format!("Response Body ({len} bytes)");
+        assert!(
+            text.contains(&said),
+            "{said}: {}",
+            &text[..text.len().min(2000)]
+        );
+    }
+    let h3 = text.matches("Proto:\"HTTP/3.0\"").count();
+    let ok = text.matches("StatusCode:200").count();
+    assert_eq!((h3, ok), (2, 2), "{}", &text[..text.len().min(2000)]);
+}
