@@ -73,6 +73,7 @@ pub fn check(cfg: &Config) -> Checked {
             Err(Listen::Cannot(why)) => c.problems.push(format!("listen {e}: {why}")),
         }
     }
+    crate::h3::check(cfg, &mut c);
     for s in cfg.sites().iter().filter(|s| s.acme) {
         c.served.push(format!(
             "site {}: certificate by ACME from {}, kept in {}",

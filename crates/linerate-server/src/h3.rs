@@ -578,6 +578,47 @@ impl Quic3 {
     }
 }
 
+/// What `--check` says of HTTP/3: each UDP address it would take, whether someone
+/// holds it, and the UDP buffers the kernel allows (a note when less than asked).
+pub(crate) fn check(cfg: &crate::config::Config, c: &mut crate::check::Checked) {
+    if cfg.http3 != Http3::On {
+        return;
+    }
+    for e in &cfg.tls_listen {
+        let crate::config::Endpoint::Ip(ip) = e else {
+            c.notes
+                .push(format!("listen {e}: no HTTP/3 on a Unix socket"));
+            continue;
+        };
+        c.served
+            .push(format!("listen {e}: HTTP/3 (UDP, the same port)"));
+        match crate::listen::udp_port_free(*ip) {
+            _ if ip.port() == 0 => {}
+            Ok(()) => {}
+            Err(why) if why.kind() == io::ErrorKind::AddrInUse => c.notes.push(format!(
+                "listen {e} (UDP, HTTP/3): in use now: a start would fail, a reload of \
+                 the server that holds it would not"
+            )),
+            Err(why) => c.problems.push(format!("listen {e} (UDP, HTTP/3): {why}")),
+        }
+    }
+    let probe = std::net::UdpSocket::bind(("127.0.0.1", 0)).map(socket2::Socket::from);
+    for (send, sysctl) in [(false, "net.core.rmem_max"), (true, "net.core.wmem_max")] {
+        let b = probe
+            .as_ref()
+            .ok()
+            .and_then(|s| udp::buffer(s.as_fd(), send, UDP_BUFFER).ok());
+        if let Some(b) = b.filter(|b| b.capped()) {
+            c.notes.push(format!(
+                "http3: UDP {} buffers of {} KiB, not {} KiB: {sysctl} caps them",
+                if send { "send" } else { "receive" },
+                b.got >> 10,
+                b.asked >> 10
+            ));
+        }
+    }
+}
+
 /// How long a client may remember that HTTP/3 is here (a day, as Caddy says it).
 const ALT_SVC_MAX_AGE: u32 = 86400;
 

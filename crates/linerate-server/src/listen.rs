@@ -532,6 +532,16 @@ pub(crate) fn port_free(ip: SocketAddr) -> io::Result<()> {
     probe.bind(&ip.into())
 }
 
+/// Whether no one holds `ip`'s UDP port (HTTP/3's sockets share it by SO_REUSEPORT
+/// among themselves only, as the TCP listeners do).
+pub(crate) fn udp_port_free(ip: SocketAddr) -> io::Result<()> {
+    let probe = Socket::new(Domain::for_address(ip), Type::DGRAM, None)?;
+    if ip.is_ipv6() {
+        probe.set_only_v6(true)?;
+    }
+    probe.bind(&ip.into())
+}
+
 /// Sends each IP address's new connections to the worker pinned to the CPU that
 /// processed their SYN (`--steer`), or gives the choice back to the kernel's hash.
 /// Socket j of an address is worker j mod `workers`'s ([`hand_out`]), and worker w

@@ -497,3 +497,36 @@ fn quic_go_fetches_files() {
     let ok = text.matches("StatusCode:200").count();
     assert_eq!((h3, ok), (2, 2), "{}", &text[..text.len().min(2000)]);
 }
+
+/// `--check` names HTTP/3's UDP address beside HTTPS, and a UDP port someone holds as
+/// what a start would trip on. Rules: docs/http.md Q1.
+#[test]
+fn check_names_the_udp_listener() {
+    let root = docroot();
+    let certs = docroot();
+    let (cert, key) = linerate_testkit::tls_files(certs.path(), "server");
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    let (code, out, err) = LINERATE.run(&[
+        "serve",
+        root.path().to_str().unwrap(),
+        "--tls-listen",
+        &addr,
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+        "--http3",
+        "on",
+        "--check",
+    ]);
+    assert_eq!(code, 0, "a port in use is a note: {out}{err}");
+    assert!(
+        out.contains(&format!("listen {addr}: HTTP/3 (UDP, the same port)")),
+        "{out}"
+    );
+    assert!(
+        format!("{out}{err}").contains(&format!("listen {addr} (UDP, HTTP/3): in use now")),
+        "{out}{err}"
+    );
+}
