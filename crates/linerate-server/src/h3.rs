@@ -17,6 +17,14 @@ macro_rules! http3_keys {
             #[arg(long, help_heading = "HTTP/3", value_name = "on|off")]
             pub http3: Option<crate::h3::Http3>
                 => crate::h3::Http3 = crate::h3::Http3::Off, |h| h,
+            /// When a new HTTP/3 client's address is checked first with a Retry (the
+            /// client echoes a token, one round trip more, before a handshake is spent
+            /// on it): auto, when more than 64 handshakes are under way on a worker's
+            /// socket (a flood of Initials from spoofed addresses then costs a datagram
+            /// each); always; or off [default: auto].
+            #[arg(long, help_heading = "HTTP/3", value_name = "auto|always|off")]
+            pub http3_retry: Option<crate::quic::Retry>
+                => crate::quic::Retry = crate::quic::Retry::Auto, |r| r,
             ]
             $($table)*
         }
@@ -153,15 +161,18 @@ impl Quic3 {
         sock: socket2::Socket,
         tls: &rustls::ServerConfig,
         limits: Rc<Limits>,
+        retry: crate::quic::Retry,
     ) -> io::Result<Quic3> {
         let v6 = sock.local_addr()?.is_ipv6();
         let features = udp::prepare(sock.as_fd(), v6)?;
         size_buffers(&sock)?;
         let config =
             crate::quic::server_config(Arc::clone(&tls.cert_resolver)).map_err(io::Error::other)?;
+        let mut endpoint = Endpoint::new(Some(config), features.gso);
+        endpoint.retry = retry;
         Ok(Quic3 {
             sock,
-            endpoint: Endpoint::new(Some(config), features.gso),
+            endpoint,
             conns: HashMap::new(),
             events: Vec::new(),
             buf: vec![0; RECV_BYTES],
@@ -219,6 +230,10 @@ impl Quic3 {
         if self.going_away {
             self.close_idle(now);
         }
+        Stats::add(
+            &site.stats.h3_retries,
+            std::mem::take(&mut self.endpoint.retries),
+        );
         let fd = self.sock.as_fd();
         let r = self.endpoint.transmit(now, &mut |b| udp::send(fd, b));
         self.blocked = matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock);

@@ -70,6 +70,33 @@ pub(crate) enum Event {
     Closed(ConnectionHandle),
 }
 
+/// When a new connection's address is validated first with a Retry (RFC 9000 §8.1.2):
+/// the client must echo a token to the address it claims before the server spends a
+/// handshake on it, at the cost of one round trip.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Retry {
+    /// When more than [`RETRY_ABOVE`] handshakes are under way on the endpoint: a
+    /// flood of Initials from spoofed addresses costs a datagram each, no handshake.
+    #[default]
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Off,
+}
+
+crate::config::words!(Retry {
+    "auto" => Auto,
+    "always" => Always,
+    "off" => Off,
+});
+
+crate::settings::as_text!(Retry);
+
+/// Handshakes under way on one endpoint above which [`Retry::Auto`] validates new
+/// addresses first.
+pub(crate) const RETRY_ABOVE: usize = 64;
+
 /// A batch the socket would not take yet, kept whole for the next try.
 #[derive(Debug)]
 struct Held {
@@ -93,6 +120,10 @@ pub(crate) struct Endpoint {
     /// Send GSO batches (cleared when the kernel refuses one).
     pub gso: bool,
     scratch: Vec<u8>,
+    /// When new addresses are validated first.
+    pub retry: Retry,
+    /// Retries sent, not yet read by the caller (for the counters).
+    pub retries: u64,
 }
 
 impl Endpoint {
@@ -107,6 +138,8 @@ impl Endpoint {
             held: None,
             gso,
             scratch: Vec::new(),
+            retry: Retry::default(),
+            retries: 0,
         }
     }
 
@@ -175,6 +208,19 @@ impl Endpoint {
             }
             Some(DatagramEvent::NewConnection(incoming)) => {
                 self.scratch.clear();
+                if !incoming.remote_address_validated()
+                    && incoming.may_retry()
+                    && self.wants_retry()
+                {
+                    match self.inner.retry(incoming, &mut self.scratch) {
+                        Ok(t) => {
+                            self.retries += 1;
+                            self.respond(&t);
+                        }
+                        Err(e) => self.inner.ignore(e.into_incoming()),
+                    }
+                    return;
+                }
                 match self.inner.accept(incoming, now, &mut self.scratch, None) {
                     Ok((h, conn)) => {
                         self.conns.insert(h, conn);
@@ -189,6 +235,18 @@ impl Endpoint {
             }
             Some(DatagramEvent::Response(t)) => self.respond(&t),
             None => {}
+        }
+    }
+
+    /// Whether a new connection from an address not validated yet gets a Retry.
+    fn wants_retry(&self) -> bool {
+        match self.retry {
+            Retry::Always => true,
+            Retry::Off => false,
+            Retry::Auto => {
+                let shaking = self.conns.values().filter(|c| c.is_handshaking()).count();
+                shaking > RETRY_ABOVE
+            }
         }
     }
 

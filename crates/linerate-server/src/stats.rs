@@ -225,6 +225,10 @@ stats! {
         h3_connections: counter as "http3.connections"
             => "linerate_http3_connections" "QUIC connections that completed their handshake (HTTP/3)",
         h3_streams: counter as "http3.streams",
+        /// Retry packets sent to check a new HTTP/3 client's address (`--http3-retry`).
+        h3_retries: counter as "http3.retries"
+            => "linerate_http3_retries"
+            "Retry packets sent to check a new HTTP/3 client's address (--http3-retry)",
         h3_responses: counter as "http3.responses",
         /// Body bytes the sockets took (by `metrics` with the transmit strategy).
         body_bytes: counter,

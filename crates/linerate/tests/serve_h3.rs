@@ -590,3 +590,30 @@ fn ten_reloads_under_http3_load_fail_no_request() {
         .count();
     assert_eq!(ok, fetches * 5, "every request answered whole, once");
 }
+
+/// `--http3-retry always`: every new connection's address is checked with a Retry
+/// first; the client echoes the token and is served, and the Retry is counted.
+#[test]
+fn http3_retry_always_checks_the_address_and_serves() {
+    let Some(client) = gtlsclient() else {
+        return;
+    };
+    let root = docroot();
+    put(root.path(), "a.txt", b"hello");
+    let certs = docroot();
+    let args = [
+        "--http3",
+        "on",
+        "--http3-retry",
+        "always",
+        "--status-path",
+        "/.status",
+    ];
+    let (server, _) = LINERATE.start_tls(root.path(), certs.path(), &args);
+    let got = docroot();
+    fetch_h3(client, &server, &["/a.txt"], got.path());
+    assert_eq!(std::fs::read(got.path().join("a.txt")).unwrap(), b"hello");
+    let s = status(&server);
+    assert_eq!(s["http3"]["retries"], 1, "{s}");
+    assert_eq!(s["http3"]["connections"], 1, "{s}");
+}

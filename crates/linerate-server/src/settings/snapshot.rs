@@ -60,6 +60,7 @@ shutdown-timeout = "12s"
 shutdown-delay = "3s"
 http2 = "only"
 http3 = "on"
+http3-retry = "always"
 dotfiles = true
 autoindex = true
 index = ["index.htm", "default.htm"]

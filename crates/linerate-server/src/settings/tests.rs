@@ -215,6 +215,7 @@ fn every_flag_is_a_key_and_every_key_a_flag() {
         "pin" | "dotfiles" | "autoindex" => "true",
         "http2" => "\"only\"",
         "http3" => "\"on\"",
+        "http3-retry" => "\"always\"",
         "transmit" => "\"copy\"",
         "driver" => "\"epoll\"",
         "etag" => "\"content\"",

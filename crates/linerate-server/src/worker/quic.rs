@@ -38,7 +38,8 @@ impl<D: Driver> Worker<D> {
                 continue;
             };
             for s in &l.quic {
-                let q = crate::h3::Quic3::new(s.try_clone()?, tls, std::rc::Rc::clone(&limits))?;
+                let limits = std::rc::Rc::clone(&limits);
+                let q = crate::h3::Quic3::new(s.try_clone()?, tls, limits, self.cfg.http3_retry)?;
                 let token = Token::Quic(self.quic.len()).encode();
                 self.driver
                     .register(q.sock.as_fd(), token, Interest::Readable)?;
