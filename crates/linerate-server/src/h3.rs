@@ -162,13 +162,20 @@ impl Quic3 {
         tls: &rustls::ServerConfig,
         limits: Rc<Limits>,
         retry: crate::quic::Retry,
+        wake: Box<dyn Fn() + Send + Sync>,
     ) -> io::Result<Quic3> {
         let v6 = sock.local_addr()?.is_ipv6();
         let features = udp::prepare(sock.as_fd(), v6)?;
         size_buffers(&sock)?;
         let config =
             crate::quic::server_config(Arc::clone(&tls.cert_resolver)).map_err(io::Error::other)?;
-        let mut endpoint = Endpoint::new(Some(config), features.gso);
+        // The socket's inode: the same for every worker generation's copy of it.
+        let inode = {
+            use std::os::unix::fs::MetadataExt;
+            let fd = std::os::fd::OwnedFd::from(sock.try_clone()?);
+            std::fs::File::from(fd).metadata()?.ino()
+        };
+        let mut endpoint = Endpoint::routed(config, features.gso, inode, wake);
         endpoint.retry = retry;
         Ok(Quic3 {
             sock,
@@ -217,6 +224,7 @@ impl Quic3 {
     /// Passes every event to its connection's HTTP/3 until there are none, answers the
     /// requests that came, and sends what QUIC has to send.
     pub fn serve(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+        self.endpoint.take_mail(now);
         for _ in 0..16 {
             self.endpoint.events(&mut self.events);
             self.retry_waiting(now, site, log);

@@ -28,6 +28,8 @@ use quinn_proto::{
 
 use linerate_sys::udp::{Batch, Received, MAX_SEGMENTS};
 
+mod route;
+
 /// The HTTP/3 ALPN token.
 pub(crate) const ALPN_H3: &[u8] = b"h3";
 
@@ -124,12 +126,45 @@ pub(crate) struct Endpoint {
     pub retry: Retry,
     /// Retries sent, not yet read by the caller (for the counters).
     pub retries: u64,
+    /// Its place in the process's connection-ID routing (none: a test's endpoint).
+    place: Option<route::Place>,
+    /// It takes no new connection (a stop or reload began).
+    draining: bool,
 }
 
 impl Endpoint {
-    /// An endpoint that accepts connections with `server` (`None`: a client only).
+    /// An endpoint that accepts connections with `server` (`None`: a client only),
+    /// outside the routing (the tests').
+    #[cfg(test)]
     pub fn new(server: Option<Arc<ServerConfig>>, gso: bool) -> Endpoint {
-        let config = Arc::new(EndpointConfig::default());
+        Endpoint::with(EndpointConfig::default(), server, gso, None)
+    }
+
+    /// A server's endpoint on the UDP socket `socket` (its inode, the same for every
+    /// worker generation's copy of it), in the connection-ID routing: its IDs name it,
+    /// what others read of its connections is handed to it (and `wake` wakes its
+    /// worker to take it, [`Endpoint::take_mail`]), and from now on it takes the
+    /// socket's new connections.
+    pub fn routed(
+        server: Arc<ServerConfig>,
+        gso: bool,
+        socket: u64,
+        wake: Box<dyn Fn() + Send + Sync>,
+    ) -> Endpoint {
+        let place = route::Place::take(socket, wake);
+        let mut config = EndpointConfig::default();
+        let tag = place.tag;
+        config.cid_generator(move || Box::new(route::Issuer::new(tag)));
+        Endpoint::with(config, Some(server), gso, Some(place))
+    }
+
+    fn with(
+        config: EndpointConfig,
+        server: Option<Arc<ServerConfig>>,
+        gso: bool,
+        place: Option<route::Place>,
+    ) -> Endpoint {
+        let config = Arc::new(config);
         Endpoint {
             inner: quinn_proto::Endpoint::new(config, server, true, None),
             conns: HashMap::new(),
@@ -140,12 +175,26 @@ impl Endpoint {
             scratch: Vec::new(),
             retry: Retry::default(),
             retries: 0,
+            place,
+            draining: false,
+        }
+    }
+
+    /// Takes the datagrams other endpoints handed to this one.
+    pub fn take_mail(&mut self, now: Instant) {
+        let Some(mail) = self.place.as_ref().map(|p| p.mailbox.take()) else {
+            return;
+        };
+        for (r, bytes) in mail {
+            let ecn = EcnCodepoint::from_bits(r.ecn);
+            self.datagram(now, r.from, r.to, ecn, &bytes);
         }
     }
 
     /// Takes no new connection from now on (a stop or reload: the next generation's
     /// workers take them).
     pub fn refuse_new(&mut self) {
+        self.draining = true;
         self.inner.set_server_config(None);
     }
 
@@ -182,6 +231,10 @@ impl Endpoint {
         let ecn = EcnCodepoint::from_bits(r.ecn);
         let step = r.segment.unwrap_or(data.len()).max(1);
         for datagram in data[..r.len].chunks(step) {
+            let theirs = self.place.as_ref();
+            if theirs.is_some_and(|p| p.forward(r, datagram, self.draining)) {
+                continue;
+            }
             self.datagram(now, r.from, r.to, ecn, datagram);
         }
     }

@@ -534,9 +534,8 @@ fn check_names_the_udp_listener() {
 }
 
 /// Ten reloads (SIGHUP) while clients fetch over HTTP/3 without pause: no request
-/// fails and every body is whole. (A connection that spans a reload can stall for a
-/// few seconds: both generations of workers read the same UDP sockets, and what the
-/// new one reads of an old connection is lost and sent again; docs/operations.md.)
+/// fails and every body is whole (both generations of workers read the same UDP
+/// sockets; each datagram reaches the endpoint that owns its connection ID).
 /// Rules: docs/http.md Q4.
 #[test]
 fn ten_reloads_under_http3_load_fail_no_request() {

@@ -39,7 +39,10 @@ impl<D: Driver> Worker<D> {
             };
             for s in &l.quic {
                 let limits = std::rc::Rc::clone(&limits);
-                let q = crate::h3::Quic3::new(s.try_clone()?, tls, limits, self.cfg.http3_retry)?;
+                let inbox = std::sync::Arc::clone(&self.inbox);
+                let wake = Box::new(move || inbox.poke());
+                let retry = self.cfg.http3_retry;
+                let q = crate::h3::Quic3::new(s.try_clone()?, tls, limits, retry, wake)?;
                 let token = Token::Quic(self.quic.len()).encode();
                 self.driver
                     .register(q.sock.as_fd(), token, Interest::Readable)?;
