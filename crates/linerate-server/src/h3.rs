@@ -227,7 +227,7 @@ impl Quic3 {
         self.endpoint.take_mail(now);
         for _ in 0..16 {
             self.endpoint.events(&mut self.events);
-            self.retry_waiting(now, site, log);
+            self.retry_waiting(site, log);
             if self.events.is_empty() {
                 break;
             }
@@ -386,7 +386,7 @@ impl Quic3 {
             match e {
                 H3Event::Request { stream, request } => {
                     let id = stream_id(stream);
-                    self.request(h, id, request, now, now, site, log);
+                    self.request(h, id, request, now, site, log);
                 }
                 H3Event::Reject { stream, status, .. } => {
                     let t = SystemTime::now();
@@ -413,14 +413,12 @@ impl Quic3 {
 
     /// The site's answer to a request on stream `id`, or its wait for a password
     /// check.
-    #[allow(clippy::too_many_arguments)]
     fn request(
         &mut self,
         h: ConnectionHandle,
         id: StreamId,
         mut request: Box<Request>,
         started: Instant,
-        now: Instant,
         site: &mut Site,
         log: &mut Log<'_>,
     ) {
@@ -440,12 +438,11 @@ impl Quic3 {
             return;
         }
         r.record.started = Some(started);
-        let _ = now;
         self.answer(h, id, r, log);
     }
 
     /// Answers the requests whose password checks are made.
-    fn retry_waiting(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+    fn retry_waiting(&mut self, site: &mut Site, log: &mut Log<'_>) {
         let ready: Vec<(ConnectionHandle, Waiting)> = self
             .conns
             .iter_mut()
@@ -457,7 +454,7 @@ impl Quic3 {
             })
             .collect();
         for (h, w) in ready {
-            self.request(h, w.stream, w.request, w.started, now, site, log);
+            self.request(h, w.stream, w.request, w.started, site, log);
         }
     }
 

@@ -355,6 +355,36 @@ for method, path, headers in job["requests"]:
 print(json.dumps(out))
 "#;
 
+/// Each of `requests` (`[METHOD, PATH, {HEADERS}]`) over HTTP/1.1 and over HTTP/3 by
+/// curl-cffi ([`CURL_CFFI`]): an object a request, `h1` and `h3` its answers.
+fn over_both(server: &Server, requests: &serde_json::Value) -> Vec<serde_json::Value> {
+    let job = serde_json::json!({
+        "base": format!("https://127.0.0.1:{}", server.tls_addr().port()),
+        "requests": requests,
+    });
+    let mut child = Command::new("python3")
+        .args(["-c", CURL_CFFI])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(job.to_string().as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "curl-cffi: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Whether curl-cffi can be imported (and under CI, a failure if not).
 fn curl_cffi() -> bool {
     let ok = Command::new("python3")
@@ -407,31 +437,7 @@ fn every_answer_over_h3_is_the_answer_over_http11(case: &str) {
         ["GET", "/missing.txt", none],
         ["DELETE", "/one.bin", none],
     ]);
-    let job = serde_json::json!({
-        "base": format!("https://127.0.0.1:{}", server.tls_addr().port()),
-        "requests": requests,
-    });
-    let mut child = Command::new("python3")
-        .args(["-c", CURL_CFFI])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(job.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "curl-cffi: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let answers: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let answers = over_both(&server, &requests);
     let statuses: Vec<u64> = answers
         .iter()
         .map(|a| a["h1"]["status"].as_u64().unwrap())
@@ -615,4 +621,44 @@ fn http3_retry_always_checks_the_address_and_serves() {
     let s = status(&server);
     assert_eq!(s["http3"]["retries"], 1, "{s}");
     assert_eq!(s["http3"]["connections"], 1, "{s}");
+}
+
+/// `htpasswd -nbB -C 5 alice secret`.
+const ALICE: &str = "alice:$2y$05$K96.w96XA89FxJ..xXDe4emC.79jgwH3z0UIzIVIzhKY4W9SZ9uhm\n";
+
+/// A path under HTTP Basic over HTTP/3: the requests wait for their password checks
+/// (made off the worker) and are answered as over HTTP/1.1: 401 without or with wrong
+/// credentials, 200 with right ones. Rules: docs/http.md Q2.
+#[test]
+fn htpasswd_answers_over_h3_as_over_http11() {
+    if !curl_cffi() {
+        return;
+    }
+    let root = docroot();
+    put(root.path(), "private/a.txt", b"secret stuff\n");
+    let certs = docroot();
+    let users = certs.path().join("htpasswd");
+    std::fs::write(&users, ALICE).unwrap();
+    let conf = certs.path().join("linerate.toml");
+    let rule = format!(
+        "[[rule]]\npath = \"/private/\"\nhtpasswd = \"{}\"\n",
+        users.display()
+    );
+    std::fs::write(&conf, rule).unwrap();
+    let args = ["--http3", "on", "--config", conf.to_str().unwrap()];
+    let (server, _) = LINERATE.start_tls(root.path(), certs.path(), &args);
+    let none = serde_json::json!({});
+    let requests = serde_json::json!([
+        ["GET", "/private/a.txt", none],
+        ["GET", "/private/a.txt", {"Authorization": "Basic YWxpY2U6c2VjcmV0"}],
+        ["GET", "/private/a.txt", {"Authorization": "Basic YWxpY2U6Z3Vlc3M="}],
+    ]);
+    let answers = over_both(&server, &requests);
+    for (a, want) in answers.iter().zip([401, 200, 401]) {
+        assert_eq!(a["h3"]["version"], 30, "{a}");
+        assert_eq!(a["h3"]["status"], want, "{a}");
+        for k in ["status", "fields", "len", "sha"] {
+            assert_eq!(a["h1"][k], a["h3"][k], "{k}: {a}");
+        }
+    }
 }
