@@ -501,9 +501,10 @@ pub(crate) fn bind_quic(bound: &mut [Bound], old: &[Bound], cfg: &Config) -> Res
         let Endpoint::Ip(addr) = b.addr else {
             continue;
         };
-        let fail = |source| BindError {
+        // Said as UDP's: the TCP socket of the same address is bound already.
+        let fail = |e: io::Error| BindError {
             addr: Some(b.addr.clone()),
-            source,
+            source: io::Error::new(e.kind(), format!("UDP (HTTP/3): {e}")),
         };
         let mut udp = Vec::new();
         if let Some(o) = old.iter().find(|o| o.addr == b.addr) {

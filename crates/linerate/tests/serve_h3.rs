@@ -510,24 +510,7 @@ fn quic_go_fetches_files() {
 /// what a start would trip on. Rules: docs/http.md Q1.
 #[test]
 fn check_names_the_udp_listener() {
-    let root = docroot();
-    let certs = docroot();
-    let (cert, key) = linerate_testkit::tls_files(certs.path(), "server");
-    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let addr = held.local_addr().unwrap().to_string();
-    let (code, out, err) = LINERATE.run(&[
-        "serve",
-        root.path().to_str().unwrap(),
-        "--tls-listen",
-        &addr,
-        "--tls-cert",
-        cert.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-        "--http3",
-        "on",
-        "--check",
-    ]);
+    let (code, out, err, addr) = serve_on_a_held_udp_port(&["--check"]);
     assert_eq!(code, 0, "a port in use is a note: {out}{err}");
     assert!(
         out.contains(&format!("listen {addr}: HTTP/3 (UDP, the same port)")),
@@ -661,4 +644,40 @@ fn htpasswd_answers_over_h3_as_over_http11() {
             assert_eq!(a["h1"][k], a["h3"][k], "{k}: {a}");
         }
     }
+}
+
+/// A start whose HTTP/3 UDP port someone holds fails, and says it is the UDP port.
+#[test]
+fn a_held_udp_port_fails_the_start_and_says_udp() {
+    let (code, out, err, addr) = serve_on_a_held_udp_port(&[]);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains(&addr) && err.contains("UDP (HTTP/3)"), "{err}");
+}
+
+/// `linerate serve` with HTTP/3 on an address whose UDP port a socket of the test
+/// holds, and `extra` flags: its exit code, output, error output, and the address.
+fn serve_on_a_held_udp_port(extra: &[&str]) -> (i32, String, String, String) {
+    let root = docroot();
+    let certs = docroot();
+    let (cert, key) = linerate_testkit::tls_files(certs.path(), "server");
+    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = held.local_addr().unwrap().to_string();
+    let args = [
+        &[
+            "serve",
+            root.path().to_str().unwrap(),
+            "--tls-listen",
+            &addr,
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+            "--http3",
+            "on",
+        ][..],
+        extra,
+    ]
+    .concat();
+    let (code, out, err) = LINERATE.run(&args);
+    (code, out, err, addr)
 }
