@@ -681,3 +681,74 @@ fn serve_on_a_held_udp_port(extra: &[&str]) -> (i32, String, String, String) {
     let (code, out, err) = LINERATE.run(&args);
     (code, out, err, addr)
 }
+
+/// niquests (Python, on qh3: aioquic's descendant; scripts/test installs it), told
+/// that the server speaks HTTP/3: for each path, the HTTP version, status and body's
+/// SHA-256, one line each.
+const NIQUESTS: &str = r#"
+import hashlib, sys, warnings
+warnings.simplefilter("ignore")
+import niquests
+host, port = sys.argv[1], int(sys.argv[2])
+s = niquests.Session()
+s.quic_cache_layer.add_domain(host, port)
+for path in sys.argv[3:]:
+    r = s.get(f"https://{host}:{port}{path}", verify=False)
+    print(r.http_version, r.status_code, hashlib.sha256(r.content).hexdigest())
+"#;
+
+/// niquests fetches files over HTTP/3: every answer HTTP/3, 200, the file's bytes.
+/// Rules: docs/http.md Q2.
+#[test]
+fn niquests_fetches_files() {
+    let ok = Command::new("python3")
+        .args(["-c", "import niquests"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "niquests is missing under CI: scripts/test installs it"
+        );
+        eprintln!("skipped: no niquests");
+        return;
+    }
+    let root = docroot();
+    let files = [
+        ("one.bin", pattern(1024, 1)),
+        ("big.bin", pattern(3 << 20, 3)),
+    ];
+    for (n, d) in &files {
+        put(root.path(), n, d);
+    }
+    let certs = docroot();
+    let (server, _) = LINERATE.start_tls(root.path(), certs.path(), &["--http3", "on"]);
+    let port = server.tls_addr().port().to_string();
+    let out = Command::new("python3")
+        .args(["-c", NIQUESTS, "127.0.0.1", &port, "/one.bin", "/big.bin"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), files.len(), "{text}");
+    for ((_, data), line) in files.iter().zip(lines) {
+        let sha = Command::new("sha256sum")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                c.stdin.take().unwrap().write_all(data)?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        let sha = String::from_utf8_lossy(&sha.stdout);
+        let want = format!("30 200 {}", sha.split_whitespace().next().unwrap());
+        assert_eq!(line, want);
+    }
+}
