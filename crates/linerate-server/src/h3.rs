@@ -86,21 +86,32 @@ const UDP_BUFFER: usize = 4 << 20;
 /// sysctl, when the kernel gives less.
 fn size_buffers(sock: &socket2::Socket) -> io::Result<()> {
     static SAID: [std::sync::Once; 2] = [std::sync::Once::new(), std::sync::Once::new()];
+    for (send, capped) in capped_buffers(sock)? {
+        SAID[usize::from(send)].call_once(|| tracing::warn!("http3: {capped}"));
+    }
+    Ok(())
+}
+
+/// Asks for [`UDP_BUFFER`] each way on `sock`: the ways (send or not) the kernel gave
+/// less, each with a line saying so and naming the sysctl that caps it.
+fn capped_buffers(sock: &socket2::Socket) -> io::Result<Vec<(bool, String)>> {
+    let mut out = Vec::new();
     for (send, sysctl) in [(false, "net.core.rmem_max"), (true, "net.core.wmem_max")] {
         let b = udp::buffer(sock.as_fd(), send, UDP_BUFFER)?;
         if b.capped() {
-            SAID[usize::from(send)].call_once(|| {
-                tracing::warn!(
-                    "http3: the UDP {} buffer is {} KiB, not the {} KiB asked for: {sysctl} caps it \
+            let way = if send { "send" } else { "receive" };
+            out.push((
+                send,
+                format!(
+                    "the UDP {way} buffer is {} KiB, not the {} KiB asked for: {sysctl} caps it \
                      (sysctl -w {sysctl}={UDP_BUFFER} raises it)",
-                    if send { "send" } else { "receive" },
                     b.got >> 10,
-                    b.asked >> 10,
-                );
-            });
+                    b.asked >> 10
+                ),
+            ));
         }
     }
-    Ok(())
+    Ok(out)
 }
 
 /// How an answer's bytes are handed to its stream.
@@ -443,9 +454,14 @@ impl Quic3 {
 
     /// Answers the requests whose password checks are made.
     fn retry_waiting(&mut self, site: &mut Site, log: &mut Log<'_>) {
+        let made = |c: &H3Conn| c.waiting.iter().any(|w| w.ticket.done());
+        if !self.conns.values().any(made) {
+            return;
+        }
         let ready: Vec<(ConnectionHandle, Waiting)> = self
             .conns
             .iter_mut()
+            .filter(|(_, c)| made(c))
             .flat_map(|(h, c)| {
                 let (done, wait): (Vec<_>, Vec<_>) =
                     c.waiting.drain(..).partition(|w| w.ticket.done());
@@ -623,20 +639,9 @@ pub(crate) fn check(cfg: &crate::config::Config, c: &mut crate::check::Checked) 
         }
     }
     let probe = std::net::UdpSocket::bind(("127.0.0.1", 0)).map(socket2::Socket::from);
-    for (send, sysctl) in [(false, "net.core.rmem_max"), (true, "net.core.wmem_max")] {
-        let b = probe
-            .as_ref()
-            .ok()
-            .and_then(|s| udp::buffer(s.as_fd(), send, UDP_BUFFER).ok());
-        if let Some(b) = b.filter(|b| b.capped()) {
-            c.notes.push(format!(
-                "http3: UDP {} buffers of {} KiB, not {} KiB: {sysctl} caps them",
-                if send { "send" } else { "receive" },
-                b.got >> 10,
-                b.asked >> 10
-            ));
-        }
-    }
+    let capped = probe.and_then(|s| capped_buffers(&s)).unwrap_or_default();
+    c.notes
+        .extend(capped.into_iter().map(|(_, line)| format!("http3: {line}")));
 }
 
 /// How long a client may remember that HTTP/3 is here (a day, as Caddy says it).

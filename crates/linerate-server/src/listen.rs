@@ -525,21 +525,22 @@ pub(crate) fn bind_quic(bound: &mut [Bound], old: &[Bound], cfg: &Config) -> Res
 /// fails if anyone holds the port at all. A start asks this first; so does
 /// `serve --check`.
 pub(crate) fn port_free(ip: SocketAddr) -> io::Result<()> {
-    let probe = Socket::new(Domain::for_address(ip), Type::STREAM, None)?;
-    if ip.is_ipv6() {
-        probe.set_only_v6(true)?;
-    }
-    probe.set_reuse_address(true)?;
-    probe.bind(&ip.into())
+    probe_port(ip, Type::STREAM)
 }
 
 /// Whether no one holds `ip`'s UDP port (HTTP/3's sockets share it by SO_REUSEPORT
 /// among themselves only, as the TCP listeners do).
 pub(crate) fn udp_port_free(ip: SocketAddr) -> io::Result<()> {
-    let probe = Socket::new(Domain::for_address(ip), Type::DGRAM, None)?;
+    probe_port(ip, Type::DGRAM)
+}
+
+/// Binds a socket of `ty` to `ip` without `SO_REUSEPORT` and lets it go.
+fn probe_port(ip: SocketAddr, ty: Type) -> io::Result<()> {
+    let probe = Socket::new(Domain::for_address(ip), ty, None)?;
     if ip.is_ipv6() {
         probe.set_only_v6(true)?;
     }
+    probe.set_reuse_address(true)?;
     probe.bind(&ip.into())
 }
 

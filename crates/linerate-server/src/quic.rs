@@ -297,8 +297,9 @@ impl Endpoint {
             Retry::Always => true,
             Retry::Off => false,
             Retry::Auto => {
-                let shaking = self.conns.values().filter(|c| c.is_handshaking()).count();
-                shaking > RETRY_ABOVE
+                // Counted up to the threshold only: a flood makes it no slower.
+                let shaking = self.conns.values().filter(|c| c.is_handshaking());
+                shaking.take(RETRY_ABOVE + 1).count() > RETRY_ABOVE
             }
         }
     }
@@ -367,12 +368,11 @@ impl Endpoint {
                     _ => None,
                 });
             }
+            // A connection the HTTP/3 layer writes to after these events is touched
+            // again by [`Endpoint::conn`]; its datagrams go at the next transmit.
             if c.is_drained() {
                 self.conns.remove(&h);
                 out.push(Event::Closed(h));
-            } else {
-                // Streams written in `poll` handlers have datagrams to send.
-                self.touched.push(h);
             }
         }
     }

@@ -385,24 +385,25 @@ fn over_both(server: &Server, requests: &serde_json::Value) -> Vec<serde_json::V
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-/// Whether curl-cffi can be imported (and under CI, a failure if not).
-fn curl_cffi() -> bool {
+/// Whether python3 can import `module` (scripts/test installs it from PyPI); under CI,
+/// a failure if not.
+fn python_module(module: &str) -> bool {
     let ok = Command::new("python3")
-        .args(["-c", "import curl_cffi"])
+        .args(["-c", &format!("import {module}")])
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
         assert!(
             std::env::var_os("CI").is_none(),
-            "curl-cffi is missing under CI: scripts/test installs it"
+            "{module} is missing under CI: scripts/test installs it"
         );
-        eprintln!("skipped: no curl-cffi (python3 -m pip install curl-cffi)");
+        eprintln!("skipped: no {module} (python3 -m pip install it)");
     }
     ok
 }
 
 fn every_answer_over_h3_is_the_answer_over_http11(case: &str) {
-    if !curl_cffi() {
+    if !python_module("curl_cffi") {
         return;
     }
     let root = docroot();
@@ -614,7 +615,7 @@ const ALICE: &str = "alice:$2y$05$K96.w96XA89FxJ..xXDe4emC.79jgwH3z0UIzIVIzhKY4W
 /// credentials, 200 with right ones. Rules: docs/http.md Q2.
 #[test]
 fn htpasswd_answers_over_h3_as_over_http11() {
-    if !curl_cffi() {
+    if !python_module("curl_cffi") {
         return;
     }
     let root = docroot();
@@ -701,16 +702,7 @@ for path in sys.argv[3:]:
 /// Rules: docs/http.md Q2.
 #[test]
 fn niquests_fetches_files() {
-    let ok = Command::new("python3")
-        .args(["-c", "import niquests"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "niquests is missing under CI: scripts/test installs it"
-        );
-        eprintln!("skipped: no niquests");
+    if !python_module("niquests") {
         return;
     }
     let root = docroot();
