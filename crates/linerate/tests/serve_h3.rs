@@ -661,7 +661,15 @@ fn serve_on_a_held_udp_port(extra: &[&str]) -> (i32, String, String, String) {
     let root = docroot();
     let certs = docroot();
     let (cert, key) = linerate_testkit::tls_files(certs.path(), "server");
-    let held = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    // A port number whose TCP side is free (another test's listener on it would fail
+    // the start first) and whose UDP side this test holds.
+    let held = loop {
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = tcp.local_addr().unwrap().port();
+        if let Ok(udp) = std::net::UdpSocket::bind(("127.0.0.1", port)) {
+            break udp;
+        }
+    };
     let addr = held.local_addr().unwrap().to_string();
     let args = [
         &[
