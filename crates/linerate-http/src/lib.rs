@@ -96,6 +96,9 @@ pub enum Status {
     UriTooLong,
     /// 416
     RangeNotSatisfiable,
+    /// 425 (RFC 8470: a request in early data the server will not take before the
+    /// handshake ends)
+    TooEarly,
     /// 429
     TooManyRequests,
     /// 431
@@ -142,6 +145,7 @@ impl Status {
             Status::PreconditionFailed => 412,
             Status::UriTooLong => 414,
             Status::RangeNotSatisfiable => 416,
+            Status::TooEarly => 425,
             Status::TooManyRequests => 429,
             Status::HeaderFieldsTooLarge => 431,
             Status::InternalServerError => 500,
@@ -171,6 +175,7 @@ impl Status {
             Status::PreconditionFailed => "Precondition Failed",
             Status::UriTooLong => "URI Too Long",
             Status::RangeNotSatisfiable => "Range Not Satisfiable",
+            Status::TooEarly => "Too Early",
             Status::TooManyRequests => "Too Many Requests",
             Status::HeaderFieldsTooLarge => "Request Header Fields Too Large",
             Status::InternalServerError => "Internal Server Error",

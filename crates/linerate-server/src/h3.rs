@@ -25,13 +25,25 @@ macro_rules! http3_keys {
             #[arg(long, help_heading = "HTTP/3", value_name = "auto|always|off")]
             pub http3_retry: Option<crate::quic::Retry>
                 => crate::quic::Retry = crate::quic::Retry::Auto, |r| r,
+            /// Whether an HTTP/3 client resuming a session may send requests in 0-RTT,
+            /// before the handshake ends (one round trip less): on or off. Early data
+            /// can be replayed by anyone who saw it, so only GET and HEAD are answered
+            /// from it; any other method is answered 425 Too Early (RFC 8470) and the
+            /// client sends it again after the handshake. Sessions that allow it are
+            /// held by the instance and each taken once (single-use, as RFC 8446 §8
+            /// asks), so with it on a session resumes only on the instance and
+            /// generation that made it [default: off].
+            #[arg(long, help_heading = "HTTP/3", value_name = "on|off")]
+            pub http3_early_data: Option<crate::h3::Http3>
+                => crate::h3::Http3 = crate::h3::Http3::Off, |h| h,
             ]
             $($table)*
         }
     };
 }
 
-/// `--http3`: whether the HTTPS listeners serve HTTP/3 too.
+/// `--http3`: whether the HTTPS listeners serve HTTP/3 too (and `--http3-early-data`:
+/// whether its clients may send requests in 0-RTT).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Http3 {
     #[default]
@@ -52,12 +64,14 @@ use std::net::SocketAddr;
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use linerate_http::h3::connection::{Connection as Proto, Event as H3Event};
 use linerate_http::h3::error::ErrorCode;
-use linerate_http::request::{Limits, Request};
+use linerate_http::request::{Limits, Method, Request};
+use linerate_http::Status;
 use linerate_sys::udp;
 use quinn_proto::{ConnectionHandle, Dir, StreamId, VarInt};
 
@@ -146,6 +160,8 @@ struct H3Conn {
     /// Streams whose answers are all handed to QUIC and not all acknowledged yet: a
     /// stop closes the connection only once they are.
     unacked: Vec<StreamId>,
+    /// Request streams some of whose bytes came in 0-RTT (before the handshake ended).
+    early: Vec<StreamId>,
 }
 
 /// One worker's HTTP/3 on one UDP socket: the QUIC endpoint and its connections.
@@ -161,6 +177,8 @@ pub(crate) struct Quic3 {
     /// GOAWAY was said (a stop or reload): connections close once their answers are
     /// done.
     going_away: bool,
+    /// Sessions resumed, counted by the TLS side, not yet added to the counters.
+    resumed: Arc<AtomicU64>,
 }
 
 /// Where answered requests are logged: the client, the response, how it was cut.
@@ -172,14 +190,16 @@ impl Quic3 {
         sock: socket2::Socket,
         tls: &rustls::ServerConfig,
         limits: Rc<Limits>,
-        retry: crate::quic::Retry,
+        cfg: &crate::config::Config,
         wake: Box<dyn Fn() + Send + Sync>,
     ) -> io::Result<Quic3> {
         let v6 = sock.local_addr()?.is_ipv6();
         let features = udp::prepare(sock.as_fd(), v6)?;
         size_buffers(&sock)?;
+        let resumed = Arc::new(AtomicU64::new(0));
+        let early_data = cfg.http3_early_data == Http3::On;
         let config =
-            crate::quic::server_config(Arc::clone(&tls.cert_resolver)).map_err(io::Error::other)?;
+            crate::quic::server_config(tls, early_data, &resumed).map_err(io::Error::other)?;
         // The socket's inode: the same for every worker generation's copy of it.
         let inode = {
             use std::os::unix::fs::MetadataExt;
@@ -187,8 +207,9 @@ impl Quic3 {
             std::fs::File::from(fd).metadata()?.ino()
         };
         let mut endpoint = Endpoint::routed(config, features.gso, inode, wake);
-        endpoint.retry = retry;
+        endpoint.retry = cfg.http3_retry;
         Ok(Quic3 {
+            resumed,
             sock,
             endpoint,
             conns: HashMap::new(),
@@ -253,6 +274,10 @@ impl Quic3 {
             &site.stats.h3_retries,
             std::mem::take(&mut self.endpoint.retries),
         );
+        Stats::add(
+            &site.stats.h3_resumed,
+            self.resumed.swap(0, Ordering::Relaxed),
+        );
         let fd = self.sock.as_fd();
         let r = self.endpoint.transmit(now, &mut |b| udp::send(fd, b));
         self.blocked = matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
@@ -311,6 +336,7 @@ impl Quic3 {
                     answers: Vec::new(),
                     waiting: Vec::new(),
                     unacked: Vec::new(),
+                    early: Vec::new(),
                 },
             );
         }
@@ -363,6 +389,10 @@ impl Quic3 {
             return;
         };
         let raw = u64::from(VarInt::from(id));
+        // A server reads a client's stream before the handshake ends only from 0-RTT.
+        if q.is_handshaking() && id.dir() == Dir::Bi && !c.early.contains(&id) {
+            c.early.push(id);
+        }
         let mut recv = q.recv_stream(id);
         if let Ok(mut chunks) = recv.read(true) {
             loop {
@@ -438,6 +468,16 @@ impl Quic3 {
         };
         request.secure = true;
         let peer = Peer::Ip(c.peer);
+        if let Some(at) = c.early.iter().position(|&s| s == id) {
+            c.early.swap_remove(at);
+            Stats::add(&site.stats.h3_early, 1);
+            if !matches!(request.method, Method::Get | Method::Head) {
+                let (line, t) = (site.request_line(&request), SystemTime::now());
+                let mut r = site.error(Status::TooEarly, true, &[], line, t);
+                r.record.started = Some(started);
+                return self.answer(h, id, r, log);
+            }
+        }
         let mut r = crate::conn::answer(site, None, peer, &request, SystemTime::now());
         if let Some(ticket) = r.waiting.take() {
             c.waiting.push(Waiting {

@@ -17,6 +17,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,6 +28,7 @@ use quinn_proto::{
 };
 
 use linerate_sys::udp::{Batch, Received, MAX_SEGMENTS};
+use rustls::server::{ProducesTickets, StoresServerSessions};
 
 mod route;
 
@@ -34,22 +36,98 @@ mod route;
 pub(crate) const ALPN_H3: &[u8] = b"h3";
 
 /// The TLS side of QUIC for a server: TLS 1.3 only (QUIC has no other), ALPN `h3`, the
-/// certificates `resolver` chooses (the HTTPS listeners' own, SNI sites and ACME
-/// included), and no early data (0-RTT off).
+/// certificates the HTTPS listener `https` chooses (its own, SNI sites and ACME
+/// included) and its sessions: its ticketer (the process's, or the shared key file's),
+/// so a session made over QUIC resumes on any worker, after a reload and on another
+/// instance as over TCP. With `early_data` (`--http3-early-data on`) the client may send
+/// requests in 0-RTT: rustls takes early data only with sessions it holds and gives out
+/// once (RFC 8446 §8's single-use tickets, its anti-replay), so the sessions are then
+/// the listener's session cache's, on this instance and generation only. Every session
+/// resumed is counted in `resumed`.
 pub(crate) fn server_config(
-    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+    https: &rustls::ServerConfig,
+    early_data: bool,
+    resumed: &Arc<AtomicU64>,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
-        .with_cert_resolver(resolver);
+        .with_cert_resolver(Arc::clone(&https.cert_resolver));
     tls.alpn_protocols = vec![ALPN_H3.to_vec()];
-    // quinn-proto takes 0 (no early data) or u32::MAX only.
-    tls.max_early_data_size = 0;
+    let counted = Counted {
+        inner: Sessions {
+            ticketer: Arc::clone(&https.ticketer),
+            storage: Arc::clone(&https.session_storage),
+        },
+        resumed: Arc::clone(resumed),
+    };
+    let counted = Arc::new(counted);
+    tls.session_storage = Arc::clone(&counted) as _;
+    if early_data {
+        // quinn-proto takes 0 (no early data) or u32::MAX only.
+        tls.max_early_data_size = u32::MAX;
+    } else {
+        tls.max_early_data_size = 0;
+        tls.ticketer = counted;
+    }
     let quic = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls)
         .map_err(|e| rustls::Error::General(e.to_string()))?;
     Ok(Arc::new(ServerConfig::with_crypto(Arc::new(quic))))
+}
+
+/// The HTTPS listener's ticketer and session cache.
+#[derive(Debug)]
+struct Sessions {
+    ticketer: Arc<dyn ProducesTickets>,
+    storage: Arc<dyn StoresServerSessions>,
+}
+
+/// [`Sessions`] that count each session a client resumes: a ticket opened, or a held
+/// session taken.
+#[derive(Debug)]
+struct Counted {
+    inner: Sessions,
+    resumed: Arc<AtomicU64>,
+}
+
+impl Counted {
+    fn count<T>(&self, found: Option<T>) -> Option<T> {
+        if found.is_some() {
+            self.resumed.fetch_add(1, Ordering::Relaxed);
+        }
+        found
+    }
+}
+
+impl ProducesTickets for Counted {
+    fn enabled(&self) -> bool {
+        self.inner.ticketer.enabled()
+    }
+    fn lifetime(&self) -> u32 {
+        self.inner.ticketer.lifetime()
+    }
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.inner.ticketer.encrypt(plain)
+    }
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        self.count(self.inner.ticketer.decrypt(cipher))
+    }
+}
+
+impl StoresServerSessions for Counted {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.inner.storage.put(key, value)
+    }
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.inner.storage.get(key)
+    }
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.count(self.inner.storage.take(key))
+    }
+    fn can_cache(&self) -> bool {
+        self.inner.storage.can_cache()
+    }
 }
 
 /// What happened on a connection, for the HTTP/3 layer.
@@ -491,7 +569,14 @@ mod tests {
             let (der, key) = certificate();
             let mut roots = rustls::RootCertStore::empty();
             roots.add(der).unwrap();
-            let server = Endpoint::new(Some(server_config(Arc::new(Single(key))).unwrap()), gso);
+            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let https = rustls::ServerConfig::builder_with_provider(provider)
+                .with_protocol_versions(&[&rustls::version::TLS13])
+                .unwrap()
+                .with_no_client_auth()
+                .with_cert_resolver(Arc::new(Single(key)));
+            let config = server_config(&https, false, &Arc::default()).unwrap();
+            let server = Endpoint::new(Some(config), gso);
             let provider = Arc::new(rustls::crypto::ring::default_provider());
             let mut tls = rustls::ClientConfig::builder_with_provider(provider)
                 .with_protocol_versions(&[&rustls::version::TLS13])

@@ -359,7 +359,7 @@ impl Site {
 
     /// The request line for the access log (empty with the log off: no request pays
     /// for it then).
-    fn request_line(&self, req: &Request) -> String {
+    pub(crate) fn request_line(&self, req: &Request) -> String {
         if !self.resolver.logging {
             String::new()
         } else {

@@ -230,6 +230,15 @@ stats! {
             => "linerate_http3_retries"
             "Retry packets sent to check a new HTTP/3 client's address (--http3-retry)",
         h3_responses: counter as "http3.responses",
+        /// HTTP/3 sessions resumed (a ticket the server could open, or a session it
+        /// held), and requests that came in 0-RTT (`--http3-early-data`; those not GET
+        /// or HEAD answered 425).
+        h3_resumed: counter as "http3.resumed"
+            => "linerate_http3_resumed"
+            "HTTP/3 handshakes that resumed a session",
+        h3_early: counter as "http3.early_requests"
+            => "linerate_http3_early_requests"
+            "HTTP/3 requests that came in 0-RTT (--http3-early-data)",
         /// Body bytes the sockets took (by `metrics` with the transmit strategy).
         body_bytes: counter,
         /// The response-time histogram's count, and its sum in microseconds.

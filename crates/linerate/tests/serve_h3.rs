@@ -14,6 +14,9 @@ use linerate_testkit::{
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
+#[path = "serve_h3/interop.rs"]
+mod interop;
+
 per_strategy!(
     // Rules: docs/http.md Q1, Q2.
     answers_over_h3_are_the_files_and_the_answers_over_https,
@@ -37,24 +40,31 @@ fn gtlsclient() -> Option<&'static str> {
 /// Fetches `paths` from the server's HTTP/3 port on one connection into `dir`, each
 /// saved under its last path segment.
 fn fetch_h3(client: &str, server: &Server, paths: &[&str], dir: &Path) {
+    ngtcp2(client, server, paths, dir, &["--quiet"]);
+}
+
+/// ngtcp2's client against the server's HTTP/3 port for `paths` (one connection, each
+/// body saved in `dir` under its last path segment), with `extra` flags; what it said
+/// of the connection on standard error (its debug account unless `--quiet` is among
+/// `extra`; the frames' and bodies' dumps left out).
+fn ngtcp2(client: &str, server: &Server, paths: &[&str], dir: &Path, extra: &[&str]) -> String {
     let port = server.tls_addr().port().to_string();
     let urls: Vec<String> = paths
         .iter()
         .map(|p| format!("https://localhost:{port}{p}"))
         .collect();
     let out = Command::new(client)
-        .args(["--quiet", "--exit-on-all-streams-close", "--timeout=10s"])
+        .args(["--exit-on-all-streams-close", "--timeout=10s"])
+        .args(["--no-quic-dump", "--no-http-dump"])
         .arg(format!("--download={}", dir.display()))
+        .args(extra)
         .args(["127.0.0.1", &port])
         .args(&urls)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "gtlsclient: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "gtlsclient: {}\n{said}", out.status);
+    said
 }
 
 /// curl's body and `Alt-Svc` for `path` over HTTPS (HTTP/1.1).
@@ -177,8 +187,13 @@ fn serve_counted(root: &Path, certs: &Path, log: &Path) -> (Server, std::path::P
 
 /// The server's status page.
 fn status(server: &Server) -> serde_json::Value {
+    status_at(server, "/.status")
+}
+
+/// The server's status page at `path`.
+fn status_at(server: &Server, path: &str) -> serde_json::Value {
     let out = Command::new("curl")
-        .args(["-s", &format!("http://{}/.status", server.addr)])
+        .args(["-s", &format!("http://{}{path}", server.addr)])
         .output()
         .unwrap();
     serde_json::from_slice(&out.stdout).unwrap()

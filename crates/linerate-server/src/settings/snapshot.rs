@@ -61,6 +61,7 @@ shutdown-delay = "3s"
 http2 = "only"
 http3 = "on"
 http3-retry = "always"
+http3-early-data = "on"
 dotfiles = true
 autoindex = true
 index = ["index.htm", "default.htm"]

@@ -216,6 +216,7 @@ fn every_flag_is_a_key_and_every_key_a_flag() {
         "http2" => "\"only\"",
         "http3" => "\"on\"",
         "http3-retry" => "\"always\"",
+        "http3-early-data" => "\"on\"",
         "transmit" => "\"copy\"",
         "driver" => "\"epoll\"",
         "etag" => "\"content\"",

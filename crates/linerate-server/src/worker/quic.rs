@@ -41,8 +41,7 @@ impl<D: Driver> Worker<D> {
                 let limits = std::rc::Rc::clone(&limits);
                 let inbox = std::sync::Arc::clone(&self.inbox);
                 let wake = Box::new(move || inbox.poke());
-                let retry = self.cfg.http3_retry;
-                let q = crate::h3::Quic3::new(s.try_clone()?, tls, limits, retry, wake)?;
+                let q = crate::h3::Quic3::new(s.try_clone()?, tls, limits, &self.cfg, wake)?;
                 let token = Token::Quic(self.quic.len()).encode();
                 self.driver
                     .register(q.sock.as_fd(), token, Interest::Readable)?;

@@ -1,0 +1,197 @@
+//! The QUIC interop runner's cases that fit one host, each against ngtcp2's client
+//! (docs/http.md Q5): resumption, 0-RTT (refused by default; with
+//! `--http3-early-data on`, GET and HEAD answered from it and anything else 425),
+//! ChaCha20-Poly1305, a key update, a migration to a new local port, ECN.
+
+use super::*;
+
+/// Two workers with HTTP/3 (and `extra`), a status page at `/.s`, `/a.txt` in the
+/// root, and ngtcp2's client keeping its session and the transport parameters in files
+/// from one connection to the next (so it resumes, and sends early data when the
+/// session allows it).
+struct Resuming {
+    client: &'static str,
+    server: Server,
+    log: std::path::PathBuf,
+    files: [String; 2],
+    _dirs: [tempfile::TempDir; 2],
+}
+
+impl Resuming {
+    fn serve(body: &[u8], extra: &[&str]) -> Option<Resuming> {
+        let client = gtlsclient()?;
+        let root = docroot();
+        put(root.path(), "a.txt", body);
+        let certs = docroot();
+        let log = certs.path().join("access.log");
+        let extra = [&["--status-path", "/.s"][..], extra].concat();
+        let server = serve_two_workers(root.path(), certs.path(), &log, &extra);
+        let at = |name: &str| certs.path().join(name).display().to_string();
+        let files = [
+            format!("--session-file={}", at("session")),
+            format!("--tp-file={}", at("tp")),
+        ];
+        Some(Resuming {
+            client,
+            server,
+            log,
+            files,
+            _dirs: [root, certs],
+        })
+    }
+
+    /// `/a.txt` by `method` on a new connection: the body.
+    fn fetch(&self, method: &str) -> Vec<u8> {
+        let got = docroot();
+        let m = format!("--http-method={method}");
+        let extra = ["--quiet", &self.files[0], &self.files[1], &m];
+        ngtcp2(self.client, &self.server, &["/a.txt"], got.path(), &extra);
+        std::fs::read(got.path().join("a.txt")).unwrap_or_default()
+    }
+}
+
+/// A session resumes on either of two workers (the HTTPS listeners' ticketer is
+/// QUIC's too), one connection after another and after a reload, each counted; with
+/// early data off the client sends nothing in 0-RTT. Rules: docs/http.md Q5.
+#[test]
+fn resumption_on_either_worker_and_after_a_reload_no_early_data_by_default() {
+    let Some(r) = Resuming::serve(b"resumed", &[]) else {
+        return;
+    };
+    for i in 0..4 {
+        if i == 2 {
+            r.server.signal("HUP");
+            r.server.wait_stderr("SIGHUP: reloaded");
+        }
+        assert_eq!(r.fetch("GET"), b"resumed");
+    }
+    let s = status_at(&r.server, "/.s");
+    assert_eq!(s["http3"]["connections"], 4, "{s}");
+    assert_eq!(s["http3"]["resumed"], 3, "{s}");
+    assert_eq!(s["http3"]["early_requests"], 0, "{s}");
+}
+
+/// `--http3-early-data on`: a resumed client's requests in 0-RTT are taken, GET
+/// answered from it as ever, POST 425 Too Early (RFC 8470), each counted and logged.
+/// Rules: docs/http.md Q5.
+#[test]
+fn early_data_on_answers_get_from_0rtt_and_post_425() {
+    let Some(r) = Resuming::serve(b"early", &["--http3-early-data", "on"]) else {
+        return;
+    };
+    // The first connection makes the session; the next two resume it and send their
+    // request in 0-RTT.
+    assert_eq!(r.fetch("GET"), b"early");
+    r.fetch("POST");
+    assert_eq!(r.fetch("GET"), b"early");
+    let s = status_at(&r.server, "/.s");
+    assert_eq!(s["http3"]["resumed"], 2, "{s}");
+    assert_eq!(s["http3"]["early_requests"], 2, "{s}");
+    let Resuming { server, log, .. } = r;
+    drop(server);
+    let lines = log_lines(&log);
+    let line = |l: &str| lines.iter().filter(|x| x.contains(l)).count();
+    assert_eq!(line("\"POST /a.txt HTTP/3.0\" 425 "), 1, "{lines:#?}");
+    assert_eq!(line("\"GET /a.txt HTTP/3.0\" 200 5"), 2, "{lines:#?}");
+}
+
+/// A server with HTTP/3 on (and `extra`) whose root holds one file of a pattern, and
+/// ngtcp2's client to fetch it.
+struct OneFile {
+    client: &'static str,
+    server: Server,
+    name: &'static str,
+    data: Vec<u8>,
+    _dirs: [tempfile::TempDir; 2],
+}
+
+impl OneFile {
+    /// `name`, `len` bytes; None (skipped) without ngtcp2's client.
+    fn serve(name: &'static str, len: usize, extra: &[&str]) -> Option<OneFile> {
+        let client = gtlsclient()?;
+        let root = docroot();
+        let data = pattern(len, len as u64);
+        put(root.path(), name, &data);
+        let certs = docroot();
+        let args = [&["--http3", "on"][..], extra].concat();
+        let (server, _) = LINERATE.start_tls(root.path(), certs.path(), &args);
+        Some(OneFile {
+            client,
+            server,
+            name,
+            data,
+            _dirs: [root, certs],
+        })
+    }
+
+    /// The file fetched over one connection with `extra` flags, byte for byte; what the
+    /// client said of the connection.
+    fn fetch(&self, extra: &[&str]) -> String {
+        let got = docroot();
+        let path = format!("/{}", self.name);
+        let said = ngtcp2(self.client, &self.server, &[&path], got.path(), extra);
+        let body = std::fs::read(got.path().join(self.name)).unwrap();
+        assert_bytes_eq(&body, &self.data, &format!("{extra:?}"));
+        said
+    }
+}
+
+/// The client offers ChaCha20-Poly1305 only: the handshake takes it, the body is the
+/// file's. Rules: docs/http.md Q5.
+#[test]
+fn chacha20_only() {
+    let Some(one) = OneFile::serve("c.bin", 256 << 10, &[]) else {
+        return;
+    };
+    let ciphers = "--ciphers=NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+CHACHA20-POLY1305";
+    let said = one.fetch(&[ciphers]);
+    assert!(said.contains("CHACHA20"), "{said}");
+}
+
+/// The client updates its keys while a 3 MiB body comes: the server follows (RFC 9001
+/// §6) and the body arrives whole. Rules: docs/http.md Q5.
+#[test]
+fn a_key_update_during_a_download() {
+    let Some(one) = OneFile::serve("k.bin", 3 << 20, &[]) else {
+        return;
+    };
+    let said = one.fetch(&["--key-update=1ms"]);
+    assert!(said.contains("Initiate key update"), "{said}");
+}
+
+/// The client moves to a new socket (a new port) during a 3 MiB download and checks
+/// the new path (RFC 9000 §9): the server answers its PATH_CHALLENGE, the connection
+/// goes on at the new address, one connection, the body whole. (ngtcp2's NAT rebinding,
+/// `--nat-rebinding`, which ignores what still comes to the old port, stalls mid-body
+/// with any server that keeps RFC 9000 §9.3: the client's only packets from the new
+/// port are then NEW_CONNECTION_ID probes, and a server moves only on a non-probing
+/// packet; a NAT in the middle is the runner's rebind-port, not this.) Rules:
+/// docs/http.md Q5.
+#[test]
+fn the_connection_follows_the_client_to_a_new_port() {
+    let status_path = ["--status-path", "/.s"];
+    let Some(one) = OneFile::serve("m.bin", 3 << 20, &status_path) else {
+        return;
+    };
+    let said = one.fetch(&["--change-local-addr=1ms"]);
+    assert!(said.contains("Local address is now"), "{said}");
+    let answered = said
+        .lines()
+        .any(|l| l.contains(" frm rx ") && l.contains("PATH_RESPONSE"));
+    assert!(answered, "no PATH_RESPONSE from the server");
+    let s = status_at(&one.server, "/.s");
+    assert_eq!(s["http3"]["connections"], 1, "{s}");
+}
+
+/// ECN (RFC 9000 §13.4): the server reads the codepoints its datagrams came with and
+/// reports them back in its ACKs, so the client finds the path ECN-capable (its
+/// validation passes only if the counts it sees match what it marked). Rules:
+/// docs/http.md Q5.
+#[test]
+fn ecn_counts_go_back_to_the_client() {
+    let Some(one) = OneFile::serve("e.bin", 256 << 10, &[]) else {
+        return;
+    };
+    let said = one.fetch(&[]);
+    assert!(said.contains("path is ECN capable"), "{said}");
+}
