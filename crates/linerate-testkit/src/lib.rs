@@ -33,6 +33,7 @@ mod dates;
 mod files;
 mod http;
 mod proc;
+pub mod quic;
 mod server;
 mod tls;
 mod tools;

@@ -47,6 +47,11 @@ pub enum Event {
     Close { code: ErrorCode },
 }
 
+/// How many times the field section limit a request stream's frame may be before the
+/// connection ends (H3_EXCESSIVE_LOAD, unread), as HTTP/2 takes a header block of
+/// twice the limit: up to it, a head past the limit is answered 431.
+const FRAME_FACTOR: u64 = 2;
+
 /// Where a request stream stands.
 #[derive(Debug, PartialEq, Eq)]
 enum Phase {
@@ -171,17 +176,25 @@ impl Connection {
             }
             return;
         }
+        if is_request_stream(id) && !self.requests.contains_key(&id) {
+            // A stream that ends with no byte on it: no HEADERS came.
+            if let Err(code) = self.request_bytes(id, &[]) {
+                return self.fail(code);
+            }
+        }
         let Some(s) = self.requests.get_mut(&id) else {
             return;
         };
-        let complete = s.reader.end().is_ok();
+        if s.phase != Phase::Gone && s.reader.end().is_err() {
+            // Its last frame cut short by a clean end (RFC 9114 §7.1).
+            return self.fail(ErrorCode::FrameError);
+        }
         let bad = match s.phase {
             Phase::Head => Some(ErrorCode::RequestIncomplete),
             Phase::Body {
                 received,
                 expected: Some(n),
             } if received != n => Some(ErrorCode::MessageError),
-            _ if !complete => Some(ErrorCode::FrameError),
             _ => None,
         };
         if let Some(code) = bad {
@@ -314,7 +327,7 @@ impl Connection {
                 return Ok(());
             }
             self.next_request = id + 4;
-            let max = self.max_section();
+            let max = FRAME_FACTOR * self.max_section();
             self.requests.insert(
                 id,
                 RequestStream {
@@ -608,14 +621,30 @@ mod tests {
     #[test]
     fn a_stream_that_ends_before_its_head_is_incomplete() {
         let mut c = conn();
+        // Whole frames (one of a reserved type), and no HEADERS.
+        c.receive(0, &[0x21, 0x00]);
+        c.end(0);
+        // No byte at all.
+        c.end(4);
+        for stream in [0, 4] {
+            assert!(matches!(
+                c.next_event(),
+                Some(Event::ResetStream { stream: s, code: ErrorCode::RequestIncomplete })
+                    if s == stream
+            ));
+        }
+    }
+
+    #[test]
+    fn a_frame_cut_by_a_clean_end_is_a_frame_error() {
+        let mut c = conn();
         let bytes = get("/");
         c.receive(0, &bytes[..3]);
         c.end(0);
         assert!(matches!(
             c.next_event(),
-            Some(Event::ResetStream {
-                stream: 0,
-                code: ErrorCode::RequestIncomplete
+            Some(Event::Close {
+                code: ErrorCode::FrameError
             })
         ));
     }

@@ -1,0 +1,358 @@
+//! An HTTP/3 client of the tests' own, on quinn-proto over a real UDP socket, for what
+//! the outside clients will not send: frames on the wrong stream, SETTINGS twice,
+//! malformed heads, QPACK that names a table, resets at once, a head past the limits,
+//! a peer that never reads. It speaks QUIC correctly (quinn-proto's) and HTTP/3 only
+//! as far as each test says: the bytes of each stream are the test's, and what the
+//! server answers (each stream's bytes, its reset code, the connection's close code)
+//! is read back as sent.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use quinn_proto::{
+    ClientConfig, Connection, ConnectionError, ConnectionHandle, DatagramEvent, Dir, Endpoint,
+    EndpointConfig, Event, StreamEvent, StreamId, VarInt,
+};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::CertificateDer;
+
+use linerate_http::h3::qpack::{Decoder, Encoder};
+use linerate_http::h3::varint;
+
+/// What one stream of the server's brought.
+#[derive(Debug, Default, Clone)]
+pub struct Recv {
+    /// Its bytes so far.
+    pub data: Vec<u8>,
+    /// It ended (FIN).
+    pub fin: bool,
+    /// The server reset it, with this code.
+    pub reset: Option<u64>,
+}
+
+/// One QUIC connection to a server, driven by the calling thread.
+pub struct Quic {
+    sock: UdpSocket,
+    endpoint: Endpoint,
+    conn: Connection,
+    handle: ConnectionHandle,
+    buf: Vec<u8>,
+    streams: HashMap<StreamId, Recv>,
+    /// Read what the server sends (off: a peer that never reads, whose windows close).
+    pub reading: bool,
+    /// How the connection ended, once it has.
+    pub closed: Option<ConnectionError>,
+}
+
+impl Quic {
+    /// A connection to `server`'s UDP port for `localhost`, trusting `cert` (a PEM
+    /// file), ALPN `h3`, the handshake done.
+    pub fn connect(server: SocketAddr, cert: &Path) -> Quic {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(cert).expect("the certificate reads") {
+            roots.add(c.expect("a certificate")).expect("a root");
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("TLS 1.3")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h3".to_vec()];
+        let quic = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls).expect("QUIC");
+        let config = ClientConfig::new(Arc::new(quic));
+        let sock = UdpSocket::bind(SocketAddr::new(server.ip(), 0)).expect("a UDP socket");
+        let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
+        let (handle, conn) = endpoint
+            .connect(Instant::now(), config, server, "localhost")
+            .expect("connects");
+        let mut q = Quic {
+            sock,
+            endpoint,
+            conn,
+            handle,
+            buf: vec![0; 65536],
+            streams: HashMap::new(),
+            reading: true,
+            closed: None,
+        };
+        let up = q.drive_until(Duration::from_secs(10), |q| !q.conn.is_handshaking());
+        assert!(up && q.closed.is_none(), "no handshake: {:?}", q.closed);
+        q
+    }
+
+    /// Opens a stream of `dir` and writes `bytes` on it (and its end with `fin`).
+    pub fn open(&mut self, dir: Dir, bytes: &[u8], fin: bool) -> StreamId {
+        let id = self
+            .conn
+            .streams()
+            .open(dir)
+            .expect("a stream the server allows");
+        self.send(id, bytes, fin);
+        id
+    }
+
+    /// Writes `bytes` on stream `id` (all of them, driving the connection while flow
+    /// control holds them), and its end with `fin`.
+    pub fn send(&mut self, id: StreamId, bytes: &[u8], fin: bool) {
+        let mut at = 0;
+        let until = Instant::now() + Duration::from_secs(10);
+        while at < bytes.len() && self.closed.is_none() && Instant::now() < until {
+            match self.conn.send_stream(id).write(&bytes[at..]) {
+                Ok(n) => at += n,
+                Err(quinn_proto::WriteError::Blocked) => self.turn(Duration::from_millis(5)),
+                Err(e) => panic!("stream {id}: {e}"),
+            }
+        }
+        if fin {
+            let _ = self.conn.send_stream(id).finish();
+        }
+        self.flush();
+    }
+
+    /// Resets stream `id` with `code`.
+    pub fn reset(&mut self, id: StreamId, code: u64) {
+        let _ = self
+            .conn
+            .send_stream(id)
+            .reset(VarInt::from_u64(code).expect("a code"));
+        self.flush();
+    }
+
+    /// What the server's stream `id` (or the reply on a stream of ours) brought.
+    pub fn stream(&self, id: StreamId) -> Recv {
+        self.streams.get(&id).cloned().unwrap_or_default()
+    }
+
+    /// The server's unidirectional streams, each with what it brought.
+    pub fn server_uni(&self) -> Vec<Recv> {
+        let mut ids: Vec<&StreamId> = self
+            .streams
+            .keys()
+            .filter(|id| id.dir() == Dir::Uni && id.initiator() == quinn_proto::Side::Server)
+            .collect();
+        ids.sort_by_key(|id| id.index());
+        ids.into_iter().map(|id| self.streams[id].clone()).collect()
+    }
+
+    /// The application error code the server closed the connection with, if it did.
+    pub fn close_code(&self) -> Option<u64> {
+        match &self.closed {
+            Some(ConnectionError::ApplicationClosed(c)) => Some(c.error_code.into_inner()),
+            _ => None,
+        }
+    }
+
+    /// Drives the connection until `done` holds or `most` has passed: whether it held.
+    pub fn drive_until(&mut self, most: Duration, mut done: impl FnMut(&Quic) -> bool) -> bool {
+        let until = Instant::now() + most;
+        loop {
+            if done(self) {
+                return true;
+            }
+            if self.closed.is_some() || Instant::now() >= until {
+                return done(self);
+            }
+            self.turn(Duration::from_millis(10).min(until - Instant::now()));
+        }
+    }
+
+    /// One turn: what there is to send, what comes within `wait`, the timers.
+    fn turn(&mut self, wait: Duration) {
+        self.flush();
+        let wait = match self.conn.poll_timeout() {
+            Some(t) => wait.min(t.saturating_duration_since(Instant::now())),
+            None => wait,
+        };
+        let wait = wait.max(Duration::from_millis(1));
+        self.sock.set_read_timeout(Some(wait)).expect("a timeout");
+        if let Ok((n, from)) = self.sock.recv_from(&mut self.buf) {
+            let now = Instant::now();
+            let data = bytes::BytesMut::from(&self.buf[..n]);
+            let mut scratch = Vec::new();
+            if let Some(DatagramEvent::ConnectionEvent(_, e)) =
+                self.endpoint
+                    .handle(now, from, None, None, data, &mut scratch)
+            {
+                self.conn.handle_event(e);
+            }
+        }
+        let now = Instant::now();
+        if self.conn.poll_timeout().is_some_and(|t| t <= now) {
+            self.conn.handle_timeout(now);
+        }
+        self.events();
+        self.flush();
+    }
+
+    fn events(&mut self) {
+        while let Some(e) = self.conn.poll_endpoint_events() {
+            if let Some(back) = self.endpoint.handle_event(self.handle, e) {
+                self.conn.handle_event(back);
+            }
+        }
+        while let Some(e) = self.conn.poll() {
+            match e {
+                Event::ConnectionLost { reason } => self.closed = Some(reason),
+                Event::Stream(StreamEvent::Opened { dir }) => {
+                    while let Some(id) = self.conn.streams().accept(dir) {
+                        self.streams.entry(id).or_default();
+                        self.read(id);
+                    }
+                }
+                Event::Stream(StreamEvent::Readable { id }) => self.read(id),
+                _ => {}
+            }
+        }
+    }
+
+    fn read(&mut self, id: StreamId) {
+        if !self.reading {
+            return;
+        }
+        let r = self.streams.entry(id).or_default();
+        let mut recv = self.conn.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else {
+            return;
+        };
+        loop {
+            match chunks.next(usize::MAX) {
+                Ok(Some(c)) => r.data.extend_from_slice(&c.bytes),
+                Ok(None) => {
+                    r.fin = true;
+                    break;
+                }
+                Err(quinn_proto::ReadError::Reset(code)) => {
+                    r.reset = Some(code.into_inner());
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = chunks.finalize();
+    }
+
+    fn flush(&mut self) {
+        let mut out = Vec::new();
+        while let Some(t) = self.conn.poll_transmit(Instant::now(), 1, &mut out) {
+            let _ = self.sock.send_to(&out[..t.size], t.destination);
+            out.clear();
+        }
+    }
+
+    /// Closes the connection (NO_ERROR) and sends the close.
+    pub fn close(&mut self) {
+        self.conn
+            .close(Instant::now(), VarInt::from_u32(0x100), Bytes::new());
+        self.flush();
+    }
+}
+
+/// A varint (RFC 9000 §16) appended to `out`.
+pub fn varint(out: &mut Vec<u8>, v: u64) {
+    varint::write(out, v).expect("a varint");
+}
+
+/// An HTTP/3 frame: its type, its length, `payload`.
+pub fn frame(kind: u64, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    varint(&mut out, kind);
+    varint(&mut out, payload.len() as u64);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// A client's control stream as it opens: its type (0x00), then an empty SETTINGS.
+pub fn control_stream() -> Vec<u8> {
+    let mut out = vec![0x00];
+    out.extend(frame(0x04, &[]));
+    out
+}
+
+/// A HEADERS frame of `fields` (pseudo-fields among them, as given), QPACK with the
+/// static table and literals.
+pub fn headers(fields: &[(&str, &str)]) -> Vec<u8> {
+    let e = Encoder::default();
+    let mut section = Vec::new();
+    e.start(&mut section);
+    for (n, v) in fields {
+        e.field(&mut section, n.as_bytes(), v.as_bytes());
+    }
+    frame(0x01, &section)
+}
+
+/// A GET of `path` as HEADERS.
+pub fn get(path: &str) -> Vec<u8> {
+    headers(&[
+        (":method", "GET"),
+        (":scheme", "https"),
+        (":authority", "localhost"),
+        (":path", path),
+    ])
+}
+
+/// A response stream's head, decoded: `:status` and the fields, in order; None
+/// when the stream does not open with a HEADERS frame.
+pub fn response_head(stream: &[u8]) -> Option<Vec<(String, String)>> {
+    let (kind, at) = read_varint(stream, 0)?;
+    let (len, at) = read_varint(stream, at)?;
+    if kind != 0x01 {
+        return None;
+    }
+    let section = stream.get(at..at + usize::try_from(len).ok()?)?;
+    let mut fields = Vec::new();
+    Decoder::new()
+        .decode(section, usize::MAX, &mut |n, v| {
+            let s = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+            fields.push((s(n), s(v)));
+        })
+        .ok()?;
+    Some(fields)
+}
+
+/// The `:status` of a response stream.
+pub fn status_of(stream: &[u8]) -> Option<u16> {
+    let head = response_head(stream)?;
+    head.iter()
+        .find(|(n, _)| n == ":status")
+        .and_then(|(_, v)| v.parse().ok())
+}
+
+fn read_varint(b: &[u8], at: usize) -> Option<(u64, usize)> {
+    let (v, len) = varint::read(b.get(at..)?)?;
+    Some((v, at + len))
+}
+
+/// A HEADERS frame of `fields` written as literals with literal names (RFC 9204
+/// §4.5.6), byte for byte as given: upper-case names, pseudo-fields anywhere, names no
+/// encoder would write.
+pub fn headers_literal(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
+    let mut section = vec![0x00, 0x00];
+    for (n, v) in fields {
+        prefixed(&mut section, 0x20, 3, n.len());
+        section.extend_from_slice(n);
+        prefixed(&mut section, 0x00, 7, v.len());
+        section.extend_from_slice(v);
+    }
+    frame(0x01, &section)
+}
+
+/// An integer with an `n`-bit prefix (RFC 7541 §5.1) after the bits `flags`.
+fn prefixed(out: &mut Vec<u8>, flags: u8, n: u32, v: usize) {
+    let max = (1usize << n) - 1;
+    if v < max {
+        out.push(flags | v as u8);
+        return;
+    }
+    out.push(flags | max as u8);
+    let mut rest = v - max;
+    while rest >= 128 {
+        out.push((rest % 128) as u8 | 0x80);
+        rest /= 128;
+    }
+    out.push(rest as u8);
+}
