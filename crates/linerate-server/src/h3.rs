@@ -66,7 +66,7 @@ use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use linerate_http::h3::connection::{Connection as Proto, Event as H3Event};
 use linerate_http::h3::error::ErrorCode;
@@ -137,6 +137,10 @@ struct Answer {
     at: usize,
     /// Body bytes framed so far.
     body: u64,
+    /// Where it stood at the last sweep (`body`, `at`), and since when it has not
+    /// moved: past `--send-timeout` its connection is closed.
+    seen: (u64, usize),
+    stalled: Option<Instant>,
 }
 
 /// A request waiting for its password check.
@@ -179,6 +183,9 @@ pub(crate) struct Quic3 {
     going_away: bool,
     /// Sessions resumed, counted by the TLS side, not yet added to the counters.
     resumed: Arc<AtomicU64>,
+    /// `--send-timeout`, and when the answers under way are next looked at for it.
+    send_timeout: Duration,
+    sweep_at: Option<Instant>,
 }
 
 /// Where answered requests are logged: the client, the response, how it was cut.
@@ -198,8 +205,13 @@ impl Quic3 {
         size_buffers(&sock)?;
         let resumed = Arc::new(AtomicU64::new(0));
         let early_data = cfg.http3_early_data == Http3::On;
+        let transport = crate::quic::Transport {
+            early_data,
+            idle: cfg.idle_timeout,
+            streams: linerate_http::h2::Config::default().max_concurrent_streams,
+        };
         let config =
-            crate::quic::server_config(tls, early_data, &resumed).map_err(io::Error::other)?;
+            crate::quic::server_config(tls, &transport, &resumed).map_err(io::Error::other)?;
         // The socket's inode: the same for every worker generation's copy of it.
         let inode = {
             use std::os::unix::fs::MetadataExt;
@@ -210,6 +222,8 @@ impl Quic3 {
         endpoint.retry = cfg.http3_retry;
         Ok(Quic3 {
             resumed,
+            send_timeout: cfg.send_timeout,
+            sweep_at: None,
             sock,
             endpoint,
             conns: HashMap::new(),
@@ -228,7 +242,11 @@ impl Quic3 {
 
     /// The earliest time a connection wants to be woken.
     pub fn next_timeout(&mut self) -> Option<Instant> {
-        self.endpoint.next_timeout()
+        self.endpoint
+            .next_timeout()
+            .into_iter()
+            .chain(self.sweep_at)
+            .min()
     }
 
     /// Reads what the socket holds (up to [`RECVS_PER_TURN`] receives), then serves.
@@ -250,7 +268,51 @@ impl Quic3 {
     /// serves.
     pub fn tick(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
         self.endpoint.timeouts(now);
+        if self.sweep_at.is_some_and(|t| t <= now) {
+            self.sweep(now, site, log);
+        }
         self.serve(now, site, log);
+    }
+
+    /// How often the answers under way are looked at for the send deadline: a
+    /// second, or the deadline when it is shorter (so it errs by at most that).
+    fn sweep_every(&self) -> Duration {
+        self.send_timeout.min(Duration::from_secs(1))
+    }
+
+    /// The send deadline (`--send-timeout`), as over TCP: a connection one of whose
+    /// answers has not moved for that long (a client that never reads, so its flow
+    /// control never lets more go) is closed, its answers cut, counted as a send
+    /// timeout. Looked at every [`Quic3::sweep_every`], not on each write.
+    fn sweep(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+        let limit = self.send_timeout;
+        let mut stalled = Vec::new();
+        for (h, c) in &mut self.conns {
+            for a in &mut c.answers {
+                let at = (a.body, a.at);
+                if at != a.seen {
+                    a.seen = at;
+                    a.stalled = None;
+                } else if now.duration_since(*a.stalled.get_or_insert(now)) >= limit {
+                    stalled.push(*h);
+                    break;
+                }
+            }
+        }
+        for h in stalled {
+            Stats::add(&site.stats.timeouts[2], 1);
+            if let Some(c) = self.conns.get_mut(&h) {
+                for a in c.answers.drain(..) {
+                    log_cut(log, c.peer, &a);
+                }
+            }
+            if let Some(q) = self.endpoint.conn(h) {
+                let why = bytes::Bytes::from_static(b"send timeout");
+                q.close(now, varint(ErrorCode::NoError), why);
+            }
+        }
+        let open = self.conns.values().any(|c| !c.answers.is_empty());
+        self.sweep_at = open.then(|| now + self.sweep_every());
     }
 
     /// Passes every event to its connection's HTTP/3 until there are none, answers the
@@ -277,6 +339,10 @@ impl Quic3 {
         Stats::add(
             &site.stats.h3_resumed,
             self.resumed.swap(0, Ordering::Relaxed),
+        );
+        Stats::add(
+            &site.stats.timeouts[1],
+            std::mem::take(&mut self.endpoint.idle_closed),
         );
         let fd = self.sock.as_fd();
         let r = self.endpoint.transmit(now, &mut |b| udp::send(fd, b));
@@ -306,7 +372,10 @@ impl Quic3 {
                     self.pump(h, id, log);
                 }
             }
-            Event::Stopped(h, id) => self.cut(h, id, log),
+            Event::Stopped(h, id) => {
+                self.cut(h, id, log);
+                self.act(h, now, site, log);
+            }
             Event::Finished(h, id) => {
                 if let Some(c) = self.conns.get_mut(&h) {
                     c.unacked.retain(|&s| s != id);
@@ -440,6 +509,10 @@ impl Quic3 {
                     self.reset(h, id, code, log);
                 }
                 H3Event::Close { code } => {
+                    Stats::add(&site.stats.h3_errors, 1);
+                    if code == ErrorCode::ExcessiveLoad {
+                        Stats::add(&site.stats.h3_excessive_load, 1);
+                    }
                     if let Some(q) = self.endpoint.conn(h) {
                         q.close(
                             now,
@@ -521,6 +594,7 @@ impl Quic3 {
             return;
         };
         r.record.wire = Wire::Three;
+        let started = r.record.started;
         r.plan.parts.retain(|p| p.len() > 0);
         let mut out = Vec::with_capacity(256);
         if let Some(head) = r.plan.head.take() {
@@ -532,7 +606,12 @@ impl Quic3 {
             out,
             at: 0,
             body: 0,
+            seen: (0, 0),
+            stalled: None,
         });
+        if let (None, Some(t)) = (self.sweep_at, started) {
+            self.sweep_at = Some(t + self.sweep_every());
+        }
         self.pump(h, id, log);
     }
 
@@ -592,10 +671,16 @@ impl Quic3 {
         };
         let _ = q.send_stream(id).reset(varint(ErrorCode::RequestCancelled));
         c.proto.forget(u64::from(VarInt::from(id)));
+        let unacked = c.unacked.len();
         c.unacked.retain(|&s| s != id);
+        let mut under_way = unacked != c.unacked.len();
         if let Some(i) = c.answers.iter().position(|a| a.stream == id) {
             let a = c.answers.swap_remove(i);
             log_cut(log, c.peer, &a);
+            under_way = true;
+        }
+        if under_way {
+            c.proto.cancelled();
         }
     }
 

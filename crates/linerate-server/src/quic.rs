@@ -19,12 +19,12 @@ use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use quinn_proto::{
-    ConnectionHandle, DatagramEvent, Dir, EcnCodepoint, EndpointConfig, ServerConfig, StreamEvent,
-    StreamId,
+    ConnectionError, ConnectionHandle, DatagramEvent, Dir, EcnCodepoint, EndpointConfig,
+    IdleTimeout, ServerConfig, StreamEvent, StreamId, TransportConfig, VarInt,
 };
 
 use linerate_sys::udp::{Batch, Received, MAX_SEGMENTS};
@@ -46,7 +46,7 @@ pub(crate) const ALPN_H3: &[u8] = b"h3";
 /// resumed is counted in `resumed`.
 pub(crate) fn server_config(
     https: &rustls::ServerConfig,
-    early_data: bool,
+    transport: &Transport,
     resumed: &Arc<AtomicU64>,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -64,7 +64,7 @@ pub(crate) fn server_config(
     };
     let counted = Arc::new(counted);
     tls.session_storage = Arc::clone(&counted) as _;
-    if early_data {
+    if transport.early_data {
         // quinn-proto takes 0 (no early data) or u32::MAX only.
         tls.max_early_data_size = u32::MAX;
     } else {
@@ -73,7 +73,36 @@ pub(crate) fn server_config(
     }
     let quic = quinn_proto::crypto::rustls::QuicServerConfig::try_from(tls)
         .map_err(|e| rustls::Error::General(e.to_string()))?;
-    Ok(Arc::new(ServerConfig::with_crypto(Arc::new(quic))))
+    let mut config = ServerConfig::with_crypto(Arc::new(quic));
+    config.transport_config(Arc::new(transport.config()));
+    Ok(Arc::new(config))
+}
+
+/// What a server's QUIC connections may do: early data or not, how long one may be
+/// idle (`--idle-timeout`, quinn-proto's idle timer: no packet either way for that
+/// long), and how many request streams a client may have open at once (HTTP/2's
+/// SETTINGS_MAX_CONCURRENT_STREAMS: past them QUIC gives no credit, so a client cannot
+/// open more).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Transport {
+    pub early_data: bool,
+    pub idle: Duration,
+    pub streams: u32,
+}
+
+/// A client's unidirectional streams at once: its control and QPACK streams, and room
+/// for reserved ones (RFC 9114 §6.2.3).
+const UNI_STREAMS: u32 = 16;
+
+impl Transport {
+    fn config(&self) -> TransportConfig {
+        let mut t = TransportConfig::default();
+        t.max_concurrent_bidi_streams(VarInt::from_u32(self.streams));
+        t.max_concurrent_uni_streams(VarInt::from_u32(UNI_STREAMS));
+        // Past the range QUIC's idle timeout takes (2^62 ms): none.
+        t.max_idle_timeout(IdleTimeout::try_from(self.idle).ok());
+        t
+    }
 }
 
 /// The HTTPS listener's ticketer and session cache.
@@ -202,8 +231,10 @@ pub(crate) struct Endpoint {
     scratch: Vec<u8>,
     /// When new addresses are validated first.
     pub retry: Retry,
-    /// Retries sent, not yet read by the caller (for the counters).
+    /// Retries sent, and connections closed by the idle timeout, not yet read by the
+    /// caller (for the counters).
     pub retries: u64,
+    pub idle_closed: u64,
     /// Its place in the process's connection-ID routing (none: a test's endpoint).
     place: Option<route::Place>,
     /// It takes no new connection (a stop or reload began).
@@ -253,6 +284,7 @@ impl Endpoint {
             scratch: Vec::new(),
             retry: Retry::default(),
             retries: 0,
+            idle_closed: 0,
             place,
             draining: false,
         }
@@ -443,6 +475,12 @@ impl Endpoint {
                     quinn_proto::Event::Stream(StreamEvent::Finished { id }) => {
                         Some(Event::Finished(h, id))
                     }
+                    quinn_proto::Event::ConnectionLost {
+                        reason: ConnectionError::TimedOut,
+                    } => {
+                        self.idle_closed += 1;
+                        None
+                    }
                     _ => None,
                 });
             }
@@ -575,7 +613,12 @@ mod tests {
                 .unwrap()
                 .with_no_client_auth()
                 .with_cert_resolver(Arc::new(Single(key)));
-            let config = server_config(&https, false, &Arc::default()).unwrap();
+            let transport = Transport {
+                early_data: false,
+                idle: Duration::from_secs(30),
+                streams: 100,
+            };
+            let config = server_config(&https, &transport, &Arc::default()).unwrap();
             let server = Endpoint::new(Some(config), gso);
             let provider = Arc::new(rustls::crypto::ring::default_provider());
             let mut tls = rustls::ClientConfig::builder_with_provider(provider)

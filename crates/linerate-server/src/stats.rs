@@ -236,6 +236,15 @@ stats! {
         h3_resumed: counter as "http3.resumed"
             => "linerate_http3_resumed"
             "HTTP/3 handshakes that resumed a session",
+        /// HTTP/3 connections closed for what the client sent (an HTTP/3 or QPACK
+        /// error), and of them those closed as excessive load (a flood: answers
+        /// cancelled by the hundred, a head past twice the limits).
+        h3_errors: counter as "http3.connection_errors"
+            => "linerate_http3_connection_errors"
+            "HTTP/3 connections closed for what the client sent (an HTTP/3 or QPACK error)",
+        h3_excessive_load: counter as "http3.excessive_load"
+            => "linerate_http3_excessive_load"
+            "HTTP/3 connections closed as a flood (H3_EXCESSIVE_LOAD: answers cancelled by the hundred, a head past twice the limits)",
         h3_early: counter as "http3.early_requests"
             => "linerate_http3_early_requests"
             "HTTP/3 requests that came in 0-RTT (--http3-early-data)",

@@ -48,23 +48,53 @@ pub struct Quic {
     pub closed: Option<ConnectionError>,
 }
 
+/// A client's QUIC configuration: TLS 1.3, ALPN `h3`, trusting the certificates of
+/// `cert` (a PEM file; none: trusting nothing, for a handshake never finished).
+fn client_config(cert: Option<&Path>) -> ClientConfig {
+    let mut roots = rustls::RootCertStore::empty();
+    if let Some(cert) = cert {
+        for c in CertificateDer::pem_file_iter(cert).expect("the certificate reads") {
+            roots.add(c.expect("a certificate")).expect("a root");
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .expect("TLS 1.3")
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"h3".to_vec()];
+    let quic = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls).expect("QUIC");
+    ClientConfig::new(Arc::new(quic))
+}
+
+/// The first flight (Initial) of `n` new connections to `server`, sent from one socket
+/// and then nothing more, as a client whose source address is spoofed would (it never
+/// sees the answers, so it never finishes a handshake): the socket, which the answers
+/// reach, and the bytes sent.
+pub fn initials(server: SocketAddr, n: usize) -> (UdpSocket, usize) {
+    let sock = UdpSocket::bind(SocketAddr::new(server.ip(), 0)).expect("a UDP socket");
+    let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
+    let mut sent = 0;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let now = Instant::now();
+        let (_, mut conn) = endpoint
+            .connect(now, client_config(None), server, "localhost")
+            .expect("connects");
+        while let Some(t) = conn.poll_transmit(now, 1, &mut out) {
+            sent += sock.send_to(&out[..t.size], t.destination).expect("sent");
+            out.clear();
+        }
+    }
+    (sock, sent)
+}
+
 impl Quic {
     /// A connection to `server`'s UDP port for `localhost`, trusting `cert` (a PEM
     /// file), ALPN `h3`, the handshake done.
     pub fn connect(server: SocketAddr, cert: &Path) -> Quic {
-        let mut roots = rustls::RootCertStore::empty();
-        for c in CertificateDer::pem_file_iter(cert).expect("the certificate reads") {
-            roots.add(c.expect("a certificate")).expect("a root");
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .expect("TLS 1.3")
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"h3".to_vec()];
-        let quic = quinn_proto::crypto::rustls::QuicClientConfig::try_from(tls).expect("QUIC");
-        let config = ClientConfig::new(Arc::new(quic));
+        let config = client_config(Some(cert));
         let sock = UdpSocket::bind(SocketAddr::new(server.ip(), 0)).expect("a UDP socket");
         let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
         let (handle, conn) = endpoint
@@ -85,13 +115,16 @@ impl Quic {
         q
     }
 
-    /// Opens a stream of `dir` and writes `bytes` on it (and its end with `fin`).
+    /// Opens a stream of `dir` (waiting up to 10 s for the server to allow one) and
+    /// writes `bytes` on it (and its end with `fin`).
     pub fn open(&mut self, dir: Dir, bytes: &[u8], fin: bool) -> StreamId {
-        let id = self
-            .conn
-            .streams()
-            .open(dir)
-            .expect("a stream the server allows");
+        let mut id = self.conn.streams().open(dir);
+        let until = Instant::now() + Duration::from_secs(10);
+        while id.is_none() && self.closed.is_none() && Instant::now() < until {
+            self.turn(Duration::from_millis(5));
+            id = self.conn.streams().open(dir);
+        }
+        let id = id.expect("a stream the server allows");
         self.send(id, bytes, fin);
         id
     }
@@ -120,6 +153,21 @@ impl Quic {
             .conn
             .send_stream(id)
             .reset(VarInt::from_u64(code).expect("a code"));
+        self.flush();
+    }
+
+    /// Opens a stream of `dir` if the server allows one more now.
+    pub fn try_open(&mut self, dir: Dir) -> Option<StreamId> {
+        self.conn.streams().open(dir)
+    }
+
+    /// Asks the server to stop sending on stream `id` (STOP_SENDING with `code`): a
+    /// cancelled answer.
+    pub fn stop(&mut self, id: StreamId, code: u64) {
+        let _ = self
+            .conn
+            .recv_stream(id)
+            .stop(VarInt::from_u64(code).expect("a code"));
         self.flush();
     }
 

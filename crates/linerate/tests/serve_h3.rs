@@ -14,6 +14,8 @@ use linerate_testkit::{
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
+#[path = "serve_h3/floods.rs"]
+mod floods;
 #[path = "serve_h3/interop.rs"]
 mod interop;
 #[path = "serve_h3/protocol.rs"]
@@ -194,11 +196,16 @@ fn status(server: &Server) -> serde_json::Value {
 
 /// The server's status page at `path`.
 fn status_at(server: &Server, path: &str) -> serde_json::Value {
+    serde_json::from_slice(&page(server, path)).unwrap()
+}
+
+/// The body of `path` on the server's plain HTTP address.
+fn page(server: &Server, path: &str) -> Vec<u8> {
     let out = Command::new("curl")
         .args(["-s", &format!("http://{}{path}", server.addr)])
         .output()
         .unwrap();
-    serde_json::from_slice(&out.stdout).unwrap()
+    out.stdout
 }
 
 /// The base64 SHA-256 of `cert`'s public key, as Chromium's

@@ -52,6 +52,12 @@ pub enum Event {
 /// twice the limit: up to it, a head past the limit is answered 431.
 const FRAME_FACTOR: u64 = 2;
 
+/// Answers the client may cancel (STOP_SENDING while they are under way) before the
+/// connection ends, when they are more than half the requests it made: a rapid-reset
+/// flood (each request costs the server an answer, each cancel the client nothing), as
+/// HTTP/2 counts its resets.
+const CANCELS: u64 = 100;
+
 /// Where a request stream stands.
 #[derive(Debug, PartialEq, Eq)]
 enum Phase {
@@ -99,6 +105,9 @@ pub struct Connection {
     next_request: u64,
     /// The connection was closed for an error: nothing more is read.
     failed: bool,
+    /// Requests taken, and answers the client cancelled while they were under way.
+    taken: u64,
+    cancels: u64,
 }
 
 /// A client-initiated bidirectional stream (RFC 9000 §2.1): a request stream.
@@ -123,6 +132,8 @@ impl Connection {
             requests: HashMap::new(),
             events: VecDeque::new(),
             goaway: None,
+            taken: 0,
+            cancels: 0,
             next_request: 0,
             failed: false,
         }
@@ -216,6 +227,16 @@ impl Connection {
             return;
         }
         self.requests.remove(&id);
+    }
+
+    /// The client cancelled an answer under way (STOP_SENDING): past [`CANCELS`], when
+    /// they are more than half the requests taken, the connection ends
+    /// (H3_EXCESSIVE_LOAD).
+    pub fn cancelled(&mut self) {
+        self.cancels += 1;
+        if self.cancels > CANCELS && self.cancels * 2 > self.taken {
+            self.fail(ErrorCode::ExcessiveLoad);
+        }
     }
 
     /// The caller is done with request stream `id` (answered, or reset): its state goes.
@@ -436,6 +457,7 @@ impl Connection {
                         expected: h.content_length,
                     };
                 }
+                self.taken += 1;
                 Event::Request {
                     stream: id,
                     request: h.request,
