@@ -776,3 +776,81 @@ fn niquests_fetches_files() {
         assert_eq!(line, want);
     }
 }
+
+/// Chromium, not forced onto QUIC, loads a page over HTTPS: the first answer's
+/// `Alt-Svc` sends it to HTTP/3 on the same port (its net log: the alternative
+/// service found, a QUIC session to it, the server's handshake flight received).
+/// Chromium then takes QUIC only with a certificate of a publicly known root (a rule
+/// of its QUIC certificate check, waived only for `--origin-to-force-quic-on`), which
+/// no test certificate is: so either its requests go over HTTP/3, or its QUIC session
+/// ends for the certificate alone and the page comes over HTTP/2. Rules:
+/// docs/http.md Q1.
+#[test]
+fn a_browser_told_by_alt_svc_moves_to_http3() {
+    let root = docroot();
+    linerate_testkit::forty_asset_page(root.path());
+    let certs = docroot();
+    let log = certs.path().join("access.log");
+    let (server, cert) = serve_counted(root.path(), certs.path(), &log);
+    let tls = server.tls_addr();
+    let origin = format!("localhost:{}", tls.port());
+    let net_log = certs.path().join("net.json");
+    let args = [
+        format!("--ignore-certificate-errors-spki-list={}", spki_hash(&cert)),
+        format!("--host-resolver-rules=MAP localhost {}", tls.ip()),
+        format!("--log-net-log={}", net_log.display()),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    if !linerate_testkit::chromium_loads_forty_asset_page(&args, &format!("https://{origin}/")) {
+        return;
+    }
+    let events = net_log_events(&net_log);
+    let found = format!("quic {origin}");
+    let told = events.iter().any(|(n, p)| {
+        n == "HTTP_STREAM_JOB_CONTROLLER_ALT_SVC_FOUND"
+            && p["alt_svc"].as_str().is_some_and(|a| a.starts_with(&found))
+    });
+    assert!(told, "no Alt-Svc to {found} in Chromium's net log");
+    let flight = events.iter().any(|(n, p)| {
+        n == "QUIC_SESSION_CRYPTO_FRAME_RECEIVED" && p["encryption_level"] == "ENCRYPTION_HANDSHAKE"
+    });
+    assert!(flight, "no QUIC handshake from the server");
+    drop(server);
+    let over_h3 = log_lines(&log)
+        .iter()
+        .any(|l| l.contains(" HTTP/3.0\" 200 "));
+    let for_the_root = events.iter().any(|(n, p)| {
+        n == "QUIC_SESSION_CLOSED"
+            && p["details"]
+                .as_str()
+                .is_some_and(|d| d.contains("CERTIFICATE_VERIFY_FAILED"))
+    });
+    assert!(
+        over_h3 || for_the_root,
+        "neither HTTP/3 nor the known-root rule"
+    );
+}
+
+/// Chromium's net log (`--log-net-log`): each event's type name and parameters.
+fn net_log_events(path: &Path) -> Vec<(String, serde_json::Value)> {
+    let log: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    let names: std::collections::HashMap<u64, String> = log["constants"]["logEventTypes"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (v.as_u64().unwrap(), k.clone()))
+        .collect();
+    log["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let name = e["type"]
+                .as_u64()
+                .and_then(|t| names.get(&t))
+                .cloned()
+                .unwrap_or_default();
+            (name, e["params"].clone())
+        })
+        .collect()
+}
