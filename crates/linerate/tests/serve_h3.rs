@@ -386,27 +386,32 @@ fn over_both(server: &Server, requests: &serde_json::Value) -> Vec<serde_json::V
         "base": format!("https://127.0.0.1:{}", server.tls_addr().port()),
         "requests": requests,
     });
-    let mut child = Command::new("python3")
-        .args(["-c", CURL_CFFI])
+    serde_json::from_value(python_json(CURL_CFFI, &job)).unwrap()
+}
+
+/// `python3 -c SCRIPT` given `job` on standard input: the JSON it prints (it must
+/// succeed).
+fn python_json(script: &str, job: &serde_json::Value) -> serde_json::Value {
+    let out = piped(
+        Command::new("python3").args(["-c", script]),
+        job.to_string().as_bytes(),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "python3: {err}");
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// `cmd` run with `input` on its standard input: its output.
+fn piped(cmd: &mut Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = cmd
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(job.to_string().as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "curl-cffi: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
 }
 
 /// Whether python3 can import `module` (scripts/test installs it from PyPI); under CI,
@@ -518,13 +523,19 @@ fn quic_go_fetches_files() {
     // It logs each answer, and its body, to standard error.
     let text = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{text}");
-    for len in [1024, 3 << 20] {
-        let said = format!("Response Body ({len} bytes)");
-        assert!(
-            text.contains(&said),
-            "{said}: {}",
-            &text[..text.len().min(2000)]
-        );
+    for data in [pattern(1024, 1), pattern(3 << 20, 3)] {
+        let said = format!("Response Body ({} bytes):\n", data.len());
+        let at = out
+            .stderr
+            .windows(said.len())
+            .position(|w| w == said.as_bytes())
+            .unwrap_or_else(|| panic!("{said}: {}", &text[..text.len().min(2000)]));
+        let start = at + said.len();
+        let body = out
+            .stderr
+            .get(start..start + data.len())
+            .unwrap_or_default();
+        assert_bytes_eq(body, &data, &said);
     }
     let h3 = text.matches("Proto:\"HTTP/3.0\"").count();
     let ok = text.matches("StatusCode:200").count();
@@ -715,21 +726,6 @@ fn serve_on_a_held_udp_port(extra: &[&str]) -> (i32, String, String, String) {
     (code, out, err, addr)
 }
 
-/// niquests (Python, on qh3: aioquic's descendant; scripts/test installs it), told
-/// that the server speaks HTTP/3: for each path, the HTTP version, status and body's
-/// SHA-256, one line each.
-const NIQUESTS: &str = r#"
-import hashlib, sys, warnings
-warnings.simplefilter("ignore")
-import niquests
-host, port = sys.argv[1], int(sys.argv[2])
-s = niquests.Session()
-s.quic_cache_layer.add_domain(host, port)
-for path in sys.argv[3:]:
-    r = s.get(f"https://{host}:{port}{path}", verify=False)
-    print(r.http_version, r.status_code, hashlib.sha256(r.content).hexdigest())
-"#;
-
 /// niquests fetches files over HTTP/3: every answer HTTP/3, 200, the file's bytes.
 /// Rules: docs/http.md Q2.
 #[test]
@@ -747,33 +743,122 @@ fn niquests_fetches_files() {
     }
     let certs = docroot();
     let (server, _) = LINERATE.start_tls(root.path(), certs.path(), &["--http3", "on"]);
-    let port = server.tls_addr().port().to_string();
-    let out = Command::new("python3")
-        .args(["-c", NIQUESTS, "127.0.0.1", &port, "/one.bin", "/big.bin"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let gets: Vec<serde_json::Value> = files
+        .iter()
+        .map(|(n, _)| serde_json::json!(["GET", format!("/{n}"), {}]))
+        .collect();
+    let job = serde_json::json!({
+        "host": "127.0.0.1",
+        "port": server.tls_addr().port(),
+        "requests": gets,
+    });
+    let got: Vec<serde_json::Value> =
+        serde_json::from_value(python_json(NIQUESTS_REQUESTS, &job)).unwrap();
+    assert_eq!(got.len(), files.len(), "{got:?}");
+    for ((_, data), g) in files.iter().zip(&got) {
+        assert_eq!(
+            (&g["version"], &g["status"]),
+            (&30.into(), &200.into()),
+            "{g}"
+        );
+        assert_eq!(g["sha"].as_str(), Some(sha256_hex(data).as_str()), "{g}");
+    }
+}
+
+/// The SHA-256 of `data`, in hex (by `sha256sum`).
+fn sha256_hex(data: &[u8]) -> String {
+    let out = piped(&mut Command::new("sha256sum"), data);
     let text = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), files.len(), "{text}");
-    for ((_, data), line) in files.iter().zip(lines) {
-        let sha = Command::new("sha256sum")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .and_then(|mut c| {
-                use std::io::Write;
-                c.stdin.take().unwrap().write_all(data)?;
-                c.wait_with_output()
-            })
-            .unwrap();
-        let sha = String::from_utf8_lossy(&sha.stdout);
-        let want = format!("30 200 {}", sha.split_whitespace().next().unwrap());
-        assert_eq!(line, want);
+    text.split_whitespace().next().unwrap().to_string()
+}
+
+/// niquests (Python, on qh3: aioquic's descendant; scripts/test installs it), told
+/// that the server speaks HTTP/3, for each request of the JSON on standard input (`{"host",
+/// "port", "requests": [[METHOD, PATH, {HEADERS}], ...]}`, a header value `ETAG`
+/// standing for the first answer's ETag): the HTTP version, status, a few fields, and
+/// the body as it came (no coding undone): its length and SHA-256.
+const NIQUESTS_REQUESTS: &str = r#"
+import hashlib, json, sys, warnings
+warnings.simplefilter("ignore")
+import niquests
+job = json.load(sys.stdin)
+s = niquests.Session()
+s.quic_cache_layer.add_domain(job["host"], job["port"])
+base = "https://%s:%d" % (job["host"], job["port"])
+out, etag = [], None
+for method, path, headers in job["requests"]:
+    headers = {k: (etag if v == "ETAG" else v) for k, v in headers.items()}
+    r = s.request(method, base + path, headers=headers, verify=False, stream=True)
+    body = r.raw.read(decode_content=False) or b""
+    etag = etag or r.headers.get("etag")
+    out.append({"version": r.http_version, "status": r.status_code,
+                "encoding": r.headers.get("content-encoding"),
+                "range": r.headers.get("content-range"),
+                "length": r.headers.get("content-length"),
+                "sha": hashlib.sha256(body).hexdigest(), "len": len(body)})
+print(json.dumps(out))
+"#;
+
+/// niquests fetches a range, a 304 by the ETag, a HEAD and a precompressed variant
+/// over HTTP/3, each byte for byte: the range's bytes, no body for 304 and HEAD (with
+/// the file's length), the `.gz` file's bytes as they are. Rules: docs/http.md Q2.
+#[test]
+fn niquests_gets_ranges_validators_head_and_variants() {
+    if !python_module("niquests") {
+        return;
+    }
+    let root = docroot();
+    let data = pattern(5000, 21);
+    put(root.path(), "r.bin", &data);
+    let text = b"hello world ".repeat(1000);
+    put(root.path(), "p.txt", &text);
+    let gz = {
+        use std::io::Write;
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        e.write_all(&text).unwrap();
+        e.finish().unwrap()
+    };
+    put(root.path(), "p.txt.gz", &gz);
+    let certs = docroot();
+    let args = ["--http3", "on", "--precompressed", "gzip"];
+    let (server, _) = LINERATE.start_tls(root.path(), certs.path(), &args);
+    let job = serde_json::json!({
+        "host": "127.0.0.1",
+        "port": server.tls_addr().port(),
+        "requests": [
+            ["GET", "/r.bin", {}],
+            ["GET", "/r.bin", {"range": "bytes=10-19"}],
+            ["GET", "/r.bin", {"if-none-match": "ETAG"}],
+            ["HEAD", "/r.bin", {}],
+            ["GET", "/p.txt", {"accept-encoding": "gzip"}],
+        ],
+    });
+    let got: Vec<serde_json::Value> =
+        serde_json::from_value(python_json(NIQUESTS_REQUESTS, &job)).unwrap();
+    let empty = sha256_hex(b"");
+    let want = [
+        (200, None, None, Some("5000"), sha256_hex(&data)),
+        (
+            206,
+            None,
+            Some("bytes 10-19/5000"),
+            Some("10"),
+            sha256_hex(&data[10..20]),
+        ),
+        (304, None, None, None, empty.clone()),
+        (200, None, None, Some("5000"), empty),
+        (200, Some("gzip"), None, None, sha256_hex(&gz)),
+    ];
+    assert_eq!(got.len(), want.len(), "{got:?}");
+    for (g, (status, encoding, range, length, sha)) in got.iter().zip(want) {
+        assert_eq!(g["version"], 30, "{g}");
+        assert_eq!(g["status"], status, "{g}");
+        assert_eq!(g["encoding"].as_str(), encoding, "{g}");
+        assert_eq!(g["range"].as_str(), range, "{g}");
+        if let Some(length) = length {
+            assert_eq!(g["length"].as_str(), Some(length), "{g}");
+        }
+        assert_eq!(g["sha"].as_str(), Some(sha.as_str()), "{g}");
     }
 }
 
