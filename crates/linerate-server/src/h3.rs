@@ -166,6 +166,8 @@ struct H3Conn {
     unacked: Vec<StreamId>,
     /// Request streams some of whose bytes came in 0-RTT (before the handshake ended).
     early: Vec<StreamId>,
+    /// Its GOAWAY was handed to QUIC at an earlier turn: it may close now.
+    goaway_sent: bool,
 }
 
 /// One worker's HTTP/3 on one UDP socket: the QUIC endpoint and its connections.
@@ -181,6 +183,8 @@ pub(crate) struct Quic3 {
     /// GOAWAY was said (a stop or reload): connections close once their answers are
     /// done.
     going_away: bool,
+    /// A stop's shutdown delay is under way ([`Quic3::drain`]).
+    draining: bool,
     /// Sessions resumed, counted by the TLS side, not yet added to the counters.
     resumed: Arc<AtomicU64>,
     /// `--send-timeout`, and when the answers under way are next looked at for it.
@@ -232,6 +236,7 @@ impl Quic3 {
             limits,
             blocked: false,
             going_away: false,
+            draining: false,
         })
     }
 
@@ -329,7 +334,7 @@ impl Quic3 {
                 self.event(e, now, site, log);
             }
         }
-        if self.going_away {
+        if self.going_away || self.draining {
             self.close_idle(now);
         }
         Stats::add(
@@ -406,6 +411,7 @@ impl Quic3 {
                     waiting: Vec::new(),
                     unacked: Vec::new(),
                     early: Vec::new(),
+                    goaway_sent: false,
                 },
             );
         }
@@ -705,7 +711,26 @@ impl Quic3 {
     pub fn go_away(&mut self) {
         self.going_away = true;
         self.endpoint.refuse_new();
-        let handles: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
+        self.say_go_away(|_| true);
+    }
+
+    /// A stop's shutdown delay: each connection that has been answered is told GOAWAY
+    /// (its requests taken are answered, then it closes), as HTTP/2's are, so clients
+    /// come back through the balancer; new connections are still taken, and told at
+    /// the next turn after their first answer.
+    pub fn drain(&mut self) {
+        self.draining = true;
+        self.say_go_away(|c| c.proto.answered() > 0);
+    }
+
+    /// GOAWAY on each connection `which` picks that has not said it yet.
+    fn say_go_away(&mut self, which: impl Fn(&H3Conn) -> bool) {
+        let handles: Vec<ConnectionHandle> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.proto.going_away() && which(c))
+            .map(|(h, _)| *h)
+            .collect();
         for h in handles {
             if let Some(c) = self.conns.get_mut(&h) {
                 c.proto.go_away(&mut c.control_out);
@@ -716,12 +741,20 @@ impl Quic3 {
 
     /// Closes the connections that said GOAWAY and have nothing under way.
     fn close_idle(&mut self, now: Instant) {
-        for (h, c) in &self.conns {
+        for (h, c) in &mut self.conns {
             let done = c.answers.is_empty() && c.waiting.is_empty() && c.unacked.is_empty();
-            if c.proto.going_away() && done {
-                if let Some(q) = self.endpoint.conn(*h) {
-                    q.close(now, varint(ErrorCode::NoError), bytes::Bytes::new());
-                }
+            if !c.proto.going_away() || !done || !c.control_out.is_empty() {
+                continue;
+            }
+            // The GOAWAY goes out at this turn's transmit, the close at a later turn
+            // (the client's ACK of it, a timer): a close drops whatever QUIC has not
+            // sent yet.
+            if !c.goaway_sent {
+                c.goaway_sent = true;
+                continue;
+            }
+            if let Some(q) = self.endpoint.conn(*h) {
+                q.close(now, varint(ErrorCode::NoError), bytes::Bytes::new());
             }
         }
     }

@@ -883,6 +883,10 @@ impl<D: Driver> Worker<D> {
                     }
                 }
             }
+            // HTTP/3's connections likewise.
+            if !self.quic.is_empty() {
+                self.quic(None, now, QuicTurn::Drain);
+            }
         }
         // What the ring accepted for a listener whose watch ended after the worker
         // last looked (a pause, a stop) is served within a tick.

@@ -404,3 +404,38 @@ fn prefixed(out: &mut Vec<u8>, flags: u8, n: u32, v: usize) {
     }
     out.push(rest as u8);
 }
+
+/// The frames of a stream's bytes (after its type, for a unidirectional stream): each
+/// frame's type and payload, as far as they are whole.
+pub fn frames(mut b: &[u8]) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    while let Some((kind, at)) = read_varint(b, 0) {
+        let Some((len, at)) = read_varint(b, at) else {
+            break;
+        };
+        let Some(payload) = usize::try_from(len).ok().and_then(|n| b.get(at..at + n)) else {
+            break;
+        };
+        out.push((kind, payload.to_vec()));
+        b = &b[at + payload.len()..];
+    }
+    out
+}
+
+impl Quic {
+    /// Whether the server said GOAWAY on its control stream.
+    pub fn told_go_away(&self) -> bool {
+        self.server_uni()
+            .iter()
+            .filter(|s| s.data.first() == Some(&0x00))
+            .any(|s| frames(&s.data[1..]).iter().any(|(t, _)| *t == 0x07))
+    }
+
+    /// A GET of `path` on a new stream, driven until it is answered (up to 5 s): the
+    /// status.
+    pub fn get(&mut self, path: &str) -> Option<u16> {
+        let id = self.open(Dir::Bi, &get(path), true);
+        self.drive_until(Duration::from_secs(5), |q| q.stream(id).fin);
+        status_of(&self.stream(id).data)
+    }
+}

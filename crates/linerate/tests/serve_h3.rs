@@ -16,6 +16,8 @@ const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
 
 #[path = "serve_h3/floods.rs"]
 mod floods;
+#[path = "serve_h3/graceful.rs"]
+mod graceful;
 #[path = "serve_h3/interop.rs"]
 mod interop;
 #[path = "serve_h3/protocol.rs"]

@@ -267,6 +267,11 @@ impl Connection {
         self.goaway.is_some()
     }
 
+    /// Requests taken so far (each answered, or being answered).
+    pub fn answered(&self) -> u64 {
+        self.taken
+    }
+
     /// Request streams whose answers are not done.
     pub fn open_requests(&self) -> usize {
         self.requests.len()

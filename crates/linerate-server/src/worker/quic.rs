@@ -25,6 +25,8 @@ pub(super) enum QuicTurn {
     Serve,
     /// A stop or reload began.
     GoAway,
+    /// A stop's shutdown delay: GOAWAY on the connections answered.
+    Drain,
     /// The stop's deadline came.
     CloseAll,
 }
@@ -73,6 +75,10 @@ impl<D: Driver> Worker<D> {
                 QuicTurn::Serve => q.serve(now, site, &mut write_log),
                 QuicTurn::GoAway => {
                     q.go_away();
+                    q.serve(now, site, &mut write_log);
+                }
+                QuicTurn::Drain => {
+                    q.drain();
                     q.serve(now, site, &mut write_log);
                 }
                 QuicTurn::CloseAll => {
