@@ -56,7 +56,7 @@ pub use proc::{
     open_fds, set_soft_nofile,
 };
 pub use server::{Linerate, Server};
-pub use tls::{curl_tls, rsa_tls_files, tls_files, tls_files_for};
+pub use tls::{curl_tls, rsa_tls_files, tls_files, tls_files_for, two_sites};
 pub use tools::{
     assert_no_netns_left, chromium_loads_forty_asset_page, expect_clean_bench, headless_chromium,
     installed,

@@ -94,11 +94,17 @@ impl Quic {
     /// A connection to `server`'s UDP port for `localhost`, trusting `cert` (a PEM
     /// file), ALPN `h3`, the handshake done.
     pub fn connect(server: SocketAddr, cert: &Path) -> Quic {
+        Quic::connect_as(server, cert, "localhost").expect("a handshake")
+    }
+
+    /// A connection to `server`'s UDP port for the name `name` (SNI), trusting `cert`,
+    /// the handshake done; how it failed, if it did.
+    pub fn connect_as(server: SocketAddr, cert: &Path, name: &str) -> Result<Quic, String> {
         let config = client_config(Some(cert));
         let sock = UdpSocket::bind(SocketAddr::new(server.ip(), 0)).expect("a UDP socket");
         let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
         let (handle, conn) = endpoint
-            .connect(Instant::now(), config, server, "localhost")
+            .connect(Instant::now(), config, server, name)
             .expect("connects");
         let mut q = Quic {
             sock,
@@ -111,8 +117,10 @@ impl Quic {
             closed: None,
         };
         let up = q.drive_until(Duration::from_secs(10), |q| !q.conn.is_handshaking());
-        assert!(up && q.closed.is_none(), "no handshake: {:?}", q.closed);
-        q
+        match (&q.closed, up) {
+            (None, true) => Ok(q),
+            (closed, _) => Err(format!("no handshake: {closed:?}")),
+        }
     }
 
     /// Opens a stream of `dir` (waiting up to 10 s for the server to allow one) and

@@ -71,3 +71,31 @@ pub fn rsa_tls_files(dir: &Path, name: &str, pkcs1: bool) -> Option<(PathBuf, Pa
     }
     Some((cert, key))
 }
+
+/// Two sites, each with a certificate of its own, in a configuration file written in
+/// `dir` (`sites.toml`): `a.test` (and `a_names` more) served from `a_root`, `b.test`
+/// from `b_root` and the default; both on `127.0.0.1:0` in clear and over TLS, with
+/// `extra` server-wide lines first. The file, and the two certificates.
+pub fn two_sites(
+    dir: &Path,
+    (a_root, a_names): (&Path, &[&str]),
+    b_root: &Path,
+    extra: &str,
+) -> (PathBuf, PathBuf, PathBuf) {
+    let a_hosts = [&["a.test"][..], a_names].concat();
+    let (a_cert, a_key) = tls_files_for(dir, "a", &a_hosts);
+    let (b_cert, b_key) = tls_files_for(dir, "b", &["b.test"]);
+    let names: Vec<String> = a_hosts.iter().map(|n| format!("{n:?}")).collect();
+    let conf = dir.join("sites.toml");
+    std::fs::write(
+        &conf,
+        format!(
+            "listen = \"127.0.0.1:0\"\ntls-listen = \"127.0.0.1:0\"\n{extra}\
+             [[site]]\nnames = [{}]\nroot = {a_root:?}\ntls-cert = {a_cert:?}\ntls-key = {a_key:?}\n\
+             [[site]]\nnames = [\"b.test\"]\nroot = {b_root:?}\ndefault = true\ntls-cert = {b_cert:?}\ntls-key = {b_key:?}\n",
+            names.join(", "),
+        ),
+    )
+    .expect("writes the configuration");
+    (conf, a_cert, b_cert)
+}

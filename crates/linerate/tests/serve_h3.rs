@@ -941,3 +941,47 @@ fn net_log_events(path: &Path) -> Vec<(String, serde_json::Value)> {
         })
         .collect()
 }
+
+/// Over HTTP/3 each site answers with its own certificate, as over HTTPS (the same
+/// resolver): a client asking for `a.test` (SNI) is shown site a's certificate, not
+/// b's, and the other way round; each request goes to the site its `:authority` names.
+/// Rules: docs/http.md Q1.
+#[test]
+fn each_site_answers_with_its_own_certificate_over_h3() {
+    use linerate_testkit::quic::{self, headers, Quic};
+    let (a_root, b_root, certs) = (docroot(), docroot(), docroot());
+    put(a_root.path(), "who", b"a");
+    put(b_root.path(), "who", b"b");
+    let (conf, a_cert, b_cert) = linerate_testkit::two_sites(
+        certs.path(),
+        (a_root.path(), &[]),
+        b_root.path(),
+        "http3 = \"on\"\n",
+    );
+    let server = LINERATE.serve_config(None, &conf, &[]);
+    let addr = server.tls_addr();
+    for (name, right, wrong) in [("a.test", &a_cert, &b_cert), ("b.test", &b_cert, &a_cert)] {
+        let wrong_one = Quic::connect_as(addr, wrong, name);
+        assert!(
+            wrong_one.is_err(),
+            "{name}: not the other site's certificate"
+        );
+        let mut q = Quic::connect_as(addr, right, name).unwrap();
+        let request = headers(&[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":authority", name),
+            (":path", "/who"),
+        ]);
+        let id = q.open(quinn_proto::Dir::Bi, &request, true);
+        q.drive_until(std::time::Duration::from_secs(5), |q| q.stream(id).fin);
+        let data = q.stream(id).data;
+        assert_eq!(quic::status_of(&data), Some(200), "{name}");
+        let body = quic::frames(&data)
+            .into_iter()
+            .filter(|(t, _)| *t == 0x00)
+            .flat_map(|(_, p)| p)
+            .collect::<Vec<u8>>();
+        assert_eq!(body, &name.as_bytes()[..1], "{name}: its site's file");
+    }
+}

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use linerate_testkit::{
     assert_bytes_eq, curl_tls, docroot, fetch, installed, pattern, per_strategy, put,
-    rsa_tls_files, tls_files, tls_files_for, variant_args, Linerate, Server,
+    rsa_tls_files, tls_files, variant_args, Linerate, Server,
 };
 
 const LINERATE: Linerate = Linerate::new(env!("CARGO_BIN_EXE_linerate"));
@@ -703,24 +703,12 @@ fn each_site_answers_with_its_own_certificate_and_unknown_names_get_the_default_
     let (a_root, b_root, certs) = (docroot(), docroot(), docroot());
     put(a_root.path(), "who", b"a");
     put(b_root.path(), "who", b"b");
-    let (a_cert, a_key) = tls_files_for(certs.path(), "a", &["a.test", "*.a.test"]);
-    let (b_cert, b_key) = tls_files_for(certs.path(), "b", &["b.test"]);
-    let conf = certs.path().join("sites.toml");
-    std::fs::write(
-        &conf,
-        format!(
-            "listen = \"127.0.0.1:0\"\ntls-listen = \"127.0.0.1:0\"\naccess-log = \"off\"\n\
-             [[site]]\nnames = [\"a.test\", \"*.a.test\"]\nroot = {:?}\ntls-cert = {:?}\ntls-key = {:?}\n\
-             [[site]]\nnames = [\"b.test\"]\nroot = {:?}\ndefault = true\ntls-cert = {:?}\ntls-key = {:?}\n",
-            a_root.path(),
-            a_cert,
-            a_key,
-            b_root.path(),
-            b_cert,
-            b_key
-        ),
-    )
-    .unwrap();
+    let (conf, a_cert, b_cert) = linerate_testkit::two_sites(
+        certs.path(),
+        (a_root.path(), &["*.a.test"]),
+        b_root.path(),
+        "access-log = \"off\"\n",
+    );
     let server = LINERATE.serve_config(None, &conf, &[]);
     let addr = server.tls_addr();
     for (name, right, wrong) in [
