@@ -191,6 +191,23 @@ fn serve_counted(root: &Path, certs: &Path, log: &Path) -> (Server, std::path::P
     LINERATE.start_tls(root, certs, &args)
 }
 
+/// The flags of an HTTPS listener at `addr` with `cert` and `key`, and HTTP/3 on.
+fn h3_on(addr: &str, cert: &Path, key: &Path) -> Vec<String> {
+    let (cert, key) = (cert.display().to_string(), key.display().to_string());
+    [
+        "--tls-listen",
+        addr,
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--http3",
+        "on",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// The server's status page.
 fn status(server: &Server) -> serde_json::Value {
     status_at(server, "/.status")
@@ -708,22 +725,10 @@ fn serve_on_a_held_udp_port(extra: &[&str]) -> (i32, String, String, String) {
         }
     };
     let addr = held.local_addr().unwrap().to_string();
-    let args = [
-        &[
-            "serve",
-            root.path().to_str().unwrap(),
-            "--tls-listen",
-            &addr,
-            "--tls-cert",
-            cert.to_str().unwrap(),
-            "--tls-key",
-            key.to_str().unwrap(),
-            "--http3",
-            "on",
-        ][..],
-        extra,
-    ]
-    .concat();
+    let h3 = h3_on(&addr, &cert, &key);
+    let mut args = vec!["serve", root.path().to_str().unwrap()];
+    args.extend(h3.iter().map(String::as_str));
+    args.extend(extra);
     let (code, out, err) = LINERATE.run(&args);
     (code, out, err, addr)
 }

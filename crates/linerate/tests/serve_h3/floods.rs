@@ -170,16 +170,8 @@ fn a_spoofed_address_gets_at_most_three_times_what_it_sent() {
     let (crt, key) = linerate_testkit::tls_files(certs.path(), "server");
     let pem = std::fs::read_to_string(&crt).unwrap();
     std::fs::write(&crt, pem.repeat(12)).unwrap();
-    let args = [
-        "--tls-listen",
-        "127.0.0.1:0",
-        "--tls-cert",
-        crt.to_str().unwrap(),
-        "--tls-key",
-        key.to_str().unwrap(),
-        "--http3",
-        "on",
-    ];
+    let args = h3_on("127.0.0.1:0", &crt, &key);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let server = LINERATE.start(root.path(), &args);
     let (sock, sent) = quic::initials(server.tls_addr(), 1);
     let chain = pem.len() * 12 * 3 / 4;

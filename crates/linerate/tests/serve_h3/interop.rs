@@ -1,7 +1,8 @@
 //! The QUIC interop runner's cases that fit one host, each against ngtcp2's client
 //! (docs/http.md Q5): resumption, 0-RTT (refused by default; with
 //! `--http3-early-data on`, GET and HEAD answered from it and anything else 425),
-//! ChaCha20-Poly1305, a key update, a migration to a new local port, ECN.
+//! ChaCha20-Poly1305, a key update, a migration to a new local port, a NAT's rebinding
+//! of the client's address and port (in network namespaces), ECN.
 
 use super::*;
 
@@ -194,4 +195,170 @@ fn ecn_counts_go_back_to_the_client() {
     };
     let said = one.fetch(&[]);
     assert!(said.contains("path is ECN capable"), "{said}");
+}
+
+/// Two network namespaces joined by a veth pair, the server's at 198.18.0.1 and the
+/// client's at 198.18.0.2 with 198.18.0.3 beside it, removed when dropped; None where
+/// they cannot be made (not root, no `ip` or `nft`).
+struct Pair {
+    server: String,
+    client: String,
+}
+
+impl Pair {
+    fn new() -> Option<Pair> {
+        if !linerate_testkit::is_root() || !installed("ip") || !installed("nft") {
+            eprintln!("skipped: network namespaces need root, ip and nft");
+            return None;
+        }
+        let id = std::process::id();
+        let pair = Pair {
+            server: format!("lrq{id}s"),
+            client: format!("lrq{id}c"),
+        };
+        let sh = |cmd: &str| {
+            let ok = Command::new("sh")
+                .args(["-c", cmd])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "{cmd}");
+        };
+        let (s, c) = (&pair.server, &pair.client);
+        sh(&format!("ip netns add {s} && ip netns add {c}"));
+        sh(&format!("ip link add {s}v type veth peer name {c}v"));
+        sh(&format!(
+            "ip link set {s}v netns {s} && ip link set {c}v netns {c}"
+        ));
+        sh(&format!(
+            "ip -n {s} addr add 198.18.0.1/24 dev {s}v && ip -n {s} link set {s}v up && \
+             ip -n {s} link set lo up && ip -n {c} addr add 198.18.0.2/24 dev {c}v && \
+             ip -n {c} addr add 198.18.0.3/24 dev {c}v && ip -n {c} link set {c}v up && \
+             ip -n {c} link set lo up"
+        ));
+        Some(pair)
+    }
+
+    /// From now on the client's datagrams to `port` leave from `to` (its address, and
+    /// its port if given) and the answers to `to` come back to where it sent from, as a
+    /// NAT that has rebound its mapping: the client does not know (stateless rewrites in
+    /// its namespace, before connection tracking), and what the server still sends to
+    /// the old mapping is lost.
+    fn rebind(&self, port: u16, from_port: u16, to: (&str, Option<u16>)) {
+        let (addr, new_port) = to;
+        let (out_port, back_port) = match new_port {
+            Some(p) => (
+                format!(" udp sport set {p}"),
+                format!(" udp dport set {from_port}"),
+            ),
+            None => (String::new(), String::new()),
+        };
+        let back_match = new_port.map_or(String::new(), |p| format!(" udp dport {p}"));
+        let rules = format!(
+            "table ip rebind {{\n\
+             chain out {{ type filter hook output priority raw; ip daddr 198.18.0.1 udp dport {port} \
+             udp sport {from_port} ip saddr set {addr}{out_port} notrack; }}\n\
+             chain back {{ type filter hook prerouting priority raw; \
+             ip saddr 198.18.0.1 udp sport {port} ip daddr 198.18.0.2 udp dport {from_port} drop; \
+             ip saddr 198.18.0.1 udp sport {port}{back_match} ip daddr {addr} \
+             ip daddr set 198.18.0.2{back_port} notrack; }}\n}}\n"
+        );
+        let mut nft = Command::new("ip")
+            .args(["netns", "exec", &self.client, "nft", "-f", "-"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        nft.stdin
+            .take()
+            .unwrap()
+            .write_all(rules.as_bytes())
+            .unwrap();
+        assert!(nft.wait().unwrap().success(), "{rules}");
+    }
+
+    /// The local port of the client's UDP socket (the one client running).
+    fn client_port(&self) -> Option<u16> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.client, "ss", "-uanH"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        // Its socket may be connected to the server or not: the one bound on the
+        // client's address.
+        text.lines().find_map(|l| {
+            let local = l.split_whitespace().nth(3)?;
+            local.strip_prefix("198.18.0.2:")?.parse().ok()
+        })
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for ns in [&self.server, &self.client] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+/// The QUIC interop runner's rebind-addr and rebind-port, through a NAT in network
+/// namespaces: mid-download the client's datagrams start to come from another address
+/// (and port), the client unaware; the server sees the new address on non-probing
+/// packets, checks it (PATH_CHALLENGE, which the client answers without knowing why)
+/// and moves the connection there (RFC 9000 §9.3): the body arrives whole, on one
+/// connection. Rules: docs/http.md Q5.
+#[test]
+fn the_connection_follows_a_nat_rebinding_of_address_and_port() {
+    let Some(client) = gtlsclient() else {
+        return;
+    };
+    for to_port in [None, Some(40_000)] {
+        let Some(pair) = Pair::new() else {
+            return;
+        };
+        let root = docroot();
+        let data = pattern(8 << 20, 29);
+        put(root.path(), "n.bin", &data);
+        let certs = docroot();
+        let (cert, key) = linerate_testkit::tls_files(certs.path(), "server");
+        let wrapper = ["ip", "netns", "exec", pair.server.as_str()];
+        let args = h3_on("198.18.0.1:4433", &cert, &key);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let _server = LINERATE.start_under(&wrapper, root.path(), &args);
+        let got = docroot();
+        let fetch = Command::new("ip")
+            .args(["netns", "exec", &pair.client, client])
+            .args(["--exit-on-all-streams-close", "--timeout=15s"])
+            .args(["--no-quic-dump", "--no-http-dump"])
+            .arg(format!("--download={}", got.path().display()))
+            .args(["198.18.0.1", "4433", "https://localhost:4433/n.bin"])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Rebind once the download is under way.
+        let mut from = None;
+        for _ in 0..200 {
+            from = pair.client_port();
+            let file = got.path().join("n.bin");
+            let started = std::fs::metadata(&file).is_ok_and(|m| m.len() > 1 << 20);
+            if from.is_some() && started {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let from = from.expect("the client's port");
+        pair.rebind(4433, from, ("198.18.0.3", to_port));
+        let out = fetch.wait_with_output().unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{to_port:?}: {said}");
+        let challenged = said
+            .lines()
+            .any(|l| l.contains(" frm rx ") && l.contains("PATH_CHALLENGE"));
+        assert!(
+            challenged,
+            "{to_port:?}: the server never checked the new address"
+        );
+        let body = std::fs::read(got.path().join("n.bin")).unwrap();
+        assert_bytes_eq(&body, &data, &format!("rebound to {to_port:?}"));
+    }
 }
