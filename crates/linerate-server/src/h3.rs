@@ -89,6 +89,11 @@ const RECVS_PER_TURN: usize = 64;
 /// Body bytes a DATA frame takes from a file range: read into memory (QUIC keeps what
 /// it sends until acknowledged, so no file page goes to the socket as with TCP).
 const FRAME_BYTES: u64 = 64 * 1024;
+/// How long a connection whose handshake ended after GOAWAY was said may take to send
+/// its first request before it is told GOAWAY too.
+const LATE_GRACE: Duration = Duration::from_secs(1);
+/// The least time between a GOAWAY handed to QUIC and the close that follows it.
+const CLOSE_AFTER: Duration = Duration::from_millis(5);
 /// What an access log line says of the transport.
 const TLS13: &str = "TLSv1.3";
 /// The UDP socket buffers asked for, each way: a burst of QUIC datagrams from many
@@ -164,10 +169,18 @@ struct H3Conn {
     /// Streams whose answers are all handed to QUIC and not all acknowledged yet: a
     /// stop closes the connection only once they are.
     unacked: Vec<StreamId>,
-    /// Request streams some of whose bytes came in 0-RTT (before the handshake ended).
-    early: Vec<StreamId>,
-    /// Its GOAWAY was handed to QUIC at an earlier turn: it may close now.
-    goaway_sent: bool,
+    /// Request streams below this one (a stream id) may have had bytes in 0-RTT:
+    /// the highest read before the handshake ended, plus 4. A client opens its
+    /// streams in order, so one below it came early or was opened by one that did.
+    early_below: u64,
+    /// When it may close, its GOAWAY handed to QUIC: a round trip later, so the
+    /// client has it (a close drops what QUIC has not sent yet).
+    close_at: Option<Instant>,
+    /// Its handshake ended after GOAWAY was said (a stop or reload), at this time: it
+    /// is told GOAWAY after its first answer, as in a shutdown delay (its client sent
+    /// its first requests with the handshake's end, and they are served), or after
+    /// [`LATE_GRACE`] if it sends none.
+    late: Option<Instant>,
 }
 
 /// One worker's HTTP/3 on one UDP socket: the QUIC endpoint and its connections.
@@ -190,6 +203,8 @@ pub(crate) struct Quic3 {
     /// `--send-timeout`, and when the answers under way are next looked at for it.
     send_timeout: Duration,
     sweep_at: Option<Instant>,
+    /// The earliest time a connection told GOAWAY may close ([`Quic3::close_idle`]).
+    close_at: Option<Instant>,
 }
 
 /// Where answered requests are logged: the client, the response, how it was cut.
@@ -228,6 +243,7 @@ impl Quic3 {
             resumed,
             send_timeout: cfg.send_timeout,
             sweep_at: None,
+            close_at: None,
             sock,
             endpoint,
             conns: HashMap::new(),
@@ -251,6 +267,7 @@ impl Quic3 {
             .next_timeout()
             .into_iter()
             .chain(self.sweep_at)
+            .chain(self.close_at)
             .min()
     }
 
@@ -282,7 +299,8 @@ impl Quic3 {
     /// How often the answers under way are looked at for the send deadline: a
     /// second, or the deadline when it is shorter (so it errs by at most that).
     fn sweep_every(&self) -> Duration {
-        self.send_timeout.min(Duration::from_secs(1))
+        self.send_timeout
+            .clamp(Duration::from_millis(10), Duration::from_secs(1))
     }
 
     /// The send deadline (`--send-timeout`), as over TCP: a connection one of whose
@@ -360,6 +378,11 @@ impl Quic3 {
                 Stats::add(&site.stats.h3_connections, 1);
                 self.conn(h);
                 self.open_control(h);
+                // A handshake that ended after a stop or reload said GOAWAY: this
+                // connection is told too, once its first requests are taken.
+                if let (true, Some(c)) = (self.going_away, self.conns.get_mut(&h)) {
+                    c.late = Some(now);
+                }
             }
             Event::Opened(h, dir) => {
                 while let Some(id) = self.endpoint.conn(h).and_then(|c| c.streams().accept(dir)) {
@@ -377,8 +400,8 @@ impl Quic3 {
                     self.pump(h, id, log);
                 }
             }
-            Event::Stopped(h, id) => {
-                self.cut(h, id, log);
+            Event::Stopped(h, id, code) => {
+                self.cut(h, id, code, log);
                 self.act(h, now, site, log);
             }
             Event::Finished(h, id) => {
@@ -410,8 +433,9 @@ impl Quic3 {
                     answers: Vec::new(),
                     waiting: Vec::new(),
                     unacked: Vec::new(),
-                    early: Vec::new(),
-                    goaway_sent: false,
+                    early_below: 0,
+                    close_at: None,
+                    late: None,
                 },
             );
         }
@@ -465,8 +489,8 @@ impl Quic3 {
         };
         let raw = u64::from(VarInt::from(id));
         // A server reads a client's stream before the handshake ends only from 0-RTT.
-        if q.is_handshaking() && id.dir() == Dir::Bi && !c.early.contains(&id) {
-            c.early.push(id);
+        if q.is_handshaking() && id.dir() == Dir::Bi {
+            c.early_below = c.early_below.max(raw + 4);
         }
         let mut recv = q.recv_stream(id);
         if let Ok(mut chunks) = recv.read(true) {
@@ -547,8 +571,7 @@ impl Quic3 {
         };
         request.secure = true;
         let peer = Peer::Ip(c.peer);
-        if let Some(at) = c.early.iter().position(|&s| s == id) {
-            c.early.swap_remove(at);
+        if u64::from(VarInt::from(id)) < c.early_below {
             Stats::add(&site.stats.h3_early, 1);
             if !matches!(request.method, Method::Get | Method::Head) {
                 let (line, t) = (site.request_line(&request), SystemTime::now());
@@ -670,13 +693,15 @@ impl Quic3 {
         }
     }
 
-    /// The client stopped stream `id`: its answer is cut.
-    fn cut(&mut self, h: ConnectionHandle, id: StreamId, log: &mut Log<'_>) {
+    /// The client stopped stream `id` with `code`: its answer is cut, the stream
+    /// reset with the same code (RFC 9000 §3.5), a password check for it dropped.
+    fn cut(&mut self, h: ConnectionHandle, id: StreamId, code: VarInt, log: &mut Log<'_>) {
         let (Some(c), Some(q)) = (self.conns.get_mut(&h), self.endpoint.conn(h)) else {
             return;
         };
-        let _ = q.send_stream(id).reset(varint(ErrorCode::RequestCancelled));
+        let _ = q.send_stream(id).reset(code);
         c.proto.forget(u64::from(VarInt::from(id)));
+        c.waiting.retain(|w| w.stream != id);
         let unacked = c.unacked.len();
         c.unacked.retain(|&s| s != id);
         let mut under_way = unacked != c.unacked.len();
@@ -699,6 +724,7 @@ impl Quic3 {
         if let Some(c) = self.conns.get_mut(&h) {
             c.proto.forget(u64::from(VarInt::from(id)));
             c.waiting.retain(|w| w.stream != id);
+            c.unacked.retain(|&s| s != id);
             if let Some(i) = c.answers.iter().position(|a| a.stream == id) {
                 let a = c.answers.swap_remove(i);
                 log_cut(log, c.peer, &a);
@@ -723,12 +749,14 @@ impl Quic3 {
         self.say_go_away(|c| c.proto.answered() > 0);
     }
 
-    /// GOAWAY on each connection `which` picks that has not said it yet.
+    /// GOAWAY on each connection `which` picks that has not said it yet, once its
+    /// control stream is open (SETTINGS first, RFC 9114 §6.2.1): one whose handshake
+    /// is under way is told when it ends.
     fn say_go_away(&mut self, which: impl Fn(&H3Conn) -> bool) {
         let handles: Vec<ConnectionHandle> = self
             .conns
             .iter()
-            .filter(|(_, c)| !c.proto.going_away() && which(c))
+            .filter(|(_, c)| c.control.is_some() && !c.proto.going_away() && which(c))
             .map(|(h, _)| *h)
             .collect();
         for h in handles {
@@ -739,22 +767,39 @@ impl Quic3 {
         }
     }
 
-    /// Closes the connections that said GOAWAY and have nothing under way.
+    /// Closes the connections that said GOAWAY and have nothing under way, a round
+    /// trip after the GOAWAY went out (at least [`CLOSE_AFTER`]): a close drops
+    /// whatever QUIC has not sent yet, and a client that had not seen the GOAWAY
+    /// could not tell a stop from a fault.
     fn close_idle(&mut self, now: Instant) {
+        self.close_at = None;
+        let late = |c: &H3Conn| c.late.filter(|_| !c.proto.going_away());
+        if self.conns.values().any(|c| late(c).is_some()) {
+            let told = |c: &H3Conn| {
+                late(c).is_some_and(|t| c.proto.answered() > 0 || now >= t + LATE_GRACE)
+            };
+            self.say_go_away(told);
+            let waits = self.conns.values().filter_map(late);
+            self.close_at = waits.map(|t| t + LATE_GRACE).min();
+        }
         for (h, c) in &mut self.conns {
             let done = c.answers.is_empty() && c.waiting.is_empty() && c.unacked.is_empty();
             if !c.proto.going_away() || !done || !c.control_out.is_empty() {
                 continue;
             }
-            // The GOAWAY goes out at this turn's transmit, the close at a later turn
-            // (the client's ACK of it, a timer): a close drops whatever QUIC has not
-            // sent yet.
-            if !c.goaway_sent {
-                c.goaway_sent = true;
+            let Some(q) = self.endpoint.conn(*h) else {
+                continue;
+            };
+            if q.is_closed() {
                 continue;
             }
-            if let Some(q) = self.endpoint.conn(*h) {
+            let at = *c
+                .close_at
+                .get_or_insert_with(|| now + q.rtt().max(CLOSE_AFTER));
+            if at <= now {
                 q.close(now, varint(ErrorCode::NoError), bytes::Bytes::new());
+            } else {
+                self.close_at = Some(self.close_at.map_or(at, |t| t.min(at)));
             }
         }
     }

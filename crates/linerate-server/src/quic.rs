@@ -171,8 +171,8 @@ pub(crate) enum Event {
     Readable(ConnectionHandle, StreamId),
     /// A stream that was blocked by flow control may take more.
     Writable(ConnectionHandle, StreamId),
-    /// The peer asked us to stop sending on a stream.
-    Stopped(ConnectionHandle, StreamId),
+    /// The peer asked us to stop sending on a stream, with this error code.
+    Stopped(ConnectionHandle, StreamId, VarInt),
     /// A stream this side finished has all its bytes acknowledged.
     Finished(ConnectionHandle, StreamId),
     /// The connection is closed (by either side, or timed out) and forgotten.
@@ -469,8 +469,8 @@ impl Endpoint {
                     quinn_proto::Event::Stream(StreamEvent::Writable { id }) => {
                         Some(Event::Writable(h, id))
                     }
-                    quinn_proto::Event::Stream(StreamEvent::Stopped { id, .. }) => {
-                        Some(Event::Stopped(h, id))
+                    quinn_proto::Event::Stream(StreamEvent::Stopped { id, error_code }) => {
+                        Some(Event::Stopped(h, id, error_code))
                     }
                     quinn_proto::Event::Stream(StreamEvent::Finished { id }) => {
                         Some(Event::Finished(h, id))

@@ -231,7 +231,8 @@ stats! {
             "Retry packets sent to check a new HTTP/3 client's address (--http3-retry)",
         h3_responses: counter as "http3.responses",
         /// HTTP/3 sessions resumed (a ticket the server could open, or a session it
-        /// held), and requests that came in 0-RTT (`--http3-early-data`; those not GET
+        /// held: an upper bound, since rustls may still refuse one it opened, as
+        /// when its cipher suite is not the one chosen now), and requests that came in 0-RTT (`--http3-early-data`; those not GET
         /// or HEAD answered 425).
         h3_resumed: counter as "http3.resumed"
             => "linerate_http3_resumed"

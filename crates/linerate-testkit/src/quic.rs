@@ -100,6 +100,18 @@ impl Quic {
     /// A connection to `server`'s UDP port for the name `name` (SNI), trusting `cert`,
     /// the handshake done; how it failed, if it did.
     pub fn connect_as(server: SocketAddr, cert: &Path, name: &str) -> Result<Quic, String> {
+        let mut q = Quic::start_as(server, cert, name);
+        let up = q.drive_until(Duration::from_secs(10), |q| !q.conn.is_handshaking());
+        match (&q.closed, up) {
+            (None, true) => Ok(q),
+            (closed, _) => Err(format!("no handshake: {closed:?}")),
+        }
+    }
+
+    /// A connection to `server` for `name`, trusting `cert`, its handshake begun (its
+    /// Initial sent) and not driven further: the server's answer waits in the socket
+    /// until [`Quic::drive_until`] reads it.
+    pub fn start_as(server: SocketAddr, cert: &Path, name: &str) -> Quic {
         let config = client_config(Some(cert));
         let sock = UdpSocket::bind(SocketAddr::new(server.ip(), 0)).expect("a UDP socket");
         let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
@@ -116,11 +128,13 @@ impl Quic {
             reading: true,
             closed: None,
         };
-        let up = q.drive_until(Duration::from_secs(10), |q| !q.conn.is_handshaking());
-        match (&q.closed, up) {
-            (None, true) => Ok(q),
-            (closed, _) => Err(format!("no handshake: {closed:?}")),
-        }
+        q.flush();
+        q
+    }
+
+    /// Whether the handshake is under way still.
+    pub fn handshaking(&self) -> bool {
+        self.conn.is_handshaking()
     }
 
     /// Opens a stream of `dir` (waiting up to 10 s for the server to allow one) and
@@ -431,12 +445,16 @@ pub fn frames(mut b: &[u8]) -> Vec<(u64, Vec<u8>)> {
 }
 
 impl Quic {
-    /// Whether the server said GOAWAY on its control stream.
+    /// Whether the server said GOAWAY on its control stream, after the SETTINGS that
+    /// must come first (RFC 9114 §6.2.1).
     pub fn told_go_away(&self) -> bool {
         self.server_uni()
             .iter()
             .filter(|s| s.data.first() == Some(&0x00))
-            .any(|s| frames(&s.data[1..]).iter().any(|(t, _)| *t == 0x07))
+            .map(|s| frames(&s.data[1..]))
+            .any(|f| {
+                f.first().is_some_and(|(t, _)| *t == 0x04) && f.iter().any(|(t, _)| *t == 0x07)
+            })
     }
 
     /// A GET of `path` on a new stream, driven until it is answered (up to 5 s): the

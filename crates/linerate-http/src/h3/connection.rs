@@ -15,7 +15,7 @@
 //! the server does not know is answered 501 and a head past the limits 431, as over
 //! the other two.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 
 use super::error::ErrorCode;
@@ -57,6 +57,10 @@ const FRAME_FACTOR: u64 = 2;
 /// flood (each request costs the server an answer, each cancel the client nothing), as
 /// HTTP/2 counts its resets.
 const CANCELS: u64 = 100;
+
+/// Request streams below the highest seen whose bytes are still awaited, at most: far
+/// more than the streams a client may open at once (QUIC's stream limit, 128 here).
+const SKIPPED: usize = 1024;
 
 /// Where a request stream stands.
 #[derive(Debug, PartialEq, Eq)]
@@ -103,6 +107,11 @@ pub struct Connection {
     goaway: Option<u64>,
     /// The highest request stream seen, plus 4 (the next the client may open).
     next_request: u64,
+    /// Request streams below it whose first bytes have not come: opening a stream
+    /// opens every lower one (RFC 9000 §3.2), and their bytes may come later
+    /// (reordered datagrams). At most [`SKIPPED`]; the client's stream limit keeps
+    /// them fewer.
+    skipped: HashSet<u64>,
     /// The connection was closed for an error: nothing more is read.
     failed: bool,
     /// Requests taken, and answers the client cancelled while they were under way.
@@ -135,6 +144,7 @@ impl Connection {
             taken: 0,
             cancels: 0,
             next_request: 0,
+            skipped: HashSet::new(),
             failed: false,
         }
     }
@@ -227,6 +237,7 @@ impl Connection {
             return;
         }
         self.requests.remove(&id);
+        self.skipped.remove(&id);
     }
 
     /// The client cancelled an answer under way (STOP_SENDING): past [`CANCELS`], when
@@ -348,11 +359,18 @@ impl Connection {
 
     fn request_bytes(&mut self, id: u64, mut bytes: &[u8]) -> Result<(), ErrorCode> {
         if !self.requests.contains_key(&id) {
-            if id < self.next_request {
+            if id < self.next_request && !self.skipped.remove(&id) {
                 // A stream already done with: what is left of it is dropped.
                 return Ok(());
             }
-            self.next_request = id + 4;
+            if id >= self.next_request {
+                let mut below = self.next_request;
+                while below < id && self.skipped.len() < SKIPPED {
+                    self.skipped.insert(below);
+                    below += 4;
+                }
+                self.next_request = id + 4;
+            }
             let max = FRAME_FACTOR * self.max_section();
             self.requests.insert(
                 id,
@@ -603,6 +621,39 @@ mod tests {
             Some(Event::Close {
                 code: ErrorCode::StreamCreationError
             })
+        ));
+    }
+
+    #[test]
+    fn a_lower_stream_whose_bytes_come_later_is_still_a_request() {
+        let mut c = conn();
+        // Stream 8's request comes first; 0 and 4 were opened by it, and their
+        // bytes come after (reordered datagrams).
+        for id in [8, 0, 4] {
+            c.receive(id, &get("/x"));
+            c.end(id);
+            let Some(Event::Request { stream, .. }) = c.next_event() else {
+                panic!("stream {id}: a request");
+            };
+            assert_eq!(stream, id);
+            c.forget(id);
+        }
+        // A stream done with: what comes on it again is dropped.
+        c.receive(0, &get("/x"));
+        assert!(c.next_event().is_none());
+        // One the client reset before any byte came is done with too.
+        c.receive(20, &get("/y"));
+        assert!(matches!(
+            c.next_event(),
+            Some(Event::Request { stream: 20, .. })
+        ));
+        c.reset_by_peer(12);
+        c.receive(12, &get("/y"));
+        assert!(c.next_event().is_none());
+        c.receive(16, &get("/z"));
+        assert!(matches!(
+            c.next_event(),
+            Some(Event::Request { stream: 16, .. })
         ));
     }
 
