@@ -25,6 +25,11 @@ pub enum Interest {
     /// A connection: readable, writable, errors and hang-ups (edge-triggered: the
     /// owner reads and writes until `EAGAIN`).
     Connection,
+    /// A UDP socket (HTTP/3's): under epoll readable, level-triggered, and the owner
+    /// reads it; under io_uring the ring receives its datagrams into buffers of its own
+    /// (each an [`Io::Received`], read with [`Ring::datagram`]) and sends them
+    /// ([`Ring::send_datagram`], each completion an [`Io::Sent`]).
+    Datagram,
 }
 
 /// One readiness event.
@@ -140,6 +145,18 @@ pub trait Ring {
     fn input(&self, buffer: u16, len: usize) -> &[u8];
     /// Gives a receive buffer back.
     fn recycle(&mut self, buffer: u16);
+    /// The datagram (or GRO batch) in a receive buffer of a [`Interest::Datagram`]
+    /// watch ([`Io::Received`]), with what the kernel said of it; none if it cannot be
+    /// read (a sender of no IP family). Give the buffer back after.
+    fn datagram(&self, buffer: u16, len: usize) -> Option<(linerate_sys::udp::Received, &[u8])>;
+    /// Queues batch `b` (copied) to be sent on the [`Interest::Datagram`] socket `fd`;
+    /// its completion comes as [`Io::Sent`] under the socket's token, several in flight
+    /// at once.
+    fn send_datagram(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        b: &linerate_sys::udp::Batch<'_>,
+    ) -> io::Result<()>;
     /// A connection the driver accepted for a listener whose watch has ended since
     /// (the ring's accepts run ahead of the owner), with the token the listener was
     /// watched under: the owner serves it, as a closed one would be reset with its
@@ -337,6 +354,71 @@ mod tests {
         wait_until(&mut d, |_, e| e.io == Io::InputEnded(Ok(())));
         d.deregister(a.as_fd()).unwrap();
         assert!(wait(&mut d, 20).is_empty());
+    }
+
+    /// A UDP socket's watch: under epoll it is readable (the owner reads); under
+    /// io_uring the ring receives each datagram into a buffer of its own, read with
+    /// its sender and ECN bits, and sends the owner's batches, each completion under
+    /// the socket's token.
+    #[test]
+    fn a_datagram_watch_receives_and_sends_on_the_ring_and_is_readable_under_epoll() {
+        use linerate_sys::udp;
+        for (name, mut d) in drivers() {
+            let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            sock.set_nonblocking(true).unwrap();
+            udp::prepare(sock.as_fd(), false).unwrap();
+            let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+            d.register(sock.as_fd(), 11, Interest::Datagram).unwrap();
+            peer.send_to(b"ping", sock.local_addr().unwrap()).unwrap();
+            let mut got = None;
+            wait_until(d.as_mut(), |d, e| {
+                assert_eq!(e.token, 11, "{name}");
+                match (e.io, d.ring()) {
+                    (Io::Received { buffer, len }, Some(ring)) => {
+                        let (r, bytes) = ring.datagram(buffer, len as usize).expect("read");
+                        got = Some((r.from, bytes.to_vec()));
+                        ring.recycle(buffer);
+                    }
+                    (Io::None, None) if e.readable => {
+                        let mut buf = [0u8; 64];
+                        let r = udp::recv(sock.as_fd(), &mut buf).unwrap();
+                        got = Some((r.from, buf[..r.len].to_vec()));
+                    }
+                    (io, _) => panic!("{name}: {io:?}"),
+                }
+                true
+            });
+            assert_eq!(
+                got,
+                Some((peer.local_addr().unwrap(), b"ping".to_vec())),
+                "{name}"
+            );
+            let b = udp::Batch {
+                to: peer.local_addr().unwrap(),
+                from: None,
+                ecn: 0,
+                segment: None,
+                buf: b"pong",
+            };
+            match d.ring() {
+                Some(ring) => {
+                    ring.send_datagram(sock.as_fd(), &b).unwrap();
+                    wait_until(d.as_mut(), |_, e| e.token == 11 && e.io == Io::Sent(Ok(4)));
+                }
+                None => assert_eq!(udp::send(sock.as_fd(), &b).unwrap(), 4),
+            }
+            let mut buf = [0u8; 8];
+            peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let (n, from) = peer.recv_from(&mut buf).unwrap();
+            assert_eq!(
+                (&buf[..n], from),
+                (&b"pong"[..], sock.local_addr().unwrap()),
+                "{name}"
+            );
+            d.deregister(sock.as_fd()).unwrap();
+            peer.send_to(b"late", sock.local_addr().unwrap()).unwrap();
+            assert!(wait(d.as_mut(), 50).is_empty(), "{name}: the watch ended");
+        }
     }
 
     #[test]

@@ -210,6 +210,11 @@ pub(crate) struct Quic3 {
 /// Where answered requests are logged: the client, the response, how it was cut.
 pub(crate) type Log<'a> = dyn FnMut((Peer, Option<&'static str>), &Response, Option<Aborted>) + 'a;
 
+/// How a batch of datagrams goes to the socket: `sendmsg` now (epoll), or queued on the
+/// worker's ring (io_uring); the bytes taken, or why not.
+pub(crate) type Out<'a> =
+    dyn FnMut(std::os::fd::BorrowedFd<'_>, &udp::Batch<'_>) -> io::Result<usize> + 'a;
+
 impl Quic3 {
     /// HTTP/3 on `sock`, with the certificates of the HTTPS listener it goes with.
     pub fn new(
@@ -271,8 +276,15 @@ impl Quic3 {
             .min()
     }
 
-    /// Reads what the socket holds (up to [`RECVS_PER_TURN`] receives), then serves.
-    pub fn readable(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+    /// Reads what the socket holds (up to [`RECVS_PER_TURN`] receives), then serves
+    /// (under epoll; under io_uring the ring receives, [`Quic3::received`]).
+    pub fn readable(
+        &mut self,
+        now: Instant,
+        site: &mut Site,
+        log: &mut Log<'_>,
+        out: &mut Out<'_>,
+    ) {
         for _ in 0..RECVS_PER_TURN {
             match udp::recv(self.sock.as_fd(), &mut self.buf) {
                 Ok(r) if r.truncated => continue,
@@ -283,17 +295,36 @@ impl Quic3 {
                 Err(_) => continue,
             }
         }
-        self.serve(now, site, log);
+        self.serve(now, site, log, out);
+    }
+
+    /// A datagram (or GRO batch) the worker's ring received for this socket: handed
+    /// to QUIC; served at the turn's end ([`Quic3::serve`]), once for all the turn's.
+    pub fn received(&mut self, now: Instant, r: &udp::Received, payload: &[u8]) {
+        if !r.truncated {
+            self.endpoint.receive(now, r, payload);
+        }
+    }
+
+    /// A send the ring made completed: a GSO batch the kernel refused as such turns
+    /// GSO off for the socket (the batch is lost, as on the wire, and QUIC sends
+    /// again what it held); any other refusal is a datagram lost.
+    pub fn sent(&mut self, result: Result<u32, linerate_sys::Errno>) {
+        if let Err(e) = result {
+            if self.endpoint.gso && udp::gso_refused(&io::Error::from(e)) {
+                self.endpoint.gso = false;
+            }
+        }
     }
 
     /// Wakes the connections whose time has come (retransmits, idle timeouts), then
     /// serves.
-    pub fn tick(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+    pub fn tick(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>, out: &mut Out<'_>) {
         self.endpoint.timeouts(now);
         if self.sweep_at.is_some_and(|t| t <= now) {
             self.sweep(now, site, log);
         }
-        self.serve(now, site, log);
+        self.serve(now, site, log, out);
     }
 
     /// How often the answers under way are looked at for the send deadline: a
@@ -340,7 +371,7 @@ impl Quic3 {
 
     /// Passes every event to its connection's HTTP/3 until there are none, answers the
     /// requests that came, and sends what QUIC has to send.
-    pub fn serve(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+    pub fn serve(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>, out: &mut Out<'_>) {
         self.endpoint.take_mail(now);
         for _ in 0..16 {
             self.endpoint.events(&mut self.events);
@@ -368,7 +399,7 @@ impl Quic3 {
             std::mem::take(&mut self.endpoint.idle_closed),
         );
         let fd = self.sock.as_fd();
-        let r = self.endpoint.transmit(now, &mut |b| udp::send(fd, b));
+        let r = self.endpoint.transmit(now, &mut |b| out(fd, b));
         self.blocked = matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
     }
 

@@ -320,8 +320,8 @@ settings! {
         #[arg(long, value_name = "STRATEGY")]
         pub transmit: Option<Transmit>
             => Strategy = Strategy::Splice, |t| t.0,
-        /// Event-loop driver: uring (io_uring: connections' bytes received and sent on a
-        /// ring, one io_uring_enter per loop turn; refuses to start where io_uring cannot
+        /// Event-loop driver: uring (io_uring: connections' bytes and HTTP/3's datagrams
+        /// received and sent on a ring, one io_uring_enter per loop turn; refuses to start where io_uring cannot
         /// run, or on a kernel before 6.0); epoll; or auto (uring where it can run, else
         /// epoll with one line saying why) [default: auto].
         #[arg(long, value_name = "DRIVER")]

@@ -154,6 +154,9 @@ pub(crate) struct Worker<D: Driver> {
     idle: u64,
     /// HTTP/3 on the HTTPS listeners' UDP sockets.
     quic: Vec<crate::h3::Quic3>,
+    /// The HTTP/3 sockets the ring received datagrams for in this turn, to serve at
+    /// its end.
+    quic_received: Vec<usize>,
 }
 
 impl<D: Driver> Worker<D> {
@@ -268,6 +271,7 @@ impl<D: Driver> Worker<D> {
             open: 0,
             idle: 0,
             quic: Vec::new(),
+            quic_received: Vec::new(),
         }
         .with_quic()
     }
@@ -315,6 +319,7 @@ impl<D: Driver> Worker<D> {
                     }
                     Token::Notify(_) => {}
                     Token::Listener(i) => self.accept(i, now),
+                    Token::Quic(i) if ev.io != Io::None => self.quic_io(i, ev.io, now),
                     Token::Quic(i) => self.quic(Some(i), now, QuicTurn::Readable),
                     Token::Conn(idx, serial) => {
                         let meant = self
@@ -348,6 +353,7 @@ impl<D: Driver> Worker<D> {
                     }
                 }
             }
+            self.quic_served(now);
             for idx in turn {
                 if let Some(c) = self.conns.get_mut(idx).and_then(Option::as_mut) {
                     c.on_run_list = false;

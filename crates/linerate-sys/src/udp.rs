@@ -132,64 +132,102 @@ struct Control([u8; CONTROL]);
 /// size it does not take: the caller then sends the datagrams one by one (and may stop
 /// asking for GSO).
 pub fn send(fd: BorrowedFd<'_>, b: &Batch<'_>) -> io::Result<usize> {
-    let (mut name, name_len) = sockaddr(b.to);
-    let mut iov = libc::iovec {
-        iov_base: b.buf.as_ptr() as *mut libc::c_void,
-        iov_len: b.buf.len(),
-    };
-    let mut control = Control([0; CONTROL]);
-    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
-    let mut msg: libc::msghdr = unsafe { zeroed() };
-    msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
-    msg.msg_namelen = name_len;
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.0.as_mut_ptr().cast();
-    msg.msg_controllen = CONTROL as _;
-    let mut w = ControlWriter::new(&mut msg);
-    let v6 = b.to.is_ipv6();
-    if v6 {
-        w.put(
-            libc::IPPROTO_IPV6,
-            libc::IPV6_TCLASS,
-            libc::c_int::from(b.ecn),
-        );
-    } else {
-        w.put(libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(b.ecn));
-    }
-    if let Some(seg) = b.segment {
-        w.put(libc::SOL_UDP, libc::UDP_SEGMENT, seg);
-    }
-    match b.from {
-        Some(IpAddr::V4(ip)) if !v6 => {
-            let info = libc::in_pktinfo {
-                ipi_ifindex: 0,
-                ipi_spec_dst: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(ip.octets()),
-                },
-                ipi_addr: libc::in_addr { s_addr: 0 },
-            };
-            w.put(libc::IPPROTO_IP, libc::IP_PKTINFO, info);
+    let mut m = Message::default();
+    m.build(b, b.buf.as_ptr(), b.buf.len());
+    // SAFETY: `m.msg` points at `m`'s own name, iovec and control buffer, alive and
+    // unmoved for the call, and the iovec at `b.buf`, borrowed for it; the kernel only
+    // reads them.
+    cvt_size(unsafe { libc::sendmsg(fd.as_raw_fd(), &m.msg, libc::MSG_NOSIGNAL) })
+}
+
+/// A `sendmsg` header with what it names beside it: the address, one iovec, the
+/// control messages. A send on io_uring keeps one (boxed, with the bytes) until its
+/// completion, so nothing it names moves or goes while the kernel reads it.
+pub struct Message {
+    pub msg: libc::msghdr,
+    name: libc::sockaddr_storage,
+    iov: libc::iovec,
+    control: Control,
+}
+
+impl Default for Message {
+    fn default() -> Message {
+        // SAFETY: msghdr, sockaddr_storage and iovec are plain data; all-zero is valid
+        // (an empty header, no address, an empty iovec).
+        unsafe {
+            Message {
+                msg: zeroed(),
+                name: zeroed(),
+                iov: zeroed(),
+                control: Control([0; CONTROL]),
+            }
         }
-        Some(ip) if v6 => {
-            let ip = match ip {
-                IpAddr::V6(ip) => ip,
-                IpAddr::V4(ip) => ip.to_ipv6_mapped(),
-            };
-            let info = libc::in6_pktinfo {
-                ipi6_addr: libc::in6_addr {
-                    s6_addr: ip.octets(),
-                },
-                ipi6_ifindex: 0,
-            };
-            w.put(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, info);
-        }
-        _ => {}
     }
-    w.finish();
-    // SAFETY: `msg` points at the live name, iovec (borrowing `b.buf`) and control
-    // buffer above for the length of the call; the kernel only reads them.
-    cvt_size(unsafe { libc::sendmsg(fd.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) })
+}
+
+impl Message {
+    /// Sets the header for batch `b` (its address, ECN codepoint, segment size, source
+    /// address) with the `len` bytes at `bytes` as its payload. The header points into
+    /// `self`: it is valid while `self` does not move, and the payload while the
+    /// memory at `bytes` lives.
+    pub fn build(&mut self, b: &Batch<'_>, bytes: *const u8, len: usize) {
+        let (name, name_len) = sockaddr(b.to);
+        self.name = name;
+        self.iov = libc::iovec {
+            iov_base: bytes as *mut libc::c_void,
+            iov_len: len,
+        };
+        self.control = Control([0; CONTROL]);
+        // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+        self.msg = unsafe { zeroed() };
+        self.msg.msg_name = (&mut self.name as *mut libc::sockaddr_storage).cast();
+        self.msg.msg_namelen = name_len;
+        self.msg.msg_iov = &mut self.iov;
+        self.msg.msg_iovlen = 1;
+        self.msg.msg_control = self.control.0.as_mut_ptr().cast();
+        self.msg.msg_controllen = CONTROL as _;
+        let mut w = ControlWriter::new(&mut self.msg);
+        let v6 = b.to.is_ipv6();
+        if v6 {
+            w.put(
+                libc::IPPROTO_IPV6,
+                libc::IPV6_TCLASS,
+                libc::c_int::from(b.ecn),
+            );
+        } else {
+            w.put(libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(b.ecn));
+        }
+        if let Some(seg) = b.segment {
+            w.put(libc::SOL_UDP, libc::UDP_SEGMENT, seg);
+        }
+        match b.from {
+            Some(IpAddr::V4(ip)) if !v6 => {
+                let info = libc::in_pktinfo {
+                    ipi_ifindex: 0,
+                    ipi_spec_dst: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(ip.octets()),
+                    },
+                    ipi_addr: libc::in_addr { s_addr: 0 },
+                };
+                w.put(libc::IPPROTO_IP, libc::IP_PKTINFO, info);
+            }
+            Some(ip) if v6 => {
+                let ip = match ip {
+                    IpAddr::V6(ip) => ip,
+                    IpAddr::V4(ip) => ip.to_ipv6_mapped(),
+                };
+                let info = libc::in6_pktinfo {
+                    ipi6_addr: libc::in6_addr {
+                        s6_addr: ip.octets(),
+                    },
+                    ipi6_ifindex: 0,
+                };
+                w.put(libc::IPPROTO_IPV6, libc::IPV6_PKTINFO, info);
+            }
+            _ => {}
+        }
+        w.finish();
+    }
 }
 
 /// The kernel refused a GSO batch as such (`EIO`: the device cannot segment it;
@@ -292,9 +330,73 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Received> {
         segment: None,
         truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
     };
-    // SAFETY: the kernel filled `msg_controllen` bytes of the control buffer with
-    // well-formed control messages; CMSG_FIRSTHDR/NXTHDR walk them within it.
-    let mut at = unsafe { libc::CMSG_FIRSTHDR(&msg) };
+    read_control(&msg, &mut r);
+    Ok(r)
+}
+
+/// The header a receive on io_uring names (`IORING_OP_RECVMSG`, multishot): room for an
+/// address and [`CONTROL`] bytes of control messages, no iovec (the payload goes to a
+/// provided buffer, after the kernel's `io_uring_recvmsg_out`, the address and the
+/// control messages).
+pub fn receive_header() -> libc::msghdr {
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_namelen = size_of::<libc::sockaddr_storage>() as _;
+    msg.msg_controllen = CONTROL as _;
+    msg
+}
+
+/// A datagram (or a GRO batch) a receive on io_uring put in a provided buffer: what
+/// [`recv`] says of one, from the address and control messages the kernel wrote
+/// before it, and its bytes. None if the sender is of no IP family.
+pub fn from_ring<'b>(
+    name: &[u8],
+    control: &[u8],
+    payload: &'b [u8],
+    truncated: bool,
+) -> Option<(Received, &'b [u8])> {
+    // SAFETY: sockaddr_storage is plain data; all-zero is valid.
+    let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
+    let n = name.len().min(size_of::<libc::sockaddr_storage>());
+    // SAFETY: at most the storage's size is copied into it from the slice.
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            name.as_ptr(),
+            (&mut storage as *mut libc::sockaddr_storage).cast::<u8>(),
+            n,
+        );
+    }
+    let from = socket_addr(&storage)?;
+    let mut r = Received {
+        len: payload.len(),
+        from,
+        to: None,
+        ecn: 0,
+        segment: None,
+        truncated,
+    };
+    // The control messages, copied to an aligned buffer for CMSG_FIRSTHDR/NXTHDR.
+    let mut aligned = Control([0; CONTROL]);
+    let n = control.len().min(CONTROL);
+    aligned.0[..n].copy_from_slice(&control[..n]);
+    // SAFETY: msghdr is plain data; all-zero is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_control = aligned.0.as_mut_ptr().cast();
+    msg.msg_controllen = n as _;
+    read_control(&msg, &mut r);
+    Some((r, payload))
+}
+
+/// Reads what a receive's control messages say (ECN, local address, GRO segment size)
+/// into `r`. `msg`'s control buffer holds `msg_controllen` bytes of well-formed control
+/// messages, as the kernel writes them.
+fn read_control(msg: &libc::msghdr, r: &mut Received) {
+    if msg.msg_controllen == 0 {
+        return;
+    }
+    // SAFETY: the control buffer holds `msg_controllen` bytes of well-formed control
+    // messages (the kernel wrote them); CMSG_FIRSTHDR/NXTHDR walk them within it.
+    let mut at = unsafe { libc::CMSG_FIRSTHDR(msg) };
     while !at.is_null() {
         // SAFETY: `at` is a control message header within the buffer (see above).
         let (level, kind) = unsafe { ((*at).cmsg_level, (*at).cmsg_type) };
@@ -325,9 +427,8 @@ pub fn recv(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<Received> {
             }
         }
         // SAFETY: `msg` and `at` are valid (see above); null past the last message.
-        at = unsafe { libc::CMSG_NXTHDR(&msg, at) };
+        at = unsafe { libc::CMSG_NXTHDR(msg, at) };
     }
-    Ok(r)
 }
 
 /// `addr` as the kernel's socket address and its length.

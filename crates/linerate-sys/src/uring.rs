@@ -36,6 +36,19 @@ const REMOVAL: u64 = u64::MAX;
 const RECEIVE: u64 = 1 << 63;
 /// The provided-buffer group of the receives.
 const GROUP: u16 = 0;
+/// Set in the user data of a datagram receive (with [`RECEIVE`]): its buffers are of
+/// [`DGRAM_GROUP`], and the ids it reports carry [`DGRAM_BUFFER`].
+const DGRAM: u64 = 1 << 62;
+/// Set in the user data of a datagram send (with its number in the low bits, not the
+/// caller's tag: several are in flight per socket).
+const DGRAM_SEND: u64 = 1 << 61;
+/// The provided-buffer group of the datagram receives: buffers large enough for a GRO
+/// batch (64 KiB) behind the kernel's header, address and control messages.
+const DGRAM_GROUP: u16 = 1;
+/// Set in the buffer id a datagram receive's completion reports.
+pub const DGRAM_BUFFER: u16 = 0x8000;
+const DGRAM_BUFFERS: u16 = 64;
+const DGRAM_BUFFER_BYTES: usize = 64 * 1024 + 512;
 
 /// One completion: the tag of its request, the result, whether a multishot request
 /// goes on (`IORING_CQE_F_MORE`), and the provided buffer it filled.
@@ -289,11 +302,29 @@ pub struct Held {
     pub pipe: std::sync::Arc<crate::pipe::Pipe>,
 }
 
+/// A datagram send in flight: its header and its bytes, which the header names.
+struct DgramSend {
+    message: crate::udp::Message,
+    bytes: Vec<u8>,
+}
+
 /// A ring: polls, receives into provided buffers, owned sends.
 pub struct Ring {
     // Declared before `buffers`: dropped (its descriptor closed) first.
     ring: IoUring,
     buffers: Option<Buffers>,
+    /// The datagram receives' buffers, made at the first such receive.
+    dgram_buffers: Option<Buffers>,
+    /// The header every datagram receive names (how much room its address and control
+    /// messages take in a buffer; the kernel reads it when the request is issued).
+    dgram_header: Box<libc::msghdr>,
+    /// Datagram sends in flight, by number: the caller's tag and what the kernel reads.
+    dgram_sends: HashMap<u64, (u64, Box<DgramSend>)>,
+    /// Boxed, as in `dgram_sends`: a header points into its own box, which must not
+    /// move while a send names it.
+    #[allow(clippy::vec_box)]
+    dgram_spare: Vec<Box<DgramSend>>,
+    next_dgram_send: u64,
     /// Sends in flight, by tag.
     sends: HashMap<u64, SendBuf>,
     /// What the splices in flight name (their file and pipe), by tag: held until their
@@ -412,6 +443,11 @@ impl Ring {
         let mut r = Ring {
             ring,
             buffers: Some(buffers),
+            dgram_buffers: None,
+            dgram_header: Box::new(crate::udp::receive_header()),
+            dgram_sends: HashMap::new(),
+            dgram_spare: Vec::new(),
+            next_dgram_send: 0,
             sends: HashMap::new(),
             splices: HashMap::new(),
             spare: Vec::new(),
@@ -480,8 +516,9 @@ impl Ring {
         loop {
             // SAFETY: every entry pushed here names either no user memory (polls,
             // cancellations), the provided buffers (receives; the mapping outlives
-            // every request, see the drop), or a message header and buffers kept in
-            // `self.sends` until the send's completion (sends).
+            // every request, see the drop), a message header and buffers kept in
+            // `self.sends` or `self.dgram_sends` until the send's completion (sends),
+            // or the datagram receives' header, boxed and kept for the ring's life.
             if unsafe { self.ring.submission().push(&entry) }.is_ok() {
                 return Ok(());
             }
@@ -517,6 +554,102 @@ impl Ring {
             .user_data(tag | RECEIVE);
         self.push(entry)?;
         self.receiving += 1;
+        Ok(())
+    }
+
+    /// Queues a multishot receive of datagrams on the UDP socket `fd` under `tag`
+    /// (`IORING_OP_RECVMSG`): each completion carries a buffer (its id with
+    /// [`DGRAM_BUFFER`] set) holding one datagram or a GRO batch, with its sender and
+    /// control messages, read with [`Ring::datagram`]; it ends as [`Ring::recv`]'s do
+    /// and is cancelled with [`Ring::cancel_datagram_receive`].
+    pub fn recvmsg(&mut self, fd: RawFd, tag: u64) -> io::Result<()> {
+        debug_assert!(
+            tag & (RECEIVE | DGRAM | DGRAM_SEND) == 0,
+            "a tag with a flag bit"
+        );
+        if self.dgram_buffers.is_none() {
+            let mut b = Buffers::new(DGRAM_BUFFERS, DGRAM_BUFFER_BYTES)?;
+            // SAFETY: the ring mapping holds `DGRAM_BUFFERS` entries and lives in
+            // `self.dgram_buffers` until the ring is dropped (its descriptor closed
+            // first, which unregisters it).
+            unsafe {
+                self.ring.submitter().register_buf_ring_with_flags(
+                    b.ring as u64,
+                    DGRAM_BUFFERS,
+                    DGRAM_GROUP,
+                    0,
+                )
+            }?;
+            for id in 0..DGRAM_BUFFERS {
+                b.put(id);
+            }
+            b.publish();
+            self.dgram_buffers = Some(b);
+        }
+        let entry = opcode::RecvMsgMulti::new(types::Fd(fd), &*self.dgram_header, DGRAM_GROUP)
+            .build()
+            .user_data(tag | RECEIVE | DGRAM);
+        self.push(entry)?;
+        self.receiving += 1;
+        Ok(())
+    }
+
+    /// What datagram buffer `id` (a datagram receive's, [`DGRAM_BUFFER`] set) holds:
+    /// the datagram (or GRO batch) and what its control messages said. None if the
+    /// kernel's layout cannot be read or the sender is of no IP family.
+    pub fn datagram(&self, id: u16, len: usize) -> Option<(crate::udp::Received, &[u8])> {
+        let buf = self.buffer(id, len);
+        let out = types::RecvMsgOut::parse(buf, &self.dgram_header).ok()?;
+        let truncated = out.is_payload_truncated();
+        // The payload as a slice of the buffer itself (the parser lends it only as
+        // long as itself).
+        let p = out.payload_data();
+        let at = (p.as_ptr() as usize).checked_sub(buf.as_ptr() as usize)?;
+        let payload = buf.get(at..at + p.len())?;
+        let (r, _) = crate::udp::from_ring(out.name_data(), out.control_data(), &[], truncated)?;
+        Some((
+            crate::udp::Received {
+                len: payload.len(),
+                ..r
+            },
+            payload,
+        ))
+    }
+
+    /// Queues a datagram send of batch `b` on the UDP socket `fd` (its bytes copied,
+    /// its header kept until the completion); the completion comes under `tag`, whose
+    /// sends may be many in flight.
+    pub fn send_datagram(
+        &mut self,
+        fd: RawFd,
+        b: &crate::udp::Batch<'_>,
+        tag: u64,
+    ) -> io::Result<()> {
+        let mut d = self.dgram_spare.pop().unwrap_or_else(|| {
+            Box::new(DgramSend {
+                message: crate::udp::Message::default(),
+                bytes: Vec::new(),
+            })
+        });
+        d.bytes.clear();
+        d.bytes.extend_from_slice(b.buf);
+        let DgramSend { message, bytes } = &mut *d;
+        message.build(b, bytes.as_ptr(), bytes.len());
+        let n = self.next_dgram_send;
+        self.next_dgram_send = (n + 1) & (DGRAM_SEND - 1);
+        let entry = opcode::SendMsg::new(types::Fd(fd), &d.message.msg)
+            .flags(libc::MSG_NOSIGNAL as u32)
+            .build()
+            .user_data(DGRAM_SEND | n);
+        // The box (header, address, control messages) and the bytes' heap block do
+        // not move when the box does; kept here until the completion.
+        self.dgram_sends.insert(n, (tag, d));
+        if let Err(e) = self.push(entry) {
+            if let Some((_, d)) = self.dgram_sends.remove(&n) {
+                self.dgram_spare.push(d);
+            }
+            return Err(e);
+        }
         Ok(())
     }
 
@@ -629,6 +762,12 @@ impl Ring {
     /// The first `len` bytes of provided buffer `id`, which a receive's completion
     /// named.
     pub fn buffer(&self, id: u16, len: usize) -> &[u8] {
+        if id & DGRAM_BUFFER != 0 {
+            return match &self.dgram_buffers {
+                Some(b) => b.slice(id & !DGRAM_BUFFER, len),
+                None => &[],
+            };
+        }
         match &self.buffers {
             Some(b) => b.slice(id, len),
             None => &[],
@@ -637,7 +776,12 @@ impl Ring {
 
     /// Gives buffer `id` back to the kernel.
     pub fn recycle(&mut self, id: u16) {
-        if let Some(b) = self.buffers.as_mut() {
+        let (buffers, id) = if id & DGRAM_BUFFER != 0 {
+            (self.dgram_buffers.as_mut(), id & !DGRAM_BUFFER)
+        } else {
+            (self.buffers.as_mut(), id)
+        };
+        if let Some(b) = buffers {
             if id < b.count {
                 b.put(id);
                 b.publish();
@@ -665,7 +809,7 @@ impl Ring {
         {
             return Ok(false);
         }
-        if let Some(b) = self.buffers.as_ref() {
+        for b in [&self.buffers, &self.dgram_buffers].into_iter().flatten() {
             b.release()?;
         }
         self.touched = false;
@@ -699,6 +843,11 @@ impl Ring {
     /// Cancels the receive queued under `tag` ([`Ring::recv`]).
     pub fn cancel_receive(&mut self, tag: u64) -> io::Result<()> {
         self.cancel(tag | RECEIVE)
+    }
+
+    /// Cancels the datagram receive queued under `tag` ([`Ring::recvmsg`]).
+    pub fn cancel_datagram_receive(&mut self, tag: u64) -> io::Result<()> {
+        self.cancel(tag | RECEIVE | DGRAM)
     }
 
     /// Queues the cancellation of the request tagged `tag` (its last completion
@@ -767,9 +916,34 @@ impl Ring {
                 continue;
             }
             let receive = cqe.user_data() & RECEIVE != 0;
-            let tag = cqe.user_data() & !RECEIVE;
             let more = cqueue::more(cqe.flags());
-            let buffer = cqueue::buffer_select(cqe.flags());
+            if cqe.user_data() & DGRAM_SEND != 0 && !receive {
+                let n = cqe.user_data() & (DGRAM_SEND - 1);
+                if let Some((tag, d)) = self.dgram_sends.remove(&n) {
+                    if self.dgram_spare.len() < 64 {
+                        self.dgram_spare.push(d);
+                    }
+                    out.push(Completion {
+                        tag,
+                        result: Errno::result(cqe.result()),
+                        more: false,
+                        buffer: None,
+                    });
+                }
+                continue;
+            }
+            let dgram = cqe.user_data() & DGRAM != 0;
+            let tag = cqe.user_data() & !(RECEIVE | DGRAM);
+            let buffer =
+                cqueue::buffer_select(cqe.flags()).map(
+                    |b| {
+                        if dgram {
+                            b | DGRAM_BUFFER
+                        } else {
+                            b
+                        }
+                    },
+                );
             if buffer.is_some() {
                 self.lent += 1;
                 self.received = true;
@@ -822,7 +996,7 @@ impl Drop for Ring {
         // Requests naming our memory (sends, receives) are cancelled and their last
         // completions read before the memory goes; if that does not finish, the memory
         // is leaked rather than freed under the kernel.
-        if self.sends.is_empty() && self.receiving == 0 {
+        if self.sends.is_empty() && self.dgram_sends.is_empty() && self.receiving == 0 {
             return;
         }
         let all = types::CancelBuilder::any();
@@ -830,15 +1004,18 @@ impl Drop for Ring {
         let _ = self.push(entry);
         let deadline = Instant::now() + Duration::from_secs(2);
         let mut out = Vec::new();
-        while (!self.sends.is_empty() || self.receiving > 0) && Instant::now() < deadline {
+        let busy = |r: &Ring| !r.sends.is_empty() || !r.dgram_sends.is_empty() || r.receiving > 0;
+        while busy(self) && Instant::now() < deadline {
             out.clear();
             if self.wait(Duration::from_millis(50), &mut out).is_err() {
                 break;
             }
         }
-        if !self.sends.is_empty() || self.receiving > 0 {
+        if busy(self) {
             std::mem::forget(std::mem::take(&mut self.sends));
+            std::mem::forget(std::mem::take(&mut self.dgram_sends));
             std::mem::forget(self.buffers.take());
+            std::mem::forget(self.dgram_buffers.take());
         }
     }
 }
@@ -862,6 +1039,66 @@ mod tests {
             );
             r.wait(Duration::from_millis(100), out).unwrap();
         }
+    }
+
+    /// Datagrams both ways on the ring: a GSO batch sent (its header and bytes held
+    /// until the completion) arrives as its datagrams, each received into a datagram
+    /// buffer with its sender and ECN codepoint, as `udp::recv` reads them.
+    #[test]
+    fn datagrams_go_both_ways_on_the_ring() {
+        use std::net::UdpSocket;
+        let mut r = ring();
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let features = crate::udp::prepare(std::os::fd::AsFd::as_fd(&server), false).unwrap();
+        crate::udp::prepare(std::os::fd::AsFd::as_fd(&client), false).unwrap();
+        r.recvmsg(server.as_raw_fd(), 3).unwrap();
+        let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+        let b = crate::udp::Batch {
+            to: server.local_addr().unwrap(),
+            from: None,
+            ecn: 0b10,
+            segment: features.gso.then_some(1200),
+            buf: if features.gso {
+                &payload
+            } else {
+                &payload[..1200]
+            },
+        };
+        r.send_datagram(client.as_raw_fd(), &b, 9).unwrap();
+        let mut out = Vec::new();
+        wait_for(&mut r, &mut out, 9);
+        let sent = out.iter().find(|c| c.tag == 9).unwrap();
+        assert_eq!(sent.result, Ok(b.buf.len() as u32), "{out:?}");
+        assert!(r.dgram_sends.is_empty(), "the send's memory kept until now");
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while got.len() < b.buf.len() {
+            assert!(
+                Instant::now() < deadline,
+                "received {} of {}",
+                got.len(),
+                b.buf.len()
+            );
+            for c in out.drain(..).filter(|c| c.tag == 3) {
+                assert!(c.more, "{c:?}");
+                let id = c.buffer.expect("a buffer");
+                assert!(id & DGRAM_BUFFER != 0);
+                let (d, bytes) = r.datagram(id, c.result.unwrap() as usize).expect("parsed");
+                assert_eq!(d.from, client.local_addr().unwrap());
+                assert_eq!(d.ecn, 0b10);
+                assert_eq!(d.to, Some("127.0.0.1".parse().unwrap()));
+                assert_eq!(d.len, bytes.len());
+                assert!(!d.truncated);
+                got.extend_from_slice(bytes);
+                r.recycle(id);
+            }
+            r.wait(Duration::from_millis(100), &mut out).unwrap();
+        }
+        assert_eq!(got, b.buf);
+        r.cancel_datagram_receive(3).unwrap();
+        wait_for(&mut r, &mut out, 3);
+        assert_eq!(r.receiving, 0);
     }
 
     #[test]

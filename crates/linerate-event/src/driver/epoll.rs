@@ -32,7 +32,7 @@ impl EpollDriver {
 impl Driver for EpollDriver {
     fn register(&mut self, fd: BorrowedFd<'_>, token: u64, interest: Interest) -> io::Result<()> {
         let ev = match interest {
-            Interest::Readable | Interest::Listener => epoll::IN,
+            Interest::Readable | Interest::Listener | Interest::Datagram => epoll::IN,
             Interest::Connection => epoll::IN | epoll::OUT | epoll::RDHUP | epoll::ET,
         };
         self.ep.add(fd, token, ev)

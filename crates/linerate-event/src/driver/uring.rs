@@ -37,6 +37,8 @@ struct Watch {
     input_over: bool,
     /// A listener: the ring accepts its connections.
     listener: bool,
+    /// A UDP socket: the ring receives its datagrams (no poll) and sends them.
+    datagram: bool,
 }
 
 /// The live watches of a ring: a slab of slots, reused, and each descriptor's slot.
@@ -342,6 +344,11 @@ impl UringDriver {
             self.ring.cancel_receive(id * KINDS + RECV)?;
             self.ring.cancel(id * KINDS + SEND)?;
         }
+        if w.datagram {
+            // Its sends in flight complete by themselves (a datagram never waits for
+            // a peer); their completions find no watch and are dropped.
+            self.ring.cancel_datagram_receive(id * KINDS + RECV)?;
+        }
         Ok(true)
     }
 
@@ -395,7 +402,11 @@ impl UringDriver {
             w.receiving = true;
             w.cancelling = false;
             let fd = w.fd;
-            self.ring.recv(fd, id * KINDS + RECV)?;
+            if w.datagram {
+                self.ring.recvmsg(fd, id * KINDS + RECV)?;
+            } else {
+                self.ring.recv(fd, id * KINDS + RECV)?;
+            }
         }
         Ok(())
     }
@@ -435,6 +446,14 @@ impl UringDriver {
                 }
                 None
             }
+            // A UDP socket's receive that ended otherwise (an error of one datagram;
+            // a connection's would end for good): armed again.
+            r if w.datagram && r != Err(Errno::BADF) => {
+                if !self.rearm_input.contains(&id) {
+                    self.rearm_input.push(id);
+                }
+                bytes
+            }
             r => {
                 w.input_over = true;
                 Some(Io::InputEnded(r.map(|_| ())))
@@ -454,10 +473,13 @@ impl Driver for UringDriver {
 
     fn register(&mut self, fd: BorrowedFd<'_>, token: u64, interest: Interest) -> io::Result<()> {
         let (events, level, stream) = match interest {
-            Interest::Readable | Interest::Listener => (Events::IN, true, false),
+            Interest::Readable | Interest::Listener | Interest::Datagram => {
+                (Events::IN, true, false)
+            }
             Interest::Connection => (Events::OUT | Events::ERR, false, true),
         };
         let listener = interest == Interest::Listener;
+        let datagram = interest == Interest::Datagram;
         let fd = fd.as_raw_fd();
         // epoll forgets a descriptor when it is closed, and the workers rely on it: an
         // open-file cache closes its inotify instance and watches a new one under the
@@ -479,17 +501,20 @@ impl Driver for UringDriver {
             events,
             level,
             stream,
-            want_input: stream,
+            want_input: stream || datagram,
             receiving: false,
             cancelling: false,
             input_over: false,
             listener,
+            datagram,
         });
         // Submitted now, while the descriptor is surely the one meant; a request that
         // cannot be is removed again behind it, never left to arm a later descriptor
         // with the same number.
         let armed = if listener {
             self.ring.accept(fd, id * KINDS + ACCEPT)
+        } else if datagram {
+            self.arm_input(id)
         } else {
             self.ring
                 .poll_add(fd, events.bits(), id * KINDS + POLL, !level)
@@ -742,6 +767,20 @@ impl RingOps for UringDriver {
     fn recycle(&mut self, buffer: u16) {
         self.ring.recycle(buffer);
     }
+    fn datagram(&self, buffer: u16, len: usize) -> Option<(linerate_sys::udp::Received, &[u8])> {
+        self.ring.datagram(buffer, len)
+    }
+    fn send_datagram(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        b: &linerate_sys::udp::Batch<'_>,
+    ) -> io::Result<()> {
+        let fd = fd.as_raw_fd();
+        let Some(id) = self.watches.of_fd(fd) else {
+            return Err(io::Error::from(Errno::NOENT));
+        };
+        self.ring.send_datagram(fd, b, id * KINDS + SEND)
+    }
     fn take_orphan(&mut self) -> Option<(u64, OwnedFd)> {
         self.orphans.pop_front()
     }
@@ -778,7 +817,11 @@ impl RingOps for UringDriver {
             }
         } else if w.receiving && !w.cancelling {
             w.cancelling = true;
-            self.ring.cancel_receive(id * KINDS + RECV)?;
+            if w.datagram {
+                self.ring.cancel_datagram_receive(id * KINDS + RECV)?;
+            } else {
+                self.ring.cancel_receive(id * KINDS + RECV)?;
+            }
         }
         Ok(())
     }
@@ -812,6 +855,7 @@ mod tests {
             cancelling: false,
             input_over: false,
             listener: false,
+            datagram: false,
         };
         let a = w.insert(watch(7, 1));
         assert_eq!(w.of_fd(7), Some(a));

@@ -3,10 +3,11 @@
 //! loop with the same site and access log as its TCP connections.
 
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 
-use linerate_event::{Driver, Interest};
+use linerate_event::{Driver, Interest, Io};
+use linerate_sys::udp;
 
 use super::{Token, Worker};
 use crate::access_log::{write_access, Done};
@@ -46,7 +47,7 @@ impl<D: Driver> Worker<D> {
                 let q = crate::h3::Quic3::new(s.try_clone()?, tls, limits, &self.cfg, wake)?;
                 let token = Token::Quic(self.quic.len()).encode();
                 self.driver
-                    .register(q.sock.as_fd(), token, Interest::Readable)?;
+                    .register(q.sock.as_fd(), token, Interest::Datagram)?;
                 self.quic.push(q);
             }
         }
@@ -68,24 +69,65 @@ impl<D: Driver> Worker<D> {
             None => 0..self.quic.len(),
         };
         let site = &mut self.site;
+        let driver = &mut self.driver;
+        let mut out = |fd: BorrowedFd<'_>, b: &udp::Batch<'_>| match driver.ring() {
+            Some(ring) => ring.send_datagram(fd, b).map(|()| b.buf.len()),
+            None => udp::send(fd, b),
+        };
         for q in &mut self.quic[which] {
+            let log = &mut write_log;
             match turn {
-                QuicTurn::Readable => q.readable(now, site, &mut write_log),
-                QuicTurn::Tick => q.tick(now, site, &mut write_log),
-                QuicTurn::Serve => q.serve(now, site, &mut write_log),
+                QuicTurn::Readable => q.readable(now, site, log, &mut out),
+                QuicTurn::Tick => q.tick(now, site, log, &mut out),
+                QuicTurn::Serve => q.serve(now, site, log, &mut out),
                 QuicTurn::GoAway => {
                     q.go_away();
-                    q.serve(now, site, &mut write_log);
+                    q.serve(now, site, log, &mut out);
                 }
                 QuicTurn::Drain => {
                     q.drain();
-                    q.serve(now, site, &mut write_log);
+                    q.serve(now, site, log, &mut out);
                 }
                 QuicTurn::CloseAll => {
-                    q.close_all(now, &mut write_log);
-                    q.serve(now, site, &mut write_log);
+                    q.close_all(now, log);
+                    q.serve(now, site, log, &mut out);
                 }
             }
+        }
+    }
+
+    /// What the ring did for HTTP/3 socket `i`: a datagram received (handed to QUIC,
+    /// served at the turn's end, [`Worker::quic_served`]) or a send completed.
+    pub(super) fn quic_io(&mut self, i: usize, io: Io, now: Instant) {
+        let Some(ring) = self.driver.ring() else {
+            return;
+        };
+        match io {
+            Io::Received { buffer, len } => {
+                if let (Some(q), Some((r, payload))) =
+                    (self.quic.get_mut(i), ring.datagram(buffer, len as usize))
+                {
+                    q.received(now, &r, payload);
+                    if !self.quic_received.contains(&i) {
+                        self.quic_received.push(i);
+                    }
+                }
+                ring.recycle(buffer);
+            }
+            Io::Sent(r) => {
+                if let Some(q) = self.quic.get_mut(i) {
+                    q.sent(r);
+                }
+            }
+            Io::InputEnded(_) | Io::None => {}
+        }
+    }
+
+    /// Serves the HTTP/3 sockets the ring received datagrams for in this turn, once
+    /// each.
+    pub(super) fn quic_served(&mut self, now: Instant) {
+        for i in std::mem::take(&mut self.quic_received) {
+            self.quic(Some(i), now, QuicTurn::Serve);
         }
     }
 
