@@ -286,7 +286,7 @@ fn http_01_on_the_redirect_listener_gets_a_certificate_and_a_fallback_serves_unt
     let Some(p) = pebble(base.path(), 3600) else {
         return;
     };
-    let (conf, cert) = with_fallback(base.path(), "redirect-listen = \"127.0.0.1:5002\"\ntls-listen = \"127.0.0.1:5001\"\nacme-challenge = \"http-01\"\n");
+    let (conf, cert) = with_fallback(base.path(), "redirect-listen = \"127.0.0.1:5002\"\ntls-listen = \"127.0.0.1:5001\"\nacme-challenge = \"http-01\"\nhttp3 = \"on\"\n");
     let s = LINERATE.serve_config(None, &conf, &[]);
     // Until pebble's arrives the site's own certificate serves; then pebble's.
     let first = fetch(5001, &cert);
@@ -296,6 +296,12 @@ fn http_01_on_the_redirect_listener_gets_a_certificate_and_a_fallback_serves_unt
         assert_eq!(b, "hello over ACME\n");
     }
     assert_eq!(acme_status(&s)["issued"], 1);
+    // HTTP/3 on the same port shows the ACME certificate too: a client that trusts
+    // pebble's issuer alone completes its handshake for a.test and is answered.
+    let udp: std::net::SocketAddr = "127.0.0.1:5001".parse().unwrap();
+    let mut q = linerate_testkit::quic::Quic::connect_as(udp, &p.issuer, "a.test")
+        .unwrap_or_else(|e| panic!("HTTP/3 with the ACME certificate: {e}"));
+    assert_eq!(q.get("/f.txt"), Some(200));
     // No challenge outlives its order; every other path still redirects.
     let redirect: std::net::SocketAddr = "127.0.0.1:5002".parse().unwrap();
     let r = linerate_testkit::exchange(
