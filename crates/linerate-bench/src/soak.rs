@@ -240,8 +240,17 @@ struct LogCheck {
     untagged: u64,
 }
 
-/// Reads the lines the log gained and matches each to its request number.
-fn check_log(path: &Path, from: u64, ids_sent: u64, answered: &[u64]) -> io::Result<LogCheck> {
+/// Reads the lines the log gained and matches each to its request number: those of
+/// `ids` (the run's numbers) are checked; a line of a lower number is the warm-up's,
+/// written late (an answer the server was still cutting when the count began, on a busy
+/// machine), and is left out.
+fn check_log(
+    path: &Path,
+    from: u64,
+    ids: std::ops::Range<u64>,
+    answered: &[u64],
+) -> io::Result<LogCheck> {
+    let ids_sent = ids.end;
     let mut f = File::open(path)?;
     std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(from))?;
     let mut text = Vec::new();
@@ -249,14 +258,17 @@ fn check_log(path: &Path, from: u64, ids_sent: u64, answered: &[u64]) -> io::Res
     let mut logged: Vec<u64> = Vec::new();
     let (mut lines, mut unexpected, mut untagged) = (0, 0, 0);
     for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        lines += 1;
+        match request_number(line) {
+            Some(n) if n < ids.start => continue,
+            _ => lines += 1,
+        }
         match request_number(line) {
             Some(n) if n < ids_sent && !bit(&logged, n) => set_bit(&mut logged, n),
             Some(_) => unexpected += 1,
             None => untagged += 1,
         }
     }
-    let missing = (0..ids_sent)
+    let missing = ids
         .filter(|&n| bit(answered, n) && !bit(&logged, n))
         .count() as u64;
     Ok(LogCheck {
@@ -314,7 +326,13 @@ pub fn run(cfg: &SoakConfig) -> io::Result<SoakReport> {
     let warm = Arc::new(Tally::default());
     let warm_for = (cfg.duration / 10).min(Duration::from_secs(2));
     load(cfg, &shared, &warm, warm_for);
-    let tally = Arc::new(Tally::default());
+    // The run's request numbers follow the warm-up's, so a warm-up line written late is
+    // told apart.
+    let first = warm.next_id.load(Ordering::Relaxed);
+    let tally = Arc::new(Tally {
+        next_id: AtomicU64::new(first),
+        ..Tally::default()
+    });
     for (what, n) in std::mem::take(&mut *warm.errors.lock().unwrap()) {
         *tally
             .errors
@@ -346,7 +364,7 @@ pub fn run(cfg: &SoakConfig) -> io::Result<SoakReport> {
             Some(check_log(
                 p,
                 from,
-                t.next_id.load(Ordering::Relaxed),
+                first..t.next_id.load(Ordering::Relaxed),
                 &answered_ids,
             )?)
         }
@@ -899,8 +917,11 @@ mod tests {
         for n in [0, 1, 2, 3] {
             set_bit(&mut answered, n);
         }
-        let c = check_log(&p, from, 5, &answered).unwrap();
+        let c = check_log(&p, from, 0..5, &answered).unwrap();
         assert_eq!((c.lines, c.missing, c.unexpected, c.untagged), (6, 1, 2, 1));
+        // Numbers below the run's are the warm-up's, logged late: left out.
+        let c = check_log(&p, from, 1..5, &answered).unwrap();
+        assert_eq!((c.lines, c.missing, c.unexpected, c.untagged), (5, 1, 2, 1));
         assert_eq!(request_number(b"GET /a?n=42 HTTP/1.1"), Some(42));
         assert_eq!(request_number(b"GET /a HTTP/1.1"), None);
     }

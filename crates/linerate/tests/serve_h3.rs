@@ -303,8 +303,17 @@ fn a_stop_finishes_the_answers_under_way() {
         ])
         .spawn()
         .unwrap();
-    // The download under way (a debug build sends 24 MiB in well over this).
-    std::thread::sleep(std::time::Duration::from_millis(150));
+    // The download under way: its first bytes saved (a debug build sends 24 MiB in
+    // well over the time that takes).
+    let saved = got.path().join("big.bin");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::metadata(&saved).map_or(0, |m| m.len()) == 0 {
+        assert!(
+            std::time::Instant::now() < until,
+            "the download never began"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     server.sigterm();
     assert!(fetch.wait().unwrap().success(), "the client finished");
     let body = std::fs::read(got.path().join("big.bin")).unwrap();
