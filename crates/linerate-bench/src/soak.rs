@@ -258,11 +258,12 @@ fn check_log(
     let mut logged: Vec<u64> = Vec::new();
     let (mut lines, mut unexpected, mut untagged) = (0, 0, 0);
     for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        match request_number(line) {
-            Some(n) if n < ids.start => continue,
-            _ => lines += 1,
+        let number = request_number(line);
+        if number.is_some_and(|n| n < ids.start) {
+            continue;
         }
-        match request_number(line) {
+        lines += 1;
+        match number {
             Some(n) if n < ids_sent && !bit(&logged, n) => set_bit(&mut logged, n),
             Some(_) => unexpected += 1,
             None => untagged += 1,
