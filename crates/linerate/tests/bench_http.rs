@@ -1049,3 +1049,101 @@ fn h2_loads_are_verified_in_clear_and_over_tls() {
     assert_eq!(code, 64, "{err}");
     assert!(err.contains("--h2"), "{err}");
 }
+
+/// `--h3`: HTTP/3 over QUIC to the server's UDP port (the TLS port), N streams a
+/// connection, every length and checksum verified and each QUIC handshake counted; a
+/// connection per request with `--close`; against a server without HTTP/3, errors,
+/// not numbers; and the flag's misuse named.
+#[test]
+fn h3_loads_are_verified_and_count_their_handshakes() {
+    let dir = file_set();
+    let certs = tempfile::tempdir().unwrap();
+    let (server, cert) = LINERATE.start_tls(dir.path(), certs.path(), &["--http3", "on"]);
+    let url = format!("https://{}/", server.tls_addr());
+    let cacert = cert.to_str().unwrap();
+    for (extra, requests, handshakes, pipeline) in [
+        (&["-m", "8", "-c", "3", "-n", "400"][..], 400, 3, 8),
+        (&["-c", "2", "-n", "30", "--close"], 30, 30, 1),
+    ] {
+        let args = [
+            &[
+                "bench",
+                "http",
+                url.as_str(),
+                "--sizes",
+                "1K,100K",
+                "--mix",
+                "specweb99",
+                "--dirs",
+                "1",
+                "--checksum",
+                "--h3",
+                "--cacert",
+                cacert,
+                "--json",
+            ][..],
+            extra,
+        ]
+        .concat();
+        let (code, out, err) = LINERATE.run(&args);
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        let runs = json(&out);
+        for r in runs.as_array().unwrap() {
+            assert_eq!(r["protocol"], "h3", "{r}");
+            assert_eq!(r["pipeline"], pipeline, "{r}");
+            assert_eq!(r["statuses"]["200"], requests, "{extra:?}: {r}");
+            for k in [
+                "connect",
+                "read",
+                "timeout",
+                "bad_response",
+                "length",
+                "checksum",
+            ] {
+                assert_eq!(r["errors"][k], 0, "{extra:?} {k}: {r}");
+            }
+            assert_eq!(r["tls_handshakes"], handshakes, "{extra:?}: {r}");
+            assert_eq!(r["connections_opened"], handshakes, "{extra:?}: {r}");
+        }
+        assert_eq!(runs[0]["body_bytes"], requests * 1024);
+        assert_eq!(runs[1]["body_bytes"], requests * 102_400);
+    }
+    // The human form names the protocol.
+    let (code, out, err) = LINERATE.run(&[
+        "bench", "http", &url, "--sizes", "1K", "--h3", "-m", "2", "-n", "20", "-c", "1",
+        "--cacert", cacert,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("HTTP/3, 2 streams per connection"), "{out}");
+    // No HTTP/3 on the port: every connection fails (within --timeout), and the run
+    // says so instead of giving numbers.
+    let tcp_only = LINERATE.start_tls(dir.path(), certs.path(), &[]).0;
+    let (code, _, err) = LINERATE.run(&[
+        "bench",
+        "http",
+        &format!("https://{}/", tcp_only.tls_addr()),
+        "--sizes",
+        "1K",
+        "--h3",
+        "-n",
+        "2",
+        "-c",
+        "1",
+        "--timeout",
+        "0.5",
+        "--cacert",
+        cacert,
+    ]);
+    assert_ne!(code, 0, "{err}");
+    assert!(err.contains("no responses"), "{err}");
+    // QUIC needs https://; -m needs a protocol with streams.
+    let clear = format!("http://{}/", server.addr);
+    for (args, flag) in [
+        (&["--h3", "-n", "1"][..], "--h3"),
+        (&["-m", "2", "-n", "1"], "--h2 or --h3"),
+    ] {
+        let (code, _, err) = LINERATE.run(&[&["bench", "http", clear.as_str()][..], args].concat());
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(err.contains(flag), "{args:?}: {err}");
+    }
+}

@@ -471,10 +471,14 @@ fn a_refused_renewal_leaves_the_certificate_before_serving() {
             && log.contains("(the certificate before serves on)"),
         "{log}"
     );
+    // One refusal counted. pebble may hand a renewal the authorization of the last
+    // order, still valid, so it needs no challenge (seen here: the renewal at 12 s
+    // issued without one, PEBBLE_AUTHZREUSE=0 notwithstanding, and the next, at 25 s,
+    // was refused): the issued count is 1 or 2.
     let a = acme_status(&s);
-    assert_eq!(
-        (a["issued"].as_u64(), a["failed"].as_u64()),
-        (Some(1), Some(1)),
+    assert_eq!(a["failed"].as_u64(), Some(1), "{a}\n{}", s.stderr_text());
+    assert!(
+        matches!(a["issued"].as_u64(), Some(1 | 2)),
         "{a}\n{}",
         s.stderr_text()
     );

@@ -423,6 +423,7 @@ pub fn run_cold(a: ColdArgs) -> anyhow::Result<ExitCode> {
         server_core: None,
         seed: 1,
         h2: None,
+        h3: false,
         tls: None,
     };
     let cfg = crate::cold::ColdConfig {

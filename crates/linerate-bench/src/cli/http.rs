@@ -69,8 +69,13 @@ pub struct HttpArgs {
     /// away as HTTP/1.1 bodies are.
     #[arg(long, conflicts_with_all = ["close", "checksum"])]
     h2: bool,
-    /// With --h2: streams in flight per connection (h2load's -m) [default: 1].
-    #[arg(short = 'm', long = "streams", value_name = "N", requires = "h2", conflicts_with = "pipeline", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// Speak HTTP/3: QUIC to the URL's port over UDP (https:// only; ALPN h3), each
+    /// connection on a UDP socket of its own. DATA is counted (and hashed with
+    /// --checksum) as it comes.
+    #[arg(long, conflicts_with_all = ["h2", "netns"])]
+    h3: bool,
+    /// With --h2 or --h3: streams in flight per connection (h2load's -m) [default: 1].
+    #[arg(short = 'm', long = "streams", value_name = "N", conflicts_with = "pipeline", value_parser = clap::value_parser!(u32).range(1..=1024))]
     streams: Option<u32>,
     /// With --h2: the largest DATA frame the client takes (its SETTINGS_MAX_FRAME_SIZE;
     /// 16384 is what browsers and h2load take) [default: 16384].
@@ -228,6 +233,7 @@ impl LoadArgs {
             seed,
             tls: None,
             h2: None,
+            h3: false,
         }
     }
 }
@@ -388,6 +394,12 @@ fn configs(a: &HttpArgs) -> Result<Vec<HttpConfig>, String> {
         }
         None
     };
+    if a.h3 && !https {
+        return Err("--h3: QUIC needs an https:// URL".into());
+    }
+    if a.streams.is_some() && !a.h2 && !a.h3 {
+        return Err("-m/--streams goes with --h2 or --h3".into());
+    }
     let parsed: Vec<(SocketAddr, String, String)> =
         parsed.into_iter().map(|(a, h, p, _)| (a, h, p)).collect();
     a.load.check()?;
@@ -428,6 +440,7 @@ fn configs(a: &HttpArgs) -> Result<Vec<HttpConfig>, String> {
             HttpConfig {
                 tls: tls.clone(),
                 h2: a.h2.then(|| a.h2_frame_size.unwrap_or(16_384)),
+                h3: a.h3,
                 pipeline: match a.streams {
                     Some(m) => m as usize,
                     None => c.pipeline,
@@ -796,6 +809,10 @@ pub fn print_http(r: &HttpResult) {
         if r.threads == 1 { "" } else { "s" },
         if r.protocol == "h2" {
             format!("HTTP/2, {} streams per connection", r.pipeline)
+        } else if r.protocol == "h3" && r.keep_alive {
+            format!("HTTP/3, {} streams per connection", r.pipeline)
+        } else if r.protocol == "h3" {
+            "HTTP/3, a connection per request".to_string()
         } else if r.keep_alive {
             format!("keep-alive, pipeline {}", r.pipeline)
         } else {

@@ -79,6 +79,43 @@ pub(crate) struct Shared {
     /// HTTP/2: each item's request as a field block, and the frame size the client
     /// takes (`pipeline` is then streams per connection).
     pub h2: Option<H2Setup>,
+    /// HTTP/3 (`--h3`): QUIC's settings and each item's request (`pipeline` is then
+    /// the streams in flight per connection).
+    pub h3: Option<super::h3::H3Setup>,
+}
+
+impl Shared {
+    /// May one more request start (the `-n` budget)?
+    pub(crate) fn may_issue(&self) -> bool {
+        match self.limit {
+            Limit::Requests(n) => self.issued.load(Ordering::Relaxed) < n,
+            Limit::Time(_) => true,
+        }
+    }
+
+    /// Takes one request from the `-n` budget.
+    pub(crate) fn take_ticket(&self) -> bool {
+        match self.limit {
+            // Only a granted ticket counts: a refused one must not push the count past
+            // n, or tickets given back later would not make room again.
+            Limit::Requests(n) => self
+                .issued
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+                    (v < n).then_some(v + 1)
+                })
+                .is_ok(),
+            Limit::Time(_) => true,
+        }
+    }
+
+    /// Gives `n` requests back to the `-n` budget (taken, never answered, to go again).
+    pub(crate) fn give_back(&self, n: u64) {
+        if n > 0 {
+            if let Limit::Requests(_) = self.limit {
+                self.issued.fetch_sub(n, Ordering::Relaxed);
+            }
+        }
+    }
 }
 
 /// What an HTTP/2 run asks with.
@@ -106,7 +143,7 @@ pub(crate) struct ThreadStats {
 }
 
 impl ThreadStats {
-    fn new() -> ThreadStats {
+    pub(crate) fn new() -> ThreadStats {
         ThreadStats {
             // 1 µs to 100 s at three significant digits.
             latency_us: Histogram::new_with_bounds(1, 100_000_000, 3)
@@ -124,7 +161,11 @@ impl ThreadStats {
         }
     }
 
-    fn error(&mut self, kind: fn(&mut Errors) -> &mut u64, what: impl FnOnce() -> String) {
+    pub(crate) fn error(
+        &mut self,
+        kind: fn(&mut Errors) -> &mut u64,
+        what: impl FnOnce() -> String,
+    ) {
         *kind(&mut self.errors) += 1;
         if self.first_error.is_none() {
             self.first_error = Some(what());
@@ -194,15 +235,28 @@ struct Conn {
     going_away: bool,
 }
 
-pub(crate) fn run_thread(
-    shared: &Shared,
-    conns: usize,
-    first_conn: usize,
-    total_conns: usize,
-    rate_per_conn: Option<f64>,
-    start: Instant,
-    end: Option<Instant>,
-) -> io::Result<ThreadStats> {
+/// One thread's part of a run: its `conns` connections, numbered from `first` of
+/// `total`, each paced at `rate_per_conn` (or not), from `start` to `end` (or the `-n`
+/// budget).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Part {
+    pub conns: usize,
+    pub first: usize,
+    pub total: usize,
+    pub rate_per_conn: Option<f64>,
+    pub start: Instant,
+    pub end: Option<Instant>,
+}
+
+pub(crate) fn run_thread(shared: &Shared, part: Part) -> io::Result<ThreadStats> {
+    let Part {
+        conns,
+        first: first_conn,
+        total: total_conns,
+        rate_per_conn,
+        start,
+        end,
+    } = part;
     let mut t = Thread {
         shared,
         start,
@@ -218,15 +272,7 @@ pub(crate) fn run_thread(
     };
     for i in 0..conns {
         let global = first_conn + i;
-        let (interval_ns, first_due) = match rate_per_conn {
-            Some(r) => {
-                let iv = (1e9 / r).clamp(1.0, 1e18) as u64;
-                // Spread the connections' schedules over one interval.
-                let first = iv as u128 * global as u128 / total_conns.max(1) as u128;
-                (iv, first as u64)
-            }
-            None => (0, 0),
-        };
+        let (interval_ns, first_due) = pacing(rate_per_conn, global, total_conns);
         t.conns.push(Conn {
             sock: None,
             state: State::Idle { at_ns: first_due },
@@ -252,6 +298,31 @@ pub(crate) fn run_thread(
     t.run(end)?;
     t.stats.finished = Instant::now();
     Ok(t.stats)
+}
+
+/// Paced at `rate_per_conn` requests per second: connection `global`'s ns between
+/// requests and its first one's due time, the connections' schedules spread over one
+/// interval; (0, 0) unpaced.
+pub(crate) fn pacing(rate_per_conn: Option<f64>, global: usize, total_conns: usize) -> (u64, u64) {
+    match rate_per_conn {
+        Some(r) => {
+            let iv = (1e9 / r).clamp(1.0, 1e18) as u64;
+            let first = iv as u128 * global as u128 / total_conns.max(1) as u128;
+            (iv, first as u64)
+        }
+        None => (0, 0),
+    }
+}
+
+/// A request's start, ns: paced (`interval_ns` > 0), the time its schedule gave it
+/// (and the schedule moves on), else `now`.
+pub(crate) fn request_start(next_due_ns: &mut u64, interval_ns: u64, now: u64) -> u64 {
+    if interval_ns == 0 {
+        return now;
+    }
+    let due = *next_due_ns;
+    *next_due_ns += interval_ns;
+    due
 }
 
 struct Thread<'a> {
@@ -368,28 +439,12 @@ impl Thread<'_> {
         u64::MAX
     }
 
-    /// May one more request start (the `-n` budget)?
     fn may_issue(&self) -> bool {
-        match self.shared.limit {
-            Limit::Requests(n) => self.shared.issued.load(Ordering::Relaxed) < n,
-            Limit::Time(_) => true,
-        }
+        self.shared.may_issue()
     }
 
-    /// Takes one request from the `-n` budget.
     fn take_ticket(&self) -> bool {
-        match self.shared.limit {
-            // Only a granted ticket counts: a refused one must not push the count past
-            // n, or tickets given back later would not make room again.
-            Limit::Requests(n) => self
-                .shared
-                .issued
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-                    (v < n).then_some(v + 1)
-                })
-                .is_ok(),
-            Limit::Time(_) => true,
-        }
+        self.shared.take_ticket()
     }
 
     fn connect(&mut self, i: usize, now: u64) {
@@ -460,9 +515,7 @@ impl Thread<'_> {
     fn retry_on_new_connection(&mut self, i: usize, now: u64) {
         let unanswered = self.conns[i].inflight.len() as u64;
         self.stats.retried += unanswered;
-        if let Limit::Requests(_) = self.shared.limit {
-            self.shared.issued.fetch_sub(unanswered, Ordering::Relaxed);
-        }
+        self.shared.give_back(unanswered);
         self.drop_conn(i, now, false);
     }
 
@@ -549,13 +602,7 @@ impl Thread<'_> {
     /// time, otherwise now.
     fn queue_request(&mut self, i: usize, now: u64) {
         let c = &mut self.conns[i];
-        let start_ns = if c.interval_ns > 0 {
-            let due = c.next_due_ns;
-            c.next_due_ns += c.interval_ns;
-            due
-        } else {
-            now
-        };
+        let start_ns = request_start(&mut c.next_due_ns, c.interval_ns, now);
         let item = c.picker.next(self.shared.requests.len());
         match (c.h2.as_deref_mut(), self.shared.h2.as_ref()) {
             (Some(h), Some(setup)) => h.request(&setup.blocks[item], &mut c.out),
@@ -929,11 +976,7 @@ impl Thread<'_> {
                     c.inflight.remove(index);
                 }
                 self.stats.retried += gone.len() as u64;
-                if let Limit::Requests(_) = self.shared.limit {
-                    self.shared
-                        .issued
-                        .fetch_sub(gone.len() as u64, Ordering::Relaxed);
-                }
+                self.shared.give_back(gone.len() as u64);
                 let c = &self.conns[i];
                 if c.inflight.is_empty() {
                     self.drop_conn(i, now, false);
@@ -945,61 +988,24 @@ impl Thread<'_> {
     }
 
     fn complete(&mut self, i: usize, req: Inflight, b: Body, now: u64) -> Step {
-        let latency_us = (now.saturating_sub(req.start_ns) / 1000).max(1);
-        let _ = self.stats.latency_us.record(latency_us.min(100_000_000));
-        self.stats.requests += 1;
         self.conns[i].answered += 1;
-        *self.stats.statuses.entry(b.status).or_insert(0) += 1;
-        self.shared.completed.fetch_add(1, Ordering::Relaxed);
-        // Only successful responses carry the file.
-        if (200..300).contains(&b.status) {
-            let expect = self.shared.workload.items()[req.item].expect;
-            let crc = b.crc.map(crc32fast::Hasher::finalize);
-            match expect {
-                Some(x) => {
-                    if x.len != b.len {
-                        let path = &self.shared.workload.items()[req.item].path;
-                        self.stats.error(
-                            |e| &mut e.length,
-                            || format!("{path}: {} bytes, expected {}", b.len, x.len),
-                        );
-                    } else if crc.is_some_and(|c| c != x.crc) {
-                        let path = &self.shared.workload.items()[req.item].path;
-                        self.stats
-                            .error(|e| &mut e.checksum, || format!("{path}: checksum differs"));
-                    }
-                }
-                None => {
-                    let seen = self
-                        .crcs
-                        .entry(req.item)
-                        .or_insert((b.len, crc.unwrap_or(0)));
-                    if seen.0 != b.len {
-                        let path = &self.shared.workload.items()[req.item].path;
-                        self.stats.error(
-                            |e| &mut e.length,
-                            || format!("{path}: {} bytes, earlier {}", b.len, seen.0),
-                        );
-                    } else if crc.is_some_and(|c| c != seen.1) {
-                        let path = &self.shared.workload.items()[req.item].path;
-                        self.stats.error(
-                            |e| &mut e.checksum,
-                            || format!("{path}: checksum differs from an earlier response"),
-                        );
-                    }
-                }
-            }
-        }
+        let crc = b.crc.map(crc32fast::Hasher::finalize);
+        tally(
+            self.shared,
+            &mut self.stats,
+            &mut self.crcs,
+            req.item,
+            req.start_ns,
+            now,
+            b.status,
+            b.len,
+            crc,
+        );
         if b.close || self.shared.close {
             // The server closes after this response: requests pipelined behind it will
             // never be answered. They are not errors; they go again on a new connection
             // (with -n, their share of the budget is given back).
-            let unanswered = self.conns[i].inflight.len() as u64;
-            if unanswered > 0 {
-                if let Limit::Requests(_) = self.shared.limit {
-                    self.shared.issued.fetch_sub(unanswered, Ordering::Relaxed);
-                }
-            }
+            self.shared.give_back(self.conns[i].inflight.len() as u64);
             self.drop_conn(i, now, false);
             return Step::Dropped;
         }
@@ -1051,6 +1057,62 @@ impl Thread<'_> {
                     || format!("no response progress for {secs} s"),
                 );
                 self.drop_conn(i, now, true);
+            }
+        }
+    }
+}
+
+/// Counts an answer to a request for `item` started at `start_ns`: its latency, its
+/// status, and for a 2xx its body's length (and checksum, when read) against what the
+/// item expects, or against the first body seen for it.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn tally(
+    shared: &Shared,
+    stats: &mut ThreadStats,
+    crcs: &mut BTreeMap<usize, (u64, u32)>,
+    item: usize,
+    start_ns: u64,
+    now: u64,
+    status: u16,
+    len: u64,
+    crc: Option<u32>,
+) {
+    let latency_us = (now.saturating_sub(start_ns) / 1000).max(1);
+    let _ = stats.latency_us.record(latency_us.min(100_000_000));
+    stats.requests += 1;
+    *stats.statuses.entry(status).or_insert(0) += 1;
+    shared.completed.fetch_add(1, Ordering::Relaxed);
+    // Only successful responses carry the file.
+    if !(200..300).contains(&status) {
+        return;
+    }
+    let path = || &shared.workload.items()[item].path;
+    match shared.workload.items()[item].expect {
+        Some(x) => {
+            if x.len != len {
+                stats.error(
+                    |e| &mut e.length,
+                    || format!("{}: {len} bytes, expected {}", path(), x.len),
+                );
+            } else if crc.is_some_and(|c| c != x.crc) {
+                stats.error(
+                    |e| &mut e.checksum,
+                    || format!("{}: checksum differs", path()),
+                );
+            }
+        }
+        None => {
+            let seen = *crcs.entry(item).or_insert((len, crc.unwrap_or(0)));
+            if seen.0 != len {
+                stats.error(
+                    |e| &mut e.length,
+                    || format!("{}: {len} bytes, earlier {}", path(), seen.0),
+                );
+            } else if crc.is_some_and(|c| c != seen.1) {
+                stats.error(
+                    |e| &mut e.checksum,
+                    || format!("{}: checksum differs from an earlier response", path()),
+                );
             }
         }
     }
@@ -1127,6 +1189,18 @@ mod tests {
     use super::*;
 
     /// One thread's settings for a test against `target`: `n` requests for `/`.
+    /// One connection, unpaced, from `start` to `end`.
+    fn one(start: Instant, end: Instant) -> Part {
+        Part {
+            conns: 1,
+            first: 0,
+            total: 1,
+            rate_per_conn: None,
+            start,
+            end: Some(end),
+        }
+    }
+
     fn shared(target: SocketAddr, pipeline: usize, n: u64, reads_per_event: usize) -> Shared {
         Shared {
             target,
@@ -1147,6 +1221,7 @@ mod tests {
             reads_per_event,
             tls: None,
             h2: None,
+            h3: None,
         }
     }
 
@@ -1171,7 +1246,7 @@ mod tests {
             let shared = shared(target, 1, 1, READS_PER_EVENT);
             let start = Instant::now();
             let end = start + Duration::from_secs(10);
-            let stats = run_thread(&shared, 1, 0, 1, None, start, Some(end)).unwrap();
+            let stats = run_thread(&shared, one(start, end)).unwrap();
             assert_eq!(stats.errors.timeout, 0, "{:?}", stats.first_error);
             assert_eq!(stats.errors.read, 1, "{:?}", stats.first_error);
         }
@@ -1209,16 +1284,7 @@ mod tests {
         });
         let shared = shared(target, N, N as u64, 1);
         let start = Instant::now();
-        let stats = run_thread(
-            &shared,
-            1,
-            0,
-            1,
-            None,
-            start,
-            Some(start + Duration::from_secs(10)),
-        )
-        .unwrap();
+        let stats = run_thread(&shared, one(start, start + Duration::from_secs(10))).unwrap();
         assert_eq!(stats.errors.timeout, 0, "{:?}", stats.first_error);
         assert_eq!(stats.requests, N as u64);
         assert_eq!(stats.body_bytes, (N * 2048) as u64);

@@ -1,4 +1,4 @@
-//! `bench http`: an HTTP/1.1 and HTTP/2 load generator (wrk's and h2load's role) with
+//! `bench http`: an HTTP/1.1, HTTP/2 and HTTP/3 load generator (wrk's and h2load's role) with
 //! server CPU accounting.
 //!
 //! Threads each drive an epoll loop over their share of the connections (see
@@ -10,6 +10,7 @@
 pub(crate) mod client;
 mod h2;
 pub mod h2load;
+mod h3;
 mod judge;
 pub mod tls;
 pub mod workload;
@@ -80,6 +81,9 @@ pub struct HttpConfig {
     /// DATA frames of at most this many bytes; `pipeline` is then the streams in
     /// flight per connection.
     pub h2: Option<u32>,
+    /// Speak HTTP/3 (QUIC to the URL's port over UDP; `https://` only); `pipeline`
+    /// is then the streams in flight per connection.
+    pub h3: bool,
 }
 
 /// Failures that end a run.
@@ -99,6 +103,12 @@ pub enum HttpError {
     /// Interrupted by a signal.
     #[error("interrupted")]
     Interrupted,
+    /// HTTP/3 asked of an `http://` URL.
+    #[error("--h3: QUIC needs an https:// URL")]
+    NeedsTls,
+    /// QUIC's TLS settings could not be made.
+    #[error("--h3: {0}")]
+    Quic(String),
     /// A system call failed.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -288,7 +298,7 @@ pub struct HttpResult {
     pub pipeline: usize,
     /// Keep-alive (false: one request per connection).
     pub keep_alive: bool,
-    /// The protocol: "http/1.1" or "h2".
+    /// The protocol: "http/1.1", "h2" or "h3".
     pub protocol: &'static str,
     /// The target rate, if paced.
     pub rate: Option<f64>,
@@ -358,6 +368,30 @@ fn h2_blocks(cfg: &HttpConfig) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// With `--h3`: QUIC's settings from the run's TLS ones, and each item's request.
+fn h3_setup(cfg: &HttpConfig) -> Result<Option<h3::H3Setup>, HttpError> {
+    if !cfg.h3 {
+        return Ok(None);
+    }
+    let tls = cfg.tls.as_ref().ok_or(HttpError::NeedsTls)?;
+    let extra: Vec<(String, String)> = cfg
+        .headers
+        .iter()
+        .filter_map(|h| h.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Ok(Some(h3::H3Setup {
+        config: tls.h3().map_err(HttpError::Quic)?,
+        server_name: tls.server_name(),
+        frames: cfg
+            .workload
+            .items()
+            .iter()
+            .map(|it| h3::request_frame(&cfg.host, &it.path, &extra))
+            .collect(),
+    }))
+}
+
 /// Request bytes for each item.
 fn build_requests(cfg: &HttpConfig) -> Vec<Vec<u8>> {
     cfg.workload
@@ -410,6 +444,7 @@ pub fn run(
             blocks: h2_blocks(cfg),
             max_frame,
         }),
+        h3: h3_setup(cfg)?,
     });
     let rate_per_conn = cfg.rate.map(|r| r / cfg.connections.max(1) as f64);
     let server_cpu = |pid: u32| ServerReading::now(pid, cfg.server_core);
@@ -448,8 +483,19 @@ pub fn run(
                         Limit::Time(d) => Some(start + d),
                         Limit::Requests(_) => None,
                     };
-                    client::run_thread(&shared, conns, first, total, rate_per_conn, start, end)
-                        .map(Some)
+                    let part = client::Part {
+                        conns,
+                        first,
+                        total,
+                        rate_per_conn,
+                        start,
+                        end,
+                    };
+                    match &shared.h3 {
+                        Some(_) => h3::run_thread(&shared, part),
+                        None => client::run_thread(&shared, part),
+                    }
+                    .map(Some)
                 })
                 .map_err(HttpError::Io)?,
         );
@@ -537,7 +583,13 @@ pub fn run(
         threads,
         pipeline: shared.pipeline,
         keep_alive: !cfg.close,
-        protocol: if cfg.h2.is_some() { "h2" } else { "http/1.1" },
+        protocol: if cfg.h3 {
+            "h3"
+        } else if cfg.h2.is_some() {
+            "h2"
+        } else {
+            "http/1.1"
+        },
         rate: cfg.rate,
         elapsed_seconds: secs,
         requests,

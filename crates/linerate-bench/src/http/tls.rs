@@ -37,6 +37,24 @@ impl ClientTls {
         self
     }
 
+    /// The same for QUIC (`--h3`): ALPN `h3`, TLS 1.3 (QUIC has no other).
+    pub(crate) fn h3(&self) -> Result<quinn_proto::ClientConfig, String> {
+        let mut c = (*self.config).clone();
+        c.alpn_protocols = vec![linerate_http::h3::ALPN.to_vec()];
+        let quic = quinn_proto::crypto::rustls::QuicClientConfig::try_from(c)
+            .map_err(|e| format!("QUIC: {e}"))?;
+        Ok(quinn_proto::ClientConfig::new(Arc::new(quic)))
+    }
+
+    /// The name certificates are checked against.
+    pub(crate) fn server_name(&self) -> String {
+        match &self.name {
+            ServerName::DnsName(d) => d.as_ref().to_string(),
+            ServerName::IpAddress(ip) => std::net::IpAddr::from(*ip).to_string(),
+            other => format!("{other:?}"),
+        }
+    }
+
     /// Settings for the server named `host` (the URL's host, without its port):
     /// certificates checked against `cacert` (else the system's bundle), or not at all
     /// with `insecure`; resumption off with `full_handshakes`. An error names the flag.
