@@ -206,6 +206,7 @@ pub fn compare(
         gzip: None,
         tls: None,
         h2: false,
+        h3: false,
     };
     let mut infos: Vec<Option<IdleServer>> = vec![None; servers.len()];
     let mut runs: Vec<Vec<IdleReport>> = vec![Vec::new(); servers.len()];

@@ -205,6 +205,29 @@ pub(crate) struct Quic3 {
     sweep_at: Option<Instant>,
     /// The earliest time a connection told GOAWAY may close ([`Quic3::close_idle`]).
     close_at: Option<Instant>,
+    /// Receives since the worker last took the count ([`Quic3::take_receives`]).
+    receives: Receives,
+}
+
+/// What a socket's receives brought: the receives (each one `recvmsg`, or one ring
+/// completion), the datagrams in them (several in one when GRO coalesced them), their
+/// bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Receives {
+    pub calls: u64,
+    pub datagrams: u64,
+    pub bytes: u64,
+}
+
+impl Receives {
+    fn count(&mut self, r: &udp::Received) {
+        self.calls += 1;
+        self.bytes += r.len as u64;
+        self.datagrams += match r.segment {
+            Some(s) if s > 0 => r.len.div_ceil(s) as u64,
+            _ => 1,
+        };
+    }
 }
 
 /// Where answered requests are logged: the client, the response, how it was cut.
@@ -258,7 +281,13 @@ impl Quic3 {
             blocked: false,
             going_away: false,
             draining: false,
+            receives: Receives::default(),
         })
+    }
+
+    /// The receives counted since the last call.
+    pub fn take_receives(&mut self) -> Receives {
+        std::mem::take(&mut self.receives)
     }
 
     /// Connections open now.
@@ -287,8 +316,11 @@ impl Quic3 {
     ) {
         for _ in 0..RECVS_PER_TURN {
             match udp::recv(self.sock.as_fd(), &mut self.buf) {
-                Ok(r) if r.truncated => continue,
-                Ok(r) => self.endpoint.receive(now, &r, &self.buf),
+                Ok(r) if r.truncated => self.receives.count(&r),
+                Ok(r) => {
+                    self.receives.count(&r);
+                    self.endpoint.receive(now, &r, &self.buf);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 // An ICMP error of an earlier send, reported on this socket: the
                 // datagrams behind it are still there.
@@ -301,6 +333,7 @@ impl Quic3 {
     /// A datagram (or GRO batch) the worker's ring received for this socket: handed
     /// to QUIC; served at the turn's end ([`Quic3::serve`]), once for all the turn's.
     pub fn received(&mut self, now: Instant, r: &udp::Received, payload: &[u8]) {
+        self.receives.count(r);
         if !r.truncated {
             self.endpoint.receive(now, r, payload);
         }

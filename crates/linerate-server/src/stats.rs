@@ -246,6 +246,22 @@ stats! {
         h3_excessive_load: counter as "http3.excessive_load"
             => "linerate_http3_excessive_load"
             "HTTP/3 connections closed as a flood (H3_EXCESSIVE_LOAD: answers cancelled by the hundred, a head past twice the limits)",
+        /// HTTP/3's UDP: sends (each one `sendmsg` or ring send: a GSO batch of several
+        /// datagrams, or one) and their datagrams; receives (each one `recvmsg` or ring
+        /// completion: several datagrams when GRO coalesced them), their datagrams and
+        /// bytes. Datagrams per send and bytes per receive are the ratios.
+        h3_sends: counter as "http3.udp_sends"
+            => "linerate_http3_udp_sends"
+            "UDP sends of HTTP/3 (one sendmsg each: a GSO batch, or one datagram)",
+        h3_datagrams_sent: counter as "http3.datagrams_sent"
+            => "linerate_http3_datagrams_sent" "QUIC datagrams sent",
+        h3_receives: counter as "http3.udp_receives"
+            => "linerate_http3_udp_receives"
+            "UDP receives of HTTP/3 (one recvmsg or ring completion each: several datagrams with GRO)",
+        h3_datagrams_received: counter as "http3.datagrams_received"
+            => "linerate_http3_datagrams_received" "QUIC datagrams received",
+        h3_bytes_received: counter as "http3.bytes_received"
+            => "linerate_http3_bytes_received" "Bytes of QUIC datagrams received",
         h3_early: counter as "http3.early_requests"
             => "linerate_http3_early_requests"
             "HTTP/3 requests that came in 0-RTT (--http3-early-data)",

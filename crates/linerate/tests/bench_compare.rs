@@ -867,3 +867,104 @@ fn h2_runs_every_installed_server_over_h2c_and_h2_with_both_clients() {
         assert_servers_gone(&v);
     }
 }
+
+/// `--h3`: HTTP/3 to the servers that speak it (linerate, and Caddy where installed),
+/// with the one certificate over TLS; nginx is left out, said so; every run is
+/// HTTP/3 (the built-in client speaks nothing else with --h3), whole bodies, no error.
+#[test]
+fn h3_runs_linerate_and_caddy_and_leaves_out_the_servers_without_it() {
+    let caddy = installed("caddy");
+    let mut servers = vec!["linerate"];
+    if caddy {
+        servers.push("caddy");
+    }
+    servers.push("nginx");
+    let list = servers.join(",");
+    // Another build of a peer is a column of its own (here the same Caddy again, as a
+    // current one built from source would be).
+    let again = if caddy {
+        let path = Command::new("sh")
+            .args(["-c", "command -v caddy"])
+            .output()
+            .unwrap();
+        let path = String::from_utf8_lossy(&path.stdout).trim().to_string();
+        vec![
+            "--peer-bin".to_string(),
+            format!("caddy-again=caddy:{path}"),
+        ]
+    } else {
+        Vec::new()
+    };
+    let (out, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let o = LINERATE
+        .command()
+        .env("TMPDIR", tmp.path())
+        .args([
+            "bench",
+            "compare",
+            "--tls",
+            "--h3",
+            "-m",
+            "4",
+            "--servers",
+            &list,
+        ])
+        .args(&again)
+        .args(["--sizes", "1K,100K", "-d", "0.3", "-c", "2", "-i", "3"])
+        .args(["--warmup", "0", "--json", "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names = server_field(&v, "name");
+    let mut want: Vec<&str> = servers.iter().copied().filter(|s| *s != "nginx").collect();
+    if caddy {
+        want.push("caddy-again");
+    }
+    assert_eq!(names, want, "{err}");
+    assert!(
+        v["skipped"].to_string().contains("no HTTP/3"),
+        "{}",
+        v["skipped"]
+    );
+    for (w, size) in v["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .zip([1024, 102_400])
+    {
+        for (name, runs) in names.iter().zip(w["runs"].as_array().unwrap()) {
+            for r in runs.as_array().unwrap() {
+                assert_eq!(r["protocol"], "h3", "{name}: {r}");
+                let n = r["requests"].as_u64().unwrap();
+                assert!(n > 0, "{name}: {r}");
+                assert_eq!(r["statuses"]["200"].as_u64().unwrap(), n, "{name}: {r}");
+                assert_eq!(errors(r), 0, "{name}: {r}");
+                assert_eq!(r["body_bytes"].as_u64().unwrap(), n * size, "{name}: {r}");
+            }
+        }
+    }
+    assert_servers_gone(&v);
+    // HTTP/3 needs TLS, and the built-in client.
+    for (args, want) in [
+        (&["bench", "compare", "--h3"][..], "--tls"),
+        (
+            &["bench", "compare", "--h3", "--tls", "--client", "wrk"],
+            "--h3",
+        ),
+        (
+            &["bench", "compare", "--peer-bin", "x=apache:/bin/true"],
+            "--peer-bin",
+        ),
+        (
+            &["bench", "compare", "--peer-bin", "x=linerate:/bin/true"],
+            "--bin NAME=PATH",
+        ),
+    ] {
+        let (code, _, err) = LINERATE.run(args);
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}

@@ -355,6 +355,16 @@ fn a_hundred_streams_on_one_connection_and_head() {
     let status = status(&server);
     assert_eq!(status["http3"]["connections"], 1, "{status}");
     assert_eq!(status["http3"]["streams"], 100, "{status}");
+    // Its UDP counted: the 2 MB of answers in datagrams of at most 1,500 bytes, sent
+    // in batches of one or more (GSO); the client's datagrams received, each receive
+    // one or more (GRO).
+    let n = |k: &str| status["http3"][k].as_u64().unwrap_or(0);
+    let (sends, sent) = (n("udp_sends"), n("datagrams_sent"));
+    assert!(sends > 0 && sent >= sends, "{status}");
+    assert!(sent >= (100 * data.len() / 1500) as u64, "{status}");
+    let (receives, received) = (n("udp_receives"), n("datagrams_received"));
+    assert!(receives > 0 && received >= receives, "{status}");
+    assert!(n("bytes_received") >= received, "{status}");
     let _ = std::fs::remove_file(got.path().join("one.bin"));
     run(&["--http-method=HEAD"]);
     let head = std::fs::read(got.path().join("one.bin")).unwrap_or_default();

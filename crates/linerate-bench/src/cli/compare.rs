@@ -76,8 +76,13 @@ pub struct CompareArgs {
     /// DATA frames, as browsers and h2load take.
     #[arg(long, conflicts_with_all = ["close", "checksum"])]
     h2: bool,
-    /// With --h2: streams in flight per connection (h2load's -m) [default: 1].
-    #[arg(short = 'm', long = "streams", value_name = "N", requires = "h2", conflicts_with = "pipeline", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    /// HTTP/3 (QUIC over UDP on the TLS port; needs --tls) to the servers that speak
+    /// it: linerate (--http3 on) and Caddy (its h3 protocol); the others are left
+    /// out, each said so. The built-in client alone (`bench http --h3`'s).
+    #[arg(long, requires = "tls", conflicts_with_all = ["h2", "close"])]
+    h3: bool,
+    /// With --h2 or --h3: streams in flight per connection (h2load's -m) [default: 1].
+    #[arg(short = 'm', long = "streams", value_name = "N", conflicts_with = "pipeline", value_parser = clap::value_parser!(u32).range(1..=1024))]
     streams: Option<u32>,
 }
 
@@ -99,6 +104,11 @@ pub struct ServerSetArgs {
     /// as NAME=PATH; a NAME not given by --variant is a variant with no extra flags.
     #[arg(long = "bin", value_name = "NAME=PATH", value_parser = parse_bin)]
     pub bins: Vec<(String, PathBuf)>,
+    /// Another build of a peer as a server of its own, NAME=PEER:PATH
+    /// ("caddy2.11=caddy:/root/go/bin/caddy"), after those of --servers; repeat for
+    /// several.
+    #[arg(long = "peer-bin", value_name = "NAME=PEER:PATH", value_parser = parse_peer_bin)]
+    pub peer_bins: Vec<(String, Peer, PathBuf)>,
     /// Extra arguments for every linerate `serve`, one string ("--transmit splice").
     #[arg(long, value_name = "ARGS", allow_hyphen_values = true)]
     pub linerate_args: Option<String>,
@@ -125,6 +135,7 @@ impl ServerSetArgs {
             peers: self.servers.as_deref().unwrap_or(default),
             variants: &self.variants,
             bins: &self.bins,
+            peer_bins: &self.peer_bins,
             common: &common,
             exe,
         })
@@ -170,6 +181,17 @@ fn parse_bin(s: &str) -> Result<(String, PathBuf), String> {
     Ok((variant_name(name)?, PathBuf::from(path)))
 }
 
+fn parse_peer_bin(s: &str) -> Result<(String, Peer, PathBuf), String> {
+    let (name, rest) = s
+        .split_once('=')
+        .ok_or_else(|| format!("'{s}': give NAME=PEER:PATH"))?;
+    let (peer, path) = rest
+        .split_once(':')
+        .filter(|(_, p)| !p.is_empty())
+        .ok_or_else(|| format!("'{s}': give NAME=PEER:PATH"))?;
+    Ok((variant_name(name)?, peer.parse()?, PathBuf::from(path)))
+}
+
 pub fn run_compare(a: CompareArgs, build: crate::machine::Build) -> anyhow::Result<ExitCode> {
     if let Err(e) = a.load.check() {
         return Ok(usage_error(&e));
@@ -202,8 +224,14 @@ pub fn run_compare(a: CompareArgs, build: crate::machine::Build) -> anyhow::Resu
         None,
         1,
     );
+    if a.streams.is_some() && !a.h2 && !a.h3 {
+        return Ok(usage_error("-m/--streams goes with --h2 or --h3"));
+    }
     if a.h2 {
         template.h2 = Some(16_384);
+    }
+    template.h3 = a.h3;
+    if a.h2 || a.h3 {
         template.pipeline = a.streams.unwrap_or(1) as usize;
     }
     let exe = std::env::current_exe().context("finding the linerate binary")?;

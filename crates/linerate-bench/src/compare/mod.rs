@@ -55,6 +55,9 @@ pub struct Lineup<'a> {
     pub variants: &'a [(String, String)],
     /// Other linerate builds: (variant name, binary).
     pub bins: &'a [(String, PathBuf)],
+    /// Peers of another build, each a server of its own after those listed: (name,
+    /// which peer, its binary), a current Caddy beside Debian's, say.
+    pub peer_bins: &'a [(String, Peer, PathBuf)],
     /// Arguments every linerate gets before its own.
     pub common: &'a [String],
     /// This linerate.
@@ -126,6 +129,21 @@ pub fn server_specs(l: &Lineup<'_>) -> Result<Vec<ServerSpec>, String> {
     }
     if !placed && !names.is_empty() {
         out.extend(linerate);
+    }
+    for (name, peer, exe) in l.peer_bins {
+        if *peer == Peer::Linerate {
+            return Err(format!(
+                "--peer-bin {name}: linerate's builds are --bin NAME=PATH"
+            ));
+        }
+        if out.iter().any(|s| s.label == *name) {
+            return Err(format!("--peer-bin: '{name}' names another server"));
+        }
+        out.push(ServerSpec {
+            label: name.clone(),
+            exe: Some(exe.clone()),
+            ..ServerSpec::peer(*peer)
+        });
     }
     if out.is_empty() {
         return Err("--servers: give at least one server".into());
@@ -365,6 +383,12 @@ pub fn check(cfg: &CompareConfig) -> Result<(), String> {
             "--gzip dynamic: the HTTP/2 clients read no compressed stream: leave out --h2".into(),
         );
     }
+    if cfg.load.h3 && cfg.clients.iter().any(|c| *c != Client::Builtin) {
+        return Err("--h3: only the builtin client speaks HTTP/3: give --client builtin".into());
+    }
+    if cfg.load.h3 && cfg.gzip == Some(peers::Gzip::Dynamic) {
+        return Err("--gzip dynamic: needs wrk, which speaks no HTTP/3: leave out --h3".into());
+    }
     if cfg.tls && cfg.clients.contains(&Client::Wrk) {
         return Err(
             "--tls: wrk offers every TLS 1.3 cipher and h2o 2.2 cannot be held to AES-128-GCM; \
@@ -417,6 +441,11 @@ pub fn check(cfg: &CompareConfig) -> Result<(), String> {
 fn sits_out(cfg: &CompareConfig, peer: Peer) -> Option<String> {
     let gzip_static = cfg.gzip == Some(peers::Gzip::Static);
     match peer {
+        // nginx has HTTP/3 from 1.25 (Debian 12's is 1.22), h2o from 2.3 (Debian's is
+        // 2.2); lighttpd has none.
+        Peer::Nginx | Peer::Lighttpd | Peer::H2o if cfg.load.h3 => {
+            Some("it speaks no HTTP/3 in the version installed here".to_string())
+        }
         Peer::Lighttpd if gzip_static => {
             Some("it has no setting to send precompressed files".to_string())
         }
@@ -511,6 +540,7 @@ pub fn run(
                 gzip: cfg.gzip,
                 tls: tls_files.clone(),
                 h2: cfg.load.h2.is_some(),
+                h3: cfg.load.h3,
                 ..peers::Settings::default()
             },
         };

@@ -161,6 +161,9 @@ pub struct Settings {
     pub tls: Option<TlsFiles>,
     /// HTTP/2 as well as HTTP/1.1: by ALPN over TLS, by prior knowledge in clear.
     pub h2: bool,
+    /// HTTP/3 as well (QUIC on the TLS port, UDP): linerate's `--http3 on`, Caddy's
+    /// `h3`.
+    pub h3: bool,
 }
 
 impl Default for Settings {
@@ -173,6 +176,7 @@ impl Default for Settings {
             gzip: None,
             tls: None,
             h2: false,
+            h3: false,
         }
     }
 }
@@ -216,9 +220,12 @@ impl Drop for Running {
 pub fn free_port(bind: IpAddr, netns: Option<&str>) -> io::Result<u16> {
     let first = 20_000 + (std::process::id() % 10_000) as u16;
     crate::netns::within(netns, || {
+        // Free for UDP too: HTTP/3 takes the same port number.
         (first..32_000)
             .chain(20_000..first)
-            .find(|&p| TcpListener::bind((bind, p)).is_ok())
+            .find(|&p| {
+                TcpListener::bind((bind, p)).is_ok() && std::net::UdpSocket::bind((bind, p)).is_ok()
+            })
             .ok_or_else(|| io::Error::other("no free port between 20000 and 32000"))
     })?
 }
@@ -236,6 +243,7 @@ pub fn config_text(l: &Launch) -> String {
         gzip,
         ref tls,
         h2,
+        h3: _,
     } = l.settings;
     // Each server's words for HTTPS with the one certificate: TLS 1.2 and 1.3, the
     // AES-128-GCM suites (ECDSA for 1.2), the server's order, session resumption.
@@ -401,15 +409,17 @@ http1-request-timeout: {keepalive}
 /// logs no access unless told to). With TLS, the run's certificate and the same
 /// AES-128-GCM suite for TLS 1.2 (Go does not let TLS 1.3's suites be chosen; the
 /// client offers AES-128-GCM alone). Its protocols are said outright: HTTP/1.1, and
-/// h2 over TLS or h2c in clear with `h2`, never HTTP/3. Threads: `GOMAXPROCS` (see
+/// h2 over TLS or h2c in clear with `h2`; HTTP/3 (with h1 and h2, as Caddy serves it
+/// by default) only with `h3`. Threads: `GOMAXPROCS` (see
 /// [`command`]).
 fn caddy_config(l: &Launch) -> String {
     let work = l.work.display().to_string();
     let tls = l.settings.tls.as_ref();
-    let protocols: &[&str] = match (l.settings.h2, tls.is_some()) {
-        (false, _) => &["h1"],
-        (true, true) => &["h1", "h2"],
-        (true, false) => &["h1", "h2c"],
+    let protocols: &[&str] = match (l.settings.h2, l.settings.h3, tls.is_some()) {
+        (_, true, true) => &["h1", "h2", "h3"],
+        (false, _, _) => &["h1"],
+        (true, _, true) => &["h1", "h2"],
+        (true, _, false) => &["h1", "h2c"],
     };
     let mut file_server = serde_json::json!({
         "handler": "file_server",
@@ -500,6 +510,9 @@ fn command(l: &Launch) -> Command {
                     .arg(&t.key),
                 None => c.args(["--listen", &addr]),
             };
+            if l.settings.h3 {
+                c.args(["--http3", "on"]);
+            }
             c.args(["--workers", &l.settings.workers.to_string()])
                 .args(["--idle-timeout", &l.settings.keepalive_seconds.to_string()])
                 .args(["--access-log", "off"])

@@ -14,6 +14,7 @@ use crate::access_log::{write_access, Done};
 use crate::conn::Aborted;
 use crate::listen::Peer;
 use crate::response::Response;
+use crate::stats::Stats;
 
 /// Why an HTTP/3 socket is served.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,9 +71,22 @@ impl<D: Driver> Worker<D> {
         };
         let site = &mut self.site;
         let driver = &mut self.driver;
-        let mut out = |fd: BorrowedFd<'_>, b: &udp::Batch<'_>| match driver.ring() {
-            Some(ring) => ring.send_datagram(fd, b).map(|()| b.buf.len()),
-            None => udp::send(fd, b),
+        // Each send counted with its datagrams: a GSO batch is several (seed 000's
+        // one call for as much as the socket takes, on UDP).
+        let mut out = |fd: BorrowedFd<'_>, b: &udp::Batch<'_>| {
+            let sent = match driver.ring() {
+                Some(ring) => ring.send_datagram(fd, b).map(|()| b.buf.len()),
+                None => udp::send(fd, b),
+            };
+            if sent.is_ok() {
+                let datagrams = match b.segment {
+                    Some(s) if s > 0 => b.buf.len().div_ceil(usize::from(s)),
+                    _ => 1,
+                };
+                Stats::add(&stats.h3_sends, 1);
+                Stats::add(&stats.h3_datagrams_sent, datagrams as u64);
+            }
+            sent
         };
         for q in &mut self.quic[which] {
             let log = &mut write_log;
@@ -93,6 +107,10 @@ impl<D: Driver> Worker<D> {
                     q.serve(now, site, log, &mut out);
                 }
             }
+            let r = q.take_receives();
+            Stats::add(&stats.h3_receives, r.calls);
+            Stats::add(&stats.h3_datagrams_received, r.datagrams);
+            Stats::add(&stats.h3_bytes_received, r.bytes);
         }
     }
 
