@@ -895,29 +895,14 @@ fn h3_runs_linerate_and_caddy_and_leaves_out_the_servers_without_it() {
     } else {
         Vec::new()
     };
-    let (out, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let o = LINERATE
-        .command()
-        .env("TMPDIR", tmp.path())
-        .args([
-            "bench",
-            "compare",
-            "--tls",
-            "--h3",
-            "-m",
-            "4",
-            "--servers",
-            &list,
-        ])
-        .args(&again)
-        .args(["--sizes", "1K,100K", "-d", "0.3", "-c", "2", "-i", "3"])
-        .args(["--warmup", "0", "--json", "--out"])
-        .arg(out.path())
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut args: Vec<String> = ["--tls", "--h3", "-m", "4", "--servers", &list]
+        .iter()
+        .chain(&["--sizes", "1K,100K", "-d", "0.3", "-c", "2", "-i", "3"])
+        .chain(&["--warmup", "0"])
+        .map(|a| a.to_string())
+        .collect();
+    args.extend(again);
+    let (v, err) = compare_json(&args);
     let names = server_field(&v, "name");
     let mut want: Vec<&str> = servers.iter().copied().filter(|s| *s != "nginx").collect();
     if caddy {
@@ -967,4 +952,83 @@ fn h3_runs_linerate_and_caddy_and_leaves_out_the_servers_without_it() {
         assert_eq!(code, 64, "{args:?}: {err}");
         assert!(err.contains(want), "{args:?}: {err}");
     }
+}
+
+/// `--protocols h2,h3`: each server and protocol a column of one interleaved run
+/// (linerate's HTTP/3 beside its own HTTP/2), every run of a column in its protocol;
+/// a server without HTTP/3 keeps its HTTP/2 column and its HTTP/3 one is left out,
+/// said so; misuse named.
+#[test]
+fn protocols_put_each_server_and_protocol_in_a_column() {
+    let nginx = installed("nginx");
+    let servers = if nginx { "linerate,nginx" } else { "linerate" };
+    let args: Vec<String> = [
+        "--tls",
+        "--protocols",
+        "h2,h3",
+        "-m",
+        "2",
+        "--servers",
+        servers,
+    ]
+    .iter()
+    .chain(&[
+        "--sizes", "1K", "-d", "0.3", "-c", "2", "-i", "3", "--warmup", "0",
+    ])
+    .map(|a| a.to_string())
+    .collect();
+    let (v, err) = compare_json(&args);
+    let names = server_field(&v, "name");
+    let mut want = vec!["linerate/h2", "linerate/h3"];
+    if nginx {
+        want.push("nginx/h2");
+        assert!(
+            v["skipped"].to_string().contains("nginx/h3"),
+            "{}",
+            v["skipped"]
+        );
+    }
+    assert_eq!(names, want, "{err}");
+    for (name, runs) in names
+        .iter()
+        .zip(v["workloads"][0]["runs"].as_array().unwrap())
+    {
+        let protocol = name.rsplit('/').next().unwrap();
+        for r in runs.as_array().unwrap() {
+            assert_eq!(r["protocol"], protocol, "{name}: {r}");
+            assert_eq!(r["pipeline"], 2, "{name}: {r}");
+            let n = r["requests"].as_u64().unwrap();
+            assert!(n > 0, "{name}: {r}");
+            assert_eq!(r["statuses"]["200"].as_u64().unwrap(), n, "{name}: {r}");
+            assert_eq!(errors(r), 0, "{name}: {r}");
+        }
+    }
+    assert_servers_gone(&v);
+    for (args, want) in [
+        (&["bench", "compare", "--protocols", "h2,h3"][..], "--tls"),
+        (&["bench", "compare", "--protocols", "h2,h4"], "--protocols"),
+        (&["bench", "compare", "--protocols", "h2,h2"], "twice"),
+        (&["bench", "compare", "--protocols", "h2", "--h3"], "--h3"),
+    ] {
+        let (code, _, err) = LINERATE.run(args);
+        assert_eq!(code, 64, "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+/// `linerate bench compare ARGS --json` with its own TMPDIR and output directory,
+/// which must succeed: its JSON, and what it said on standard error.
+fn compare_json(args: &[String]) -> (Value, String) {
+    let (out, tmp) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let o = LINERATE
+        .command()
+        .env("TMPDIR", tmp.path())
+        .args(["bench", "compare", "--json", "--out"])
+        .arg(out.path())
+        .args(args)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+    (serde_json::from_slice(&o.stdout).unwrap(), err)
 }

@@ -81,7 +81,13 @@ pub struct CompareArgs {
     /// out, each said so. The built-in client alone (`bench http --h3`'s).
     #[arg(long, requires = "tls", conflicts_with_all = ["h2", "close"])]
     h3: bool,
-    /// With --h2 or --h3: streams in flight per connection (h2load's -m) [default: 1].
+    /// Protocols side by side, comma-separated (h1, h2, h3): each server and protocol
+    /// a column, in one interleaved run ("h2,h3" puts linerate's HTTP/3 beside its own
+    /// HTTP/2); a server without HTTP/3 runs its other columns. The builtin client.
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_protocol, conflicts_with_all = ["h2", "h3"])]
+    protocols: Vec<crate::compare::Protocol>,
+    /// With --h2, --h3 or --protocols: streams in flight per connection (h2load's -m;
+    /// an HTTP/1.1 column pipelines that deep) [default: 1].
     #[arg(short = 'm', long = "streams", value_name = "N", conflicts_with = "pipeline", value_parser = clap::value_parser!(u32).range(1..=1024))]
     streams: Option<u32>,
 }
@@ -143,6 +149,10 @@ impl ServerSetArgs {
 }
 
 fn parse_peer(s: &str) -> Result<Peer, String> {
+    s.parse()
+}
+
+fn parse_protocol(s: &str) -> Result<crate::compare::Protocol, String> {
     s.parse()
 }
 
@@ -224,14 +234,16 @@ pub fn run_compare(a: CompareArgs, build: crate::machine::Build) -> anyhow::Resu
         None,
         1,
     );
-    if a.streams.is_some() && !a.h2 && !a.h3 {
-        return Ok(usage_error("-m/--streams goes with --h2 or --h3"));
+    if a.streams.is_some() && !a.h2 && !a.h3 && a.protocols.is_empty() {
+        return Ok(usage_error(
+            "-m/--streams goes with --h2, --h3 or --protocols",
+        ));
     }
     if a.h2 {
         template.h2 = Some(16_384);
     }
     template.h3 = a.h3;
-    if a.h2 || a.h3 {
+    if a.h2 || a.h3 || !a.protocols.is_empty() {
         template.pipeline = a.streams.unwrap_or(1) as usize;
     }
     let exe = std::env::current_exe().context("finding the linerate binary")?;
@@ -241,6 +253,7 @@ pub fn run_compare(a: CompareArgs, build: crate::machine::Build) -> anyhow::Resu
             Err(e) => return Ok(usage_error(&e)),
         },
         clients: a.clients.clone(),
+        protocols: a.protocols.clone(),
         root: a.root.clone(),
         sizes,
         mix_dirs: mix.then_some(a.set.dirs as usize),

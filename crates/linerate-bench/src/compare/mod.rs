@@ -151,6 +151,54 @@ pub fn server_specs(l: &Lineup<'_>) -> Result<Vec<ServerSpec>, String> {
     Ok(out)
 }
 
+/// A protocol a comparison's column speaks (`--protocols`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Protocol {
+    /// HTTP/1.1.
+    #[serde(rename = "http/1.1")]
+    H1,
+    /// HTTP/2 (ALPN h2 over TLS, prior knowledge in clear).
+    #[serde(rename = "h2")]
+    H2,
+    /// HTTP/3 (QUIC; TLS only).
+    #[serde(rename = "h3")]
+    H3,
+}
+
+impl Protocol {
+    /// Its name in column labels and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::H1 => "h1",
+            Protocol::H2 => "h2",
+            Protocol::H3 => "h3",
+        }
+    }
+
+    /// `load` made to speak it (HTTP/2 with 16 KiB frames, as `--h2`).
+    fn apply(self, load: &mut HttpConfig) {
+        load.h2 = (self == Protocol::H2).then_some(16_384);
+        load.h3 = self == Protocol::H3;
+    }
+}
+
+impl std::str::FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Protocol, String> {
+        match s {
+            "h1" | "http/1.1" => Ok(Protocol::H1),
+            "h2" => Ok(Protocol::H2),
+            "h3" => Ok(Protocol::H3),
+            _ => Err(format!("'{s}': the protocols are h1, h2 and h3")),
+        }
+    }
+}
+
+/// Whether `peer`, as installed here, speaks HTTP/3.
+fn speaks_h3(peer: Peer) -> bool {
+    matches!(peer, Peer::Linerate | Peer::Caddy)
+}
+
 /// The program that makes the load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -194,6 +242,9 @@ pub struct CompareConfig {
     pub servers: Vec<ServerSpec>,
     /// Load clients; with several, each server and client pair is a column.
     pub clients: Vec<Client>,
+    /// Protocols side by side (`--protocols`): each server and protocol a column, in
+    /// one interleaved run (empty: the load's own, one column a server).
+    pub protocols: Vec<Protocol>,
     /// Where the file set is written (a temporary directory if None).
     pub root: Option<PathBuf>,
     /// One workload per size.
@@ -304,6 +355,9 @@ pub struct ServerInfo {
     pub peer: Peer,
     /// The load client.
     pub client: Client,
+    /// The protocol of its column, with `--protocols`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
     /// Its version line.
     pub version: String,
     /// Its configuration (for linerate: the command line).
@@ -383,6 +437,24 @@ pub fn check(cfg: &CompareConfig) -> Result<(), String> {
             "--gzip dynamic: the HTTP/2 clients read no compressed stream: leave out --h2".into(),
         );
     }
+    if !cfg.protocols.is_empty() {
+        if cfg.clients.iter().any(|c| *c != Client::Builtin) {
+            return Err(
+                "--protocols: the builtin client alone speaks each: give --client builtin".into(),
+            );
+        }
+        if cfg.protocols.contains(&Protocol::H3) && !cfg.tls {
+            return Err("--protocols h3: QUIC needs --tls".into());
+        }
+        if cfg.gzip == Some(peers::Gzip::Dynamic) {
+            return Err("--gzip dynamic: needs wrk: leave out --protocols".into());
+        }
+        for (i, p) in cfg.protocols.iter().enumerate() {
+            if cfg.protocols[..i].contains(p) {
+                return Err(format!("--protocols: '{}' is named twice", p.name()));
+            }
+        }
+    }
     if cfg.load.h3 && cfg.clients.iter().any(|c| *c != Client::Builtin) {
         return Err("--h3: only the builtin client speaks HTTP/3: give --client builtin".into());
     }
@@ -443,7 +515,7 @@ fn sits_out(cfg: &CompareConfig, peer: Peer) -> Option<String> {
     match peer {
         // nginx has HTTP/3 from 1.25 (Debian 12's is 1.22), h2o from 2.3 (Debian's is
         // 2.2); lighttpd has none.
-        Peer::Nginx | Peer::Lighttpd | Peer::H2o if cfg.load.h3 => {
+        peer if cfg.load.h3 && !speaks_h3(peer) => {
             Some("it speaks no HTTP/3 in the version installed here".to_string())
         }
         Peer::Lighttpd if gzip_static => {
@@ -539,8 +611,8 @@ pub fn run(
             settings: peers::Settings {
                 gzip: cfg.gzip,
                 tls: tls_files.clone(),
-                h2: cfg.load.h2.is_some(),
-                h3: cfg.load.h3,
+                h2: cfg.load.h2.is_some() || cfg.protocols.contains(&Protocol::H2),
+                h3: cfg.load.h3 || cfg.protocols.contains(&Protocol::H3),
                 ..peers::Settings::default()
             },
         };
@@ -560,21 +632,37 @@ pub fn run(
                 continue;
             }
         };
+        let protocols: Vec<Option<Protocol>> = if cfg.protocols.is_empty() {
+            vec![None]
+        } else {
+            cfg.protocols.iter().copied().map(Some).collect()
+        };
         for &client in &cfg.clients {
-            let name = if cfg.clients.len() > 1 {
-                format!("{}/{}", spec.label, client.name())
-            } else {
-                spec.label.clone()
-            };
-            let info = ServerInfo {
-                name,
-                peer: spec.peer,
-                client,
-                version: r.version.clone(),
-                config: r.config.clone(),
-            };
-            on(Event::Started(&info));
-            servers.push((info, running.len()));
+            for &protocol in &protocols {
+                let mut name = spec.label.clone();
+                if cfg.clients.len() > 1 {
+                    name = format!("{name}/{}", client.name());
+                }
+                if let Some(p) = protocol {
+                    name = format!("{name}/{}", p.name());
+                    if p == Protocol::H3 && !speaks_h3(spec.peer) {
+                        let why = "it speaks no HTTP/3 in the version installed here";
+                        on(Event::Skipped(&name, why));
+                        skipped.push((name, why.to_string()));
+                        continue;
+                    }
+                }
+                let info = ServerInfo {
+                    name,
+                    peer: spec.peer,
+                    client,
+                    protocol,
+                    version: r.version.clone(),
+                    config: r.config.clone(),
+                };
+                on(Event::Started(&info));
+                servers.push((info, running.len()));
+            }
         }
         running.push(r);
     }
@@ -636,6 +724,9 @@ pub fn run(
                     tls: client_tls.clone(),
                     ..cfg.load.clone()
                 };
+                if let Some(p) = info.protocol {
+                    p.apply(&mut load);
+                }
                 if cfg.gzip.is_some() {
                     load.headers.push("Accept-Encoding: gzip".to_string());
                 }
