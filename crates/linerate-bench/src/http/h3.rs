@@ -267,10 +267,16 @@ impl Thread<'_> {
         let Some(c) = self.slots[i].conn.as_mut() else {
             return self.slots[i].idle_at;
         };
-        if c.quic.poll_timeout().is_some_and(|t| t <= now) {
+        // Only a connection whose timer fired or whose paced request is due has work
+        // here; the others move on their datagrams (`receive`).
+        let fired = c.quic.poll_timeout().is_some_and(|t| t <= now);
+        if fired {
             c.quic.handle_timeout(now);
         }
-        self.progress(i, now);
+        let slot = &self.slots[i];
+        if fired || (slot.interval_ns > 0 && slot.next_due_ns <= now_ns) {
+            self.progress(i, now);
+        }
         let start = self.start;
         let slot = &mut self.slots[i];
         let Some(c) = slot.conn.as_mut() else {
