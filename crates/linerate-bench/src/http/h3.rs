@@ -267,16 +267,10 @@ impl Thread<'_> {
         let Some(c) = self.slots[i].conn.as_mut() else {
             return self.slots[i].idle_at;
         };
-        // Only a connection whose timer fired or whose paced request is due has work
-        // here; the others move on their datagrams (`receive`).
-        let fired = c.quic.poll_timeout().is_some_and(|t| t <= now);
-        if fired {
+        if c.quic.poll_timeout().is_some_and(|t| t <= now) {
             c.quic.handle_timeout(now);
         }
-        let slot = &self.slots[i];
-        if fired || (slot.interval_ns > 0 && slot.next_due_ns <= now_ns) {
-            self.progress(i, now);
-        }
+        self.progress(i, now);
         let start = self.start;
         let slot = &mut self.slots[i];
         let Some(c) = slot.conn.as_mut() else {
