@@ -58,16 +58,16 @@ crate::config::words!(Http3 {
 
 crate::settings::as_text!(Http3);
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
-use std::os::unix::fs::FileExt;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
+use bytes::Bytes;
 use linerate_http::h3::connection::{Connection as Proto, Event as H3Event};
 use linerate_http::h3::error::ErrorCode;
 use linerate_http::request::{Limits, Method, Request};
@@ -137,14 +137,16 @@ fn capped_buffers(sock: &socket2::Socket) -> io::Result<Vec<(bool, String)>> {
 struct Answer {
     stream: StreamId,
     response: Response,
-    /// Framed bytes the stream has not taken yet, from `at`.
-    out: Vec<u8>,
-    at: usize,
+    /// Framed chunks the stream has not taken yet (a head, a DATA frame): handed to
+    /// QUIC as they are, which keeps them until acknowledged without a copy.
+    out: VecDeque<Bytes>,
+    /// Framed bytes the stream has taken.
+    taken: u64,
     /// Body bytes framed so far.
     body: u64,
-    /// Where it stood at the last sweep (`body`, `at`), and since when it has not
+    /// Where it stood at the last sweep (`body`, `taken`), and since when it has not
     /// moved: past `--send-timeout` its connection is closed.
-    seen: (u64, usize),
+    seen: (u64, u64),
     stalled: Option<Instant>,
 }
 
@@ -376,7 +378,7 @@ impl Quic3 {
         let mut stalled = Vec::new();
         for (h, c) in &mut self.conns {
             for a in &mut c.answers {
-                let at = (a.body, a.at);
+                let at = (a.body, a.taken);
                 if at != a.seen {
                     a.seen = at;
                     a.stalled = None;
@@ -689,15 +691,17 @@ impl Quic3 {
         r.record.wire = Wire::Three;
         let started = r.record.started;
         r.plan.parts.retain(|p| p.len() > 0);
-        let mut out = Vec::with_capacity(256);
+        let mut out = VecDeque::with_capacity(2);
         if let Some(head) = r.plan.head.take() {
-            c.proto.head(&head, &mut out);
+            let mut framed = Vec::with_capacity(256);
+            c.proto.head(&head, &mut framed);
+            out.push_back(Bytes::from(framed));
         }
         c.answers.push(Answer {
             stream: id,
             response: r,
             out,
-            at: 0,
+            taken: 0,
             body: 0,
             seen: (0, 0),
             stalled: None,
@@ -719,9 +723,16 @@ impl Quic3 {
         };
         let a = &mut c.answers[i];
         loop {
-            if a.at < a.out.len() {
-                match q.send_stream(id).write(&a.out[a.at..]) {
-                    Ok(n) => a.at += n,
+            if !a.out.is_empty() {
+                match q.send_stream(id).write_chunks(a.out.make_contiguous()) {
+                    Ok(w) => {
+                        a.taken += w.bytes as u64;
+                        a.out.drain(..w.chunks);
+                        if !a.out.is_empty() {
+                            // Part of a chunk taken: the stream is full.
+                            return;
+                        }
+                    }
                     Err(quinn_proto::WriteError::Blocked) => return,
                     Err(_) => {
                         let a = c.answers.swap_remove(i);
@@ -731,8 +742,6 @@ impl Quic3 {
                 }
                 continue;
             }
-            a.out.clear();
-            a.at = 0;
             match frame_next(&mut a.response, &mut a.out) {
                 Ok(Some(n)) => a.body += n,
                 Ok(None) => {
@@ -930,30 +939,34 @@ pub(crate) fn advertise(r: &mut Response, port: u16) {
     }
 }
 
-/// Frames the next piece of `r`'s body into `out` (a DATA frame: its header and up to
-/// [`FRAME_BYTES`] of a file range, or a part of bytes whole): the body bytes framed,
-/// or none when the body is all framed.
-fn frame_next(r: &mut Response, out: &mut Vec<u8>) -> io::Result<Option<u64>> {
+/// Frames the next piece of `r`'s body onto `out` (a DATA frame: its header and up to
+/// [`FRAME_BYTES`] of a file range read straight in behind it, or a part of bytes
+/// whole, or cached contents shared without a copy): the body bytes framed, or none
+/// when the body is all framed.
+fn frame_next(r: &mut Response, out: &mut VecDeque<Bytes>) -> io::Result<Option<u64>> {
     let Some(part) = r.plan.parts.pop_front() else {
         return Ok(None);
     };
+    let mut header = Vec::with_capacity(16);
     let n = match part {
         Part::Bytes(b) => {
-            Proto::data_header(b.len() as u64, out);
-            out.extend_from_slice(&b);
+            Proto::data_header(b.len() as u64, &mut header);
+            header.extend_from_slice(&b);
+            out.push_back(Bytes::from(header));
             b.len() as u64
         }
         Part::Shared { buf, start, end } => {
-            Proto::data_header((end - start) as u64, out);
-            out.extend_from_slice(&buf[start..end]);
+            Proto::data_header((end - start) as u64, &mut header);
+            out.push_back(Bytes::from(header));
+            out.push_back(Bytes::from_owner(Cached(buf)).slice(start..end));
             (end - start) as u64
         }
         Part::File(mut f) => {
             let n = f.len.min(FRAME_BYTES);
-            Proto::data_header(n, out);
-            let at = out.len();
-            out.resize(at + n as usize, 0);
-            f.file.read_exact_at(&mut out[at..], f.offset)?;
+            let mut framed = Vec::with_capacity(16 + n as usize);
+            Proto::data_header(n, &mut framed);
+            linerate_sys::cache::read_at_append(f.file.as_fd(), &mut framed, n as usize, f.offset)?;
+            out.push_back(Bytes::from(framed));
             if n < f.len {
                 f.offset += n;
                 f.len -= n;
@@ -965,6 +978,16 @@ fn frame_next(r: &mut Response, out: &mut Vec<u8>) -> io::Result<Option<u64>> {
     Ok(Some(n))
 }
 
+/// Cached file contents as a chunk QUIC holds until acknowledged: the cache's bytes,
+/// shared, not copied.
+struct Cached(Arc<[u8]>);
+
+impl AsRef<[u8]> for Cached {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 /// Logs an answer that did not finish.
 fn log_cut(log: &mut Log<'_>, peer: SocketAddr, a: &Answer) {
     if a.response.quiet || a.response.unlogged {
@@ -973,7 +996,7 @@ fn log_cut(log: &mut Log<'_>, peer: SocketAddr, a: &Answer) {
     let aborted = Aborted {
         cut: Cut::Client,
         body_sent: a.body,
-        nothing_sent: a.at == 0 && a.body == 0,
+        nothing_sent: a.taken == 0,
     };
     log((Peer::Ip(peer), Some(TLS13)), &a.response, Some(aborted));
 }
