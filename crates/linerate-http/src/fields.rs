@@ -131,6 +131,85 @@ impl Head {
     }
 }
 
+/// How many heads a [`HeadSlots`] keeps.
+const HEAD_SLOTS: usize = 64;
+
+/// What a worker made of response heads (each protocol's encoded form), found by what
+/// tells a head apart less its `Date` value ([`Head::around_date`]) and a tag (the
+/// encoder's own choices). A site sends few distinct heads, one per file and its
+/// rules, so after a file's first answer its head is found here, not encoded again. A
+/// head goes in one of two slots its hash chooses (two heads sharing one would push
+/// each other out at every turn); a new head takes the older of its two.
+pub struct HeadSlots<T> {
+    slots: Vec<Option<Slot<T>>>,
+    hasher: foldhash::fast::FixedState,
+    made: u64,
+}
+
+struct Slot<T> {
+    /// The head less its date: the bytes before it, then after it.
+    key: Box<[u8]>,
+    split: usize,
+    tag: u8,
+    made: u64,
+    value: T,
+}
+
+impl<T> Default for HeadSlots<T> {
+    fn default() -> HeadSlots<T> {
+        HeadSlots {
+            slots: Vec::new(),
+            hasher: foldhash::fast::FixedState::default(),
+            made: 0,
+        }
+    }
+}
+
+impl<T> HeadSlots<T> {
+    /// What `head` with `tag` was made into, found or made now by `make`; and whether
+    /// it was made now.
+    pub fn get_or_make(&mut self, head: &Head, tag: u8, make: impl FnOnce() -> T) -> (&T, bool) {
+        use std::hash::BuildHasher;
+        let (before, after) = head.around_date();
+        let hash = self.hasher.hash_one((before, after, tag));
+        if self.slots.is_empty() {
+            self.slots.resize_with(HEAD_SLOTS, || None);
+        }
+        let places = [
+            hash as usize % HEAD_SLOTS,
+            (hash >> 32) as usize % HEAD_SLOTS,
+        ];
+        let hit = places.into_iter().find(|&i| {
+            self.slots[i].as_ref().is_some_and(|s| {
+                let (b, a) = s.key.split_at(s.split);
+                s.tag == tag && b == before && a == after
+            })
+        });
+        let (i, made) = match hit {
+            Some(i) => (i, false),
+            None => {
+                let i = places
+                    .into_iter()
+                    .min_by_key(|&i| self.slots[i].as_ref().map_or(0, |s| s.made))
+                    .unwrap_or(places[0]);
+                self.made += 1;
+                self.slots[i] = Some(Slot {
+                    key: [before, after].concat().into_boxed_slice(),
+                    split: before.len(),
+                    tag,
+                    made: self.made,
+                    value: make(),
+                });
+                (i, true)
+            }
+        };
+        match &self.slots[i] {
+            Some(s) => (&s.value, made),
+            None => unreachable!("slot {i} was just found or filled"),
+        }
+    }
+}
+
 /// The fields of a [`Head`]: (name, value).
 pub struct FieldIter<'a> {
     text: &'a [u8],

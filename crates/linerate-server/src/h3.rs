@@ -205,6 +205,8 @@ pub(crate) struct Quic3 {
     /// `--send-timeout`, and when the answers under way are next looked at for it.
     send_timeout: Duration,
     sweep_at: Option<Instant>,
+    /// Response heads this worker has encoded, for its connections to copy.
+    heads: linerate_http::h3::qpack::HeadCache,
     /// The earliest time a connection told GOAWAY may close ([`Quic3::close_idle`]).
     close_at: Option<Instant>,
     /// Receives since the worker last took the count ([`Quic3::take_receives`]).
@@ -273,6 +275,7 @@ impl Quic3 {
             resumed,
             send_timeout: cfg.send_timeout,
             sweep_at: None,
+            heads: linerate_http::h3::qpack::HeadCache::new(),
             close_at: None,
             sock,
             endpoint,
@@ -694,7 +697,7 @@ impl Quic3 {
         let mut out = VecDeque::with_capacity(2);
         if let Some(head) = r.plan.head.take() {
             let mut framed = Vec::with_capacity(256);
-            c.proto.head(&head, &mut framed);
+            c.proto.head(&head, &mut self.heads, &mut framed);
             out.push_back(Bytes::from(framed));
         }
         c.answers.push(Answer {

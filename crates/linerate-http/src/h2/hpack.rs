@@ -12,7 +12,6 @@
 //! RFC 7541's own examples (Appendix C) test this one.
 
 use std::collections::VecDeque;
-use std::hash::BuildHasher;
 use std::sync::OnceLock;
 
 use super::frame::ErrorCode;
@@ -506,10 +505,6 @@ const CONNECTION_FIELDS: [&[u8]; 5] = [
     b"upgrade",
 ];
 
-/// How many heads a [`HeadCache`] keeps: a head goes in one of two slots its hash
-/// chooses.
-const CACHED_HEADS: usize = 64;
-
 /// Heads cached anywhere in the process, numbered: a connection's [`Encoder`] knows a
 /// head it placed in the client's table by this number, which no other head (of
 /// another worker, or of a cache a reload made) ever has.
@@ -523,14 +518,10 @@ static HEADS_CACHED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64
 /// by a worker and shared by its connections: it holds no connection's state.
 #[derive(Default)]
 pub struct HeadCache {
-    slots: Vec<Option<CachedHead>>,
-    hasher: foldhash::fast::FixedState,
+    heads: crate::fields::HeadSlots<CachedHead>,
 }
 
 struct CachedHead {
-    /// The head less its `Date` line's value: the bytes before it, then after it.
-    key: Box<[u8]>,
-    split: usize,
     /// Its number ([`HEADS_CACHED`]).
     id: u64,
     /// `:status` and the fields less `date` (which goes at `at`), each a literal never
@@ -708,48 +699,13 @@ pub(crate) fn encode_head(
     cache: &mut HeadCache,
     encoder: &mut Encoder,
 ) {
-    let (before, after) = head.around_date();
-    let at = cache.place(before, after, || {
+    let (c, _) = cache.heads.get_or_make(head, 0, || {
         let mut fields = Vec::with_capacity(head.iter().len() + 1);
         fields.push((&b"Server"[..], &b"linerate"[..]));
         fields.extend(head.iter().filter(|(n, _)| !connection_field(n)));
-        cached_head(head.status().code(), &fields, 1, before, after)
+        cached_head(head.status().code(), &fields, 1)
     });
-    if let Some(c) = &cache.slots[at] {
-        encoder.head(c, Some(head.date()), out);
-    }
-}
-
-impl HeadCache {
-    /// The slot of the head told apart by `before` and `after`: found, else made by
-    /// `make` and put in an empty place or the one filled longer ago.
-    fn place(&mut self, before: &[u8], after: &[u8], make: impl FnOnce() -> CachedHead) -> usize {
-        let hash = self.hasher.hash_one((before, after));
-        if self.slots.is_empty() {
-            self.slots.resize_with(CACHED_HEADS, || None);
-        }
-        // Two places a head may be in (two heads sharing one would push each other out
-        // at every turn, each read again and added to the client's table again).
-        let places = [
-            hash as usize % CACHED_HEADS,
-            (hash >> 32) as usize % CACHED_HEADS,
-        ];
-        let hit = places.into_iter().find(|&i| {
-            self.slots[i].as_ref().is_some_and(|c| {
-                let (b, a) = c.key.split_at(c.split);
-                b == before && a == after
-            })
-        });
-        if let Some(i) = hit {
-            return i;
-        }
-        let i = places
-            .into_iter()
-            .min_by_key(|&i| self.slots[i].as_ref().map_or(0, |c| c.id))
-            .unwrap_or(places[0]);
-        self.slots[i] = Some(make());
-        i
-    }
+    encoder.head(c, Some(head.date()), out);
 }
 
 /// Whether `name` is one of the fields HTTP/2 forbids in a response.
@@ -761,14 +717,8 @@ pub(crate) fn connection_field(name: &[u8]) -> bool {
 
 /// A head's two forms ([`CachedHead`]) from its status and fields, the date going
 /// after the first `before_date`; `before` and `after` are its key.
-fn cached_head(
-    code: u16,
-    fields: &[(&[u8], &[u8])],
-    before_date: usize,
-    before: &[u8],
-    after: &[u8],
-) -> CachedHead {
-    let mut block = Vec::with_capacity(before.len() + after.len());
+fn cached_head(code: u16, fields: &[(&[u8], &[u8])], before_date: usize) -> CachedHead {
+    let mut block = Vec::with_capacity(256);
     encode_status(&mut block, code);
     let status_len = block.len();
     let mut indexed = block.clone();
@@ -787,12 +737,7 @@ fn cached_head(
     if before_date == fields.len() {
         (at, indexed_at) = (block.len(), indexed.len());
     }
-    let mut key = Vec::with_capacity(before.len() + after.len());
-    key.extend_from_slice(before);
-    key.extend_from_slice(after);
     CachedHead {
-        key: key.into(),
-        split: before.len(),
         id: HEADS_CACHED.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         block: block.into(),
         at,

@@ -288,10 +288,11 @@ impl Connection {
         self.requests.len()
     }
 
-    /// An answer's head as a HEADERS frame.
-    pub fn head(&self, head: &Head, out: &mut Vec<u8>) {
+    /// An answer's head as a HEADERS frame, from `cache` (the worker's) when the head
+    /// was encoded before.
+    pub fn head(&self, head: &Head, cache: &mut qpack::HeadCache, out: &mut Vec<u8>) {
         let mut section = Vec::with_capacity(128);
-        self.encoder.head(&mut section, head);
+        cache.encode(&self.encoder, head, &mut section);
         let _ = frame::write_headers_header(out, section.len() as u64);
         out.extend_from_slice(&section);
     }
@@ -824,7 +825,7 @@ mod tests {
         let mut h = Head::new(Status::Ok, "Sun, 29 Nov 2026 06:00:00 GMT");
         h.field("Content-Type", "text/plain").content_length(5);
         let mut out = Vec::new();
-        c.head(&h, &mut out);
+        c.head(&h, &mut qpack::HeadCache::new(), &mut out);
         let mut r = FrameReader::new(Role::Request, 1 << 16);
         let (_, e) = r.read(&out).unwrap();
         let Some(FrameEvent::Frame(Frame::Headers(section))) = e else {

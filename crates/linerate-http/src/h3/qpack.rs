@@ -469,6 +469,11 @@ impl Encoder {
         self.status(out, head.status().code());
         self.field(out, b"server", b"linerate");
         self.field(out, b"date", head.date());
+        self.fields(out, head);
+    }
+
+    /// Appends `head`'s fields after `date`, less those HTTP/3 forbids.
+    fn fields(&self, out: &mut Vec<u8>, head: &Head) {
         for (n, v) in head.iter().filter(|(n, _)| !connection_field(n)) {
             self.field(out, n, v);
         }
@@ -492,6 +497,55 @@ impl Encoder {
             integer(out, first, n, s.len());
             out.extend(bytes);
         }
+    }
+}
+
+/// Response heads already encoded, and the date's field as last encoded (it changes
+/// once a second). After the first answer for a file its head is copied, not encoded
+/// field by field: the static table looked up and each value Huffman-coded was 12% of
+/// the server's CPU at 1 KiB (`BENCHMARKS.md`). With no dynamic table the bytes depend
+/// on the head alone, so a worker's connections share one cache;
+/// [`HeadCache::encode`] gives what [`Encoder::head`] does.
+#[derive(Default)]
+pub struct HeadCache {
+    heads: crate::fields::HeadSlots<Around>,
+    /// The last date value encoded, its Huffman choice, and its field as encoded.
+    date: (Vec<u8>, bool, Vec<u8>),
+}
+
+/// A head encoded but for its date: the section's prefix, `:status` and `server`;
+/// then the fields after `date`.
+type Around = (Box<[u8]>, Box<[u8]>);
+
+impl HeadCache {
+    pub fn new() -> HeadCache {
+        HeadCache::default()
+    }
+
+    /// Appends `head` as a whole field section, as `enc` writes it; whether its head
+    /// was encoded now (not found).
+    pub fn encode(&mut self, enc: &Encoder, head: &Head, out: &mut Vec<u8>) -> bool {
+        let ((before, after), made) = self.heads.get_or_make(head, u8::from(enc.huffman), || {
+            let mut before = Vec::with_capacity(16);
+            enc.start(&mut before);
+            enc.status(&mut before, head.status().code());
+            enc.field(&mut before, b"server", b"linerate");
+            let mut after = Vec::with_capacity(128);
+            enc.fields(&mut after, head);
+            (before.into_boxed_slice(), after.into_boxed_slice())
+        });
+        out.extend_from_slice(before);
+        let (value, huffman, coded) = &mut self.date;
+        if value.as_slice() != head.date() || *huffman != enc.huffman {
+            value.clear();
+            value.extend_from_slice(head.date());
+            *huffman = enc.huffman;
+            coded.clear();
+            enc.field(coded, b"date", head.date());
+        }
+        out.extend_from_slice(coded);
+        out.extend_from_slice(after);
+        made
     }
 }
 
@@ -949,6 +1003,47 @@ mod tests {
                 assert_eq!(decode(&out), Ok(want.clone()), "head {i}");
             }
         }
+    }
+
+    /// The cache gives the bytes the encoder does, head after head: the same heads
+    /// again, new dates, more distinct heads than it has slots, Huffman on and off.
+    #[test]
+    fn cached_heads_are_the_bytes_the_encoder_writes() {
+        let dates = [
+            "Fri, 27 Nov 2026 00:00:00 GMT",
+            "Fri, 27 Nov 2026 00:00:01 GMT",
+        ];
+        // The same 150 heads on each date (the same draws), which differ by it alone.
+        let heads: Vec<Vec<Head>> = dates
+            .iter()
+            .map(|date| {
+                let mut next = crate::fields::testing::lcg(9);
+                (0..150)
+                    .map(|i| {
+                        let status = [Status::Ok, Status::NotFound][i % 2];
+                        crate::fields::testing::random_head(&mut next, status, date, 6)
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(heads[0][3].around_date(), heads[1][3].around_date());
+        let mut next = crate::fields::testing::lcg(10);
+        let mut cache = HeadCache::new();
+        let mut hits = 0;
+        for round in 0..2000 {
+            // Mostly a few heads, as a site sends; now and then any of them.
+            let k = if round % 7 == 0 { next(150) } else { next(5) } as usize;
+            let h = &heads[usize::from(round % 3 == 0)][k];
+            let enc = Encoder {
+                huffman: next(4) != 0,
+            };
+            let mut want = Vec::new();
+            enc.head(&mut want, h);
+            let mut got = Vec::new();
+            hits += usize::from(!cache.encode(&enc, h, &mut got));
+            assert_eq!(got, want, "round {round}, head {k}, {enc:?}");
+        }
+        assert!(hits > 1000, "the few heads are found again: {hits} of 2000");
     }
 
     /// RFC 9204 B.2 to B.5's encoder stream instructions: each needs a table.
