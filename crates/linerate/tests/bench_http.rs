@@ -861,6 +861,36 @@ fn netns_starts_its_own_server_behind_a_veth_pair() {
     assert_eq!(r["protocol"], "h2", "{r}");
     assert_eq!(r["statuses"]["200"], 40, "{r}");
     assert!(r["tls_handshakes"].as_u64().unwrap() >= 1, "{r}");
+    // --h3: the server speaks HTTP/3 too, and its UDP counters over the run are read
+    // from its status page: the 100 KiB bodies go in GSO batches of several datagrams.
+    let (code, _, err) = LINERATE.run(&["bench", "http", "--netns", "--h3", "--sizes", "1K"]);
+    assert_eq!(code, 64, "{err}");
+    assert!(err.contains("--h3 with --netns needs --tls"), "{err}");
+    let (code, out, err) = LINERATE.run(&[
+        "bench", "http", "--netns", "--tls", "--h3", "--sizes", "100K", "-n", "40", "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let r = &json(&out);
+    assert_eq!(r["protocol"], "h3", "{r}");
+    assert_eq!(r["statuses"]["200"], 40, "{r}");
+    let udp = &r["server_udp"];
+    let sent = udp["datagrams_sent"].as_u64().unwrap();
+    assert!(sent >= 40 * 100 * 1024 / 1500, "{r}");
+    assert!(
+        udp["udp_sends"].as_u64().unwrap() < sent,
+        "GSO batches: {r}"
+    );
+    assert!(udp["datagrams_per_send"].as_f64().unwrap() > 1.0, "{r}");
+    assert!(udp["udp_receives"].as_u64().unwrap() >= 1, "{r}");
+    assert!(udp["bytes_per_receive"].as_f64().unwrap() > 0.0, "{r}");
+    let (code, out, err) = LINERATE.run(&[
+        "bench", "http", "--netns", "--tls", "--h3", "--sizes", "1K", "-n", "20",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("server UDP: ") && out.contains(" per send"),
+        "{out}"
+    );
     // The human report names the server CPU's whole busy time too.
     let (code, out, err) = LINERATE.run(&["bench", "http", "--netns", "--sizes", "1K", "-n", "50"]);
     assert_eq!(code, 0, "{err}");

@@ -71,8 +71,10 @@ pub struct HttpArgs {
     h2: bool,
     /// Speak HTTP/3: QUIC to the URL's port over UDP (https:// only; ALPN h3), each
     /// connection on a UDP socket of its own. DATA is counted (and hashed with
-    /// --checksum) as it comes.
-    #[arg(long, conflicts_with_all = ["h2", "netns"])]
+    /// --checksum) as it comes. With --netns (and --tls) the server started speaks
+    /// HTTP/3 too, and its UDP counters (datagrams per send, bytes per receive) are
+    /// read from its status page around the run and reported (`server_udp` in --json).
+    #[arg(long, conflicts_with = "h2")]
     h3: bool,
     /// With --h2 or --h3: streams in flight per connection (h2load's -m) [default: 1].
     #[arg(short = 'm', long = "streams", value_name = "N", conflicts_with = "pipeline", value_parser = clap::value_parser!(u32).range(1..=1024))]
@@ -519,7 +521,7 @@ pub fn run_http(a: HttpArgs) -> anyhow::Result<ExitCode> {
     if a.netns {
         return run_http_netns(a);
     }
-    run_http_on(a, None)
+    run_http_on(a, None, None)
 }
 
 /// `bench http --netns`: the server started here, in its namespace; the load from the
@@ -528,6 +530,11 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
     if a.set.sizes.is_empty() && a.set.mix.is_none() {
         return Ok(usage_error(
             "--netns: give --sizes and/or --mix: the server it starts serves that file set",
+        ));
+    }
+    if a.h3 && !a.tls {
+        return Ok(usage_error(
+            "--h3 with --netns needs --tls: QUIC runs on the server's HTTPS port",
         ));
     }
     if let Err(e) = a.load.check() {
@@ -566,13 +573,20 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
             queues.clone()
         };
     }
-    let status_path = super::words(a.linerate_args.as_deref())
+    let mut args = super::words(a.linerate_args.as_deref());
+    let mut status_path = args
         .windows(2)
         .find(|w| w[0] == "--status-path")
         .map(|w| w[1].clone());
+    if a.h3 && status_path.is_none() {
+        // Where the UDP counters are read from.
+        let path = "/.bench-status".to_string();
+        args.extend(["--status-path".to_string(), path.clone()]);
+        status_path = Some(path);
+    }
     let hosted = compare::Hosted::start(&compare::HostedConfig {
         exe: std::env::current_exe().context("finding the linerate binary")?,
-        args: super::words(a.linerate_args.as_deref()),
+        args,
         root: a.root.clone(),
         sizes: a.set.sizes.clone(),
         mix_dirs: a.set.mix.is_some().then_some(a.set.dirs as usize),
@@ -581,6 +595,7 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
         server_cpu,
         queues: queues.clone(),
         tls: a.tls,
+        h3: a.h3,
     })?;
     if !a.json {
         eprintln!(
@@ -595,7 +610,16 @@ fn run_http_netns(mut a: HttpArgs) -> anyhow::Result<ExitCode> {
     a.server_pid = Some(hosted.pid());
     let ns = hosted.client_ns().to_string();
     let addr = hosted.addr();
-    let code = crate::netns::within(Some(&ns), move || run_http_on(a, server_cpu))??;
+    let udp = match (a.h3, &status_path, a.cacert.as_deref()) {
+        (true, Some(path), Some(ca)) => Some(StatusPage {
+            addr,
+            path: path.clone(),
+            tls: http::tls::ClientTls::new(&addr.ip().to_string(), Some(ca), false, false)
+                .map_err(anyhow::Error::msg)?,
+        }),
+        _ => None,
+    };
+    let code = crate::netns::within(Some(&ns), move || run_http_on(a, server_cpu, udp.as_ref()))??;
     if let (false, Some(path)) = (queues.is_empty(), status_path) {
         let got = crate::netns::within(Some(&ns), move || status_of(addr, &path))?;
         match got {
@@ -623,6 +647,89 @@ fn status_of(addr: std::net::SocketAddr, path: &str) -> std::io::Result<serde_js
     )?;
     let mut got = Vec::new();
     c.read_to_end(&mut got)?;
+    json_body(&got)
+}
+
+/// A server's status page over HTTPS, for its HTTP/3 UDP counters.
+struct StatusPage {
+    addr: std::net::SocketAddr,
+    path: String,
+    tls: http::tls::ClientTls,
+}
+
+/// A server's HTTP/3 UDP counters (its status page's `http3` object), or what they
+/// moved by over a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+struct Udp {
+    udp_sends: u64,
+    datagrams_sent: u64,
+    udp_receives: u64,
+    datagrams_received: u64,
+    bytes_received: u64,
+}
+
+impl StatusPage {
+    /// The counters now.
+    fn udp(&self) -> std::io::Result<Udp> {
+        use std::io::{Read, Write};
+        let tcp = std::net::TcpStream::connect(self.addr)?;
+        tcp.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+        let mut c = self.tls.stream(tcp)?;
+        write!(
+            c,
+            "GET {} HTTP/1.1\r\nHost: bench\r\nConnection: close\r\n\r\n",
+            self.path
+        )?;
+        let mut got = Vec::new();
+        match c.read_to_end(&mut got) {
+            Ok(_) => {}
+            // A server that closes without close_notify has still said it all.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !got.is_empty() => {}
+            Err(e) => return Err(e),
+        }
+        let v = json_body(&got)?;
+        let n = |k: &str| v["http3"][k].as_u64().unwrap_or(0);
+        Ok(Udp {
+            udp_sends: n("udp_sends"),
+            datagrams_sent: n("datagrams_sent"),
+            udp_receives: n("udp_receives"),
+            datagrams_received: n("datagrams_received"),
+            bytes_received: n("bytes_received"),
+        })
+    }
+}
+
+impl Udp {
+    fn since(&self, before: &Udp) -> Udp {
+        Udp {
+            udp_sends: self.udp_sends.saturating_sub(before.udp_sends),
+            datagrams_sent: self.datagrams_sent.saturating_sub(before.datagrams_sent),
+            udp_receives: self.udp_receives.saturating_sub(before.udp_receives),
+            datagrams_received: self
+                .datagrams_received
+                .saturating_sub(before.datagrams_received),
+            bytes_received: self.bytes_received.saturating_sub(before.bytes_received),
+        }
+    }
+
+    fn datagrams_per_send(&self) -> f64 {
+        self.datagrams_sent as f64 / self.udp_sends.max(1) as f64
+    }
+
+    fn bytes_per_receive(&self) -> f64 {
+        self.bytes_received as f64 / self.udp_receives.max(1) as f64
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let mut v = serde_json::to_value(self).unwrap_or_default();
+        v["datagrams_per_send"] = self.datagrams_per_send().into();
+        v["bytes_per_receive"] = self.bytes_per_receive().into();
+        v
+    }
+}
+
+/// The JSON body of an HTTP/1.1 answer.
+fn json_body(got: &[u8]) -> std::io::Result<serde_json::Value> {
     let body = got
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
@@ -632,8 +739,13 @@ fn status_of(addr: std::net::SocketAddr, path: &str) -> std::io::Result<serde_js
 }
 
 /// The runs of `a`; `server_core`: the CPU the server is pinned to, whose whole busy
-/// time is reported too.
-fn run_http_on(a: HttpArgs, server_core: Option<usize>) -> anyhow::Result<ExitCode> {
+/// time is reported too; `udp`: the server's status page, read around each run for its
+/// HTTP/3 UDP counters.
+fn run_http_on(
+    a: HttpArgs,
+    server_core: Option<usize>,
+    udp: Option<&StatusPage>,
+) -> anyhow::Result<ExitCode> {
     let mut base = match configs(&a) {
         Ok(c) => c,
         Err(e) => return Ok(usage_error(&e)),
@@ -644,19 +756,45 @@ fn run_http_on(a: HttpArgs, server_core: Option<usize>) -> anyhow::Result<ExitCo
     let stop = stop_flag()?;
     if a.compare.is_none() && a.iterations == 1 {
         let mut results = Vec::new();
+        let mut sent = Vec::new();
         for cfg in &base {
             let mut progress = progress_bar(cfg.limit, a.json);
+            let before = udp.map(StatusPage::udp).transpose()?;
             let r = http::run(cfg, &stop, &mut *progress)?;
+            let moved = match (udp, before) {
+                (Some(page), Some(before)) => Some(page.udp()?.since(&before)),
+                _ => None,
+            };
             if !a.json {
                 print_http(&r);
+                if let Some(m) = moved {
+                    println!(
+                        "server UDP: {} datagrams in {} sends ({:.1} per send); {} bytes in {} receives ({:.0} per receive)",
+                        m.datagrams_sent,
+                        m.udp_sends,
+                        m.datagrams_per_send(),
+                        m.bytes_received,
+                        m.udp_receives,
+                        m.bytes_per_receive()
+                    );
+                }
             }
             results.push(r);
+            sent.push(moved);
         }
         if a.json {
-            let v = if results.len() == 1 {
-                serde_json::to_value(&results[0])?
+            let mut each = Vec::new();
+            for (r, moved) in results.iter().zip(&sent) {
+                let mut v = serde_json::to_value(r)?;
+                if let (Some(m), Some(o)) = (moved, v.as_object_mut()) {
+                    o.insert("server_udp".into(), m.json());
+                }
+                each.push(v);
+            }
+            let v = if each.len() == 1 {
+                each.remove(0)
             } else {
-                serde_json::to_value(&results)?
+                serde_json::Value::Array(each)
             };
             println!("{}", serde_json::to_string_pretty(&v)?);
         }

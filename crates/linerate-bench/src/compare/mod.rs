@@ -896,6 +896,8 @@ pub struct HostedConfig {
     pub queues: Vec<usize>,
     /// HTTPS, with a self-signed certificate made for the run ([`Hosted::cacert`]).
     pub tls: bool,
+    /// HTTP/3 as well, on the HTTPS port (`--http3 on`).
+    pub h3: bool,
 }
 
 impl Hosted {
@@ -934,6 +936,7 @@ impl Hosted {
             settings: peers::Settings {
                 workers: cfg.queues.len().max(peers::Settings::default().workers),
                 tls: tls.clone(),
+                h3: cfg.h3,
                 ..peers::Settings::default()
             },
         };

@@ -46,6 +46,19 @@ impl ClientTls {
         Ok(quinn_proto::ClientConfig::new(Arc::new(quic)))
     }
 
+    /// A TLS stream over `tcp` (offering HTTP/1.1 by ALPN), its handshake made as it
+    /// is first used.
+    pub(crate) fn stream(
+        &self,
+        tcp: std::net::TcpStream,
+    ) -> std::io::Result<rustls::StreamOwned<rustls::ClientConnection, std::net::TcpStream>> {
+        let mut c = (*self.config).clone();
+        c.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let conn = rustls::ClientConnection::new(Arc::new(c), self.name.clone())
+            .map_err(std::io::Error::other)?;
+        Ok(rustls::StreamOwned::new(conn, tcp))
+    }
+
     /// The name certificates are checked against.
     pub(crate) fn server_name(&self) -> String {
         match &self.name {
