@@ -1,0 +1,3 @@
+#!/bin/sh
+export LINERATE_EXP_ACK=31,1000
+exec /work/main/target/profiling/linerate "$@"

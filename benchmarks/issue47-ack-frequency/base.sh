@@ -1,0 +1,3 @@
+#!/bin/sh
+
+exec /work/main/target/profiling/linerate "$@"
