@@ -24,7 +24,7 @@ mod interop;
 mod protocol;
 
 per_strategy!(
-    // Rules: docs/http.md Q1, Q2.
+    // Rules: docs/http.md Q1, Q2, Q7.
     answers_over_h3_are_the_files_and_the_answers_over_https,
     // Rules: docs/http.md Q2.
     every_answer_over_h3_is_the_answer_over_http11,
@@ -276,6 +276,54 @@ fn a_browser_loads_a_page_and_its_forty_assets_over_one_h3_connection() {
     assert_eq!(status["http3"]["connections"], 1, "{status}");
     assert_eq!(status["http3"]["streams"], 41, "{status}");
     assert_eq!(status["http3"]["responses"], 41, "{status}");
+}
+
+/// A client that takes the ACK frequency extension (quinn-proto's, in `bench http
+/// --h3`) is asked to acknowledge less often: each of its connections is sent an
+/// ACK_FREQUENCY frame; each answer whole (lengths checked), under both drivers.
+/// Rules: docs/http.md Q7.
+#[test]
+fn quinn_clients_are_asked_for_fewer_acknowledgements() {
+    for driver in ["auto", "epoll"] {
+        let root = docroot();
+        put(root.path(), "big.bin", &pattern(4 << 20, 7));
+        let certs = docroot();
+        let log = certs.path().join("access.log");
+        let args = [
+            "--workers",
+            "1",
+            "--http3",
+            "on",
+            "--driver",
+            driver,
+            "--status-path",
+            "/.status",
+            "--access-log",
+            log.to_str().unwrap(),
+        ];
+        let (server, cert) = LINERATE.start_tls(root.path(), certs.path(), &args);
+        let url = format!("https://{}/big.bin", server.tls_addr());
+        let (code, out, err) = LINERATE.run(&[
+            "bench",
+            "http",
+            &url,
+            "--h3",
+            "--cacert",
+            cert.to_str().unwrap(),
+            "-c",
+            "1",
+            "-n",
+            "6",
+            "--json",
+        ]);
+        assert_eq!(code, 0, "{driver}: {err}");
+        let r: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(r["statuses"]["200"], 6, "{driver}: {r}");
+        assert!(
+            r["ack_frequency_frames"].as_u64().unwrap() >= 1,
+            "{driver}: {r}"
+        );
+    }
 }
 
 /// A stop (SIGTERM) while a large download is under way over HTTP/3: the answer is

@@ -138,6 +138,8 @@ pub(crate) struct ThreadStats {
     pub retried: u64,
     /// TLS handshakes completed.
     pub handshakes: u64,
+    /// HTTP/3: ACK_FREQUENCY frames the servers sent (their asking for fewer ACKs).
+    pub ack_frequency_frames: u64,
     /// When the thread's run ended.
     pub finished: Instant,
 }
@@ -157,6 +159,7 @@ impl ThreadStats {
             first_error: None,
             retried: 0,
             handshakes: 0,
+            ack_frequency_frames: 0,
             finished: Instant::now(),
         }
     }

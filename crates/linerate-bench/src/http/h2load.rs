@@ -147,6 +147,7 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
         connections_opened: cfg.connections as u64,
         retried: 0,
         tls_handshakes: None,
+        ack_frequency_frames: None,
         server: cpu.server,
         client: cpu.client,
         wrk: None,

@@ -166,6 +166,11 @@ pub(crate) fn run_thread(shared: &Shared, part: Part) -> io::Result<ThreadStats>
         out: Vec::with_capacity(DATAGRAM),
     };
     t.run(part.end)?;
+    for slot in &t.slots {
+        if let Some(c) = &slot.conn {
+            t.stats.ack_frequency_frames += c.quic.stats().frame_rx.ack_frequency;
+        }
+    }
     t.stats.finished = Instant::now();
     Ok(t.stats)
 }
@@ -651,6 +656,7 @@ impl Thread<'_> {
         let now_ns = self.ns(now);
         let slot = &mut self.slots[i];
         if let Some(mut c) = slot.conn.take() {
+            self.stats.ack_frequency_frames += c.quic.stats().frame_rx.ack_frequency;
             if !c.quic.is_closed() {
                 c.quic.close(now, no_error(), Bytes::new());
                 self.out.clear();

@@ -330,6 +330,10 @@ pub struct HttpResult {
     /// TLS handshakes completed (`https://`; each connection's first, full or resumed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls_handshakes: Option<u64>,
+    /// With --h3: the ACK_FREQUENCY frames the server sent (draft-ietf-quic-ack-frequency:
+    /// it asked the client to acknowledge less often).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ack_frequency_frames: Option<u64>,
     /// The server's CPU, with `--server-pid`.
     pub server: Option<ServerCpu>,
     /// This process's CPU.
@@ -547,6 +551,7 @@ pub fn run(
     let mut opened = 0;
     let mut retried = 0;
     let mut handshakes = 0;
+    let mut ack_frequency = 0;
     let mut first_error = None;
     for s in &stats {
         let _ = hist.add(&s.latency_us);
@@ -560,6 +565,7 @@ pub fn run(
         opened += s.connections;
         retried += s.retried;
         handshakes += s.handshakes;
+        ack_frequency += s.ack_frequency_frames;
         if first_error.is_none() {
             first_error.clone_from(&s.first_error);
         }
@@ -604,6 +610,7 @@ pub fn run(
         connections_opened: opened,
         retried,
         tls_handshakes: cfg.tls.is_some().then_some(handshakes),
+        ack_frequency_frames: cfg.h3.then_some(ack_frequency),
         server,
         client: ClientCpu {
             cpu_seconds: client_cpu.as_secs_f64(),

@@ -213,6 +213,7 @@ pub fn run(cfg: &HttpConfig, exe: &Path) -> Result<HttpResult, HttpError> {
         connections_opened: 0,
         retried: 0,
         tls_handshakes: None,
+        ack_frequency_frames: None,
         server: cpu.server,
         client: cpu.client,
         wrk: Some(parsed.statuses),
