@@ -11,8 +11,9 @@
 //! them what a socket received ([`Endpoint::receive`], a GRO batch cut into its
 //! datagrams), passes the events between the endpoint and its connections, and hands
 //! the datagrams to send to the caller as GSO batches ([`Endpoint::transmit`]), each of
-//! up to [`linerate_sys::udp::MAX_SEGMENTS`] datagrams, as seed 000 fills a socket in
-//! one call. HTTP/3 itself (frames, QPACK) is `linerate_http::h3`.
+//! up to [`linerate_sys::udp::MAX_SEGMENTS`] datagrams and no more than one IP packet
+//! of payload ([`linerate_sys::udp::gso_batch`]), as seed 000 fills a socket in one
+//! call. HTTP/3 itself (frames, QPACK) is `linerate_http::h3`.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -27,7 +28,7 @@ use quinn_proto::{
     EndpointConfig, IdleTimeout, ServerConfig, StreamEvent, StreamId, TransportConfig, VarInt,
 };
 
-use linerate_sys::udp::{Batch, Received, MAX_SEGMENTS};
+use linerate_sys::udp::{Batch, Received};
 use rustls::server::{ProducesTickets, StoresServerSessions};
 
 mod route;
@@ -525,13 +526,20 @@ impl Endpoint {
         while let Some(held) = self.responses.pop_front() {
             self.send_held(held, send)?;
         }
-        let max = if self.gso { MAX_SEGMENTS } else { 1 };
+        let gso = self.gso;
         let handles: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
         for h in handles {
             loop {
                 self.scratch.clear();
                 let Some(c) = self.conns.get_mut(&h) else {
                     break;
+                };
+                // A batch no larger than one GSO send takes: a larger one is refused
+                // whole (EMSGSIZE), every datagram in it lost.
+                let max = if gso {
+                    linerate_sys::udp::gso_batch(usize::from(c.current_mtu()))
+                } else {
+                    1
                 };
                 let Some(t) = c.poll_transmit(now, max, &mut self.scratch) else {
                     break;

@@ -25,6 +25,17 @@ use crate::net::{get_int, set_int};
 /// before Linux 6.11 (128 since), so a batch is never refused for its count.
 pub const MAX_SEGMENTS: usize = 64;
 
+/// The most payload one GSO send may carry: the batch is one IP packet to the kernel
+/// until it is cut, so 65,535 bytes less IPv4's 20-byte header and UDP's 8; more is
+/// refused whole with `EMSGSIZE` (64 datagrams of 1,452 bytes would be 92,928).
+pub const MAX_GSO_BYTES: usize = 65_535 - 20 - 8;
+
+/// Datagrams of `size` bytes one GSO send may carry: as many as [`MAX_GSO_BYTES`]
+/// holds, at most [`MAX_SEGMENTS`], at least 1.
+pub fn gso_batch(size: usize) -> usize {
+    (MAX_GSO_BYTES / size.max(1)).clamp(1, MAX_SEGMENTS)
+}
+
 /// The ECN codepoint's two bits of a packet's TOS or traffic class (RFC 3168).
 pub const ECN_MASK: u8 = 0b11;
 
@@ -545,6 +556,35 @@ mod tests {
             assert_eq!(r.ecn, 0b10, "ECT(0) as sent, {local}");
             assert!(!r.truncated);
         }
+    }
+
+    /// The kernel takes a GSO batch of [`gso_batch`]'s count and refuses one past
+    /// [`MAX_GSO_BYTES`] whole (its 64 datagrams of 1,452 bytes would all be lost).
+    #[test]
+    fn a_gso_batch_is_at_most_one_ip_packet_of_payload() {
+        assert_eq!(gso_batch(1452), 45);
+        assert_eq!(gso_batch(1200), 54);
+        assert_eq!(gso_batch(1000), MAX_SEGMENTS);
+        assert_eq!(gso_batch(0), MAX_SEGMENTS);
+        assert_eq!(gso_batch(70_000), 1);
+        let (a, b, f) = pair("127.0.0.1:0");
+        if !f.gso {
+            eprintln!("no UDP_SEGMENT on this kernel: nothing to test");
+            return;
+        }
+        let to = b.local_addr().unwrap();
+        let data = vec![7u8; MAX_SEGMENTS * 1452];
+        let batch = |n: usize| Batch {
+            to,
+            from: None,
+            ecn: 0,
+            segment: Some(1452),
+            buf: &data[..n * 1452],
+        };
+        let n = gso_batch(1452);
+        assert_eq!(send(a.as_fd(), &batch(n)).unwrap(), n * 1452);
+        let e = send(a.as_fd(), &batch(n + 1)).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EMSGSIZE), "{e}");
     }
 
     #[test]
