@@ -535,8 +535,13 @@ impl Quic3 {
         let (Some(id), Some(q)) = (c.control, self.endpoint.conn(h)) else {
             return;
         };
-        if let Ok(n) = q.send_stream(id).write(&c.control_out) {
-            c.control_out.drain(..n);
+        // Until the stream refuses: only a refused write asks quinn-proto for a
+        // Writable event (see [`Quic3::pump`]).
+        while !c.control_out.is_empty() {
+            match q.send_stream(id).write(&c.control_out) {
+                Ok(n) if n > 0 => drop(c.control_out.drain(..n)),
+                _ => break,
+            }
         }
     }
 
@@ -728,15 +733,16 @@ impl Quic3 {
         loop {
             if !a.out.is_empty() {
                 match q.send_stream(id).write_chunks(a.out.make_contiguous()) {
-                    Ok(w) => {
+                    // Part of what was offered taken: written again at once, for
+                    // only a refused write (Blocked) asks quinn-proto to say when
+                    // the stream takes more. A write cut short by the connection's
+                    // window (its MAX_DATA, or the send window) and not refused
+                    // would wait for a Writable event that never comes.
+                    Ok(w) if w.bytes > 0 || w.chunks > 0 => {
                         a.taken += w.bytes as u64;
                         a.out.drain(..w.chunks);
-                        if !a.out.is_empty() {
-                            // Part of a chunk taken: the stream is full.
-                            return;
-                        }
                     }
-                    Err(quinn_proto::WriteError::Blocked) => return,
+                    Ok(_) | Err(quinn_proto::WriteError::Blocked) => return,
                     Err(_) => {
                         let a = c.answers.swap_remove(i);
                         log_cut(log, c.peer, &a);

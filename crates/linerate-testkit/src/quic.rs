@@ -112,7 +112,27 @@ impl Quic {
     /// Initial sent) and not driven further: the server's answer waits in the socket
     /// until [`Quic::drive_until`] reads it.
     pub fn start_as(server: SocketAddr, cert: &Path, name: &str) -> Quic {
-        let config = client_config(Some(cert));
+        Quic::start_with(server, name, client_config(Some(cert)))
+    }
+
+    /// A connection to `server` for `localhost`, trusting `cert`, the handshake done,
+    /// whose receive windows are `stream` bytes a stream and `connection` bytes in
+    /// all: a connection window smaller than a stream's has the server's writes cut
+    /// short by the connection's MAX_DATA, not the stream's (as quic-go's first
+    /// windows, 512 KiB a stream and 768 KiB in all, sometimes do).
+    pub fn connect_windowed(server: SocketAddr, cert: &Path, stream: u32, connection: u32) -> Quic {
+        let mut config = client_config(Some(cert));
+        let mut t = quinn_proto::TransportConfig::default();
+        t.stream_receive_window(VarInt::from_u32(stream));
+        t.receive_window(VarInt::from_u32(connection));
+        config.transport_config(Arc::new(t));
+        let mut q = Quic::start_with(server, "localhost", config);
+        q.drive_until(Duration::from_secs(10), |q| !q.conn.is_handshaking());
+        assert!(q.closed.is_none() && !q.handshaking(), "a handshake");
+        q
+    }
+
+    fn start_with(server: SocketAddr, name: &str, config: ClientConfig) -> Quic {
         let sock = UdpSocket::bind(SocketAddr::new(server.ip(), 0)).expect("a UDP socket");
         let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
         let (handle, conn) = endpoint
@@ -240,7 +260,17 @@ impl Quic {
         };
         let wait = wait.max(Duration::from_millis(1));
         self.sock.set_read_timeout(Some(wait)).expect("a timeout");
-        if let Ok((n, from)) = self.sock.recv_from(&mut self.buf) {
+        // The first datagram waited for, then what else the socket holds (up to a
+        // GSO batch's worth), so a burst is not left to overflow it.
+        let mut more = false;
+        for _ in 0..64 {
+            let Ok((n, from)) = self.sock.recv_from(&mut self.buf) else {
+                break;
+            };
+            if !more {
+                self.sock.set_nonblocking(true).expect("non-blocking");
+                more = true;
+            }
             let now = Instant::now();
             let data = bytes::BytesMut::from(&self.buf[..n]);
             let mut scratch = Vec::new();
@@ -250,6 +280,9 @@ impl Quic {
             {
                 self.conn.handle_event(e);
             }
+        }
+        if more {
+            self.sock.set_nonblocking(false).expect("blocking");
         }
         let now = Instant::now();
         if self.conn.poll_timeout().is_some_and(|t| t <= now) {

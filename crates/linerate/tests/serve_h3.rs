@@ -326,6 +326,41 @@ fn quinn_clients_are_asked_for_fewer_acknowledgements() {
     }
 }
 
+/// A client whose connection window (256 KiB) is smaller than its stream window
+/// (4 MiB) has the server's writes cut short by the connection's MAX_DATA, not the
+/// stream's: the answer goes on each time the client opens the window, to the last
+/// byte, under both drivers (quic-go's first windows did this to one fetch in ten,
+/// which then waited forever). Rules: docs/http.md Q2.
+#[test]
+fn an_answer_cut_short_by_the_connection_window_goes_on_when_it_opens() {
+    use linerate_testkit::quic::{self, headers, Quic};
+    let root = docroot();
+    let big = pattern(1 << 20, 5);
+    put(root.path(), "big.bin", &big);
+    for driver in ["auto", "epoll"] {
+        let certs = docroot();
+        let args = ["--workers", "1", "--http3", "on", "--driver", driver];
+        let (server, cert) = LINERATE.start_tls(root.path(), certs.path(), &args);
+        let mut q = Quic::connect_windowed(server.tls_addr(), &cert, 4 << 20, 256 << 10);
+        let request = headers(&[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":authority", "localhost"),
+            (":path", "/big.bin"),
+        ]);
+        let id = q.open(quinn_proto::Dir::Bi, &request, true);
+        q.drive_until(std::time::Duration::from_secs(20), |q| q.stream(id).fin);
+        let data = q.stream(id).data;
+        assert_eq!(quic::status_of(&data), Some(200), "{driver}");
+        let body: Vec<u8> = quic::frames(&data)
+            .into_iter()
+            .filter(|(t, _)| *t == 0x00)
+            .flat_map(|(_, p)| p)
+            .collect();
+        assert_bytes_eq(&body, &big, driver);
+    }
+}
+
 /// A stop (SIGTERM) while a large download is under way over HTTP/3: the answer is
 /// finished byte for byte, and the server then ends cleanly. Rules: docs/http.md Q4.
 #[test]
