@@ -221,6 +221,8 @@ pub(crate) struct Receives {
     pub calls: u64,
     pub datagrams: u64,
     pub bytes: u64,
+    /// Datagrams of connections another endpoint owns, handed to it.
+    pub misrouted: u64,
 }
 
 impl Receives {
@@ -243,9 +245,11 @@ pub(crate) type Out<'a> =
     dyn FnMut(std::os::fd::BorrowedFd<'_>, &udp::Batch<'_>) -> io::Result<usize> + 'a;
 
 impl Quic3 {
-    /// HTTP/3 on `sock`, with the certificates of the HTTPS listener it goes with.
+    /// HTTP/3 on `sock`, socket `index` of its address's group, with the certificates
+    /// of the HTTPS listener it goes with.
     pub fn new(
         sock: socket2::Socket,
+        index: u8,
         tls: &rustls::ServerConfig,
         limits: Rc<Limits>,
         cfg: &crate::config::Config,
@@ -269,7 +273,7 @@ impl Quic3 {
             let fd = std::os::fd::OwnedFd::from(sock.try_clone()?);
             std::fs::File::from(fd).metadata()?.ino()
         };
-        let mut endpoint = Endpoint::routed(config, features.gso, inode, wake);
+        let mut endpoint = Endpoint::routed(config, features.gso, inode, index, wake);
         endpoint.retry = cfg.http3_retry;
         Ok(Quic3 {
             resumed,
@@ -292,7 +296,9 @@ impl Quic3 {
 
     /// The receives counted since the last call.
     pub fn take_receives(&mut self) -> Receives {
-        std::mem::take(&mut self.receives)
+        let mut r = std::mem::take(&mut self.receives);
+        r.misrouted = std::mem::take(&mut self.endpoint.handed);
+        r
     }
 
     /// Connections open now.

@@ -99,8 +99,9 @@ pub(crate) struct Listener {
     pub redirect: Option<u16>,
     /// Its connections open with a PROXY protocol header (`--proxy-protocol`).
     pub proxy: bool,
-    /// HTTP/3's UDP sockets on its address (an HTTPS listener with `--http3 on`).
-    pub quic: Vec<Socket>,
+    /// HTTP/3's UDP sockets on its address (an HTTPS listener with `--http3 on`), each
+    /// with its index in the address's `SO_REUSEPORT` group.
+    pub quic: Vec<(u8, Socket)>,
 }
 
 /// What a listening endpoint serves.
@@ -149,6 +150,9 @@ pub(crate) struct Bound {
     /// HTTP/3's UDP sockets on the same address (an HTTPS endpoint with `--http3 on`),
     /// one per worker in one `SO_REUSEPORT` group, kept across reloads as the TCP ones.
     pub udp: Vec<Socket>,
+    /// The index of the first of them in the group (after those of the process before
+    /// a binary upgrade, still in it).
+    pub udp_base: u8,
 }
 
 impl Bound {
@@ -175,6 +179,7 @@ impl Bound {
             made: None,
             kind: kind.unwrap_or(Kind::Plain),
             udp: Vec::new(),
+            udp_base: 0,
         })
     }
 
@@ -379,6 +384,7 @@ pub(crate) fn bind_all(
             passed: true,
             made: None,
             udp: Vec::new(),
+            udp_base: 0,
         });
     }
     if !out.is_empty() {
@@ -427,6 +433,7 @@ pub(crate) fn bind_all(
                 made: b.made.clone(),
                 kind,
                 udp: Vec::new(),
+                udp_base: 0,
             });
             continue;
         }
@@ -443,6 +450,7 @@ pub(crate) fn bind_all(
                     made: Some(path.clone()),
                     kind,
                     udp: Vec::new(),
+                    udp_base: 0,
                 });
             }
             &Endpoint::Ip(ip) => {
@@ -468,6 +476,7 @@ pub(crate) fn bind_all(
                     made: None,
                     kind,
                     udp: Vec::new(),
+                    udp_base: 0,
                 });
             }
         }
@@ -507,17 +516,99 @@ pub(crate) fn bind_quic(bound: &mut [Bound], old: &[Bound], cfg: &Config) -> Res
             source: io::Error::new(e.kind(), format!("UDP (HTTP/3): {e}")),
         };
         let mut udp = Vec::new();
+        let mut base = upgrade_base(addr);
         if let Some(o) = old.iter().find(|o| o.addr == b.addr) {
             for s in &o.udp {
                 udp.push(s.try_clone().map_err(fail)?);
             }
+            base = o.udp_base;
         }
         while udp.len() < workers {
             udp.push(udp_socket(addr).map_err(fail)?);
         }
+        route_quic(&b.addr, &udp, base);
         b.udp = udp;
+        b.udp_base = base;
     }
     Ok(())
+}
+
+/// Whether this process handed its listening sockets to a new process (a binary
+/// upgrade): that one binds UDP sockets of its own into each group after these (a
+/// QUIC connection's state cannot follow a socket into another process) and attaches
+/// the routing program that sends new connections to them; this one attaches none
+/// again, or it would take them back.
+static QUIC_HANDED_ON: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Where, in each address's UDP group, the sockets of a process started by a binary
+/// upgrade begin: after those of the process before, which serves on beside it (read
+/// once from the environment it was started with).
+static UPGRADE_BASES: std::sync::Mutex<Vec<(SocketAddr, u8)>> = std::sync::Mutex::new(Vec::new());
+
+/// The environment variable that carries [`UPGRADE_BASES`] to the new process: each
+/// address and the first index after the old process's sockets, as `ADDR=N,ADDR=N`.
+pub(crate) const UPGRADE_QUIC_BASES: &str = "LINERATE_QUIC_BASES";
+
+/// What a binary upgrade tells the new process of the UDP groups of `bound`: the value
+/// of [`UPGRADE_QUIC_BASES`]; and from now on this process attaches no routing program.
+pub(crate) fn hand_quic_on(bound: &[Bound]) -> String {
+    QUIC_HANDED_ON.store(true, std::sync::atomic::Ordering::Relaxed);
+    bound
+        .iter()
+        .filter(|b| !b.udp.is_empty())
+        .filter_map(|b| match b.addr {
+            Endpoint::Ip(a) => Some(format!("{a}={}", usize::from(b.udp_base) + b.udp.len())),
+            Endpoint::Unix(_) => None,
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Reads [`UPGRADE_QUIC_BASES`] as a process started by a binary upgrade (entries that
+/// do not parse are left out: their groups are routed from index 0, and what the
+/// program then misplaces is handed on or lost as with the kernel's hash).
+pub(crate) fn take_upgrade_bases(value: &str) {
+    let bases = value
+        .split(',')
+        .filter_map(|e| {
+            let (a, n) = e.rsplit_once('=')?;
+            Some((a.parse().ok()?, n.parse::<usize>().ok()?.min(255) as u8))
+        })
+        .collect();
+    *UPGRADE_BASES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = bases;
+}
+
+fn upgrade_base(addr: SocketAddr) -> u8 {
+    UPGRADE_BASES
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .find(|(a, _)| *a == addr)
+        .map_or(0, |&(_, n)| n)
+}
+
+/// Has the kernel send each QUIC datagram of address `addr`'s group to the socket its
+/// connection ID names, and each new connection to one of `udp` (this process's
+/// sockets, from index `base` in the group: they are bound in this order, and kept in
+/// it across reloads). A kernel that refuses the program leaves the hash, said in one
+/// line, and the endpoints hand on what they read of another's connections (counted
+/// as misrouted). The group of a process that handed its sockets on keeps the new
+/// process's program.
+fn route_quic(addr: &Endpoint, udp: &[Socket], base: u8) {
+    use std::os::fd::AsFd;
+    let Some(first) = udp.first() else {
+        return;
+    };
+    if QUIC_HANDED_ON.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
+    let count = u8::try_from(udp.len()).unwrap_or(u8::MAX);
+    let program = linerate_sys::steer::quic_program(crate::quic::CID_LEN as u8, base, count);
+    if let Err(e) = linerate_sys::steer::attach(first.as_fd(), &program) {
+        tracing::warn!("{addr}: HTTP/3: routing by connection ID: {e}; workers hand datagrams on");
+    }
 }
 
 /// Whether no one holds `ip`'s port: our listeners share their port by SO_REUSEPORT,
@@ -658,7 +749,11 @@ pub(crate) fn hand_out(
         // HTTP/3's sockets go with the worker's listener of the same address.
         for (j, s) in b.udp.iter().enumerate() {
             if let Some(l) = per[j % workers].last_mut().filter(|l| l.tls.is_some()) {
-                l.quic.push(s.try_clone()?);
+                // Past 255 sockets the index does not fit an ID's byte: 255, and the
+                // endpoint that reads such a datagram hands it on (counted).
+                let index = usize::from(b.udp_base) + j;
+                l.quic
+                    .push((u8::try_from(index).unwrap_or(u8::MAX), s.try_clone()?));
             }
         }
     }

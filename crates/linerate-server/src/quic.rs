@@ -33,6 +33,8 @@ use rustls::server::{ProducesTickets, StoresServerSessions};
 
 mod route;
 
+pub(crate) use route::CID_LEN;
+
 /// The HTTP/3 ALPN token.
 pub(crate) const ALPN_H3: &[u8] = b"h3";
 
@@ -253,6 +255,9 @@ pub(crate) struct Endpoint {
     /// caller (for the counters).
     pub retries: u64,
     pub idle_closed: u64,
+    /// Datagrams read here and handed to the endpoint that owns their connection
+    /// (misrouted), not yet read by the caller.
+    pub handed: u64,
     /// Its place in the process's connection-ID routing (none: a test's endpoint).
     place: Option<route::Place>,
     /// It takes no new connection (a stop or reload began).
@@ -268,7 +273,8 @@ impl Endpoint {
     }
 
     /// A server's endpoint on the UDP socket `socket` (its inode, the same for every
-    /// worker generation's copy of it), in the connection-ID routing: its IDs name it,
+    /// worker generation's copy of it; `index`, its place in the `SO_REUSEPORT`
+    /// group), in the connection-ID routing: its IDs name the socket and the endpoint,
     /// what others read of its connections is handed to it (and `wake` wakes its
     /// worker to take it, [`Endpoint::take_mail`]), and from now on it takes the
     /// socket's new connections.
@@ -276,12 +282,13 @@ impl Endpoint {
         server: Arc<ServerConfig>,
         gso: bool,
         socket: u64,
+        index: u8,
         wake: Box<dyn Fn() + Send + Sync>,
     ) -> Endpoint {
         let place = route::Place::take(socket, wake);
         let mut config = EndpointConfig::default();
         let tag = place.tag;
-        config.cid_generator(move || Box::new(route::Issuer::new(tag)));
+        config.cid_generator(move || Box::new(route::Issuer::new(index, tag)));
         Endpoint::with(config, Some(server), gso, Some(place))
     }
 
@@ -303,6 +310,7 @@ impl Endpoint {
             retry: Retry::default(),
             retries: 0,
             idle_closed: 0,
+            handed: 0,
             place,
             draining: false,
         }
@@ -361,6 +369,7 @@ impl Endpoint {
         for datagram in data[..r.len].chunks(step) {
             let theirs = self.place.as_ref();
             if theirs.is_some_and(|p| p.forward(r, datagram, self.draining)) {
+                self.handed += 1;
                 continue;
             }
             self.datagram(now, r.from, r.to, ecn, datagram);

@@ -748,7 +748,8 @@ pub fn serve(
                             .iter()
                             .flat_map(|b| b.sockets.iter().map(move |s| (s, b.kind)))
                             .collect();
-                        match crate::systemd::upgrade(&sockets) {
+                        let bases = crate::listen::hand_quic_on(&bound);
+                        match crate::systemd::upgrade(&sockets, &bases) {
                             Ok(child) => {
                                 // Its socket files are the new process's now.
                                 bound.iter_mut().for_each(Bound::handed_over);

@@ -262,6 +262,12 @@ stats! {
             => "linerate_http3_datagrams_received" "QUIC datagrams received",
         h3_bytes_received: counter as "http3.bytes_received"
             => "linerate_http3_bytes_received" "Bytes of QUIC datagrams received",
+        /// Datagrams a worker read of a connection another worker's endpoint owns,
+        /// handed to it (the kernel's program places each by its connection ID; a
+        /// reload's two generations share the sockets).
+        h3_misrouted: counter as "http3.misrouted_datagrams"
+            => "linerate_http3_misrouted_datagrams"
+            "QUIC datagrams read by a worker that does not own their connection, handed to the one that does",
         h3_early: counter as "http3.early_requests"
             => "linerate_http3_early_requests"
             "HTTP/3 requests that came in 0-RTT (--http3-early-data)",

@@ -52,6 +52,10 @@ pub fn activated_listeners() -> std::io::Result<Vec<(Socket, Option<Kind>)>> {
         // Handed over by the process before this one (SIGUSR2), with what each served
         // (none from a process before the kinds were passed).
         let kinds = std::env::var(UPGRADE_KINDS).unwrap_or_default();
+        if let Ok(bases) = std::env::var(crate::listen::UPGRADE_QUIC_BASES) {
+            crate::listen::take_upgrade_bases(&bases);
+        }
+        std::env::remove_var(crate::listen::UPGRADE_QUIC_BASES);
         std::env::remove_var(UPGRADE_FDS);
         std::env::remove_var(UPGRADE_KINDS);
         let mut kinds = kinds.split(',');
@@ -106,8 +110,12 @@ const UPGRADE_KINDS: &str = "LINERATE_LISTEN_KINDS";
 /// SIGUSR2: starts this program again (`argv[0]`, so a binary replaced on disk is the
 /// one started) with the same arguments, handing it `sockets` (they stay open here
 /// too). Both serve until the operator stops this one; the new one finds the sockets
-/// as [`activated_listeners`]. Returns the new process.
-pub fn upgrade(sockets: &[(&Socket, Kind)]) -> std::io::Result<std::process::Child> {
+/// as [`activated_listeners`], and where its UDP sockets begin in each group in
+/// `quic_bases` ([`crate::listen::hand_quic_on`]). Returns the new process.
+pub fn upgrade(
+    sockets: &[(&Socket, Kind)],
+    quic_bases: &str,
+) -> std::io::Result<std::process::Child> {
     use std::os::fd::AsFd;
     use std::os::fd::AsRawFd;
     let mut args = std::env::args_os();
@@ -138,6 +146,7 @@ pub fn upgrade(sockets: &[(&Socket, Kind)]) -> std::io::Result<std::process::Chi
         .args(args)
         .env(UPGRADE_FDS, fds.join(","))
         .env(UPGRADE_KINDS, kinds.join(","))
+        .env(crate::listen::UPGRADE_QUIC_BASES, quic_bases)
         // The service manager's sockets and notifications are this process's.
         .env_remove("LISTEN_FDS")
         .env_remove("LISTEN_PID")

@@ -245,7 +245,7 @@ impl<D: Driver> Worker<D> {
                     h3_port: l
                         .quic
                         .first()
-                        .and_then(|s| s.local_addr().ok()?.as_socket())
+                        .and_then(|(_, s)| s.local_addr().ok()?.as_socket())
                         .map_or(0, |a| a.port()),
                     proxy: l.proxy,
                 })

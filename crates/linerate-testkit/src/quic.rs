@@ -152,6 +152,13 @@ impl Quic {
         q
     }
 
+    /// Moves the connection to a new local port (a new socket), as a client whose NAT
+    /// rebinds it: what it sends from now on comes from there.
+    pub fn move_to_new_port(&mut self) {
+        let here = self.sock.local_addr().expect("an address");
+        self.sock = UdpSocket::bind(SocketAddr::new(here.ip(), 0)).expect("a UDP socket");
+    }
+
     /// Whether the handshake is under way still.
     pub fn handshaking(&self) -> bool {
         self.conn.is_handshaking()

@@ -361,6 +361,111 @@ fn an_answer_cut_short_by_the_connection_window_goes_on_when_it_opens() {
     }
 }
 
+/// Two workers, and clients that move to a new port again and again (as behind a NAT
+/// that rebinds): the kernel's hash of the new addresses would pick either worker's
+/// socket, but every datagram reaches the worker that owns its connection, by the
+/// connection ID (none handed between workers, counted), and each connection goes on,
+/// under both drivers. Rules: docs/http.md Q5.
+#[test]
+fn every_datagram_reaches_the_worker_that_owns_its_connection() {
+    use linerate_testkit::quic::{self, get, Quic};
+    let root = docroot();
+    let body = pattern(64 << 10, 7);
+    put(root.path(), "m.bin", &body);
+    for driver in ["auto", "epoll"] {
+        let certs = docroot();
+        let args = [
+            "--workers",
+            "2",
+            "--http3",
+            "on",
+            "--driver",
+            driver,
+            "--status-path",
+            "/.s",
+        ];
+        let (server, cert) = LINERATE.start_tls(root.path(), certs.path(), &args);
+        let mut clients: Vec<Quic> = (0..4)
+            .map(|_| Quic::connect(server.tls_addr(), &cert))
+            .collect();
+        for round in 0..6 {
+            for (c, q) in clients.iter_mut().enumerate() {
+                q.move_to_new_port();
+                let id = q.open(quinn_proto::Dir::Bi, &get("/m.bin"), true);
+                q.drive_until(std::time::Duration::from_secs(10), |q| q.stream(id).fin);
+                let data = q.stream(id).data;
+                let what = format!("{driver}: client {c}, move {round}");
+                assert_eq!(quic::status_of(&data), Some(200), "{what}");
+                let got: Vec<u8> = quic::frames(&data)
+                    .into_iter()
+                    .filter(|(t, _)| *t == 0x00)
+                    .flat_map(|(_, p)| p)
+                    .collect();
+                assert_bytes_eq(&got, &body, &what);
+            }
+        }
+        let s = status_at(&server, "/.s");
+        assert_eq!(s["http3"]["connections"], 4, "{driver}: {s}");
+        assert_eq!(s["http3"]["misrouted_datagrams"], 0, "{driver}: {s}");
+    }
+}
+
+/// A binary upgrade (SIGUSR2): the new process binds UDP sockets of its own into each
+/// group after the old one's, told where they begin, and routes to them: its IDs name
+/// its own sockets (had it named them from index 0, they would be the old process's,
+/// and its handshakes would never end) and new connections come to it, while every
+/// datagram of a connection of the old process's still reaches that one (the kernel's
+/// hash over the grown group would hand some to the new process). Rules:
+/// docs/http.md Q4.
+#[test]
+fn after_a_binary_upgrade_both_processes_answer_over_http3() {
+    use linerate_testkit::quic::{self, get, Quic};
+    let root = docroot();
+    put(root.path(), "a.txt", b"hello");
+    let certs = docroot();
+    let args = ["--workers", "2", "--http3", "on"];
+    let (server, cert) = LINERATE.start_tls(root.path(), certs.path(), &args);
+    let fetch = |q: &mut Quic, what: &str| {
+        let id = q.open(quinn_proto::Dir::Bi, &get("/a.txt"), true);
+        q.drive_until(std::time::Duration::from_secs(10), |q| q.stream(id).fin);
+        assert_eq!(quic::status_of(&q.stream(id).data), Some(200), "{what}");
+    };
+    let mut before = Quic::connect(server.tls_addr(), &cert);
+    fetch(&mut before, "before the upgrade");
+    server.signal("USR2");
+    let text = server.wait_stderr("started the binary again as PID ");
+    let pid: u32 = text
+        .split("as PID ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("{text}"));
+    // The new process says where it listens as the first did.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while server.stderr_text().matches(" at https://").count() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            server.stderr_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    for i in 0..8 {
+        let mut q = Quic::connect(server.tls_addr(), &cert);
+        fetch(&mut q, &format!("connection {i} after the upgrade"));
+        q.close();
+    }
+    fetch(
+        &mut before,
+        "the old process's connection, after the upgrade",
+    );
+    before.close();
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+}
+
 /// A stop (SIGTERM) while a large download is under way over HTTP/3: the answer is
 /// finished byte for byte, and the server then ends cleanly. Rules: docs/http.md Q4.
 #[test]

@@ -72,8 +72,9 @@ pub struct HttpArgs {
     /// Speak HTTP/3: QUIC to the URL's port over UDP (https:// only; ALPN h3), each
     /// connection on a UDP socket of its own. DATA is counted (and hashed with
     /// --checksum) as it comes. With --netns (and --tls) the server started speaks
-    /// HTTP/3 too, and its UDP counters (datagrams per send, bytes per receive) are
-    /// read from its status page around the run and reported (`server_udp` in --json).
+    /// HTTP/3 too, and its UDP counters (datagrams per send, bytes per receive,
+    /// datagrams handed between workers) are read from its status page around the run
+    /// and reported (`server_udp` in --json).
     #[arg(long, conflicts_with = "h2")]
     h3: bool,
     /// With --h2 or --h3: streams in flight per connection (h2load's -m) [default: 1].
@@ -666,6 +667,7 @@ struct Udp {
     udp_receives: u64,
     datagrams_received: u64,
     bytes_received: u64,
+    misrouted_datagrams: u64,
 }
 
 impl StatusPage {
@@ -695,6 +697,7 @@ impl StatusPage {
             udp_receives: n("udp_receives"),
             datagrams_received: n("datagrams_received"),
             bytes_received: n("bytes_received"),
+            misrouted_datagrams: n("misrouted_datagrams"),
         })
     }
 }
@@ -709,6 +712,9 @@ impl Udp {
                 .datagrams_received
                 .saturating_sub(before.datagrams_received),
             bytes_received: self.bytes_received.saturating_sub(before.bytes_received),
+            misrouted_datagrams: self
+                .misrouted_datagrams
+                .saturating_sub(before.misrouted_datagrams),
         }
     }
 
@@ -769,13 +775,14 @@ fn run_http_on(
                 print_http(&r);
                 if let Some(m) = moved {
                     println!(
-                        "server UDP: {} datagrams in {} sends ({:.1} per send); {} bytes in {} receives ({:.0} per receive)",
+                        "server UDP: {} datagrams in {} sends ({:.1} per send); {} bytes in {} receives ({:.0} per receive); {} misrouted",
                         m.datagrams_sent,
                         m.udp_sends,
                         m.datagrams_per_send(),
                         m.bytes_received,
                         m.udp_receives,
-                        m.bytes_per_receive()
+                        m.bytes_per_receive(),
+                        m.misrouted_datagrams
                     );
                 }
             }

@@ -4,12 +4,21 @@
 //! Workers share their UDP sockets across a reload (the old generation drains while
 //! the new one serves, both reading the same sockets), so a datagram of a connection
 //! can be read by an endpoint that does not hold it. Every connection ID this server
-//! issues carries, hidden, the tag of the endpoint that issued it (8 bytes: 6 random,
-//! then the tag XOR a keyed hash of those 6, so no observer can link two IDs of one
-//! connection, RFC 9000 §5.1); an endpoint that reads a datagram of another's tag
-//! hands it to that endpoint's mailbox and wakes its worker. A new connection's first
-//! datagrams name an ID the client chose: a draining endpoint hands them to the
-//! socket's current one.
+//! issues carries the index of its endpoint's socket in the `SO_REUSEPORT` group, and,
+//! hidden, the tag of the endpoint that issued it (8 bytes: the index, 5 random, then
+//! the tag XOR a keyed hash of the first 6). The kernel reads the index
+//! ([`linerate_sys::steer::quic_program`], attached to each group): every datagram of
+//! a connection reaches the socket of the worker that owns it, whichever port the
+//! client's datagrams come from (a migration, a NAT's rebinding), where the kernel's
+//! hash of the addresses would pick again. The index is in the clear, as QUIC-LB's
+//! plaintext routing (draft-ietf-quic-load-balancers) has it: an observer learns
+//! which of the workers a connection's IDs belong to, a few bits shared by every
+//! connection of that worker, and nothing that links two IDs of one connection beyond
+//! them (RFC 9000 §5.1). An endpoint that reads a datagram of another's tag (another
+//! generation's on the same socket, across a reload, or a datagram the program could
+//! not place) hands it to that endpoint's mailbox and wakes its worker, counted as
+//! misrouted. A new connection's first datagrams name an ID the client chose: a
+//! draining endpoint hands them to the socket's current one.
 
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
@@ -88,15 +97,17 @@ fn tag_of(cid: &[u8]) -> Option<u16> {
     Some(u16::from_be_bytes([cid[6], cid[7]]) ^ mask(&cid[..6]))
 }
 
-/// Issues IDs carrying `tag`.
+/// Issues IDs carrying the socket's `index` and the endpoint's `tag`.
 pub(crate) struct Issuer {
+    index: u8,
     tag: u16,
     rng: ring::rand::SystemRandom,
 }
 
 impl Issuer {
-    pub fn new(tag: u16) -> Issuer {
+    pub fn new(index: u8, tag: u16) -> Issuer {
         Issuer {
+            index,
             tag,
             rng: ring::rand::SystemRandom::new(),
         }
@@ -108,7 +119,8 @@ impl ConnectionIdGenerator for Issuer {
         let mut b = [0u8; CID_LEN];
         // The system's random source does not fail on Linux; were it to, the ID is
         // still unique enough for the endpoint's own table (the tag stays right).
-        let _ = self.rng.fill(&mut b[..6]);
+        let _ = self.rng.fill(&mut b[1..6]);
+        b[0] = self.index;
         let t = (self.tag ^ mask(&b[..6])).to_be_bytes();
         b[6..].copy_from_slice(&t);
         ConnectionId::new(&b)
@@ -189,7 +201,7 @@ impl Place {
     /// The IDs this endpoint issues.
     #[cfg(test)]
     pub fn issuer(&self) -> Issuer {
-        Issuer::new(self.tag)
+        Issuer::new(0, self.tag)
     }
 
     /// Hands `d` (received as `r` says) to its owner if that is another endpoint;
@@ -233,15 +245,14 @@ mod tests {
 
     #[test]
     fn an_issued_id_names_its_endpoint_and_ids_look_random() {
-        let mut g = Issuer {
-            tag: 0x1234,
-            rng: ring::rand::SystemRandom::new(),
-        };
+        let mut g = Issuer::new(3, 0x1234);
         let a = g.generate_cid();
         let b = g.generate_cid();
         assert_eq!(tag_of(&a), Some(0x1234));
         assert_eq!(tag_of(&b), Some(0x1234));
+        assert_eq!((a[0], b[0]), (3, 3), "the socket's index first");
         assert_ne!(a[6..], b[6..], "the tag's bytes differ from ID to ID");
+        assert_ne!(a[1..6], b[1..6]);
         // A short header packet of it, and a Handshake packet.
         let mut short = vec![0x40];
         short.extend_from_slice(&a);

@@ -41,11 +41,12 @@ impl<D: Driver> Worker<D> {
             let Some(tls) = &l.tls else {
                 continue;
             };
-            for s in &l.quic {
+            for (index, s) in &l.quic {
                 let limits = std::rc::Rc::clone(&limits);
                 let inbox = std::sync::Arc::clone(&self.inbox);
                 let wake = Box::new(move || inbox.poke());
-                let q = crate::h3::Quic3::new(s.try_clone()?, tls, limits, &self.cfg, wake)?;
+                let sock = s.try_clone()?;
+                let q = crate::h3::Quic3::new(sock, *index, tls, limits, &self.cfg, wake)?;
                 let token = Token::Quic(self.quic.len()).encode();
                 self.driver
                     .register(q.sock.as_fd(), token, Interest::Datagram)?;
@@ -111,6 +112,7 @@ impl<D: Driver> Worker<D> {
             Stats::add(&stats.h3_receives, r.calls);
             Stats::add(&stats.h3_datagrams_received, r.datagrams);
             Stats::add(&stats.h3_bytes_received, r.bytes);
+            Stats::add(&stats.h3_misrouted, r.misrouted);
         }
     }
 
