@@ -868,11 +868,22 @@ fn h2_runs_every_installed_server_over_h2c_and_h2_with_both_clients() {
     }
 }
 
+/// Held by each test that runs HTTP/3 servers: a port found free for a server's TCP
+/// may have its UDP taken by another test's linerate (whose HTTP/3 sockets share it by
+/// SO_REUSEPORT), and Caddy's QUIC would then not bind while the client's reached that
+/// other server.
+static H3: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn h3_alone() -> std::sync::MutexGuard<'static, ()> {
+    H3.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// `--h3`: HTTP/3 to the servers that speak it (linerate, and Caddy where installed),
 /// with the one certificate over TLS; nginx is left out, said so; every run is
 /// HTTP/3 (the built-in client speaks nothing else with --h3), whole bodies, no error.
 #[test]
 fn h3_runs_linerate_and_caddy_and_leaves_out_the_servers_without_it() {
+    let _alone = h3_alone();
     let caddy = installed("caddy");
     let mut servers = vec!["linerate"];
     if caddy {
@@ -954,12 +965,54 @@ fn h3_runs_linerate_and_caddy_and_leaves_out_the_servers_without_it() {
     }
 }
 
+/// `--h3 --close`: a QUIC connection per request, each a full handshake (none
+/// resumed: the client keeps no session), under every server that speaks HTTP/3.
+#[test]
+fn h3_with_close_makes_a_connection_and_a_handshake_per_request() {
+    let _alone = h3_alone();
+    let servers = if installed("caddy") {
+        "linerate,caddy"
+    } else {
+        "linerate"
+    };
+    let args: Vec<String> = ["--tls", "--h3", "--close", "--servers", servers]
+        .iter()
+        .chain(&["--sizes", "1K", "-d", "0.3", "-c", "2", "-i", "3"])
+        .chain(&["--warmup", "0"])
+        .map(|a| a.to_string())
+        .collect();
+    let (v, err) = compare_json(&args);
+    let names = server_field(&v, "name");
+    assert_eq!(names.len(), servers.split(',').count(), "{err}");
+    for (name, runs) in names
+        .iter()
+        .zip(v["workloads"][0]["runs"].as_array().unwrap())
+    {
+        for r in runs.as_array().unwrap() {
+            let n = r["requests"].as_u64().unwrap();
+            assert!(n > 0, "{name}: {r}");
+            assert_eq!(errors(r), 0, "{name}: {r}");
+            // A connection per request, and at the end at most one per load
+            // connection still opening.
+            let opened = r["connections_opened"].as_u64().unwrap();
+            assert!(
+                (n..=n + 2).contains(&opened),
+                "{name}: {opened} for {n}: {r}"
+            );
+            let handshakes = r["tls_handshakes"].as_u64().unwrap();
+            assert!((n..=opened).contains(&handshakes), "{name}: {r}");
+        }
+    }
+    assert_servers_gone(&v);
+}
+
 /// `--protocols h2,h3`: each server and protocol a column of one interleaved run
 /// (linerate's HTTP/3 beside its own HTTP/2), every run of a column in its protocol;
 /// a server without HTTP/3 keeps its HTTP/2 column and its HTTP/3 one is left out,
 /// said so; misuse named.
 #[test]
 fn protocols_put_each_server_and_protocol_in_a_column() {
+    let _alone = h3_alone();
     let nginx = installed("nginx");
     let servers = if nginx { "linerate,nginx" } else { "linerate" };
     let args: Vec<String> = [

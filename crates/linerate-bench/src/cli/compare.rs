@@ -78,8 +78,9 @@ pub struct CompareArgs {
     h2: bool,
     /// HTTP/3 (QUIC over UDP on the TLS port; needs --tls) to the servers that speak
     /// it: linerate (--http3 on) and Caddy (its h3 protocol); the others are left
-    /// out, each said so. The built-in client alone (`bench http --h3`'s).
-    #[arg(long, requires = "tls", conflicts_with_all = ["h2", "close"])]
+    /// out, each said so. The built-in client alone (`bench http --h3`'s). With
+    /// --close a QUIC connection per request, each a full handshake.
+    #[arg(long, requires = "tls", conflicts_with = "h2")]
     h3: bool,
     /// Protocols side by side, comma-separated (h1, h2, h3): each server and protocol
     /// a column, in one interleaved run ("h2,h3" puts linerate's HTTP/3 beside its own
