@@ -543,16 +543,21 @@ static QUIC_HANDED_ON: std::sync::atomic::AtomicBool = std::sync::atomic::Atomic
 /// Where, in each address's UDP group, the sockets of a process started by a binary
 /// upgrade begin: after those of the process before, which serves on beside it (read
 /// once from the environment it was started with).
-static UPGRADE_BASES: std::sync::Mutex<Vec<(SocketAddr, u8)>> = std::sync::Mutex::new(Vec::new());
+static UPGRADE_BASES: std::sync::OnceLock<Vec<(SocketAddr, u8)>> = std::sync::OnceLock::new();
 
 /// The environment variable that carries [`UPGRADE_BASES`] to the new process: each
 /// address and the first index after the old process's sockets, as `ADDR=N,ADDR=N`.
 pub(crate) const UPGRADE_QUIC_BASES: &str = "LINERATE_QUIC_BASES";
 
-/// What a binary upgrade tells the new process of the UDP groups of `bound`: the value
-/// of [`UPGRADE_QUIC_BASES`]; and from now on this process attaches no routing program.
-pub(crate) fn hand_quic_on(bound: &[Bound]) -> String {
+/// From now on this process attaches no routing program (its sockets were handed to a
+/// new process, [`QUIC_HANDED_ON`]).
+pub(crate) fn quic_handed_on() {
     QUIC_HANDED_ON.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// What a binary upgrade tells the new process of the UDP groups of `bound`: the value
+/// of [`UPGRADE_QUIC_BASES`].
+pub(crate) fn quic_bases(bound: &[Bound]) -> String {
     bound
         .iter()
         .filter(|b| !b.udp.is_empty())
@@ -575,17 +580,13 @@ pub(crate) fn take_upgrade_bases(value: &str) {
             Some((a.parse().ok()?, n.parse::<usize>().ok()?.min(255) as u8))
         })
         .collect();
-    *UPGRADE_BASES
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) = bases;
+    let _ = UPGRADE_BASES.set(bases);
 }
 
 fn upgrade_base(addr: SocketAddr) -> u8 {
     UPGRADE_BASES
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .iter()
-        .find(|(a, _)| *a == addr)
+        .get()
+        .and_then(|b| b.iter().find(|(a, _)| *a == addr))
         .map_or(0, |&(_, n)| n)
 }
 

@@ -748,9 +748,10 @@ pub fn serve(
                             .iter()
                             .flat_map(|b| b.sockets.iter().map(move |s| (s, b.kind)))
                             .collect();
-                        let bases = crate::listen::hand_quic_on(&bound);
+                        let bases = crate::listen::quic_bases(&bound);
                         match crate::systemd::upgrade(&sockets, &bases) {
                             Ok(child) => {
+                                crate::listen::quic_handed_on();
                                 // Its socket files are the new process's now.
                                 bound.iter_mut().for_each(Bound::handed_over);
                                 tracing::warn!(

@@ -111,7 +111,7 @@ const UPGRADE_KINDS: &str = "LINERATE_LISTEN_KINDS";
 /// one started) with the same arguments, handing it `sockets` (they stay open here
 /// too). Both serve until the operator stops this one; the new one finds the sockets
 /// as [`activated_listeners`], and where its UDP sockets begin in each group in
-/// `quic_bases` ([`crate::listen::hand_quic_on`]). Returns the new process.
+/// `quic_bases` ([`crate::listen::quic_bases`]). Returns the new process.
 pub fn upgrade(
     sockets: &[(&Socket, Kind)],
     quic_bases: &str,

@@ -165,6 +165,22 @@ mod tests {
     use super::*;
     use std::os::fd::AsFd;
 
+    /// `n` sockets of type `ty` in one `SO_REUSEPORT` group, bound in order to one
+    /// loopback port, non-blocking; and the port's address.
+    fn group(ty: socket2::Type, n: usize) -> (Vec<socket2::Socket>, std::net::SocketAddr) {
+        let mut addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        let mut group = Vec::new();
+        for _ in 0..n {
+            let s = socket2::Socket::new(socket2::Domain::IPV4, ty, None).unwrap();
+            s.set_reuse_port(true).unwrap();
+            s.set_nonblocking(true).unwrap();
+            s.bind(&addr.into()).unwrap();
+            addr = s.local_addr().unwrap().as_socket().unwrap();
+            group.push(s);
+        }
+        (group, addr)
+    }
+
     #[test]
     fn the_constants_are_the_kernels() {
         assert_eq!(libc::SO_ATTACH_REUSEPORT_CBPF, SO_ATTACH_REUSEPORT_CBPF);
@@ -195,24 +211,7 @@ mod tests {
     /// hash, or the first).
     #[test]
     fn a_quic_datagram_reaches_the_socket_its_connection_id_names() {
-        let udp = || {
-            let s =
-                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
-            s.set_reuse_port(true).unwrap();
-            s.set_nonblocking(true).unwrap();
-            s
-        };
-        let first = udp();
-        first
-            .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
-            .unwrap();
-        let addr = first.local_addr().unwrap();
-        let mut group = vec![first];
-        for _ in 1..4 {
-            let s = udp();
-            s.bind(&addr).unwrap();
-            group.push(s);
-        }
+        let (group, addr) = group(socket2::Type::DGRAM, 4);
         let read_by = |group: &[socket2::Socket]| -> Vec<usize> {
             std::thread::sleep(std::time::Duration::from_millis(5));
             let mut by = Vec::new();
@@ -224,7 +223,6 @@ mod tests {
             }
             by
         };
-        let addr = addr.as_socket().unwrap();
         let initial = |b: u8| [0xc0, 0, 0, 0, 1, 8, b, 9, 9, 9, 9, 9, 9, 9, 0];
         // The whole group this process's; then its last two (the first two another's).
         for (base, count) in [(0u8, 4u8), (2, 2)] {
@@ -277,25 +275,13 @@ mod tests {
     /// took its handshake.
     #[test]
     fn a_group_with_the_program_sends_each_cpu_to_its_listener() {
-        let listen = || {
-            let s =
-                socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-            s.set_reuse_port(true).unwrap();
-            s
-        };
-        let a = listen();
-        a.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
-            .unwrap();
+        let (group, addr) = group(socket2::Type::STREAM, 2);
+        let [a, b] = &group[..] else { unreachable!() };
         a.listen(16).unwrap();
-        let addr = a.local_addr().unwrap().as_socket().unwrap();
-        let b = listen();
-        b.bind(&addr.into()).unwrap();
         b.listen(16).unwrap();
         let cpus = crate::cpu::allowed_cpus().unwrap();
         let routes: Vec<(u32, u32)> = cpus.iter().map(|&c| (c as u32, 1)).collect();
         attach(a.as_fd(), &cpu_program(&routes).unwrap()).unwrap();
-        b.set_nonblocking(true).unwrap();
-        a.set_nonblocking(true).unwrap();
         let mut clients = Vec::new();
         for _ in 0..8 {
             clients.push(std::net::TcpStream::connect(addr).unwrap());

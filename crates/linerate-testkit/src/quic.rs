@@ -100,10 +100,15 @@ impl Quic {
     /// A connection to `server`'s UDP port for the name `name` (SNI), trusting `cert`,
     /// the handshake done; how it failed, if it did.
     pub fn connect_as(server: SocketAddr, cert: &Path, name: &str) -> Result<Quic, String> {
-        let mut q = Quic::start_as(server, cert, name);
-        let up = q.drive_until(Duration::from_secs(10), |q| !q.conn.is_handshaking());
-        match (&q.closed, up) {
-            (None, true) => Ok(q),
+        Quic::start_as(server, cert, name).handshake()
+    }
+
+    /// This connection once its handshake is done (10 s at most); how it failed, if it
+    /// did.
+    fn handshake(mut self) -> Result<Quic, String> {
+        let up = self.drive_until(Duration::from_secs(10), |q| !q.conn.is_handshaking());
+        match (&self.closed, up) {
+            (None, true) => Ok(self),
             (closed, _) => Err(format!("no handshake: {closed:?}")),
         }
     }
@@ -126,10 +131,9 @@ impl Quic {
         t.stream_receive_window(VarInt::from_u32(stream));
         t.receive_window(VarInt::from_u32(connection));
         config.transport_config(Arc::new(t));
-        let mut q = Quic::start_with(server, "localhost", config);
-        q.drive_until(Duration::from_secs(10), |q| !q.conn.is_handshaking());
-        assert!(q.closed.is_none() && !q.handshaking(), "a handshake");
-        q
+        Quic::start_with(server, "localhost", config)
+            .handshake()
+            .expect("a handshake")
     }
 
     fn start_with(server: SocketAddr, name: &str, config: ClientConfig) -> Quic {
@@ -422,6 +426,15 @@ pub fn response_head(stream: &[u8]) -> Option<Vec<(String, String)>> {
         })
         .ok()?;
     Some(fields)
+}
+
+/// The body of a response stream: its DATA frames' payloads, in order.
+pub fn body_of(stream: &[u8]) -> Vec<u8> {
+    frames(stream)
+        .into_iter()
+        .filter(|(t, _)| *t == 0x00)
+        .flat_map(|(_, p)| p)
+        .collect()
 }
 
 /// The `:status` of a response stream.

@@ -333,7 +333,7 @@ fn quinn_clients_are_asked_for_fewer_acknowledgements() {
 /// which then waited forever). Rules: docs/http.md Q2.
 #[test]
 fn an_answer_cut_short_by_the_connection_window_goes_on_when_it_opens() {
-    use linerate_testkit::quic::{self, headers, Quic};
+    use linerate_testkit::quic::{self, get, Quic};
     let root = docroot();
     let big = pattern(1 << 20, 5);
     put(root.path(), "big.bin", &big);
@@ -342,21 +342,11 @@ fn an_answer_cut_short_by_the_connection_window_goes_on_when_it_opens() {
         let args = ["--workers", "1", "--http3", "on", "--driver", driver];
         let (server, cert) = LINERATE.start_tls(root.path(), certs.path(), &args);
         let mut q = Quic::connect_windowed(server.tls_addr(), &cert, 4 << 20, 256 << 10);
-        let request = headers(&[
-            (":method", "GET"),
-            (":scheme", "https"),
-            (":authority", "localhost"),
-            (":path", "/big.bin"),
-        ]);
-        let id = q.open(quinn_proto::Dir::Bi, &request, true);
+        let id = q.open(quinn_proto::Dir::Bi, &get("/big.bin"), true);
         q.drive_until(std::time::Duration::from_secs(20), |q| q.stream(id).fin);
         let data = q.stream(id).data;
         assert_eq!(quic::status_of(&data), Some(200), "{driver}");
-        let body: Vec<u8> = quic::frames(&data)
-            .into_iter()
-            .filter(|(t, _)| *t == 0x00)
-            .flat_map(|(_, p)| p)
-            .collect();
+        let body = quic::body_of(&data);
         assert_bytes_eq(&body, &big, driver);
     }
 }
@@ -396,11 +386,7 @@ fn every_datagram_reaches_the_worker_that_owns_its_connection() {
                 let data = q.stream(id).data;
                 let what = format!("{driver}: client {c}, move {round}");
                 assert_eq!(quic::status_of(&data), Some(200), "{what}");
-                let got: Vec<u8> = quic::frames(&data)
-                    .into_iter()
-                    .filter(|(t, _)| *t == 0x00)
-                    .flat_map(|(_, p)| p)
-                    .collect();
+                let got = quic::body_of(&data);
                 assert_bytes_eq(&got, &body, &what);
             }
         }
@@ -1189,11 +1175,7 @@ fn each_site_answers_with_its_own_certificate_over_h3() {
         q.drive_until(std::time::Duration::from_secs(5), |q| q.stream(id).fin);
         let data = q.stream(id).data;
         assert_eq!(quic::status_of(&data), Some(200), "{name}");
-        let body = quic::frames(&data)
-            .into_iter()
-            .filter(|(t, _)| *t == 0x00)
-            .flat_map(|(_, p)| p)
-            .collect::<Vec<u8>>();
+        let body = quic::body_of(&data);
         assert_eq!(body, &name.as_bytes()[..1], "{name}: its site's file");
     }
 }
