@@ -62,7 +62,6 @@ use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsFd;
-use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -81,6 +80,9 @@ use crate::quic::{Endpoint, Event};
 use crate::response::{Part, Response, Wire};
 use crate::site::Site;
 use crate::stats::Stats;
+
+mod handover;
+pub(crate) use handover::{claim, want, withdraw, Claim};
 
 /// Room for one receive: a GRO batch of datagrams, at most 64 KiB.
 const RECV_BYTES: usize = 64 * 1024;
@@ -185,6 +187,77 @@ struct H3Conn {
     late: Option<Instant>,
 }
 
+/// A connection's HTTP/3 as a reload hands it to the next generation's worker: all of
+/// it but answers and password checks, which it has none of then (they hold the old
+/// generation's files and caches).
+struct Kept {
+    proto: Proto,
+    peer: SocketAddr,
+    control: Option<StreamId>,
+    control_out: Vec<u8>,
+    unacked: Vec<StreamId>,
+    early_below: u64,
+}
+
+impl H3Conn {
+    fn new(proto: Proto, peer: SocketAddr) -> H3Conn {
+        H3Conn {
+            proto,
+            peer,
+            control: None,
+            control_out: Vec::new(),
+            answers: Vec::new(),
+            waiting: Vec::new(),
+            unacked: Vec::new(),
+            early_below: 0,
+            close_at: None,
+            late: None,
+        }
+    }
+
+    fn kept(self) -> Kept {
+        Kept {
+            proto: self.proto,
+            peer: self.peer,
+            control: self.control,
+            control_out: self.control_out,
+            unacked: self.unacked,
+            early_below: self.early_below,
+        }
+    }
+
+    fn taken_on(k: Kept) -> H3Conn {
+        H3Conn {
+            control: k.control,
+            control_out: k.control_out,
+            unacked: k.unacked,
+            early_below: k.early_below,
+            ..H3Conn::new(k.proto, k.peer)
+        }
+    }
+}
+
+/// An endpoint and its connections, handed from a retiring worker to the next
+/// generation's at a reload ([`handover`]).
+pub(crate) struct Handed {
+    endpoint: Endpoint,
+    conns: HashMap<ConnectionHandle, Kept>,
+}
+
+// It crosses threads.
+const _: fn() = || {
+    fn sent<T: Send>() {}
+    sent::<Handed>();
+};
+
+/// The inode of a socket: the same for every copy of it (each worker's, each
+/// generation's), naming it in the routing and the handover.
+pub(crate) fn socket_inode(sock: &socket2::Socket) -> io::Result<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let fd = std::os::fd::OwnedFd::from(sock.try_clone()?);
+    Ok(std::fs::File::from(fd).metadata()?.ino())
+}
+
 /// One worker's HTTP/3 on one UDP socket: the QUIC endpoint and its connections.
 pub(crate) struct Quic3 {
     pub sock: socket2::Socket,
@@ -192,7 +265,19 @@ pub(crate) struct Quic3 {
     conns: HashMap<ConnectionHandle, H3Conn>,
     events: Vec<Event>,
     buf: Vec<u8>,
-    limits: Rc<Limits>,
+    limits: Limits,
+    /// The socket's inode ([`socket_inode`]).
+    inode: u64,
+    /// A reload: the endpoint is being handed to the next generation's worker, until
+    /// this time at the latest ([`handover`]).
+    handing: Option<Instant>,
+    /// The next generation's worker waits for it: no new request is answered here.
+    quiet: bool,
+    /// It was handed on: this one has nothing left (and reads nothing more).
+    spent: bool,
+    /// Taken on from the generation before: its connections' requests read there and
+    /// not answered yet are answered at the first turn, and counted as kept.
+    taken_on: Option<u64>,
     /// The last transmit would block: try again soon.
     pub blocked: bool,
     /// GOAWAY was said (a stop or reload): connections close once their answers are
@@ -251,31 +336,84 @@ impl Quic3 {
         sock: socket2::Socket,
         index: u8,
         tls: &rustls::ServerConfig,
-        limits: Rc<Limits>,
+        limits: Limits,
         cfg: &crate::config::Config,
-        wake: Box<dyn Fn() + Send + Sync>,
+        wake: crate::quic::Wake,
     ) -> io::Result<Quic3> {
         let v6 = sock.local_addr()?.is_ipv6();
         let features = udp::prepare(sock.as_fd(), v6)?;
         size_buffers(&sock)?;
+        let inode = socket_inode(&sock)?;
+        let (config, resumed) = Quic3::server_config(tls, cfg)?;
+        let endpoint = Endpoint::routed(config, features.gso, inode, index, wake);
+        Ok(Quic3::with(
+            sock,
+            inode,
+            endpoint,
+            HashMap::new(),
+            resumed,
+            limits,
+            cfg,
+        ))
+    }
+
+    /// The endpoint the generation before handed over at a reload, on this
+    /// generation's copy of its socket: its connections go on as they were, new ones
+    /// are made with this generation's certificates and settings, and the requests
+    /// from now on read within `limits`.
+    pub fn take_on(
+        handed: Box<Handed>,
+        sock: socket2::Socket,
+        tls: &rustls::ServerConfig,
+        limits: Limits,
+        cfg: &crate::config::Config,
+        wake: crate::quic::Wake,
+    ) -> io::Result<Quic3> {
+        let inode = socket_inode(&sock)?;
+        let (config, resumed) = Quic3::server_config(tls, cfg)?;
+        let Handed {
+            mut endpoint,
+            conns,
+        } = *handed;
+        endpoint.adopted(config, wake);
+        let conns: HashMap<ConnectionHandle, H3Conn> = conns
+            .into_iter()
+            .map(|(h, mut k)| {
+                k.proto.set_limits(limits);
+                (h, H3Conn::taken_on(k))
+            })
+            .collect();
+        let mut q = Quic3::with(sock, inode, endpoint, conns, resumed, limits, cfg);
+        q.taken_on = Some(q.conns.len() as u64);
+        Ok(q)
+    }
+
+    fn server_config(
+        tls: &rustls::ServerConfig,
+        cfg: &crate::config::Config,
+    ) -> io::Result<(Arc<quinn_proto::ServerConfig>, Arc<AtomicU64>)> {
         let resumed = Arc::new(AtomicU64::new(0));
-        let early_data = cfg.http3_early_data == Http3::On;
         let transport = crate::quic::Transport {
-            early_data,
+            early_data: cfg.http3_early_data == Http3::On,
             idle: cfg.idle_timeout,
             streams: linerate_http::h2::Config::default().max_concurrent_streams,
         };
         let config =
             crate::quic::server_config(tls, &transport, &resumed).map_err(io::Error::other)?;
-        // The socket's inode: the same for every worker generation's copy of it.
-        let inode = {
-            use std::os::unix::fs::MetadataExt;
-            let fd = std::os::fd::OwnedFd::from(sock.try_clone()?);
-            std::fs::File::from(fd).metadata()?.ino()
-        };
-        let mut endpoint = Endpoint::routed(config, features.gso, inode, index, wake);
+        Ok((config, resumed))
+    }
+
+    fn with(
+        sock: socket2::Socket,
+        inode: u64,
+        mut endpoint: Endpoint,
+        conns: HashMap<ConnectionHandle, H3Conn>,
+        resumed: Arc<AtomicU64>,
+        limits: Limits,
+        cfg: &crate::config::Config,
+    ) -> Quic3 {
         endpoint.retry = cfg.http3_retry;
-        Ok(Quic3 {
+        Quic3 {
             resumed,
             send_timeout: cfg.send_timeout,
             sweep_at: None,
@@ -283,15 +421,20 @@ impl Quic3 {
             close_at: None,
             sock,
             endpoint,
-            conns: HashMap::new(),
+            conns,
             events: Vec::new(),
             buf: vec![0; RECV_BYTES],
             limits,
+            inode,
+            handing: None,
+            quiet: false,
+            spent: false,
+            taken_on: None,
             blocked: false,
             going_away: false,
             draining: false,
             receives: Receives::default(),
-        })
+        }
     }
 
     /// The receives counted since the last call.
@@ -313,6 +456,7 @@ impl Quic3 {
             .into_iter()
             .chain(self.sweep_at)
             .chain(self.close_at)
+            .chain(self.handing)
             .min()
     }
 
@@ -416,6 +560,10 @@ impl Quic3 {
     /// Passes every event to its connection's HTTP/3 until there are none, answers the
     /// requests that came, and sends what QUIC has to send.
     pub fn serve(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>, out: &mut Out<'_>) {
+        if let Some(kept) = self.taken_on.take() {
+            Stats::add(&site.stats.h3_kept, kept);
+            self.act_all(now, site, log);
+        }
         self.endpoint.take_mail(now);
         for _ in 0..16 {
             self.endpoint.events(&mut self.events);
@@ -442,6 +590,9 @@ impl Quic3 {
             &site.stats.timeouts[1],
             std::mem::take(&mut self.endpoint.idle_closed),
         );
+        if self.handing.is_some() {
+            self.try_hand(now, site, log);
+        }
         let fd = self.sock.as_fd();
         let r = self.endpoint.transmit(now, &mut |b| out(fd, b));
         self.blocked = matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
@@ -498,21 +649,8 @@ impl Quic3 {
     fn conn(&mut self, h: ConnectionHandle) -> Option<&mut H3Conn> {
         if !self.conns.contains_key(&h) {
             let peer = self.endpoint.conn(h)?.remote_address();
-            self.conns.insert(
-                h,
-                H3Conn {
-                    proto: Proto::new(Rc::clone(&self.limits)),
-                    peer,
-                    control: None,
-                    control_out: Vec::new(),
-                    answers: Vec::new(),
-                    waiting: Vec::new(),
-                    unacked: Vec::new(),
-                    early_below: 0,
-                    close_at: None,
-                    late: None,
-                },
-            );
+            let c = H3Conn::new(Proto::new(self.limits), peer);
+            self.conns.insert(h, c);
         }
         self.conns.get_mut(&h)
     }
@@ -596,6 +734,10 @@ impl Quic3 {
     /// Acts on what connection `h`'s HTTP/3 has: answers requests, resets streams,
     /// closes the connection.
     fn act(&mut self, h: ConnectionHandle, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+        // Handing over: the next generation's worker answers what is read now.
+        if self.quiet {
+            return;
+        }
         loop {
             let Some(c) = self.conns.get_mut(&h) else {
                 return;
@@ -820,9 +962,79 @@ impl Quic3 {
         }
     }
 
+    /// A reload: the endpoint is handed to the next generation's worker once its
+    /// answers under way are done, within [`handover::HAND_WITHIN`]; else its
+    /// connections are told GOAWAY as at a stop ([`Quic3::go_away`]).
+    pub fn hand_over(&mut self, now: Instant) {
+        self.handing = Some(now + handover::HAND_WITHIN);
+    }
+
+    /// Whether it was handed on since the last call (its socket is then watched no
+    /// more).
+    pub fn take_spent(&mut self) -> bool {
+        std::mem::take(&mut self.spent)
+    }
+
+    /// One step of a handover: when the next generation's worker waits, no new request
+    /// is answered, and once no answer is under way the endpoint goes to it; past the
+    /// deadline, or if it is not wanted by then, the connections are told GOAWAY and
+    /// the requests read meanwhile answered here.
+    fn try_hand(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+        let Some(until) = self.handing else {
+            return;
+        };
+        let wanted = handover::wanted(self.inode);
+        if wanted {
+            self.quiet = true;
+            let idle = |c: &H3Conn| c.answers.is_empty() && c.waiting.is_empty();
+            if self.conns.values().all(idle) {
+                let endpoint = std::mem::replace(&mut self.endpoint, Endpoint::spent(self.inode));
+                let conns = self.conns.drain().map(|(h, c)| (h, c.kept())).collect();
+                match handover::give(self.inode, Box::new(Handed { endpoint, conns })) {
+                    Ok(()) => {
+                        self.handing = None;
+                        self.quiet = false;
+                        self.spent = true;
+                        return;
+                    }
+                    Err(back) => {
+                        let Handed { endpoint, conns } = *back;
+                        self.endpoint = endpoint;
+                        self.conns = conns
+                            .into_iter()
+                            .map(|(h, k)| (h, H3Conn::taken_on(k)))
+                            .collect();
+                    }
+                }
+            }
+            if now < until {
+                return;
+            }
+        } else if now < until {
+            if std::mem::take(&mut self.quiet) {
+                self.act_all(now, site, log);
+            }
+            return;
+        }
+        self.quiet = false;
+        self.go_away();
+        self.act_all(now, site, log);
+    }
+
+    /// Acts on what every connection's HTTP/3 has.
+    fn act_all(&mut self, now: Instant, site: &mut Site, log: &mut Log<'_>) {
+        let handles: Vec<ConnectionHandle> = self.conns.keys().copied().collect();
+        for h in handles {
+            self.act(h, now, site, log);
+        }
+    }
+
     /// A stop or reload: GOAWAY on every connection, and no new one; each closes once
     /// its answers are done (at the next [`Quic3::serve`]).
     pub fn go_away(&mut self) {
+        if self.handing.take().is_some() {
+            handover::decline(self.inode);
+        }
         self.going_away = true;
         self.endpoint.refuse_new();
         self.say_go_away(|_| true);

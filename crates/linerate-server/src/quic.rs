@@ -33,7 +33,7 @@ use rustls::server::{ProducesTickets, StoresServerSessions};
 
 mod route;
 
-pub(crate) use route::CID_LEN;
+pub(crate) use route::{wake_current, Wake, CID_LEN};
 
 /// The HTTP/3 ALPN token.
 pub(crate) const ALPN_H3: &[u8] = b"h3";
@@ -262,6 +262,9 @@ pub(crate) struct Endpoint {
     place: Option<route::Place>,
     /// It takes no new connection (a stop or reload began).
     draining: bool,
+    /// Its worker handed the endpoint on (a reload): what it still reads of socket
+    /// (inode) this goes to the owner.
+    spent: Option<u64>,
 }
 
 impl Endpoint {
@@ -283,7 +286,7 @@ impl Endpoint {
         gso: bool,
         socket: u64,
         index: u8,
-        wake: Box<dyn Fn() + Send + Sync>,
+        wake: route::Wake,
     ) -> Endpoint {
         let place = route::Place::take(socket, wake);
         let mut config = EndpointConfig::default();
@@ -313,6 +316,26 @@ impl Endpoint {
             handed: 0,
             place,
             draining: false,
+            spent: None,
+        }
+    }
+
+    /// An endpoint with nothing, on socket `socket` (its inode): what a worker keeps
+    /// once it has handed its own on. What it reads until its watch ends goes to the
+    /// endpoint that owns it, as a misrouted datagram.
+    pub fn spent(socket: u64) -> Endpoint {
+        let mut e = Endpoint::with(EndpointConfig::default(), None, false, None);
+        e.spent = Some(socket);
+        e
+    }
+
+    /// Taken on by the next generation's worker at a reload: new connections are
+    /// accepted with `server` (the reload's certificates and transport), its worker
+    /// woken by `wake`; the connections it has go on as they are.
+    pub fn adopted(&mut self, server: Arc<ServerConfig>, wake: route::Wake) {
+        self.inner.set_server_config(Some(server));
+        if let Some(p) = &self.place {
+            p.rewake(wake);
         }
     }
 
@@ -367,6 +390,10 @@ impl Endpoint {
         let ecn = EcnCodepoint::from_bits(r.ecn);
         let step = r.segment.unwrap_or(data.len()).max(1);
         for datagram in data[..r.len].chunks(step) {
+            if let Some(socket) = self.spent {
+                self.handed += u64::from(route::hand_on(socket, r, datagram));
+                continue;
+            }
             let theirs = self.place.as_ref();
             if theirs.is_some_and(|p| p.forward(r, datagram, self.draining)) {
                 self.handed += 1;

@@ -268,6 +268,11 @@ stats! {
         h3_misrouted: counter as "http3.misrouted_datagrams"
             => "linerate_http3_misrouted_datagrams"
             "QUIC datagrams read by a worker that does not own their connection, handed to the one that does",
+        /// Connections a reload handed to the next generation's workers, which go
+        /// on there (the rest were told GOAWAY and closed).
+        h3_kept: counter as "http3.connections_kept"
+            => "linerate_http3_connections_kept"
+            "HTTP/3 connections handed to the next generation of workers at a reload, kept open",
         h3_early: counter as "http3.early_requests"
             => "linerate_http3_early_requests"
             "HTTP/3 requests that came in 0-RTT (--http3-early-data)",

@@ -154,6 +154,9 @@ pub(crate) struct Worker<D: Driver> {
     idle: u64,
     /// HTTP/3 on the HTTPS listeners' UDP sockets.
     quic: Vec<crate::h3::Quic3>,
+    /// HTTP/3 sockets whose endpoints the generation before holds until it hands them
+    /// over (a reload).
+    awaiting: Vec<quic::Awaiting>,
     /// The HTTP/3 sockets the ring received datagrams for in this turn, to serve at
     /// its end.
     quic_received: Vec<usize>,
@@ -271,6 +274,7 @@ impl<D: Driver> Worker<D> {
             open: 0,
             idle: 0,
             quic: Vec::new(),
+            awaiting: Vec::new(),
             quic_received: Vec::new(),
         }
         .with_quic()
@@ -315,6 +319,7 @@ impl<D: Driver> Worker<D> {
                         let done = self.inbox.take();
                         self.disk_done(done, now);
                         self.checks_made(now);
+                        self.take_on_quic(now, self.ending);
                         self.quic(None, now, QuicTurn::Serve);
                     }
                     Token::Notify(_) => {}
@@ -470,8 +475,7 @@ impl<D: Driver> Worker<D> {
         }
         // What the driver accepted ahead is served, not reset.
         self.adopt_orphans(now);
-        // HTTP/3: no new connection; GOAWAY on each, closed once its answers are done.
-        self.quic(None, now, QuicTurn::GoAway);
+        self.quic_shutdown(gently, now);
         // At a stop, responses in flight finish and no request after them is read. A
         // connection that has had no request yet gets its first one answered (with a
         // close): its client may be sending it already, and could not tell a close
@@ -873,6 +877,8 @@ impl<D: Driver> Worker<D> {
         if let Some(d) = self.site.disk.as_mut() {
             d.epoch += 1;
         }
+        // An endpoint handed over whose wake-up went astray is taken on by the tick.
+        self.take_on_quic(now, self.ending);
         if self.site.draining() {
             // A stop's shutdown delay: an HTTP/2 connection that has served is told
             // GOAWAY (its streams taken are answered), at the first tick or, if it

@@ -16,7 +16,6 @@
 //! the other two.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::rc::Rc;
 
 use super::error::ErrorCode;
 use super::frame::{self, Event as FrameEvent, Frame, FrameReader, Role, ServerSettings};
@@ -96,7 +95,7 @@ enum Uni {
 
 /// The server side of one HTTP/3 connection.
 pub struct Connection {
-    limits: Rc<Limits>,
+    limits: Limits,
     decoder: qpack::Decoder,
     encoder: qpack::Encoder,
     peer: PeerStreams,
@@ -131,7 +130,7 @@ pub fn is_client_uni(id: u64) -> bool {
 
 impl Connection {
     /// A connection taking requests within `limits`.
-    pub fn new(limits: Rc<Limits>) -> Connection {
+    pub fn new(limits: Limits) -> Connection {
         Connection {
             limits,
             decoder: qpack::Decoder::new(),
@@ -276,6 +275,12 @@ impl Connection {
     /// GOAWAY was said.
     pub fn going_away(&self) -> bool {
         self.goaway.is_some()
+    }
+
+    /// The limits of the requests read from now on (a reload's, for a connection the
+    /// next generation of workers takes on).
+    pub fn set_limits(&mut self, limits: Limits) {
+        self.limits = limits;
     }
 
     /// Requests taken so far (each answered, or being answered).
@@ -448,7 +453,7 @@ impl Connection {
             Phase::Trailers => return Err(ErrorCode::FrameUnexpected),
             Phase::Gone => return Ok(()),
         }
-        let limits = Rc::clone(&self.limits);
+        let limits = self.limits;
         let mut fields = fields_block::Fields::for_version(Version::Http3);
         let mut bad = None;
         let decoded = self.decoder.decode(section, limit, &mut |n, v| {
@@ -538,7 +543,7 @@ mod tests {
     use crate::request::Method;
 
     fn conn() -> Connection {
-        Connection::new(Rc::new(Limits::default()))
+        Connection::new(Limits::default())
     }
 
     /// A HEADERS frame of `fields`, QPACK literals (no table, no Huffman).

@@ -33,10 +33,14 @@ use linerate_sys::udp::Received;
 /// The length of the connection IDs this server issues.
 pub(crate) const CID_LEN: usize = 8;
 
-/// Datagrams handed to an endpoint by others, and how to wake its worker.
+/// How a worker is woken from another thread.
+pub(crate) type Wake = Box<dyn Fn() + Send + Sync>;
+
+/// Datagrams handed to an endpoint by others, and how to wake its worker (another
+/// worker's, once a reload has handed the endpoint on).
 pub(crate) struct Mailbox {
     queue: Mutex<Vec<(Received, Vec<u8>)>>,
-    wake: Box<dyn Fn() + Send + Sync>,
+    wake: Mutex<Wake>,
 }
 
 impl Mailbox {
@@ -51,8 +55,12 @@ impl Mailbox {
         q.push((r, bytes.to_vec()));
         drop(q);
         if first {
-            (self.wake)();
+            self.wake();
         }
+    }
+
+    fn wake(&self) {
+        (self.wake.lock().unwrap_or_else(PoisonError::into_inner))();
     }
 }
 
@@ -178,7 +186,7 @@ pub(crate) struct Place {
 impl Place {
     /// A new endpoint on the socket `socket` (its inode), woken by `wake`: its tag, its
     /// mailbox, and from now on the socket's current endpoint.
-    pub fn take(socket: u64, wake: Box<dyn Fn() + Send + Sync>) -> Place {
+    pub fn take(socket: u64, wake: Wake) -> Place {
         let mut r = routes();
         let mut tag = r.next;
         while r.boxes.contains_key(&tag) {
@@ -187,7 +195,7 @@ impl Place {
         r.next = tag.wrapping_add(1);
         let mailbox = Arc::new(Mailbox {
             queue: Mutex::default(),
-            wake,
+            wake: Mutex::new(wake),
         });
         r.boxes.insert(tag, Arc::clone(&mailbox));
         r.current.insert(socket, tag);
@@ -196,6 +204,17 @@ impl Place {
             socket,
             mailbox,
         }
+    }
+
+    /// Its endpoint's worker is woken by `wake` from now on (the next generation's,
+    /// which took the endpoint on at a reload), and woken now for what came before.
+    pub fn rewake(&self, wake: Wake) {
+        *self
+            .mailbox
+            .wake
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = wake;
+        self.mailbox.wake();
     }
 
     /// The IDs this endpoint issues.
@@ -216,17 +235,53 @@ impl Place {
             },
             _ => return false,
         };
-        let Some(mb) = routes().boxes.get(&to).cloned() else {
+        put(to, r, d)
+    }
+}
+
+/// Hands `d` (received as `r` says on socket `socket`) to the endpoint that owns it
+/// (a new connection: the socket's current one), read by a worker whose endpoint went
+/// to the next generation: whether one took it.
+pub(crate) fn hand_on(socket: u64, r: &Received, d: &[u8]) -> bool {
+    let to = match owner(d) {
+        Owner::Tag(t) => t,
+        Owner::New => match routes().current.get(&socket) {
+            Some(&t) => t,
+            None => return false,
+        },
+        Owner::Here => return false,
+    };
+    put(to, r, d)
+}
+
+/// Puts `d` in the mailbox of the endpoint tagged `to`: whether there is one.
+fn put(to: u16, r: &Received, d: &[u8]) -> bool {
+    let Some(mb) = routes().boxes.get(&to).cloned() else {
+        return false;
+    };
+    let one = Received {
+        len: d.len(),
+        segment: None,
+        ..*r
+    };
+    mb.put(one, d);
+    true
+}
+
+/// Wakes the worker of the endpoint taking socket `socket`'s new connections, if one
+/// does: whether one does.
+pub(crate) fn wake_current(socket: u64) -> bool {
+    let mb = {
+        let r = routes();
+        let Some(tag) = r.current.get(&socket) else {
             return false;
         };
-        let one = Received {
-            len: d.len(),
-            segment: None,
-            ..*r
-        };
-        mb.put(one, d);
-        true
+        r.boxes.get(tag).cloned()
+    };
+    if let Some(mb) = mb {
+        mb.wake();
     }
+    true
 }
 
 impl Drop for Place {

@@ -31,29 +31,120 @@ pub(super) enum QuicTurn {
     Drain,
     /// The stop's deadline came.
     CloseAll,
+    /// A reload began: each endpoint is handed to the next generation's worker.
+    HandOver,
+}
+
+/// An HTTP/3 socket whose endpoint the generation before still holds: taken on when
+/// it is handed over ([`crate::h3::claim`]).
+pub(super) struct Awaiting {
+    sock: socket2::Socket,
+    index: u8,
+    tls: std::sync::Arc<rustls::ServerConfig>,
+    inode: u64,
+    ticket: u64,
 }
 
 impl<D: Driver> Worker<D> {
-    /// HTTP/3 on the UDP sockets its HTTPS listeners carry, each watched readable.
+    /// HTTP/3 on the UDP sockets its HTTPS listeners carry, each watched readable; a
+    /// socket whose endpoint the generation before holds (a reload) waits for it.
     pub(super) fn with_quic(mut self) -> io::Result<Worker<D>> {
-        let limits = self.site.limits();
+        let mut socks = Vec::new();
         for l in self.listeners.iter().flatten() {
             let Some(tls) = &l.tls else {
                 continue;
             };
             for (index, s) in &l.quic {
-                let limits = std::rc::Rc::clone(&limits);
-                let inbox = std::sync::Arc::clone(&self.inbox);
-                let wake = Box::new(move || inbox.poke());
-                let sock = s.try_clone()?;
-                let q = crate::h3::Quic3::new(sock, *index, tls, limits, &self.cfg, wake)?;
-                let token = Token::Quic(self.quic.len()).encode();
-                self.driver
-                    .register(q.sock.as_fd(), token, Interest::Datagram)?;
-                self.quic.push(q);
+                socks.push((s.try_clone()?, *index, std::sync::Arc::clone(tls)));
+            }
+        }
+        for (sock, index, tls) in socks {
+            let inode = crate::h3::socket_inode(&sock)?;
+            match crate::h3::want(inode, self.wake()) {
+                Some(ticket) => self.awaiting.push(Awaiting {
+                    sock,
+                    index,
+                    tls,
+                    inode,
+                    ticket,
+                }),
+                None => self.start_quic(sock, index, &tls, None)?,
             }
         }
         Ok(self)
+    }
+
+    /// What wakes this worker from another thread.
+    fn wake(&self) -> crate::quic::Wake {
+        let inbox = std::sync::Arc::clone(&self.inbox);
+        Box::new(move || inbox.poke())
+    }
+
+    /// HTTP/3 on `sock`: a new endpoint, or the one `handed` over by the generation
+    /// before; watched readable.
+    fn start_quic(
+        &mut self,
+        sock: socket2::Socket,
+        index: u8,
+        tls: &rustls::ServerConfig,
+        handed: Option<Box<crate::h3::Handed>>,
+    ) -> io::Result<()> {
+        let limits = *self.site.limits();
+        let wake = self.wake();
+        let q = match handed {
+            None => crate::h3::Quic3::new(sock, index, tls, limits, &self.cfg, wake)?,
+            Some(h) => crate::h3::Quic3::take_on(h, sock, tls, limits, &self.cfg, wake)?,
+        };
+        let token = Token::Quic(self.quic.len()).encode();
+        self.driver
+            .register(q.sock.as_fd(), token, Interest::Datagram)?;
+        self.quic.push(q);
+        Ok(())
+    }
+
+    /// Takes on the endpoints handed over (or starts its own where the generation
+    /// before declined); with `ending`, no longer waits for those not handed yet.
+    pub(super) fn take_on_quic(&mut self, now: Instant, ending: bool) {
+        if self.awaiting.is_empty() {
+            return;
+        }
+        let mut started = false;
+        for a in std::mem::take(&mut self.awaiting) {
+            let handed = match crate::h3::claim(a.inode, a.ticket) {
+                crate::h3::Claim::Given(h) => Some(h),
+                crate::h3::Claim::Fresh if !ending => None,
+                crate::h3::Claim::Wait if !ending => {
+                    self.awaiting.push(a);
+                    continue;
+                }
+                crate::h3::Claim::Wait => match crate::h3::withdraw(a.inode, a.ticket) {
+                    Some(h) => Some(h),
+                    None => continue,
+                },
+                crate::h3::Claim::Fresh | crate::h3::Claim::Superseded => continue,
+            };
+            if let Err(e) = self.start_quic(a.sock, a.index, &a.tls, handed) {
+                tracing::error!("http3: taking the socket on after a reload: {e}");
+            }
+            started = true;
+        }
+        if started {
+            self.quic(None, now, QuicTurn::Serve);
+        }
+    }
+
+    /// A stop or reload begins. At a reload, each endpoint goes to the next
+    /// generation's worker with its connections; at a stop (or where it cannot be
+    /// handed over), no new connection, GOAWAY on each, closed once its answers are
+    /// done.
+    pub(super) fn quic_shutdown(&mut self, gently: bool, now: Instant) {
+        self.take_on_quic(now, true);
+        let turn = if gently {
+            QuicTurn::HandOver
+        } else {
+            QuicTurn::GoAway
+        };
+        self.quic(None, now, turn);
     }
 
     /// HTTP/3's turn, of socket `i` or (none) of every one: what it received, its
@@ -89,7 +180,9 @@ impl<D: Driver> Worker<D> {
             }
             sent
         };
-        for q in &mut self.quic[which] {
+        let mut spent = Vec::new();
+        let first = which.start;
+        for (k, q) in (first..).zip(&mut self.quic[which]) {
             let log = &mut write_log;
             match turn {
                 QuicTurn::Readable => q.readable(now, site, log, &mut out),
@@ -107,12 +200,24 @@ impl<D: Driver> Worker<D> {
                     q.close_all(now, log);
                     q.serve(now, site, log, &mut out);
                 }
+                QuicTurn::HandOver => {
+                    q.hand_over(now);
+                    q.serve(now, site, log, &mut out);
+                }
+            }
+            if q.take_spent() {
+                spent.push(k);
             }
             let r = q.take_receives();
             Stats::add(&stats.h3_receives, r.calls);
             Stats::add(&stats.h3_datagrams_received, r.datagrams);
             Stats::add(&stats.h3_bytes_received, r.bytes);
             Stats::add(&stats.h3_misrouted, r.misrouted);
+        }
+        // Handed on: its watch ends (what the ring reported of it before that is
+        // handed on to the owner too).
+        for k in spent {
+            let _ = self.driver.deregister(self.quic[k].sock.as_fd());
         }
     }
 

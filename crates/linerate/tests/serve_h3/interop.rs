@@ -317,7 +317,8 @@ fn the_connection_follows_a_nat_rebinding_of_address_and_port() {
             return;
         };
         let root = docroot();
-        let data = pattern(8 << 20, 29);
+        // Large enough that the rebind (a few commands) comes well before its end.
+        let data = pattern(64 << 20, 29);
         put(root.path(), "n.bin", &data);
         let certs = docroot();
         let (cert, key) = linerate_testkit::tls_files(certs.path(), "server");
