@@ -384,7 +384,7 @@ impl Quic3 {
             })
             .collect();
         let mut q = Quic3::with(sock, inode, endpoint, conns, resumed, limits, cfg);
-        q.taken_on = Some(q.conns.len() as u64);
+        q.taken_on = Some(q.endpoint.open() as u64);
         Ok(q)
     }
 
@@ -969,6 +969,11 @@ impl Quic3 {
         self.handing = Some(now + handover::HAND_WITHIN);
     }
 
+    /// Whether a handover is under way.
+    pub fn handing(&self) -> bool {
+        self.handing.is_some()
+    }
+
     /// Whether it was handed on since the last call (its socket is then watched no
     /// more).
     pub fn take_spent(&mut self) -> bool {
@@ -1113,6 +1118,16 @@ impl Quic3 {
             if let Some(q) = self.endpoint.conn(h) {
                 q.close(now, varint(ErrorCode::NoError), bytes::Bytes::new());
             }
+        }
+    }
+}
+
+impl Drop for Quic3 {
+    /// A worker that ends with the socket's current endpoint (nothing was open to hand
+    /// over, or a stop) lets a worker that waits for it start its own.
+    fn drop(&mut self) {
+        if self.endpoint.is_current() {
+            handover::decline(self.inode);
         }
     }
 }

@@ -52,12 +52,14 @@ pub(crate) fn server_config(
     transport: &Transport,
     resumed: &Arc<AtomicU64>,
 ) -> Result<Arc<ServerConfig>, rustls::Error> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(crate::tls::provider());
     let mut tls = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])?
         .with_no_client_auth()
         .with_cert_resolver(Arc::clone(&https.cert_resolver));
     tls.alpn_protocols = vec![ALPN_H3.to_vec()];
+    // The server's order of cipher suites decides, as over HTTPS: AES-128-GCM first.
+    tls.ignore_client_order = true;
     let counted = Counted {
         inner: Sessions {
             ticketer: Arc::clone(&https.ticketer),
@@ -337,6 +339,11 @@ impl Endpoint {
         if let Some(p) = &self.place {
             p.rewake(wake);
         }
+    }
+
+    /// Whether it takes its socket's new connections (none handed it on since).
+    pub fn is_current(&self) -> bool {
+        self.place.as_ref().is_some_and(route::Place::is_current)
     }
 
     /// Takes the datagrams other endpoints handed to this one.

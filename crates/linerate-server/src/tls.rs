@@ -194,22 +194,7 @@ pub(crate) fn load_with(
             tracing::info!("TLS: no kernel TLS here ({e}); records are sealed in user space")
         }
     });
-    let mut provider = rustls::crypto::ring::default_provider();
-    // AES-128-GCM first (the cheapest per byte where the CPU has AES instructions, as
-    // every x86-64 and Armv8 server CPU has), then AES-256-GCM, then ChaCha20-Poly1305;
-    // the server's order decides.
-    provider.cipher_suites.sort_by_key(|s| {
-        use rustls::CipherSuite as C;
-        match s.suite() {
-            C::TLS13_AES_128_GCM_SHA256
-            | C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
-            | C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => 0,
-            C::TLS13_AES_256_GCM_SHA384
-            | C::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
-            | C::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => 1,
-            _ => 2,
-        }
-    });
+    let provider = provider();
     let global = match (&cfg.tls_cert, &cfg.tls_key) {
         (Some(c), Some(k)) => Some(certified(c, k, &provider, ("--tls-cert", "--tls-key"))?),
         _ => None,
@@ -833,6 +818,27 @@ impl Write for Records<'_, '_> {
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// rustls's ring provider with the cipher suites in the server's order of choice:
+/// AES-128-GCM first (the cheapest per byte where the CPU has AES instructions, as
+/// every x86-64 and Armv8 server CPU has), then AES-256-GCM, then ChaCha20-Poly1305.
+/// HTTPS and QUIC alike; the server's order decides (`ignore_client_order`).
+pub(crate) fn provider() -> rustls::crypto::CryptoProvider {
+    let mut provider = rustls::crypto::ring::default_provider();
+    provider.cipher_suites.sort_by_key(|s| {
+        use rustls::CipherSuite as C;
+        match s.suite() {
+            C::TLS13_AES_128_GCM_SHA256
+            | C::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256
+            | C::TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 => 0,
+            C::TLS13_AES_256_GCM_SHA384
+            | C::TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384
+            | C::TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384 => 1,
+            _ => 2,
+        }
+    });
+    provider
 }
 
 #[cfg(test)]

@@ -411,8 +411,7 @@ impl<D: Driver> Worker<D> {
                 if now >= d {
                     self.quic(None, now, QuicTurn::CloseAll);
                 }
-                if self.conns.iter().all(Option::is_none) && self.quic.iter().all(|q| q.open() == 0)
-                {
+                if self.conns.iter().all(Option::is_none) && self.quic_done() {
                     Stats::add(&self.stats.log_lines_dropped, self.log.flush());
                     self.count_ring();
                     return Ok(());

@@ -206,6 +206,11 @@ impl Place {
         }
     }
 
+    /// Whether its endpoint takes the socket's new connections.
+    pub fn is_current(&self) -> bool {
+        routes().current.get(&self.socket) == Some(&self.tag)
+    }
+
     /// Its endpoint's worker is woken by `wake` from now on (the next generation's,
     /// which took the endpoint on at a reload), and woken now for what came before.
     pub fn rewake(&self, wake: Wake) {

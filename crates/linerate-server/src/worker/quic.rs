@@ -147,6 +147,13 @@ impl<D: Driver> Worker<D> {
         self.quic(None, now, turn);
     }
 
+    /// Whether HTTP/3 lets the worker end: no connection open, and no endpoint still
+    /// waiting to be handed to the next generation (one with nothing open is handed
+    /// over all the same, so that the next worker need not wait for it).
+    pub(super) fn quic_done(&self) -> bool {
+        self.quic.iter().all(|q| q.open() == 0 && !q.handing())
+    }
+
     /// HTTP/3's turn, of socket `i` or (none) of every one: what it received, its
     /// connections' timers, the requests whose password checks were made, a stop
     /// (GOAWAY), or the stop's deadline (every connection closed, its answers cut).

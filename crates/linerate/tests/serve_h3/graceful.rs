@@ -89,6 +89,20 @@ fn a_reload_keeps_the_connection_under_epoll() {
     a_reload_keeps_the_connection("epoll");
 }
 
+/// A reload while no HTTP/3 connection is open: the workers before end at once, with
+/// nothing to hand over, and the next generation's workers (which waited for their
+/// endpoints) start their own; new connections on both workers' sockets are served.
+#[test]
+fn a_reload_with_nothing_open_serves_new_connections_on_every_worker() {
+    let (server, cert, _dirs) = serve(&["--workers", "2"]);
+    server.signal("HUP");
+    server.wait_stderr("reloaded (generation 1)");
+    for i in 0..8 {
+        let mut q = Quic::connect(server.tls_addr(), &cert);
+        assert_eq!(q.get("/a.txt"), Some(200), "connection {i}");
+    }
+}
+
 /// A reload that finds an answer still under way past the handover's limit (a client
 /// that reads nothing, its window full) cannot hand the connection over: it is told
 /// GOAWAY, its answer finishes whole, and it is closed with H3_NO_ERROR, as at a stop.

@@ -149,6 +149,22 @@ fn chacha20_only() {
     assert!(said.contains("CHACHA20"), "{said}");
 }
 
+/// The client offers AES-256-GCM before AES-128-GCM: the server's order decides, as
+/// over HTTPS, and takes AES-128-GCM (the cheaper per byte). Rules: docs/http.md Q5.
+#[test]
+fn the_server_picks_aes_128_gcm_over_the_clients_order() {
+    let Some(one) = OneFile::serve("a.bin", 64 << 10, &[]) else {
+        return;
+    };
+    let ciphers = "--ciphers=NORMAL:-VERS-ALL:+VERS-TLS1.3:-CIPHER-ALL:+AES-256-GCM:+AES-128-GCM";
+    let said = one.fetch(&[ciphers]);
+    let negotiated = said.lines().find(|l| l.contains("Negotiated cipher suite"));
+    assert!(
+        negotiated.is_some_and(|l| l.contains("AES-128-GCM")),
+        "{negotiated:?}"
+    );
+}
+
 /// The client updates its keys while a 3 MiB body comes: the server follows (RFC 9001
 /// §6) and the body arrives whole. Rules: docs/http.md Q5.
 #[test]
