@@ -157,6 +157,14 @@ pub trait Ring {
         fd: BorrowedFd<'_>,
         b: &linerate_sys::udp::Batch<'_>,
     ) -> io::Result<()>;
+    /// As [`Ring::send_datagram`], the bytes taken from `bytes`, not copied: `bytes`
+    /// is then a spare buffer of the ring's, empty.
+    fn send_datagram_taking(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        head: linerate_sys::udp::Head,
+        bytes: &mut Vec<u8>,
+    ) -> io::Result<()>;
     /// A connection the driver accepted for a listener whose watch has ended since
     /// (the ring's accepts run ahead of the owner), with the token the listener was
     /// watched under: the owner serves it, as a closed one would be reset with its
@@ -415,6 +423,23 @@ mod tests {
                 (&b"pong"[..], sock.local_addr().unwrap()),
                 "{name}"
             );
+            // The ring's send that takes the bytes: they arrive, and the buffer given
+            // back is empty.
+            if let Some(ring) = d.ring() {
+                let head = udp::Head {
+                    to: peer.local_addr().unwrap(),
+                    from: None,
+                    ecn: 0,
+                    segment: None,
+                };
+                let mut bytes = b"taken".to_vec();
+                ring.send_datagram_taking(sock.as_fd(), head, &mut bytes)
+                    .unwrap();
+                assert!(bytes.is_empty(), "{name}");
+                wait_until(d.as_mut(), |_, e| e.token == 11 && e.io == Io::Sent(Ok(5)));
+                let (n, _) = peer.recv_from(&mut buf).unwrap();
+                assert_eq!(&buf[..n], b"taken", "{name}");
+            }
             d.deregister(sock.as_fd()).unwrap();
             peer.send_to(b"late", sock.local_addr().unwrap()).unwrap();
             assert!(wait(d.as_mut(), 50).is_empty(), "{name}: the watch ended");

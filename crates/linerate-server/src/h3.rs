@@ -325,9 +325,10 @@ impl Receives {
 pub(crate) type Log<'a> = dyn FnMut((Peer, Option<&'static str>), &Response, Option<Aborted>) + 'a;
 
 /// How a batch of datagrams goes to the socket: `sendmsg` now (epoll), or queued on the
-/// worker's ring (io_uring); the bytes taken, or why not.
+/// worker's ring (io_uring), which takes the buffer (leaving a spare one, no copy);
+/// the bytes sent, or why not.
 pub(crate) type Out<'a> =
-    dyn FnMut(std::os::fd::BorrowedFd<'_>, &udp::Batch<'_>) -> io::Result<usize> + 'a;
+    dyn FnMut(std::os::fd::BorrowedFd<'_>, udp::Head, &mut Vec<u8>) -> io::Result<usize> + 'a;
 
 impl Quic3 {
     /// HTTP/3 on `sock`, socket `index` of its address's group, with the certificates
@@ -594,7 +595,9 @@ impl Quic3 {
             self.try_hand(now, site, log);
         }
         let fd = self.sock.as_fd();
-        let r = self.endpoint.transmit(now, &mut |b| out(fd, b));
+        let r = self
+            .endpoint
+            .transmit(now, &mut |h, bytes| out(fd, h, bytes));
         self.blocked = matches!(r, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
     }
 

@@ -28,7 +28,7 @@ use quinn_proto::{
     EndpointConfig, IdleTimeout, ServerConfig, StreamEvent, StreamId, TransportConfig, VarInt,
 };
 
-use linerate_sys::udp::{Batch, Received};
+use linerate_sys::udp::{Head, Received};
 use rustls::server::{ProducesTickets, StoresServerSessions};
 
 mod route;
@@ -231,10 +231,7 @@ pub(crate) const RETRY_ABOVE: usize = 64;
 /// A batch the socket would not take yet, kept whole for the next try.
 #[derive(Debug)]
 struct Held {
-    to: SocketAddr,
-    from: Option<IpAddr>,
-    ecn: u8,
-    segment: Option<u16>,
+    head: Head,
     bytes: Vec<u8>,
 }
 
@@ -478,10 +475,7 @@ impl Endpoint {
     /// Keeps a datagram the endpoint wrote in `scratch` to send.
     fn respond(&mut self, t: &quinn_proto::Transmit) {
         self.responses.push_back(Held {
-            to: t.destination,
-            from: t.src_ip,
-            ecn: t.ecn.map_or(0, |e| e as u8),
-            segment: t.segment_size.and_then(|s| u16::try_from(s).ok()),
+            head: head_of(t),
             bytes: self.scratch[..t.size].to_vec(),
         });
     }
@@ -555,14 +549,12 @@ impl Endpoint {
     }
 
     /// Hands every datagram there is to send to `send`, as GSO batches when `gso` is
-    /// on. `send` says how the socket took a batch: a would-block keeps it for the next
-    /// call (and stops there), a refused GSO batch is sent again one datagram at a time
-    /// and GSO is turned off.
-    pub fn transmit(
-        &mut self,
-        now: Instant,
-        send: &mut dyn FnMut(&Batch<'_>) -> io::Result<usize>,
-    ) -> io::Result<()> {
+    /// on: where and how, and the buffer holding the bytes, which `send` may take (and
+    /// leave another in its place, as the ring's send does: no copy). `send` says how
+    /// the socket took a batch: a would-block keeps it for the next call (and stops
+    /// there), a refused GSO batch is sent again one datagram at a time and GSO is
+    /// turned off.
+    pub fn transmit(&mut self, now: Instant, send: &mut Send<'_>) -> io::Result<()> {
         if let Some(held) = self.held.take() {
             self.send_held(held, send)?;
         }
@@ -587,23 +579,13 @@ impl Endpoint {
                 let Some(t) = c.poll_transmit(now, max, &mut self.scratch) else {
                     break;
                 };
-                let batch = Batch {
-                    to: t.destination,
-                    from: t.src_ip,
-                    ecn: t.ecn.map_or(0, |e| e as u8),
-                    segment: t.segment_size.and_then(|s| u16::try_from(s).ok()),
-                    buf: &self.scratch,
-                };
-                // Sent from the one buffer QUIC wrote it in, kept for the next batch;
-                // copied out only when the socket is full.
-                if let Err(e) = send_batch(&batch, send, &mut self.gso) {
-                    self.held = Some(Held {
-                        to: batch.to,
-                        from: batch.from,
-                        ecn: batch.ecn,
-                        segment: batch.segment,
-                        bytes: batch.buf.to_vec(),
-                    });
+                let head = head_of(&t);
+                self.scratch.truncate(t.size);
+                // Sent from the buffer QUIC wrote it in (taken by the ring, or kept for
+                // the next batch); kept whole when the socket is full.
+                if let Err(e) = send_batch(head, &mut self.scratch, send, &mut self.gso) {
+                    let bytes = std::mem::take(&mut self.scratch);
+                    self.held = Some(Held { head, bytes });
                     return Err(e);
                 }
             }
@@ -611,19 +593,8 @@ impl Endpoint {
         Ok(())
     }
 
-    fn send_held(
-        &mut self,
-        held: Held,
-        send: &mut dyn FnMut(&Batch<'_>) -> io::Result<usize>,
-    ) -> io::Result<()> {
-        let batch = Batch {
-            to: held.to,
-            from: held.from,
-            ecn: held.ecn,
-            segment: held.segment,
-            buf: &held.bytes,
-        };
-        let result = send_batch(&batch, send, &mut self.gso);
+    fn send_held(&mut self, mut held: Held, send: &mut Send<'_>) -> io::Result<()> {
+        let result = send_batch(held.head, &mut held.bytes, send, &mut self.gso);
         if result.is_err() {
             self.held = Some(held);
         }
@@ -631,28 +602,42 @@ impl Endpoint {
     }
 }
 
-/// Sends `batch`: `WouldBlock` when the socket is full (nothing sent; keep it for the
-/// next try), one datagram at a time from then on (`gso` cleared) when the kernel
-/// refuses a GSO batch.
+/// How a batch goes to the socket: where and how, and the buffer holding it, which the
+/// send may take (leaving a spare one); the bytes taken, or why not.
+pub(crate) type Send<'a> = dyn FnMut(Head, &mut Vec<u8>) -> io::Result<usize> + 'a;
+
+/// Where and how quinn-proto's transmit `t` goes.
+fn head_of(t: &quinn_proto::Transmit) -> Head {
+    Head {
+        to: t.destination,
+        from: t.src_ip,
+        ecn: t.ecn.map_or(0, |e| e as u8),
+        segment: t.segment_size.and_then(|s| u16::try_from(s).ok()),
+    }
+}
+
+/// Sends the batch in `bytes`: `WouldBlock` when the socket is full (nothing sent;
+/// `bytes` kept for the next try), one datagram at a time from then on (`gso`
+/// cleared) when the kernel refuses a GSO batch.
 fn send_batch(
-    batch: &Batch<'_>,
-    send: &mut dyn FnMut(&Batch<'_>) -> io::Result<usize>,
+    head: Head,
+    bytes: &mut Vec<u8>,
+    send: &mut Send<'_>,
     gso: &mut bool,
 ) -> io::Result<()> {
-    match send(batch) {
+    match send(head, bytes) {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(e),
-        Err(e) if batch.segment.is_some() && linerate_sys::udp::gso_refused(&e) => {
+        Err(e) if head.segment.is_some() && linerate_sys::udp::gso_refused(&e) => {
             *gso = false;
-            let seg = usize::from(batch.segment.unwrap_or(u16::MAX)).max(1);
-            for one in batch.buf.chunks(seg) {
-                let b = Batch {
-                    segment: None,
-                    buf: one,
-                    ..*batch
-                };
+            let seg = usize::from(head.segment.unwrap_or(u16::MAX)).max(1);
+            let one_head = Head {
+                segment: None,
+                ..head
+            };
+            for one in bytes.chunks(seg) {
                 // A datagram the socket would not take now is lost, as on the wire.
-                let _ = send(&b);
+                let _ = send(one_head, &mut one.to_vec());
             }
             Ok(())
         }
@@ -744,9 +729,12 @@ mod tests {
                 self.client.events(&mut ce);
                 self.server.events(&mut se);
                 let wire = &mut self.wire;
-                let mut put = |b: &Batch<'_>| {
-                    wire.push((b.to, b.segment, b.buf.to_vec()));
-                    Ok(b.buf.len())
+                // Taken, as the ring's send takes them: the endpoint goes on with the
+                // empty buffer left in their place.
+                let mut put = |h: Head, bytes: &mut Vec<u8>| {
+                    let n = bytes.len();
+                    wire.push((h.to, h.segment, std::mem::take(bytes)));
+                    Ok(n)
                 };
                 self.client.transmit(self.now, &mut put).unwrap();
                 self.server.transmit(self.now, &mut put).unwrap();
@@ -903,12 +891,12 @@ mod tests {
         let mut p = Pair::new(true);
         p.run();
         let mut sizes = Vec::new();
-        let mut refuse = |b: &Batch<'_>| {
-            if b.segment.is_some() {
+        let mut refuse = |h: Head, bytes: &mut Vec<u8>| {
+            if h.segment.is_some() {
                 return Err(io::Error::from_raw_os_error(5)); // EIO
             }
-            sizes.push(b.buf.len());
-            Ok(b.buf.len())
+            sizes.push(bytes.len());
+            Ok(bytes.len())
         };
         let (_, ce) = p.run();
         let _ = ce;
@@ -929,13 +917,14 @@ mod tests {
         let mut p = Pair::new(false);
         let mut ce = Vec::new();
         p.client.events(&mut ce);
-        let mut block = |_: &Batch<'_>| Err::<usize, _>(io::ErrorKind::WouldBlock.into());
+        let mut block =
+            |_: Head, _: &mut Vec<u8>| Err::<usize, _>(io::ErrorKind::WouldBlock.into());
         let e = p.client.transmit(p.now, &mut block).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
         let mut sent = Vec::new();
-        let mut take = |b: &Batch<'_>| {
-            sent.push(b.buf.to_vec());
-            Ok(b.buf.len())
+        let mut take = |_: Head, bytes: &mut Vec<u8>| {
+            sent.push(bytes.clone());
+            Ok(bytes.len())
         };
         p.client.transmit(p.now, &mut take).unwrap();
         assert!(!sent.is_empty(), "the held Initial goes out");

@@ -130,6 +130,28 @@ pub struct Batch<'a> {
     pub buf: &'a [u8],
 }
 
+/// Where and how a batch goes, without its bytes: a [`Batch`] once given them.
+#[derive(Clone, Copy, Debug)]
+pub struct Head {
+    pub to: SocketAddr,
+    pub from: Option<IpAddr>,
+    pub ecn: u8,
+    pub segment: Option<u16>,
+}
+
+impl Head {
+    /// The batch of `buf` sent so.
+    pub fn with(self, buf: &[u8]) -> Batch<'_> {
+        Batch {
+            to: self.to,
+            from: self.from,
+            ecn: self.ecn,
+            segment: self.segment,
+            buf,
+        }
+    }
+}
+
 /// Room for the control messages of one send or receive: a segment size, a TOS or
 /// traffic class, and a packet-info record of either family, each with its header.
 const CONTROL: usize = 128;

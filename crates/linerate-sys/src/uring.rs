@@ -633,8 +633,24 @@ impl Ring {
         });
         d.bytes.clear();
         d.bytes.extend_from_slice(b.buf);
+        let head = crate::udp::Head {
+            to: b.to,
+            from: b.from,
+            ecn: b.ecn,
+            segment: b.segment,
+        };
+        self.queue_datagram(fd, head, d, tag)
+    }
+
+    fn queue_datagram(
+        &mut self,
+        fd: RawFd,
+        head: crate::udp::Head,
+        mut d: Box<DgramSend>,
+        tag: u64,
+    ) -> io::Result<()> {
         let DgramSend { message, bytes } = &mut *d;
-        message.build(b, bytes.as_ptr(), bytes.len());
+        message.build(&head.with(bytes), bytes.as_ptr(), bytes.len());
         let n = self.next_dgram_send;
         self.next_dgram_send = (n + 1) & (DGRAM_SEND - 1);
         let entry = opcode::SendMsg::new(types::Fd(fd), &d.message.msg)
@@ -651,6 +667,27 @@ impl Ring {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// As [`Ring::send_datagram`], the bytes taken from `bytes` instead of copied: the
+    /// ring keeps that buffer until the completion and leaves `bytes` a spare one of
+    /// its own, empty (seed 000's send with no copy beyond the kernel's).
+    pub fn send_datagram_taking(
+        &mut self,
+        fd: RawFd,
+        head: crate::udp::Head,
+        bytes: &mut Vec<u8>,
+        tag: u64,
+    ) -> io::Result<()> {
+        let mut d = self.dgram_spare.pop().unwrap_or_else(|| {
+            Box::new(DgramSend {
+                message: crate::udp::Message::default(),
+                bytes: Vec::new(),
+            })
+        });
+        std::mem::swap(&mut d.bytes, bytes);
+        bytes.clear();
+        self.queue_datagram(fd, head, d, tag)
     }
 
     /// Queues a multishot accept on the listening socket `fd` under `tag`: each

@@ -781,6 +781,19 @@ impl RingOps for UringDriver {
         };
         self.ring.send_datagram(fd, b, id * KINDS + SEND)
     }
+    fn send_datagram_taking(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        head: linerate_sys::udp::Head,
+        bytes: &mut Vec<u8>,
+    ) -> io::Result<()> {
+        let fd = fd.as_raw_fd();
+        let Some(id) = self.watches.of_fd(fd) else {
+            return Err(io::Error::from(Errno::NOENT));
+        };
+        self.ring
+            .send_datagram_taking(fd, head, bytes, id * KINDS + SEND)
+    }
     fn take_orphan(&mut self) -> Option<(u64, OwnedFd)> {
         self.orphans.pop_front()
     }

@@ -172,14 +172,15 @@ impl<D: Driver> Worker<D> {
         let driver = &mut self.driver;
         // Each send counted with its datagrams: a GSO batch is several (seed 000's
         // one call for as much as the socket takes, on UDP).
-        let mut out = |fd: BorrowedFd<'_>, b: &udp::Batch<'_>| {
+        let mut out = |fd: BorrowedFd<'_>, h: udp::Head, bytes: &mut Vec<u8>| {
+            let len = bytes.len();
             let sent = match driver.ring() {
-                Some(ring) => ring.send_datagram(fd, b).map(|()| b.buf.len()),
-                None => udp::send(fd, b),
+                Some(ring) => ring.send_datagram_taking(fd, h, bytes).map(|()| len),
+                None => udp::send(fd, &h.with(bytes)),
             };
             if sent.is_ok() {
-                let datagrams = match b.segment {
-                    Some(s) if s > 0 => b.buf.len().div_ceil(usize::from(s)),
+                let datagrams = match h.segment {
+                    Some(s) if s > 0 => len.div_ceil(usize::from(s)),
                     _ => 1,
                 };
                 Stats::add(&stats.h3_sends, 1);
