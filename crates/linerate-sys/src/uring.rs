@@ -625,12 +625,7 @@ impl Ring {
         b: &crate::udp::Batch<'_>,
         tag: u64,
     ) -> io::Result<()> {
-        let mut d = self.dgram_spare.pop().unwrap_or_else(|| {
-            Box::new(DgramSend {
-                message: crate::udp::Message::default(),
-                bytes: Vec::new(),
-            })
-        });
+        let mut d = self.dgram_box();
         d.bytes.clear();
         d.bytes.extend_from_slice(b.buf);
         let head = crate::udp::Head {
@@ -640,6 +635,16 @@ impl Ring {
             segment: b.segment,
         };
         self.queue_datagram(fd, head, d, tag)
+    }
+
+    /// A spare datagram send, or a new one.
+    fn dgram_box(&mut self) -> Box<DgramSend> {
+        self.dgram_spare.pop().unwrap_or_else(|| {
+            Box::new(DgramSend {
+                message: crate::udp::Message::default(),
+                bytes: Vec::new(),
+            })
+        })
     }
 
     fn queue_datagram(
@@ -679,12 +684,7 @@ impl Ring {
         bytes: &mut Vec<u8>,
         tag: u64,
     ) -> io::Result<()> {
-        let mut d = self.dgram_spare.pop().unwrap_or_else(|| {
-            Box::new(DgramSend {
-                message: crate::udp::Message::default(),
-                bytes: Vec::new(),
-            })
-        });
+        let mut d = self.dgram_box();
         std::mem::swap(&mut d.bytes, bytes);
         bytes.clear();
         self.queue_datagram(fd, head, d, tag)
