@@ -149,17 +149,11 @@ pub trait Ring {
     /// watch ([`Io::Received`]), with what the kernel said of it; none if it cannot be
     /// read (a sender of no IP family). Give the buffer back after.
     fn datagram(&self, buffer: u16, len: usize) -> Option<(linerate_sys::udp::Received, &[u8])>;
-    /// Queues batch `b` (copied) to be sent on the [`Interest::Datagram`] socket `fd`;
-    /// its completion comes as [`Io::Sent`] under the socket's token, several in flight
-    /// at once.
+    /// Queues the batch in `bytes` (as `head` says) to be sent on the
+    /// [`Interest::Datagram`] socket `fd`, the bytes taken, not copied: `bytes` is then
+    /// a spare buffer of the ring's, empty. Its completion comes as [`Io::Sent`] under
+    /// the socket's token, several in flight at once.
     fn send_datagram(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        b: &linerate_sys::udp::Batch<'_>,
-    ) -> io::Result<()>;
-    /// As [`Ring::send_datagram`], the bytes taken from `bytes`, not copied: `bytes`
-    /// is then a spare buffer of the ring's, empty.
-    fn send_datagram_taking(
         &mut self,
         fd: BorrowedFd<'_>,
         head: linerate_sys::udp::Head,
@@ -401,19 +395,21 @@ mod tests {
                 Some((peer.local_addr().unwrap(), b"ping".to_vec())),
                 "{name}"
             );
-            let b = udp::Batch {
+            let head = udp::Head {
                 to: peer.local_addr().unwrap(),
                 from: None,
                 ecn: 0,
                 segment: None,
-                buf: b"pong",
             };
+            let mut bytes = b"pong".to_vec();
             match d.ring() {
                 Some(ring) => {
-                    ring.send_datagram(sock.as_fd(), &b).unwrap();
+                    ring.send_datagram(sock.as_fd(), head, &mut bytes).unwrap();
+                    // The bytes taken, a spare buffer left.
+                    assert!(bytes.is_empty(), "{name}");
                     wait_until(d.as_mut(), |_, e| e.token == 11 && e.io == Io::Sent(Ok(4)));
                 }
-                None => assert_eq!(udp::send(sock.as_fd(), &b).unwrap(), 4),
+                None => assert_eq!(udp::send(sock.as_fd(), &head.with(&bytes)).unwrap(), 4),
             }
             let mut buf = [0u8; 8];
             peer.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
@@ -423,23 +419,6 @@ mod tests {
                 (&b"pong"[..], sock.local_addr().unwrap()),
                 "{name}"
             );
-            // The ring's send that takes the bytes: they arrive, and the buffer given
-            // back is empty.
-            if let Some(ring) = d.ring() {
-                let head = udp::Head {
-                    to: peer.local_addr().unwrap(),
-                    from: None,
-                    ecn: 0,
-                    segment: None,
-                };
-                let mut bytes = b"taken".to_vec();
-                ring.send_datagram_taking(sock.as_fd(), head, &mut bytes)
-                    .unwrap();
-                assert!(bytes.is_empty(), "{name}");
-                wait_until(d.as_mut(), |_, e| e.token == 11 && e.io == Io::Sent(Ok(5)));
-                let (n, _) = peer.recv_from(&mut buf).unwrap();
-                assert_eq!(&buf[..n], b"taken", "{name}");
-            }
             d.deregister(sock.as_fd()).unwrap();
             peer.send_to(b"late", sock.local_addr().unwrap()).unwrap();
             assert!(wait(d.as_mut(), 50).is_empty(), "{name}: the watch ended");

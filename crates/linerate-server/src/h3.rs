@@ -331,10 +331,11 @@ pub(crate) type Out<'a> =
     dyn FnMut(std::os::fd::BorrowedFd<'_>, udp::Head, &mut Vec<u8>) -> io::Result<usize> + 'a;
 
 impl Quic3 {
-    /// HTTP/3 on `sock`, socket `index` of its address's group, with the certificates
-    /// of the HTTPS listener it goes with.
+    /// HTTP/3 on `sock` (its inode `inode`, [`socket_inode`]), socket `index` of its
+    /// address's group, with the certificates of the HTTPS listener it goes with.
     pub fn new(
         sock: socket2::Socket,
+        inode: u64,
         index: u8,
         tls: &rustls::ServerConfig,
         limits: Limits,
@@ -344,7 +345,6 @@ impl Quic3 {
         let v6 = sock.local_addr()?.is_ipv6();
         let features = udp::prepare(sock.as_fd(), v6)?;
         size_buffers(&sock)?;
-        let inode = socket_inode(&sock)?;
         let (config, resumed) = Quic3::server_config(tls, cfg)?;
         let endpoint = Endpoint::routed(config, features.gso, inode, index, wake);
         Ok(Quic3::with(
@@ -365,12 +365,12 @@ impl Quic3 {
     pub fn take_on(
         handed: Box<Handed>,
         sock: socket2::Socket,
+        inode: u64,
         tls: &rustls::ServerConfig,
         limits: Limits,
         cfg: &crate::config::Config,
         wake: crate::quic::Wake,
     ) -> io::Result<Quic3> {
-        let inode = socket_inode(&sock)?;
         let (config, resumed) = Quic3::server_config(tls, cfg)?;
         let Handed {
             mut endpoint,

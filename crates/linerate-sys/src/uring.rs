@@ -616,27 +616,6 @@ impl Ring {
         ))
     }
 
-    /// Queues a datagram send of batch `b` on the UDP socket `fd` (its bytes copied,
-    /// its header kept until the completion); the completion comes under `tag`, whose
-    /// sends may be many in flight.
-    pub fn send_datagram(
-        &mut self,
-        fd: RawFd,
-        b: &crate::udp::Batch<'_>,
-        tag: u64,
-    ) -> io::Result<()> {
-        let mut d = self.dgram_box();
-        d.bytes.clear();
-        d.bytes.extend_from_slice(b.buf);
-        let head = crate::udp::Head {
-            to: b.to,
-            from: b.from,
-            ecn: b.ecn,
-            segment: b.segment,
-        };
-        self.queue_datagram(fd, head, d, tag)
-    }
-
     /// A spare datagram send, or a new one.
     fn dgram_box(&mut self) -> Box<DgramSend> {
         self.dgram_spare.pop().unwrap_or_else(|| {
@@ -674,10 +653,12 @@ impl Ring {
         Ok(())
     }
 
-    /// As [`Ring::send_datagram`], the bytes taken from `bytes` instead of copied: the
-    /// ring keeps that buffer until the completion and leaves `bytes` a spare one of
-    /// its own, empty (seed 000's send with no copy beyond the kernel's).
-    pub fn send_datagram_taking(
+    /// Queues a datagram send of the batch in `bytes`, as `head` says, on the UDP
+    /// socket `fd`: the bytes are taken, not copied (the ring keeps that buffer and the
+    /// header until the completion and leaves `bytes` a spare one of its own, empty:
+    /// seed 000's send with no copy beyond the kernel's); the completion comes under
+    /// `tag`, whose sends may be many in flight.
+    pub fn send_datagram(
         &mut self,
         fd: RawFd,
         head: crate::udp::Head,
@@ -1091,18 +1072,21 @@ mod tests {
         crate::udp::prepare(std::os::fd::AsFd::as_fd(&client), false).unwrap();
         r.recvmsg(server.as_raw_fd(), 3).unwrap();
         let payload: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
-        let b = crate::udp::Batch {
+        let head = crate::udp::Head {
             to: server.local_addr().unwrap(),
             from: None,
             ecn: 0b10,
             segment: features.gso.then_some(1200),
-            buf: if features.gso {
-                &payload
-            } else {
-                &payload[..1200]
-            },
         };
-        r.send_datagram(client.as_raw_fd(), &b, 9).unwrap();
+        let mut bytes = if features.gso {
+            payload.clone()
+        } else {
+            payload[..1200].to_vec()
+        };
+        let b = head.with(&payload[..bytes.len()]);
+        r.send_datagram(client.as_raw_fd(), head, &mut bytes, 9)
+            .unwrap();
+        assert!(bytes.is_empty(), "the bytes taken, a spare buffer left");
         let mut out = Vec::new();
         wait_for(&mut r, &mut out, 9);
         let sent = out.iter().find(|c| c.tag == 9).unwrap();

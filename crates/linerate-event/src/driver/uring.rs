@@ -773,17 +773,6 @@ impl RingOps for UringDriver {
     fn send_datagram(
         &mut self,
         fd: BorrowedFd<'_>,
-        b: &linerate_sys::udp::Batch<'_>,
-    ) -> io::Result<()> {
-        let fd = fd.as_raw_fd();
-        let Some(id) = self.watches.of_fd(fd) else {
-            return Err(io::Error::from(Errno::NOENT));
-        };
-        self.ring.send_datagram(fd, b, id * KINDS + SEND)
-    }
-    fn send_datagram_taking(
-        &mut self,
-        fd: BorrowedFd<'_>,
         head: linerate_sys::udp::Head,
         bytes: &mut Vec<u8>,
     ) -> io::Result<()> {
@@ -791,8 +780,7 @@ impl RingOps for UringDriver {
         let Some(id) = self.watches.of_fd(fd) else {
             return Err(io::Error::from(Errno::NOENT));
         };
-        self.ring
-            .send_datagram_taking(fd, head, bytes, id * KINDS + SEND)
+        self.ring.send_datagram(fd, head, bytes, id * KINDS + SEND)
     }
     fn take_orphan(&mut self) -> Option<(u64, OwnedFd)> {
         self.orphans.pop_front()

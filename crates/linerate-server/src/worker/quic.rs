@@ -68,7 +68,7 @@ impl<D: Driver> Worker<D> {
                     inode,
                     ticket,
                 }),
-                None => self.start_quic(sock, index, &tls, None)?,
+                None => self.start_quic(sock, inode, index, &tls, None)?,
             }
         }
         Ok(self)
@@ -85,6 +85,7 @@ impl<D: Driver> Worker<D> {
     fn start_quic(
         &mut self,
         sock: socket2::Socket,
+        inode: u64,
         index: u8,
         tls: &rustls::ServerConfig,
         handed: Option<Box<crate::h3::Handed>>,
@@ -92,8 +93,8 @@ impl<D: Driver> Worker<D> {
         let limits = *self.site.limits();
         let wake = self.wake();
         let q = match handed {
-            None => crate::h3::Quic3::new(sock, index, tls, limits, &self.cfg, wake)?,
-            Some(h) => crate::h3::Quic3::take_on(h, sock, tls, limits, &self.cfg, wake)?,
+            None => crate::h3::Quic3::new(sock, inode, index, tls, limits, &self.cfg, wake)?,
+            Some(h) => crate::h3::Quic3::take_on(h, sock, inode, tls, limits, &self.cfg, wake)?,
         };
         let token = Token::Quic(self.quic.len()).encode();
         self.driver
@@ -123,7 +124,7 @@ impl<D: Driver> Worker<D> {
                 },
                 crate::h3::Claim::Fresh | crate::h3::Claim::Superseded => continue,
             };
-            if let Err(e) = self.start_quic(a.sock, a.index, &a.tls, handed) {
+            if let Err(e) = self.start_quic(a.sock, a.inode, a.index, &a.tls, handed) {
                 tracing::error!("http3: taking the socket on after a reload: {e}");
             }
             started = true;
@@ -175,7 +176,7 @@ impl<D: Driver> Worker<D> {
         let mut out = |fd: BorrowedFd<'_>, h: udp::Head, bytes: &mut Vec<u8>| {
             let len = bytes.len();
             let sent = match driver.ring() {
-                Some(ring) => ring.send_datagram_taking(fd, h, bytes).map(|()| len),
+                Some(ring) => ring.send_datagram(fd, h, bytes).map(|()| len),
                 None => udp::send(fd, &h.with(bytes)),
             };
             if sent.is_ok() {
