@@ -12,11 +12,12 @@ macro_rules! http3_keys {
             @join [
             /// HTTP/3 over QUIC on the UDP port of each --tls-listen address (the same
             /// port number as HTTPS), one socket per worker: on or off. Answers over
-            /// HTTPS say `Alt-Svc: h3=":PORT"` when it is on, so browsers move to it
-            /// [default: off].
+            /// HTTPS say `Alt-Svc: h3=":PORT"` when it is on, so browsers move to it. A
+            /// UDP port someone else holds fails the start, as a TCP one does
+            /// [default: on].
             #[arg(long, help_heading = "HTTP/3", value_name = "on|off")]
             pub http3: Option<crate::h3::Http3>
-                => crate::h3::Http3 = crate::h3::Http3::Off, |h| h,
+                => crate::h3::Http3 = crate::h3::Http3::On, |h| h,
             /// When a new HTTP/3 client's address is checked first with a Retry (the
             /// client echoes a token, one round trip more, before a handshake is spent
             /// on it): auto, when more than 64 handshakes are under way on a worker's

@@ -458,7 +458,7 @@ pub(crate) fn bind_all(
                     port_free(ip).map_err(fail(asked))?;
                 }
                 // Port 0 is resolved by the first socket and reused by the others.
-                let first = tcp_listener(ip, cfg.sndbuf).map_err(fail(asked))?;
+                let first = any_port_listener(ip, kind, cfg).map_err(fail(asked))?;
                 let addr = Endpoint::of(&first)?;
                 let Endpoint::Ip(bound_ip) = addr else {
                     unreachable!("a TCP socket has an IP address");
@@ -484,6 +484,25 @@ pub(crate) fn bind_all(
     Ok(out)
 }
 
+/// The first listening socket of `ip`. For port 0 on an HTTPS address with HTTP/3 on,
+/// one whose port number is free on UDP too (HTTP/3 takes the same number), tried up
+/// to 32 times: the kernel picks a TCP port without a look at UDP's.
+fn any_port_listener(ip: SocketAddr, kind: Kind, cfg: &Config) -> io::Result<Socket> {
+    let first = tcp_listener(ip, cfg.sndbuf)?;
+    if ip.port() != 0 || kind != Kind::Tls || cfg.http3 != crate::h3::Http3::On {
+        return Ok(first);
+    }
+    let mut s = first;
+    for _ in 0..32 {
+        let port = s.local_addr()?.as_socket().map_or(0, |a| a.port());
+        match udp_port_free(SocketAddr::new(ip.ip(), port)) {
+            Err(e) if e.kind() == io::ErrorKind::AddrInUse => s = tcp_listener(ip, cfg.sndbuf)?,
+            _ => return Ok(s),
+        }
+    }
+    Ok(s)
+}
+
 /// A UDP socket for QUIC at `addr`, in an `SO_REUSEPORT` group, non-blocking (IPv6
 /// alone for an IPv6 address, as the TCP listeners).
 fn udp_socket(addr: SocketAddr) -> io::Result<Socket> {
@@ -491,7 +510,8 @@ fn udp_socket(addr: SocketAddr) -> io::Result<Socket> {
     if addr.is_ipv6() {
         s.set_only_v6(true)?;
     }
-    s.set_reuse_address(true)?;
+    // No SO_REUSEADDR: on UDP it would let a socket of anyone's that sets it share
+    // the port with the group (and take its datagrams).
     s.set_reuse_port(true)?;
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
@@ -517,11 +537,18 @@ pub(crate) fn bind_quic(bound: &mut [Bound], old: &[Bound], cfg: &Config) -> Res
         };
         let mut udp = Vec::new();
         let mut base = upgrade_base(addr);
-        if let Some(o) = old.iter().find(|o| o.addr == b.addr) {
+        // The group held before (a reload's); sockets passed by a binary upgrade or
+        // systemd are TCP alone, and leave the upgrade's base.
+        if let Some(o) = old.iter().find(|o| o.addr == b.addr && !o.udp.is_empty()) {
             for s in &o.udp {
                 udp.push(s.try_clone().map_err(fail)?);
             }
             base = o.udp_base;
+        }
+        // A group of our own starts only on a port nobody holds (after a binary
+        // upgrade, the process before holds it, and its group is joined on purpose).
+        if udp.is_empty() && base == 0 {
+            udp_port_free(addr).map_err(fail)?;
         }
         while udp.len() < workers {
             udp.push(udp_socket(addr).map_err(fail)?);
@@ -626,13 +653,16 @@ pub(crate) fn udp_port_free(ip: SocketAddr) -> io::Result<()> {
     probe_port(ip, Type::DGRAM)
 }
 
-/// Binds a socket of `ty` to `ip` without `SO_REUSEPORT` and lets it go.
+/// Binds a socket of `ty` to `ip` without `SO_REUSEPORT` and lets it go. A TCP probe
+/// takes `SO_REUSEADDR` (a port left with connections in TIME_WAIT is free); a UDP one
+/// does not, since on UDP that option lets any number of sockets that set it share a
+/// port, and the probe would pass beside another server's sockets.
 fn probe_port(ip: SocketAddr, ty: Type) -> io::Result<()> {
     let probe = Socket::new(Domain::for_address(ip), ty, None)?;
     if ip.is_ipv6() {
         probe.set_only_v6(true)?;
     }
-    probe.set_reuse_address(true)?;
+    probe.set_reuse_address(ty == Type::STREAM)?;
     probe.bind(&ip.into())
 }
 

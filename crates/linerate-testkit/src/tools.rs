@@ -20,11 +20,17 @@ pub fn installed(program: &str) -> bool {
 }
 
 /// `chromium --headless ARGS...` (no sandbox, no GPU, at most 120 s); `None` when
-/// Chromium is not installed.
+/// Chromium is not installed. One Chromium at a time in a test binary: two load both
+/// cores, and what a browser does while it waits (as racing QUIC with TCP) is then
+/// less of the test's making.
 pub fn headless_chromium(args: &[&str]) -> Option<Output> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     if !installed("chromium") {
         return None;
     }
+    let _one = ONE
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let out = Command::new("timeout")
         .args([
             "120",

@@ -1147,7 +1147,9 @@ fn h3_loads_are_verified_and_count_their_handshakes() {
     assert!(out.contains("HTTP/3, 2 streams per connection"), "{out}");
     // No HTTP/3 on the port: every connection fails (within --timeout), and the run
     // says so instead of giving numbers.
-    let tcp_only = LINERATE.start_tls(dir.path(), certs.path(), &[]).0;
+    let tcp_only = LINERATE
+        .start_tls(dir.path(), certs.path(), &["--http3", "off"])
+        .0;
     let (code, _, err) = LINERATE.run(&[
         "bench",
         "http",

@@ -144,13 +144,37 @@ fn answers_over_h3_are_the_files_and_the_answers_over_https(case: &str) {
     );
 }
 
-/// Without `--http3 on` no UDP socket is bound and HTTPS says nothing of HTTP/3.
+/// HTTP/3 is on by default: an HTTPS listener started without `--http3` says
+/// `Alt-Svc: h3=":PORT"` over HTTPS, holds the same UDP port, and answers a QUIC client
+/// there with the file. Rules: docs/http.md Q1.
 #[test]
-fn http3_is_off_unless_asked_for() {
+fn http3_is_on_by_default_and_said_by_alt_svc() {
+    let Some(client) = gtlsclient() else {
+        return;
+    };
     let root = docroot();
     put(root.path(), "a.txt", b"hello");
     let certs = docroot();
     let (server, _) = LINERATE.start_tls(root.path(), certs.path(), &["--workers", "1"]);
+    let port = server.tls_addr().port();
+    let (body, alt) = curl_https(&server, "/a.txt");
+    assert_eq!(body, b"hello");
+    assert_eq!(alt, Some(format!("h3=\":{port}\"; ma=86400")));
+    let udp = std::net::UdpSocket::bind(("127.0.0.1", port));
+    assert!(udp.is_err(), "the UDP port is the server's: {udp:?}");
+    let out = docroot();
+    fetch_h3(client, &server, &["/a.txt"], out.path());
+    assert_eq!(std::fs::read(out.path().join("a.txt")).unwrap(), b"hello");
+}
+
+/// With `--http3 off` no UDP socket is bound and HTTPS says nothing of HTTP/3.
+#[test]
+fn http3_off_binds_no_udp_and_says_nothing() {
+    let root = docroot();
+    put(root.path(), "a.txt", b"hello");
+    let certs = docroot();
+    let args = ["--workers", "1", "--http3", "off"];
+    let (server, _) = LINERATE.start_tls(root.path(), certs.path(), &args);
     let (body, alt) = curl_https(&server, "/a.txt");
     assert_eq!(body, b"hello");
     assert_eq!(alt, None);
@@ -894,17 +918,42 @@ fn htpasswd_answers_over_h3_as_over_http11() {
     }
 }
 
-/// A start whose HTTP/3 UDP port someone holds fails, and says it is the UDP port.
+/// A start whose HTTP/3 UDP port someone holds fails, and says it is the UDP port:
+/// held by a plain socket, and by one that shares its port as another server's do
+/// (`SO_REUSEADDR` and `SO_REUSEPORT`, which a UDP socket could otherwise join, and
+/// take half its datagrams).
 #[test]
 fn a_held_udp_port_fails_the_start_and_says_udp() {
     let (code, out, err, addr) = serve_on_a_held_udp_port(&[]);
     assert_ne!(code, 0, "{out}{err}");
     assert!(err.contains(&addr) && err.contains("UDP (HTTP/3)"), "{err}");
+    let (code, out, err, addr) = serve_on_a_udp_port_held_by(&[], shared_udp);
+    assert_ne!(code, 0, "{out}{err}");
+    assert!(err.contains(&addr) && err.contains("UDP (HTTP/3)"), "{err}");
+}
+
+/// A UDP socket on `port` of 127.0.0.1 that lets others share it, as a server's
+/// `SO_REUSEPORT` group does (and `SO_REUSEADDR`, which on UDP shares a port too).
+fn shared_udp(port: u16) -> std::io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::DGRAM, None)?;
+    s.set_reuse_address(true)?;
+    s.set_reuse_port(true)?;
+    s.bind(&std::net::SocketAddr::from(([127, 0, 0, 1], port)).into())?;
+    Ok(s.into())
 }
 
 /// `linerate serve` with HTTP/3 on an address whose UDP port a socket of the test
 /// holds, and `extra` flags: its exit code, output, error output, and the address.
 fn serve_on_a_held_udp_port(extra: &[&str]) -> (i32, String, String, String) {
+    serve_on_a_udp_port_held_by(extra, |port| std::net::UdpSocket::bind(("127.0.0.1", port)))
+}
+
+/// [`serve_on_a_held_udp_port`] with the UDP socket made by `hold` (given the port).
+fn serve_on_a_udp_port_held_by(
+    extra: &[&str],
+    hold: impl Fn(u16) -> std::io::Result<std::net::UdpSocket>,
+) -> (i32, String, String, String) {
     let root = docroot();
     let certs = docroot();
     let (cert, key) = linerate_testkit::tls_files(certs.path(), "server");
@@ -913,7 +962,7 @@ fn serve_on_a_held_udp_port(extra: &[&str]) -> (i32, String, String, String) {
     let held = loop {
         let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = tcp.local_addr().unwrap().port();
-        if let Ok(udp) = std::net::UdpSocket::bind(("127.0.0.1", port)) {
+        if let Ok(udp) = hold(port) {
             break udp;
         }
     };
@@ -1062,14 +1111,14 @@ fn niquests_gets_ranges_validators_head_and_variants() {
     }
 }
 
-/// Chromium, not forced onto QUIC, loads a page over HTTPS: the first answer's
-/// `Alt-Svc` sends it to HTTP/3 on the same port (its net log: the alternative
-/// service found, a QUIC session to it, the server's handshake flight received).
-/// Chromium then takes QUIC only with a certificate of a publicly known root (a rule
-/// of its QUIC certificate check, waived only for `--origin-to-force-quic-on`), which
-/// no test certificate is: so either its requests go over HTTP/3, or its QUIC session
-/// ends for the certificate alone and the page comes over HTTP/2. Rules:
-/// docs/http.md Q1.
+/// Chromium, not forced onto QUIC, loads a page over HTTPS: the first answer comes over
+/// HTTP/2 and its `Alt-Svc` sends the browser to HTTP/3 on the same port, where the 40
+/// images come, on one QUIC connection (its net log shows the alternative service
+/// found). Chromium takes QUIC only with a certificate of a publicly known root, a rule
+/// waived for the hosts named by `--origin-to-force-quic-on`: the flag names this host
+/// at port 9, where nothing is asked, so the rule is lifted for the test certificate
+/// while the page's own origin is not forced (its first request goes over TCP).
+/// Rules: docs/http.md Q1.
 #[test]
 fn a_browser_told_by_alt_svc_moves_to_http3() {
     let root = docroot();
@@ -1084,6 +1133,7 @@ fn a_browser_told_by_alt_svc_moves_to_http3() {
         format!("--ignore-certificate-errors-spki-list={}", spki_hash(&cert)),
         format!("--host-resolver-rules=MAP localhost {}", tls.ip()),
         format!("--log-net-log={}", net_log.display()),
+        "--origin-to-force-quic-on=localhost:9".to_string(),
     ];
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     if !linerate_testkit::chromium_loads_forty_asset_page(&args, &format!("https://{origin}/")) {
@@ -1096,24 +1146,25 @@ fn a_browser_told_by_alt_svc_moves_to_http3() {
             && p["alt_svc"].as_str().is_some_and(|a| a.starts_with(&found))
     });
     assert!(told, "no Alt-Svc to {found} in Chromium's net log");
-    let flight = events.iter().any(|(n, p)| {
-        n == "QUIC_SESSION_CRYPTO_FRAME_RECEIVED" && p["encryption_level"] == "ENCRYPTION_HANDSHAKE"
-    });
-    assert!(flight, "no QUIC handshake from the server");
+    let status = status(&server);
     drop(server);
-    let over_h3 = log_lines(&log)
-        .iter()
-        .any(|l| l.contains(" HTTP/3.0\" 200 "));
-    let for_the_root = events.iter().any(|(n, p)| {
-        n == "QUIC_SESSION_CLOSED"
-            && p["details"]
-                .as_str()
-                .is_some_and(|d| d.contains("CERTIFICATE_VERIFY_FAILED"))
-    });
-    assert!(
-        over_h3 || for_the_root,
-        "neither HTTP/3 nor the known-root rule"
-    );
+    let lines = log_lines(&log);
+    let page: Vec<&String> = lines.iter().filter(|l| l.contains("\"GET / ")).collect();
+    assert_eq!(page.len(), 1, "{lines:#?}");
+    assert!(page[0].contains(" HTTP/2.0\" 200 "), "{lines:#?}");
+    let assets: Vec<&String> = lines.iter().filter(|l| l.contains("\"GET /a/")).collect();
+    assert_eq!(assets.len(), 40, "{lines:#?}");
+    let over = |v: &str| {
+        let v = format!(" HTTP/{v}\" 200 ");
+        assets.iter().filter(|l| l.contains(&v)).count()
+    };
+    // Chromium races its QUIC handshake with the HTTP/2 connection it has: an image
+    // asked for before the handshake ends may still go over HTTP/2.
+    let (h2, h3) = (over("2.0"), over("3.0"));
+    eprintln!("assets over HTTP/3: {h3}, over HTTP/2: {h2}");
+    assert!(h3 >= 1 && h2 + h3 == 40, "{lines:#?}");
+    assert_eq!(status["http3"]["connections"], 1, "{status}");
+    assert_eq!(status["http3"]["responses"], h3, "{status}");
 }
 
 /// Chromium's net log (`--log-net-log`): each event's type name and parameters.

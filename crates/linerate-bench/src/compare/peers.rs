@@ -510,9 +510,9 @@ fn command(l: &Launch) -> Command {
                     .arg(&t.key),
                 None => c.args(["--listen", &addr]),
             };
-            if l.settings.h3 {
-                c.args(["--http3", "on"]);
-            }
+            // Said either way: HTTP/3 (and its Alt-Svc) is on by default, and a run
+            // without it gives linerate what the other servers get.
+            c.args(["--http3", if l.settings.h3 { "on" } else { "off" }]);
             c.args(["--workers", &l.settings.workers.to_string()])
                 .args(["--idle-timeout", &l.settings.keepalive_seconds.to_string()])
                 .args(["--access-log", "off"])
