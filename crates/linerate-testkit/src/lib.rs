@@ -53,7 +53,7 @@ pub use http::{
 };
 pub use proc::{
     family, family_cpu_seconds, family_fd_count, family_rss_kib, fd_count_settled, is_root,
-    open_fds, set_soft_nofile,
+    open_fds, set_soft_nofile, settled_fds,
 };
 pub use server::{Linerate, Server};
 pub use tls::{curl_tls, rsa_tls_files, tls_files, tls_files_for, two_sites};

@@ -110,6 +110,22 @@ pub fn open_fds(pid: u32) -> Vec<u64> {
         .collect()
 }
 
+/// [`open_fds`] once it holds still: the same in two looks 100 ms apart (up to 3 s).
+/// A server closes a connection the client has left when it next reads it (the start's
+/// own probe, say), so a number free in one look may be taken or freed in the next.
+pub fn settled_fds(pid: u32) -> Vec<u64> {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(3);
+    let mut last = open_fds(pid);
+    loop {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = open_fds(pid);
+        if now == last || std::time::Instant::now() > until {
+            return now;
+        }
+        last = now;
+    }
+}
+
 /// Sets the soft descriptor limit of process `pid` (the hard one stays).
 pub fn set_soft_nofile(pid: u32, soft: u64) {
     let limits = fs::read_to_string(format!("/proc/{pid}/limits")).unwrap();

@@ -137,7 +137,7 @@ impl Quic {
     }
 
     fn start_with(server: SocketAddr, name: &str, config: ClientConfig) -> Quic {
-        let sock = UdpSocket::bind(SocketAddr::new(server.ip(), 0)).expect("a UDP socket");
+        let sock = socket_near(server);
         let mut endpoint = Endpoint::new(Arc::new(EndpointConfig::default()), None, true, None);
         let (handle, conn) = endpoint
             .connect(Instant::now(), config, server, name)
@@ -160,7 +160,7 @@ impl Quic {
     /// rebinds it: what it sends from now on comes from there.
     pub fn move_to_new_port(&mut self) {
         let here = self.sock.local_addr().expect("an address");
-        self.sock = UdpSocket::bind(SocketAddr::new(here.ip(), 0)).expect("a UDP socket");
+        self.sock = socket_near(here);
     }
 
     /// Whether the handshake is under way still.
@@ -517,4 +517,15 @@ impl Quic {
         self.drive_until(Duration::from_secs(5), |q| q.stream(id).fin);
         status_of(&self.stream(id).data)
     }
+}
+
+/// A UDP socket on an ephemeral port of `addr`'s address, with a receive buffer of
+/// 4 MiB where the kernel allows it (as the server asks for its own): a test that
+/// has a megabyte in flight while it is busy sending must not lose the server's
+/// CONNECTION_CLOSE to a full buffer (then it hears a stateless reset instead).
+fn socket_near(addr: SocketAddr) -> UdpSocket {
+    use std::os::fd::AsFd;
+    let sock = UdpSocket::bind(SocketAddr::new(addr.ip(), 0)).expect("a UDP socket");
+    let _ = linerate_sys::udp::buffer(sock.as_fd(), false, 4 << 20);
+    sock
 }

@@ -237,7 +237,7 @@ fn out_of_descriptors_no_accept_busy_loop_and_accepting_resumes_with(
     // is the number below which 8 are free (descriptors are taken lowest first).
     let mut limits = Vec::new();
     for p in family(server.pid()) {
-        let open = open_fds(p);
+        let open = linerate_testkit::settled_fds(p);
         let limit = (0..)
             .filter(|fd| !open.contains(fd))
             .nth(8)
@@ -473,7 +473,7 @@ fn out_of_descriptors_an_existing_file_is_served_or_503_never_404(transmit: &str
         assert_eq!(c.get(&format!("/f{i}.bin"), "").status, 200);
     }
     // No descriptor free: the lowest free number is the limit.
-    let open = open_fds(pid);
+    let open = linerate_testkit::settled_fds(pid);
     let lowest_free = (0..).find(|fd| !open.contains(fd)).unwrap();
     set_soft_nofile(pid, lowest_free);
     let r = c.get("/new.bin", "");
