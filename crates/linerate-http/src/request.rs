@@ -226,6 +226,9 @@ pub struct Request {
     pub cors: Option<Box<CorsFields>>,
     /// `Authorization`, when [`Limits::authorization`] asks for it.
     pub authorization: Option<String>,
+    /// It waited its turn under a request-rate limit and is answered now without
+    /// being counted again: set by the server that held it (no parser sets it).
+    pub admitted: bool,
 }
 
 /// What a CORS request says of itself.

@@ -141,6 +141,22 @@ fn files(cfg: &crate::Config) -> Vec<PathBuf> {
     out
 }
 
+/// The user name of an `Authorization: Basic` value (the scheme in any case, blanks
+/// around the token), as the guard reads it: the one bucket of a user however its
+/// client spells the field.
+pub fn user_of(authorization: &str) -> Option<String> {
+    use base64::Engine as _;
+    let (scheme, token) = authorization.trim().split_once(' ')?;
+    if !scheme.eq_ignore_ascii_case("basic") || token.trim().len() > MAX_CREDENTIALS {
+        return None;
+    }
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(token.trim())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    Some(text.split_once(':')?.0.to_string())
+}
+
 /// What a request's credentials come to.
 #[derive(Debug)]
 pub enum Verdict {
@@ -182,6 +198,12 @@ impl Ticket {
         self.0.load(Ordering::Acquire) != PENDING
     }
 
+    /// Marks it done and passed: a request held for its turn under a rate limit is
+    /// let go ([`crate::limits::Delayer`]).
+    pub fn pass(&self) {
+        self.0.store(PASSED, Ordering::Release);
+    }
+
     fn outcome(&self) -> Option<bool> {
         match self.0.load(Ordering::Acquire) {
             PASSED => Some(true),
@@ -212,6 +234,8 @@ pub struct Checker {
     /// Checks that may start now (in millionths), and when that was counted.
     bucket: Mutex<(u64, Option<Instant>)>,
     pub throttle: Arc<Throttle>,
+    /// The request-rate limits, whose waiting requests come back the same way.
+    pub limits: crate::limits::Limits,
 }
 
 impl std::fmt::Debug for Checker {
@@ -233,6 +257,7 @@ impl Checker {
             jobs: tx,
             bucket: Mutex::new((u64::from(CHECKS_PER_SECOND) * 1_000_000, None)),
             throttle: Arc::default(),
+            limits: crate::limits::Limits::start(scope),
         })
     }
 
@@ -447,6 +472,13 @@ impl Guard {
         self
     }
 
+    /// A ticket done at `at`, when this worker is woken (a request waiting its turn
+    /// under a rate limit); none without the process's checker (a unit test's site).
+    pub fn hold(&self, at: Instant) -> Option<Arc<Ticket>> {
+        let (checker, wake) = self.checker.as_ref()?;
+        Some(checker.limits.delayer.hold(at, Arc::clone(wake)))
+    }
+
     fn throttle(&self) -> &Arc<Throttle> {
         self.checker.as_ref().map_or(&self.own, |c| &c.0.throttle)
     }
@@ -651,19 +683,23 @@ mod tests {
     /// Rules: docs/http.md W10.
     #[test]
     fn checks_are_capped_for_the_whole_process() {
-        let (tx, _rx) = mpsc::sync_channel(1);
-        let c = Checker {
-            jobs: tx,
-            bucket: Mutex::new((u64::from(CHECKS_PER_SECOND) * 1_000_000, None)),
-            throttle: Arc::default(),
-        };
-        let t = Instant::now();
-        for _ in 0..CHECKS_PER_SECOND {
-            assert!(c.may_start(t));
-        }
-        assert!(!c.may_start(t), "past the rate");
-        assert!(c.may_start(t + Duration::from_millis(1000 / u64::from(CHECKS_PER_SECOND))));
-        assert!(!c.may_start(t + Duration::from_millis(1000 / u64::from(CHECKS_PER_SECOND))));
+        std::thread::scope(|s| {
+            let (tx, _rx) = mpsc::sync_channel(1);
+            let c = Checker {
+                jobs: tx,
+                bucket: Mutex::new((u64::from(CHECKS_PER_SECOND) * 1_000_000, None)),
+                throttle: Arc::default(),
+                limits: crate::limits::Limits::start(s),
+            };
+            let t = Instant::now();
+            for _ in 0..CHECKS_PER_SECOND {
+                assert!(c.may_start(t));
+            }
+            assert!(!c.may_start(t), "past the rate");
+            let next = t + Duration::from_millis(1000 / u64::from(CHECKS_PER_SECOND));
+            assert!(c.may_start(next));
+            assert!(!c.may_start(next));
+        });
     }
 
     /// Rules: docs/http.md W10.

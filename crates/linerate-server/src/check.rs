@@ -74,6 +74,7 @@ pub fn check(cfg: &Config) -> Checked {
         }
     }
     crate::h3::check(cfg, &mut c);
+    crate::limits::check(cfg, &mut c);
     for s in cfg.sites().iter().filter(|s| s.acme) {
         c.served.push(format!(
             "site {}: certificate by ACME from {}, kept in {}",

@@ -929,7 +929,9 @@ impl Conn {
                     }
                     let mut r = answer(site, self.redirect, self.peer, &request, t);
                     if let Some(ticket) = r.waiting.take() {
-                        // Answered again once its password check is made.
+                        // Answered again once its password check is made, or its turn
+                        // under a rate limit has come.
+                        request.admitted |= r.admitted;
                         self.out
                             .get_or_insert_with(|| site.spare_outputs.pop().unwrap_or_default())
                             .waiting

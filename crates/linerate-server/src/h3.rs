@@ -808,6 +808,8 @@ impl Quic3 {
         }
         let mut r = crate::conn::answer(site, None, peer, &request, SystemTime::now());
         if let Some(ticket) = r.waiting.take() {
+            let mut request = request;
+            request.admitted |= r.admitted;
             c.waiting.push(Waiting {
                 stream: id,
                 request,

@@ -39,6 +39,8 @@ mod files;
 mod h2;
 #[macro_use]
 mod h3;
+#[macro_use]
+pub mod limits;
 pub mod listen;
 mod listing;
 pub mod logs;

@@ -227,6 +227,9 @@ impl Scrape {
 
     /// What is counted outside the workers: the compression cache's writer, ACME.
     fn outside(&mut self, board: &Board) {
+        if let Some(t) = &board.limits {
+            self.limits(&t.counted());
+        }
         let m = self;
         let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
         let c = &board.compress;
@@ -288,6 +291,31 @@ impl Scrape {
             sum(&|s| &s.response_time_sum_us) as f64 / 1e6,
             count,
         );
+    }
+
+    /// The request limits' families: what each limit refused and delayed, by its site
+    /// (`*` for a rule of every site) and rule.
+    fn limits(&mut self, counted: &[crate::limits::Counts]) {
+        type Of = fn(&crate::limits::Counts) -> u64;
+        let families: [(&'static str, &'static str, Of); 2] = [
+            (
+                "linerate_limit_requests_refused",
+                "Requests refused (429) by a limit-requests, by site and rule",
+                |c| c.refused,
+            ),
+            (
+                "linerate_limit_requests_delayed",
+                "Requests that waited their turn under a limit-requests with delay, by site and rule",
+                |c| c.delayed,
+            ),
+        ];
+        for (name, help, value) in families {
+            let f = self.family(MetricType::Counter, name, help);
+            for c in counted {
+                let labels = vec![("site", c.site.clone()), ("rule", c.path.clone())];
+                f.samples.push((labels, value(c) as i64));
+            }
+        }
     }
 
     /// ACME's families: each site's certificate, and the orders' results.
@@ -444,7 +472,23 @@ mod tests {
         {
             c.store(500 + i as u64, Ordering::Relaxed);
         }
-        board
+        // Two limits: one refused twice and delayed once, one of a site refused once.
+        let table = crate::limits::Table::new(4096);
+        let limit = crate::limits::LimitSettings {
+            rate: "10/s".into(),
+            ..Default::default()
+        }
+        .checked()
+        .unwrap();
+        let every = limit.clone().of_rule("*", "/");
+        let site = limit.of_rule("a.example", "/api/");
+        for (l, refused) in [(&every, true), (&every, true), (&every, false), (&site, true)] {
+            table.count(l, refused);
+        }
+        Board {
+            limits: Some(Arc::new(table)),
+            ..board
+        }
     }
 
     /// ACME's families: a site whose certificate is valid, one expired, one with none;

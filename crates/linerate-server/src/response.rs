@@ -121,6 +121,9 @@ pub(crate) struct Response {
     /// No answer yet: the request waits for this password check, made off the worker,
     /// and is answered again once it is done (nothing of this is sent or logged).
     pub waiting: Option<std::sync::Arc<crate::auth::Ticket>>,
+    /// The request waits its turn under a rate limit (`waiting` is its ticket): once
+    /// let go it is answered without being counted again (`Request::admitted`).
+    pub admitted: bool,
 }
 
 impl Response {
@@ -157,6 +160,7 @@ impl Response {
             quiet: false,
             unlogged: false,
             waiting: None,
+            admitted: false,
         }
     }
 
@@ -190,6 +194,14 @@ impl Response {
         let mut r = Response::new(VecDeque::new(), Status::Ok, true, String::new(), 0);
         r.waiting = Some(ticket);
         r.unlogged = true;
+        r
+    }
+
+    /// No answer yet: the request waits its turn under a rate limit until `ticket` is
+    /// done, then is answered as admitted.
+    pub fn waiting_for_turn(ticket: std::sync::Arc<crate::auth::Ticket>) -> Response {
+        let mut r = Response::waiting_for(ticket);
+        r.admitted = true;
         r
     }
 

@@ -425,6 +425,8 @@ fn start_generation<'scope>(
             .iter()
             .any(|s| s.acme)
             .then(|| Arc::clone(shared.acme)),
+        limits: crate::limits::any_in(&cfg)
+            .then(|| shared.checker.limits.table(cfg.limit_requests_memory)),
     };
     // Everything that can fail is done before the first thread starts, so a failure
     // leaves no worker running that nobody will stop.
@@ -708,6 +710,8 @@ pub fn serve(
                 shared.compressor.stop();
                 shared.digests.stop();
                 shared.acme.stop();
+                // Requests waiting their turn under a rate limit are answered now.
+                shared.checker.limits.delayer.end();
             }
             for r in control.take() {
                 match r {

@@ -40,6 +40,7 @@ mod values;
 mod blocks;
 
 pub use crate::cors::CorsSettings;
+pub use crate::limits::LimitSettings;
 pub use blocks::*;
 pub use error::{ConfigError, Reason, Refusal, ValueError};
 pub(crate) use values::as_text;
@@ -200,7 +201,7 @@ macro_rules! settings {
 }
 
 settings! {
-    @with [acme_keys, proxy_keys, compress_cache_keys, http3_keys]
+    @with [acme_keys, proxy_keys, compress_cache_keys, http3_keys, limit_keys]
     /// Every setting of `linerate serve`. Each is a flag (`--small-file 32K`) and a key of
     /// the `--config` file (`small-file = "32K"`); a flag wins over the file, which wins over
     /// the defaults. `Option` fields left `None` keep the default.
@@ -596,10 +597,11 @@ impl Settings {
         let root_given = s.root.is_some();
         // The blocks: rules for every site, then each site's own over them.
         // Checked by `parse`; a rule that fails here came from no file.
-        let rules = |list: &[RuleSettings], site: bool| -> Vec<Rule> {
-            list.iter().filter_map(|r| r.to_rule(site).ok()).collect()
-        };
-        cfg.rules = rules(&s.rules, false);
+        cfg.rules = s
+            .rules
+            .iter()
+            .filter_map(|r| r.to_rule(false).ok())
+            .collect();
         let server_rules = cfg.rules.clone();
         let mut sites: Vec<SiteConfig> = s
             .sites
@@ -608,10 +610,19 @@ impl Settings {
                 rules: {
                     let mut all = server_rules.clone();
                     let access = !b.allow.is_empty() || !b.deny.is_empty();
+                    let label = b
+                        .names
+                        .first()
+                        .map_or_else(|| b.root.display().to_string(), |n| n.0.clone());
+                    let limit = |l: &crate::limits::LimitSettings, path: &str| {
+                        let l = l.checked().ok()?;
+                        Some(std::sync::Arc::new(l.of_rule(&label, path)))
+                    };
                     if access
                         || b.security_headers.is_some()
                         || b.hsts.is_some()
                         || b.htpasswd.is_some()
+                        || b.limit_requests.is_some()
                     {
                         // The site's own `/` rule, before its blocks (which win a tie).
                         all.push(Rule {
@@ -623,11 +634,21 @@ impl Settings {
                             security_headers: b.security_headers,
                             hsts: b.hsts.map(|a| a.0),
                             htpasswd: b.htpasswd.clone(),
+                            limit_requests: (b.limit_requests.as_ref()).and_then(|l| limit(l, "/")),
                             site: true,
                             ..Rule::default()
                         });
                     }
-                    all.extend(rules(&b.rules, true));
+                    let own = b
+                        .rules
+                        .iter()
+                        .filter_map(|r| Some((r, r.to_rule(true).ok()?)));
+                    all.extend(own.map(|(settings, mut r)| {
+                        if let Some(l) = &settings.limit_requests {
+                            r.limit_requests = limit(l, &settings.path.to_string());
+                        }
+                        r
+                    }));
                     crate::rules::sort(&mut all);
                     all
                 },

@@ -51,6 +51,9 @@ pub(crate) struct Site {
     pub h2_heads: linerate_http::h2::hpack::HeadCache,
     /// The resolver's request limits, one copy for every connection of the worker.
     limits: Rc<linerate_http::request::Limits>,
+    /// What the request being answered left of its `limit-requests`, for the fields
+    /// of its answer.
+    limited: Option<(crate::limits::Decision, Arc<crate::limits::RequestLimit>)>,
     date: String,
     date_at: u64,
     pub(crate) boundary_seed: u64,
@@ -113,6 +116,7 @@ impl Site {
             spare_outputs: Vec::new(),
             h2_heads: Default::default(),
             limits: Rc::new(resolver.limits),
+            limited: None,
             sending: resolver.cfg.sending(),
             caches,
             resolver,
@@ -276,7 +280,18 @@ impl Site {
     ) -> Response {
         // Routed once: the answer and the log's site are the same one.
         let h = self.resolver.site_of(req);
+        self.limited = None;
         let mut r = self.answer(req, h, peer, now);
+        if let Some((d, l)) = self.limited.take() {
+            // Taken, and now waiting for a password check (a `try` candidate's, a
+            // link's): answered again, it is not counted again.
+            r.admitted |= r.waiting.is_some();
+            // What the client has left of its limit, on the answer it was served.
+            if let (Some(head), Some(left)) = (r.plan.head.as_mut(), d.field()) {
+                head.field("RateLimit-Policy", &l.policy);
+                head.field("RateLimit", &left);
+            }
+        }
         if r.waiting.is_none() {
             // A request waiting for its password check is counted when it is answered.
             Stats::add(&self.stats.requests, 1);
@@ -455,6 +470,10 @@ impl Site {
             Ok(line) => line,
             Err(refused) => return *refused,
         };
+        let line = match self.limit(req, h, fx, peer, line, now) {
+            Ok(line) => line,
+            Err(refused) => return *refused,
+        };
         if let Some((code, loc)) = fx.and_then(|f| f.location(req.query.as_deref())) {
             let status = Status::redirect(code).unwrap_or(Status::MovedPermanently);
             return self.error_for(status, keep, &[("Location", &loc)], line, now, head);
@@ -477,6 +496,11 @@ impl Site {
                 if let Found::File(e) = self.caches[h].lookup(c.relative()) {
                     let cfx = cfx.as_ref();
                     let line = match self.guard(req, h, cfx, peer, line, now) {
+                        Ok(line) => line,
+                        Err(refused) => return *refused,
+                    };
+                    // The candidate's own limit too, if its rule is another.
+                    let line = match self.limit(req, h, cfx, peer, line, now) {
                         Ok(line) => line,
                         Err(refused) => return *refused,
                     };
@@ -636,6 +660,22 @@ impl Site {
             Found::Unavailable => (Status::ServiceUnavailable, &[("Retry-After", "1")]),
             Found::Missing | Found::Dir | Found::File(_) => (Status::NotFound, &[]),
         };
+        self.refusal(status, extra, req, h, fx, line, now)
+    }
+
+    /// An error `status` with `extra` fields: the rules' error page for it if they
+    /// give one that exists (with that status), else the short text body.
+    #[allow(clippy::too_many_arguments)]
+    fn refusal(
+        &mut self,
+        status: Status,
+        extra: &[(&str, &str)],
+        req: &Request,
+        h: usize,
+        fx: Option<&Effective>,
+        line: String,
+        now: SystemTime,
+    ) -> Response {
         if let Some(page) = fx.and_then(|f| f.error_page(status.code())) {
             if let Some((_, e)) = self.page_entry(h, page) {
                 return self.error_page(status, req, &e, extra, line, now);

@@ -118,6 +118,9 @@ stats! {
         /// Idle keep-alive connections closed to make room for new ones.
         idle_closed_for_room: counter as "errors.idle_closed_for_room"
             => "linerate_errors" [reason = "idle_closed_for_room"],
+        /// Requests refused (429) by a `limit-requests` (each limit's, with those that
+        /// waited their turn, in `limits` and by site and rule in the metrics).
+        limited_requests: counter as "errors.limit_requests_429",
         /// 503s: the process was making as many password checks as it may.
         auth_busy: counter as "errors.auth_busy_503"
             => "linerate_errors" [reason = "auth_busy_503"],
@@ -394,6 +397,9 @@ pub(crate) struct Board {
     /// The ACME certificates and challenges, for the whole process (when a site has
     /// `acme = true`).
     pub acme: Option<Arc<crate::acme::Acme>>,
+    /// The request-rate table, for the whole process (when a site or a rule has
+    /// `limit-requests`).
+    pub limits: Option<Arc<crate::limits::Table>>,
 }
 
 /// The counters of generations before the current one: the workers still draining
@@ -443,6 +449,7 @@ impl Board {
             draining: Arc::default(),
             compress: Arc::default(),
             acme: None,
+            limits: None,
         }
     }
 
@@ -569,6 +576,7 @@ mod tests {
             draining: Arc::default(),
             compress: Arc::default(),
             acme: None,
+            limits: None,
         };
         Stats::add(&new.requests, 1);
         // The old generation (a keep-alive request in flight at the reload) reads its

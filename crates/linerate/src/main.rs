@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use linerate_bench::cli::{usage_error, Bench, SinkArgs, EXIT_FAILURE, EXIT_USAGE};
-use linerate_server::settings::{keys_of, CorsSettings, RuleSettings, SiteSettings};
+use linerate_server::settings::{keys_of, CorsSettings, LimitSettings, RuleSettings, SiteSettings};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -423,7 +423,10 @@ a page for paths that are not files (as a single\-page application needs; false
 turns an outer rule's off), and
 .B cors
 a table of
-{cors_keys}The keys of a rule:
+{cors_keys}and
+.B limit\-requests
+(on a site too) a table of
+{limit_keys}The keys of a rule:
 {rule_keys}.SH THE REFERENCE FILE
 Every key with its default; the commented lines are examples. It is
 contrib/linerate.toml in the sources, and /etc/linerate/linerate.toml as the package
@@ -435,6 +438,7 @@ installs it.
         site_keys = roff_list(keys_of::<SiteSettings>()),
         rule_keys = roff_list(keys_of::<RuleSettings>()),
         cors_keys = roff_list(keys_of::<CorsSettings>()),
+        limit_keys = roff_list(keys_of::<LimitSettings>()),
     );
     for line in REFERENCE.lines() {
         // Verbatim: a backslash written as roff's \e, a line that roff would take as a request

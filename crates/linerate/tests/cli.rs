@@ -628,11 +628,14 @@ fn completions_and_man_pages_come_from_the_command_definitions() {
         assert!(conf.contains(word), "linerate.toml.5 lacks {word}");
     }
     // Every key of a site, a rule and a rule's cors table, as the file reads them.
-    use linerate_server::settings::{keys_of, CorsSettings, RuleSettings, SiteSettings};
+    use linerate_server::settings::{
+        keys_of, CorsSettings, LimitSettings, RuleSettings, SiteSettings,
+    };
     for keys in [
         keys_of::<SiteSettings>(),
         keys_of::<RuleSettings>(),
         keys_of::<CorsSettings>(),
+        keys_of::<LimitSettings>(),
     ] {
         assert!(keys.len() > 3, "{keys:?}");
         for k in keys {

@@ -58,6 +58,7 @@ impl Builder {
                 secure: false,
                 cors: None,
                 authorization: None,
+                admitted: false,
                 accept_encoding: None,
             }),
             host: None,

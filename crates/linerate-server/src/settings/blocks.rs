@@ -167,6 +167,12 @@ rule_keys! {
         #[serde(skip_serializing_if = "Option::is_none")]
         pub cors: Option<CorsSettings>
             => Option<Cors>, |c| c.as_ref().map(CorsSettings::checked).transpose(),
+        /// Requests per client: `{ rate = "20/s", burst = 40, delay = 10, key =
+        /// "address" }`; past the burst, 429 with `Retry-After` (docs/http.md L1).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub limit_requests: Option<crate::limits::LimitSettings>
+            => Option<std::sync::Arc<crate::limits::RequestLimit>>,
+            |l| l.as_ref().map(|l| l.checked().map(std::sync::Arc::new)).transpose(),
     }
 
     /// One rule, as the server runs on it.
@@ -203,6 +209,11 @@ impl RuleSettings {
             ..Rule::default()
         };
         self.fill(&mut rule).map_err(at)?;
+        // A rule of every site counts for all of them; a site's is scoped by the site
+        // once it is known (`Settings::apply`).
+        let name = self.path.to_string();
+        rule.limit_requests = (rule.limit_requests.take())
+            .map(|l| std::sync::Arc::new((*l).clone().of_rule("*", &name)));
         rule.redirect = redirect(self.redirect.as_deref(), self.redirect_code).map_err(at)?;
         rule.access = (!self.allow.is_empty() || !self.deny.is_empty()).then(|| Access {
             allow: self.allow.clone(),
@@ -386,6 +397,9 @@ pub struct SiteSettings {
     pub security_headers: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hsts: Option<Age>,
+    /// Requests per client for the whole site, as a rule's `limit-requests`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_requests: Option<crate::limits::LimitSettings>,
     /// `[[site.rule]]` blocks: per-path settings for this site.
     #[serde(default, rename = "rule", skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<RuleSettings>,
@@ -410,6 +424,10 @@ pub(super) fn check_sites(sites: &[SiteSettings]) -> Result<(), ConfigError> {
         }
         if s.names.is_empty() && !s.default {
             return site("give it names, or default = true");
+        }
+        if let Some(l) = &s.limit_requests {
+            let block = format!("site #{} ({})", i + 1, s.root.display());
+            l.checked().map_err(|e| e.in_block(block))?;
         }
         for n in &s.names {
             if seen.contains(&n.0.as_str()) {

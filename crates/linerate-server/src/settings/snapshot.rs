@@ -62,6 +62,7 @@ http2 = "only"
 http3 = "off"
 http3-retry = "always"
 http3-early-data = "on"
+limit-requests-memory = "4M"
 dotfiles = true
 autoindex = true
 index = ["index.htm", "default.htm"]
@@ -78,6 +79,7 @@ error-log-level = "debug"
 path = "/assets/"
 headers = { "X-Content-Type-Options" = "nosniff" }
 expires = "365d"
+limit-requests = { rate = "20/s", burst = 40, delay = 10, key = "user" }
 
 [[site]]
 names = ["a.example", "*.a.example"]

@@ -233,6 +233,7 @@ fn every_flag_is_a_key_and_every_key_a_flag() {
         "error-log" => "\"off\"",
         "log-format" => "\"json\"",
         "error-log-level" => "\"info\"",
+        "limit-requests-memory" => "\"1M\"",
         k if k.ends_with("timeout") => "5",
         _ => "1",
     };
@@ -308,6 +309,7 @@ fn a_blocks_keys_are_what_the_file_reads() {
             "hsts" => "\"1d\"",
             "access-log" => "\"off\"",
             "log-format" => "\"clf\"",
+            "limit-requests" => "{ rate = \"20/s\", burst = 40 }",
             _ => "\"/x\"",
         };
         let root = if *k == "root" {

@@ -130,6 +130,85 @@ impl Site {
             }
         }
     }
+    /// `line` back if the rules `fx` set no `limit-requests` or the client `peer` is
+    /// within it (what it left, for the answer's fields, kept in `limited`); else the
+    /// answer that refuses it (429 with `Retry-After`, through the rules' error page
+    /// for 429) or holds it for its turn (`delay`). A request that waited its turn is
+    /// not counted again, nor one counted under the same limit already (docs/http.md
+    /// L1, L2).
+    pub(super) fn limit(
+        &mut self,
+        req: &Request,
+        h: usize,
+        fx: Option<&Effective>,
+        peer: Option<std::net::IpAddr>,
+        line: String,
+        now: SystemTime,
+    ) -> Result<String, Box<Response>> {
+        use crate::limits::{Decision, Key, KeyBy};
+        let (Some(l), Some(table)) = (
+            fx.and_then(|f| f.limit_requests.clone()),
+            self.board.limits.clone(),
+        ) else {
+            return Ok(line);
+        };
+        // A limit this request was counted under already (the path asked for, then a
+        // `try` candidate under the same rule).
+        if self
+            .limited
+            .as_ref()
+            .is_some_and(|(_, t)| t.scope == l.scope)
+        {
+            return Ok(line);
+        }
+        // The user the guard let in (it passed these credentials, however spelled).
+        let by_user = l.key == KeyBy::User && fx.is_some_and(|f| f.htpasswd.is_some());
+        let user = (req.authorization.as_deref())
+            .filter(|_| by_user)
+            .and_then(crate::auth::user_of);
+        let key = match user {
+            Some(u) => Key::User(u),
+            None => Key::of(peer),
+        };
+        let clock = std::time::Instant::now();
+        if req.admitted {
+            self.limited = Some((table.peek(&l, &key, clock), l));
+            return Ok(line);
+        }
+        // A turn longer than the send deadline would end in a cut connection.
+        let longest = self.resolver.cfg.send_timeout;
+        let d = table.take(&l, &key, clock, longest);
+        match d {
+            Decision::Pass { .. } => {
+                self.limited = Some((d, l));
+                Ok(line)
+            }
+            Decision::Wait { after, .. } => match self.auth.hold(clock + after) {
+                Some(ticket) => {
+                    table.count(&l, false);
+                    Err(Box::new(Response::waiting_for_turn(ticket)))
+                }
+                None => {
+                    self.limited = Some((d, l));
+                    Ok(line)
+                }
+            },
+            Decision::Refuse { after } => {
+                table.count(&l, true);
+                Stats::add(&self.stats.limited_requests, 1);
+                let retry = crate::limits::retry_after_secs(after).to_string();
+                let left = d.field().unwrap_or_default();
+                let extra = [
+                    ("Retry-After", retry.as_str()),
+                    ("RateLimit-Policy", l.policy.as_str()),
+                    ("RateLimit", left.as_str()),
+                ];
+                let r = self.refusal(Status::TooManyRequests, &extra, req, h, fx, line, now);
+                self.limited = None;
+                Err(Box::new(r))
+            }
+        }
+    }
     /// `line` back if the file `e` was reached by its own path, or if the rules of the
     /// path it really is at (a symbolic link on the way: docs/http.md W11) let the
     /// client have it too: their allow/deny, htpasswd and dot-files; else their refusal

@@ -18,6 +18,8 @@ impl Site {
         let mut status = self.board.json();
         status["tls"]["kernel_tls"] = crate::tls::path_note().into();
         status["driver"] = self.resolver.cfg.driver.name().into();
+        status["limits"] =
+            crate::limits::status(&self.resolver.sites, self.board.limits.as_deref());
         status["steer"] = match self.resolver.cfg.steer {
             crate::config::Steer::Off => "off".into(),
             _ if self.resolver.cfg.steering => "cpu".into(),
