@@ -482,7 +482,12 @@ mod tests {
         .unwrap();
         let every = limit.clone().of_rule("*", "/");
         let site = limit.of_rule("a.example", "/api/");
-        for (l, refused) in [(&every, true), (&every, true), (&every, false), (&site, true)] {
+        for (l, refused) in [
+            (&every, true),
+            (&every, true),
+            (&every, false),
+            (&site, true),
+        ] {
             table.count(l, refused);
         }
         Board {
